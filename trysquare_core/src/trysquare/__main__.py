@@ -1,0 +1,3 @@
+from trysquare.cli import main
+
+raise SystemExit(main())

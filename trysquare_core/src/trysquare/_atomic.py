@@ -1,0 +1,52 @@
+"""Atomic writes: a temporary file beside the target, then a rename.
+
+An interrupted command never leaves half a file: readers see the old content or
+the new one. Dependency-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["append_line", "dump_json", "write_bytes", "write_json", "write_text"]
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically, creating its folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def dump_json(value: Any) -> str:
+    """The stable JSON trysquare writes: sorted keys, two-space indent, final newline."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def write_json(path: Path, value: Any) -> None:
+    write_text(path, dump_json(value))
+
+
+def append_line(path: Path, value: Any) -> None:
+    """Append one JSON line; a single ``write`` of a whole line, so lines never interleave."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(value, sort_keys=True, ensure_ascii=False) + "\n"
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line)

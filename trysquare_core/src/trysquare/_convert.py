@@ -1,0 +1,160 @@
+"""The one converter that turns TOML tables into trysquare's attrs records.
+
+Strict: unknown keys are refused (with a close-match suggestion), and ``str``,
+``int``, ``float`` and ``bool`` are never coerced (cattrs would turn ``1`` into
+``"1"``). A cattrs error tree is turned into ``file: key.path: message`` lines.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.errors import (
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+
+from trysquare.errors import ScenarioError
+
+T = TypeVar("T")
+
+_converter = cattrs.Converter(forbid_extra_keys=True)
+
+
+def _strict_str(value: Any, _: type) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {_describe(value)}")
+    return value
+
+
+def _strict_int(value: Any, _: type) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"must be a whole number, not {_describe(value)}")
+    return value
+
+
+def _strict_float(value: Any, _: type) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be a number, not {_describe(value)}")
+    return float(value)
+
+
+def _strict_bool(value: Any, _: type) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, not {_describe(value)}")
+    return value
+
+
+def _strict_path(value: Any, _: type) -> Path:
+    return Path(_strict_str(value, str))
+
+
+def _describe(value: Any) -> str:
+    kinds = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+             list: "a list", dict: "a table"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+_converter.register_structure_hook(str, _strict_str)
+_converter.register_structure_hook(int, _strict_int)
+_converter.register_structure_hook(float, _strict_float)
+_converter.register_structure_hook(bool, _strict_bool)
+_converter.register_structure_hook(Path, _strict_path)
+
+
+def _is_sequence(kind: Any) -> bool:
+    return typing.get_origin(kind) in (tuple, list)
+
+
+def _sequence_hook(kind: Any) -> Any:
+    """TOML arrays only (a string is not a list of characters), items checked one by one."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    fixed = origin is tuple and not (len(args) == 2 and args[1] is Ellipsis)
+
+    def hook(value: Any, _: Any) -> Any:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"must be a list, not {_describe(value)}")
+        if fixed and len(value) != len(args):
+            raise ValueError(f"must be a list of {len(args)} items, not {len(value)}")
+        items, errors = [], []
+        for index, item in enumerate(value):
+            item_kind = args[index] if fixed else (args[0] if args else Any)
+            try:
+                items.append(_converter.structure(item, item_kind))
+            except Exception as error:  # noqa: BLE001 - gathered into one cattrs error
+                note = IterableValidationNote(f"Structuring {kind} @ index {index}", index, item_kind)
+                error.__notes__ = [*getattr(error, "__notes__", []), note]
+                errors.append(error)
+        if errors:
+            raise IterableValidationError(f"While structuring {kind}", errors, kind)
+        return origin(items)
+
+    return hook
+
+
+_converter.register_structure_hook_factory(_is_sequence, _sequence_hook)
+
+
+def register_structure_hook(kind: Any, hook: Any) -> None:
+    """Let a mode add a strict check for one of its own types."""
+    _converter.register_structure_hook(kind, hook)
+
+
+def structure(data: Mapping[str, Any], cls: type[T], *, file: Path, path: str = "") -> T:
+    """Structure ``data`` into ``cls`` or raise one :class:`ScenarioError` naming the key."""
+    try:
+        return _converter.structure(data, cls)
+    except (ClassValidationError, IterableValidationError) as error:
+        lines = list(_error_lines(error, path, cls))
+        raise ScenarioError("\n".join(f"{file.name}: {line}" for line in lines)) from None
+    except (ValueError, TypeError, KeyError) as error:
+        where = f"{path}: " if path else ""
+        raise ScenarioError(f"{file.name}: {where}{error}") from None
+
+
+def unstructure(value: Any) -> Any:
+    return _converter.unstructure(value)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _error_lines(error: BaseException, path: str, cls: Any) -> Iterator[str]:
+    if isinstance(error, (ClassValidationError, IterableValidationError)):
+        with_notes, without_notes = error.group_exceptions()
+        for inner, note in with_notes:
+            name = getattr(note, "name", None)
+            index = getattr(note, "index", None)
+            if name is not None:
+                inner_path = _join(path, name)
+                if isinstance(inner, KeyError):
+                    yield f"{inner_path}: required key is missing"
+                    continue
+                yield from _error_lines(inner, inner_path, getattr(note, "type", None))
+            elif index is not None:
+                yield from _error_lines(inner, f"{path}[{index + 1}]", getattr(note, "type", None))
+            else:
+                yield from _error_lines(inner, path, None)
+        for inner in without_notes:
+            yield from _error_lines(inner, path, cls)
+        return
+    if isinstance(error, ForbiddenExtraKeysError):
+        known = [field.name for field in attrs.fields(error.cl)] if attrs.has(error.cl) else []
+        for key in sorted(error.extra_fields):
+            yield f"{_join(path, key)}: unknown key{_suggest(key, known)}"
+        return
+    yield f"{path}: {error}" if path else str(error)
+
+
+def _suggest(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""

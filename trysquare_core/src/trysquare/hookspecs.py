@@ -1,0 +1,116 @@
+"""The hooks a trysquare plugin may implement.
+
+Only markers and specifications live here; the manager is in
+:mod:`trysquare.plugins`. Every hook is called with keyword arguments, and a
+hook implementation must not give its parameters defaults (pluggy passes only
+what the spec names). Each hook has a section in ``docs/plugins.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import argparse
+
+    from trysquare.modes import Mode, Outcome, Validation
+    from trysquare.runs import Run
+    from trysquare.sessions import SessionFormat
+
+PROJECT_NAME = "trysquare"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def trysquare_register_modes(register: Callable[[Mode], None]) -> None:
+    """Register validator modes: what a ``[[validation]]`` table's ``mode`` names.
+
+    :param register: call it once per mode. A mode has a ``name`` (the value of
+        ``mode = "..."``) and a ``load(table, where)`` method turning one
+        ``[[validation]]`` table into a :class:`trysquare.modes.Validation`.
+        A name registered by two plugins is refused, naming both.
+
+    Example::
+
+        @hookimpl
+        def trysquare_register_modes(register):
+            register(ScriptMode())
+    """
+
+
+@hookspec
+def trysquare_register_session_formats(register: Callable[[SessionFormat], None]) -> None:
+    """Register readers of agent session logs (``session_format`` in ``run.toml``).
+
+    :param register: call it once per format. A format has a ``name``, a
+        ``sniff(head)`` telling from the first parsed lines whether a log is
+        its own, and the readers described in :mod:`trysquare.sessions`.
+
+    Example::
+
+        @hookimpl
+        def trysquare_register_session_formats(register):
+            register(AiderFormat())
+    """
+
+
+@hookspec
+def trysquare_build_context(
+    run: Run, validation: Validation, context: Mapping[str, Any]
+) -> Mapping[str, Any] | None:
+    """Add keys to the context a validator is handed.
+
+    :param run: the run being validated.
+    :param validation: the validator the context is for.
+    :param context: the core's context so far (read-only).
+    :return: extra keys, or ``None``. A key that collides with a core key or with
+        another plugin's key is refused: the run is reported and skipped.
+
+    Example::
+
+        @hookimpl
+        def trysquare_build_context(run, validation, context):
+            return {"ticket": str(run.dir / "ticket.md")}
+    """
+
+
+@hookspec
+def trysquare_metrics_collected(run: Run, validation: Validation, outcome: Outcome) -> None:
+    """Observe each recorded outcome (an experiment tracker, a database).
+
+    Called once per run and validator, after the result is written to disk. An
+    observer that raises is reported as a warning; the result stays recorded.
+
+    :param run: the run that was validated.
+    :param validation: the validator that produced ``outcome``.
+    :param outcome: metrics, reasons, state and error as recorded.
+
+    Example::
+
+        @hookimpl
+        def trysquare_metrics_collected(run, validation, outcome):
+            tracker.log(run.id, outcome.metrics)
+    """
+
+
+@hookspec
+def trysquare_register_commands(cli: argparse._SubParsersAction[Any]) -> None:
+    """Add subcommands to the ``trysquare`` command line.
+
+    :param cli: the subparsers object of the ``trysquare`` parser. Add a parser
+        with ``cli.add_parser(name, help=...)`` and give it a handler with
+        ``parser.set_defaults(handler=function)``; the handler receives the
+        parsed ``argparse.Namespace`` and returns an exit code.
+
+    Example::
+
+        @hookimpl
+        def trysquare_register_commands(cli):
+            parser = cli.add_parser("form", help="fill metrics by hand")
+            parser.set_defaults(handler=run_form)
+    """

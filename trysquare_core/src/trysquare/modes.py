@@ -1,0 +1,141 @@
+"""What a validator mode is, what it is handed and what it returns.
+
+A *mode* (``script``, ``judge``, ``form``, or one from a plugin) turns one
+``[[validation]]`` table into a :class:`Validation`. The runner builds the
+context once per run, archives it, and hands each validation a :class:`Job`;
+the validation returns an :class:`Outcome`, which the runner records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
+
+import attrs
+
+from trysquare import _convert
+from trysquare.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from trysquare.runs import Run
+    from trysquare.scenario import Scenario
+
+__all__ = ["Job", "Mode", "Outcome", "State", "TableSource", "Validation"]
+
+State = Literal["valid", "invalid", "pending"]
+T = TypeVar("T")
+
+# Names a metric may not take: the judge's and the form's pieces.
+PIECES: tuple[str, ...] = ("prompt", "response", "diff")
+
+
+@attrs.frozen
+class TableSource:
+    """Where a ``[[validation]]`` table came from, for loading and for messages."""
+
+    file: Path  # the scenario file
+    path: str  # e.g. "[[validation]][2]"
+
+    @property
+    def folder(self) -> Path:
+        return self.file.parent
+
+    def resolve(self, relative: str) -> Path:
+        """A path the table names, relative to the scenario file."""
+        return (self.folder / relative).resolve()
+
+    def refuse(self, key: str, message: str) -> ScenarioError:
+        return ScenarioError(f"{self.file.name}: {self.path}.{key}: {message}")
+
+    def structure(self, table: Mapping[str, Any], cls: type[T]) -> T:
+        """Structure the table strictly into a mode's own attrs class."""
+        return _convert.structure(table, cls, file=self.file, path=self.path)
+
+
+@attrs.frozen(kw_only=True)
+class Validation:
+    """One loaded ``[[validation]]`` table. Modes subclass it with their own keys.
+
+    The common keys are ``mode``, ``metrics`` and an optional ``name`` (default:
+    the mode). Subclasses override :meth:`evaluate` and, where they need to,
+    the other methods.
+    """
+
+    mode: str
+    metrics: tuple[str, ...]
+    name: str = ""
+
+    # Keys of the context a mode withholds from its validator (the judge: cell, given).
+    withheld_context_keys: ClassVar[frozenset[str]] = frozenset()
+
+    def check(self, scenario: Scenario, source: TableSource) -> None:
+        """Refuse, at load time, what this table cannot do within ``scenario``."""
+
+    def check_runs(self, scenario: Scenario, runs: Sequence[Run]) -> list[str]:
+        """Refuse what these runs make impossible; return lines to print (blinding)."""
+        return []
+
+    def digest(self) -> str:
+        """What identifies this validator: a result with another digest is stale."""
+        return _digest_of(attrs.asdict(self, recurse=True, value_serializer=_jsonable))
+
+    def evaluate(self, job: Job) -> Outcome:
+        """Score one run. Never raises for a bad run: returns an invalid outcome."""
+        raise NotImplementedError
+
+
+class Mode(Protocol):
+    """A validator mode, registered through ``trysquare_register_modes``."""
+
+    name: str
+
+    def load(self, table: Mapping[str, Any], source: TableSource) -> Validation:
+        """Turn one ``[[validation]]`` table into a validation, or raise ScenarioError."""
+        ...
+
+
+@attrs.frozen
+class Job:
+    """One run × one validation, its context already built and archived."""
+
+    run: Run
+    validation: Validation
+    context: Mapping[str, Any]
+    context_path: Path  # validation/<name>/context.json, what a script is handed
+    archive: Path  # validation/<name>/, where a mode may keep evidence (transcripts)
+    previous: Mapping[str, Any] | None  # the result this one would replace, if any
+
+
+@attrs.frozen
+class Outcome:
+    """What one validation found for one run.
+
+    ``metrics`` maps a name to its value; ``None`` is *unjudged* (the reason
+    says why). An invalid outcome's metrics are never read as negatives.
+    """
+
+    metrics: Mapping[str, Any] = attrs.field(factory=dict)
+    reasons: Mapping[str, str] = attrs.field(factory=dict)
+    state: State = "valid"
+    error: str | None = None
+    stderr: bytes | None = None  # kept as validation/<name>.stderr
+    provenance: Mapping[str, Mapping[str, str]] | None = None  # form: {metric: {by, at}}
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def invalid(cls, error: str, *, stderr: bytes | None = None, **kwargs: Any) -> Outcome:
+        return cls(state="invalid", error=error, stderr=stderr, **kwargs)
+
+
+def _jsonable(_: Any, __: Any, value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _digest_of(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -1,0 +1,85 @@
+"""Reading what a validator printed: ``{"metrics": {...}, "reasons": {...}}``.
+
+One parser for every mode that runs a program. It never raises: whatever the
+bytes, it returns an :class:`~trysquare.modes.Outcome`, invalid with its cause
+when the output cannot be trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from trysquare.modes import Outcome
+
+__all__ = ["parse_validator_output"]
+
+NO_REASON = "unjudged (the validator gave no reason)"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def parse_validator_output(stdout: bytes, *, declared: Sequence[str], what: str) -> Outcome:
+    """Turn a validator's stdout into an outcome; ``what`` names it in causes."""
+    try:
+        return _parse(stdout, declared, what)
+    except Exception as error:  # noqa: BLE001 - the contract is: never raise
+        return Outcome.invalid(f"{what} printed output that could not be read ({type(error).__name__})")
+
+
+def _parse(stdout: bytes, declared: Sequence[str], what: str) -> Outcome:
+    if not stdout.strip():
+        return Outcome.invalid(f"{what} printed nothing on stdout")
+    try:
+        text = stdout.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return Outcome.invalid(f"{what} printed invalid UTF-8 (byte {error.start})")
+    try:
+        document = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as error:
+        return Outcome.invalid(f"{what} printed unreadable JSON: {_first_line(error)}")
+    if not isinstance(document, dict):
+        return Outcome.invalid(
+            f"{what} printed JSON {type(document).__name__}, not an object with 'metrics'"
+        )
+    metrics = document.get("metrics")
+    if not isinstance(metrics, dict):
+        return Outcome.invalid(f"{what} printed no 'metrics' object")
+    reasons = document.get("reasons", {})
+    if reasons is None:
+        reasons = {}
+    if not isinstance(reasons, dict):
+        return Outcome.invalid(f"{what} printed 'reasons' that is not an object")
+    for name, value in metrics.items():
+        if not name.strip():
+            return Outcome.invalid(f"{what} printed a metric with an empty name")
+        if isinstance(value, float) and not math.isfinite(value):
+            return Outcome.invalid(f"{what} printed a non-finite number for '{name}'")
+    clean_reasons: dict[str, str] = {}
+    for name, reason in reasons.items():
+        if reason is None or reason == "":
+            continue
+        if not isinstance(reason, str):
+            return Outcome.invalid(f"{what} printed a reason for '{name}' that is not a string")
+        clean_reasons[name] = reason
+    for name, value in metrics.items():
+        if value is None and name not in clean_reasons:
+            clean_reasons[name] = NO_REASON
+    missing = [metric for metric in declared if metric not in metrics]
+    if missing:
+        return Outcome.invalid(
+            f"{what} omitted declared metric{'s' if len(missing) > 1 else ''} "
+            + ", ".join(f"'{m}'" for m in missing),
+            metrics=metrics,
+            reasons=clean_reasons,
+        )
+    return Outcome(metrics=metrics, reasons=clean_reasons)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).splitlines()
+    return lines[0] if lines else type(error).__name__

@@ -1,0 +1,261 @@
+"""The plugin manager: loaded lazily, once, with every plugin guarded on its own.
+
+Plugins are found through the ``trysquare`` entry-point group (the name of each
+entry point is its distribution's name). One that fails to import, to register
+or to answer a registry hook is reported here and in ``trysquare plugins``; the
+others carry on. ``TRYSQUARE_LOAD_PLUGINS`` (empty: none; a comma list: only
+those) and ``TRYSQUARE_BLOCK_PLUGINS`` (a comma list never loaded) choose which
+entry points load.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pluggy
+
+from trysquare import hookspecs
+
+if TYPE_CHECKING:
+    from trysquare.modes import Mode
+    from trysquare.sessions import SessionFormat
+
+__all__ = [
+    "PluginInfo",
+    "get_manager",
+    "infos",
+    "modes",
+    "registry",
+    "reset",
+    "session_formats",
+]
+
+ENTRY_POINT_GROUP = "trysquare"
+# In-tree defaults, registered after entry points so that plugins may come first.
+BUILTIN_MODULES = ("trysquare.sessions.builtin", "trysquare.executors")
+
+# What `trysquare plugins` lists for each plugin, and the registry hook behind it.
+LISTED_REGISTRIES = {
+    "modes": "trysquare_register_modes",
+    "providers": "trysquare_register_judge_providers",
+    "session_formats": "trysquare_register_session_formats",
+    "executors": "trysquare_register_executors",
+}
+
+
+@attrs.frozen
+class PluginInfo:
+    """One plugin as ``trysquare plugins`` shows it."""
+
+    name: str
+    version: str | None
+    hooks: tuple[str, ...]
+    modes: tuple[str, ...] = ()
+    providers: tuple[str, ...] = ()
+    session_formats: tuple[str, ...] = ()
+    executors: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@attrs.define
+class _State:
+    manager: pluggy.PluginManager
+    versions: dict[str, str | None]
+    failures: dict[str, str]
+    registries: dict[str, dict[str, tuple[Any, str]]] = attrs.field(factory=dict)
+    registered_by: dict[str, dict[str, list[str]]] = attrs.field(factory=dict)
+
+
+_state: _State | None = None
+
+
+def _names(variable: str) -> set[str] | None:
+    value = os.environ.get(variable)
+    if value is None:
+        return None
+    return {name.strip() for name in value.split(",") if name.strip()}
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def _load() -> _State:
+    manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    manager.add_hookspecs(hookspecs)
+    state = _State(manager, {}, {})
+    only = _names("TRYSQUARE_LOAD_PLUGINS")
+    blocked = _names("TRYSQUARE_BLOCK_PLUGINS") or set()
+    loaded: list[tuple[str, Any]] = []
+    for entry_point in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        name = entry_point.name
+        if name in blocked or (only is not None and name not in only) or name in state.versions:
+            continue
+        state.versions[name] = entry_point.dist.version if entry_point.dist else None
+        try:
+            plugin = entry_point.load()
+            # A plugin may bring hookspecs of its own (the judge: providers).
+            extra_specs = getattr(plugin, "trysquare_hookspecs", None)
+            if extra_specs is not None:
+                manager.add_hookspecs(extra_specs)
+            loaded.append((name, plugin))
+        except Exception as error:  # noqa: BLE001 - one broken plugin is only reported
+            state.failures[name] = _describe(error)
+    for name, plugin in loaded:
+        _register(state, name, plugin)
+    for module_name in BUILTIN_MODULES:
+        try:
+            module = __import__(module_name, fromlist=["_"])
+        except ModuleNotFoundError as error:
+            if error.name == module_name:
+                continue  # not part of this build yet
+            raise
+        _register(state, module_name, module)
+    return state
+
+
+def _register(state: _State, name: str, plugin: Any) -> None:
+    manager = state.manager
+    try:
+        manager.register(plugin, name=name)
+        manager.check_pending()
+    except Exception as error:  # noqa: BLE001 - a bad hookimpl disables this plugin only
+        if manager.is_registered(plugin):
+            manager.unregister(plugin)
+        state.failures[name] = _describe(error)
+
+
+def get_manager() -> pluggy.PluginManager:
+    """The plugin manager, loading every plugin on first use."""
+    return _get_state().manager
+
+
+def _get_state() -> _State:
+    global _state
+    if _state is None:
+        _state = _load()
+        for name, error in sorted(_state.failures.items()):
+            print(f"trysquare: warning: plugin '{name}' failed to load: {error}", file=sys.stderr)
+    return _state
+
+
+def reset() -> None:
+    """Forget the loaded plugins (tests change the environment between loads)."""
+    global _state
+    _state = None
+
+
+def registry(hook_name: str) -> dict[str, Any]:
+    """Call a ``register`` hook once per plugin and return the registered objects by name.
+
+    Each plugin's implementation is called on its own, so a plugin that raises,
+    or registers a name another plugin took, is reported and the rest stand.
+    """
+    state = _get_state()
+    if hook_name not in state.registries:
+        state.registries[hook_name], state.registered_by[hook_name] = _collect(state, hook_name)
+    return {name: value for name, (value, _) in state.registries[hook_name].items()}
+
+
+def _collect(state: _State, hook_name: str) -> tuple[dict[str, tuple[Any, str]], dict[str, list[str]]]:
+    manager = state.manager
+    found: dict[str, tuple[Any, str]] = {}
+    by_plugin: dict[str, list[str]] = {}
+    hook = getattr(manager.hook, hook_name, None)
+    if hook is None:
+        return found, by_plugin
+    plugins = [(manager.get_name(p), p) for p in manager.get_plugins()]
+    implementers = {impl.plugin_name for impl in hook.get_hookimpls()}
+    for plugin_name, plugin in sorted(plugins, key=lambda item: _order(item[0])):
+        if plugin_name not in implementers or plugin_name in state.failures:
+            continue
+        others = [p for name, p in plugins if name != plugin_name]
+        caller = manager.subset_hook_caller(hook_name, remove_plugins=others)
+        mine: list[tuple[str, Any]] = []
+
+        def register(item: Any, _mine: list[tuple[str, Any]] = mine) -> None:
+            _mine.append((getattr(item, "name", None), item))
+
+        try:
+            caller(register=register)
+            for name, item in mine:
+                if not isinstance(name, str) or not name:
+                    raise TypeError(f"{hook_name} registered {item!r}, which has no name")
+                if name in found:
+                    raise ValueError(
+                        f"'{name}' is registered by both '{found[name][1]}' and '{plugin_name}'"
+                    )
+        except Exception as error:  # noqa: BLE001 - only this plugin's registrations are lost
+            state.failures[plugin_name] = _describe(error)
+            print(f"trysquare: warning: plugin '{plugin_name}' failed: {state.failures[plugin_name]}",
+                  file=sys.stderr)
+            continue
+        for name, item in mine:
+            found[name] = (item, plugin_name)
+        by_plugin[plugin_name] = [name for name, _ in mine]
+    return found, by_plugin
+
+
+def _order(plugin_name: str) -> tuple[int, str]:
+    # Entry-point plugins first, in-tree defaults after them.
+    return (plugin_name in BUILTIN_MODULES, plugin_name)
+
+
+def modes() -> dict[str, Mode]:
+    return registry("trysquare_register_modes")
+
+
+def session_formats() -> dict[str, SessionFormat]:
+    return registry("trysquare_register_session_formats")
+
+
+def call_hook(hook_name: str, **kwargs: Any) -> list[Any]:
+    """Call a hook on every loaded plugin (keyword arguments only)."""
+    return getattr(get_manager().hook, hook_name)(**kwargs)
+
+
+def infos() -> list[PluginInfo]:
+    """Every plugin found: loaded ones with what they provide, broken ones with their error."""
+    state = _get_state()
+    for hook_name in LISTED_REGISTRIES.values():
+        registry(hook_name)
+    manager = state.manager
+    result = []
+    names = {manager.get_name(p) for p in manager.get_plugins()} | set(state.failures)
+    for name in sorted(names, key=_order):
+        plugin = manager.get_plugin(name)
+        hooks = tuple(sorted(
+            impl_hook.name
+            for impl_hook in ((manager.get_hookcallers(plugin) or []) if plugin is not None else [])
+        ))
+        provided = {
+            column: tuple(sorted(state.registered_by.get(hook, {}).get(name, [])))
+            for column, hook in LISTED_REGISTRIES.items()
+        }
+        result.append(PluginInfo(
+            name=name,
+            version=state.versions.get(name) or _builtin_version(name),
+            hooks=hooks,
+            error=state.failures.get(name),
+            **provided,
+        ))
+    return result
+
+
+def _builtin_version(name: str) -> str | None:
+    if name in BUILTIN_MODULES:
+        from trysquare import __version__
+
+        return __version__
+    return None
+
+
+def warn(message: str) -> None:
+    print(f"trysquare: warning: {message}", file=sys.stderr)
+

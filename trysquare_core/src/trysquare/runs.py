@@ -1,0 +1,205 @@
+"""Finished runs: ``run.toml`` files, and finding every one below a folder.
+
+A run whose ``run.toml`` is malformed, whose ``repo`` is not a git repository or
+whose ``base`` does not resolve is reported by path and skipped; the others
+proceed.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from trysquare import _convert, repo
+from trysquare.errors import RepoError, RunError, ScenarioError
+
+__all__ = ["Etalon", "Experiment", "Run", "discover", "load_run", "RUN_FILE"]
+
+RUN_FILE = "run.toml"
+
+
+@attrs.frozen
+class _EtalonTable:
+    tag: str
+    checkout: str | None = None
+
+
+@attrs.frozen
+class _RunFile:
+    cell: str
+    repetition: int
+    prompt: str
+    id: str | None = None
+    repo: str = "repo"
+    base: str = "HEAD"
+    session: str | None = None
+    session_format: str | None = None
+    trace: str | None = None
+    model: str | None = None
+    given: tuple[str, ...] = ()
+    etalon: _EtalonTable | None = None
+
+
+@attrs.frozen
+class Etalon:
+    """The reference the agent started from: a tag, and its files as a folder."""
+
+    tag: str
+    checkout: Path | None  # None until materialised from the tag
+
+
+@attrs.frozen
+class Run:
+    """One finished run, its paths resolved and its base commit pinned."""
+
+    dir: Path
+    id: str
+    cell: str
+    repetition: int
+    repo: Path
+    base: str  # as written in run.toml
+    base_commit: str  # the full sha it resolves to
+    prompt: Path
+    session: Path | None
+    session_format: str | None
+    trace: Path | None
+    model: str | None
+    given: tuple[str, ...]
+    etalon: Etalon | None
+
+    @property
+    def validation_dir(self) -> Path:
+        return self.dir / "validation"
+
+    @property
+    def label(self) -> str:
+        return f"run '{self.id}' ({self.dir})"
+
+
+@attrs.frozen
+class Experiment:
+    """A folder named on the command line, and the runs found below it."""
+
+    root: Path
+    runs: tuple[Run, ...]
+    errors: tuple[RunError, ...]
+
+
+def _resolve(folder: Path, value: str) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else folder / path
+
+
+def load_run(run_file: Path) -> Run:
+    """Load one ``run.toml``, or raise :class:`RunError` naming it."""
+    run_file = run_file.absolute()
+    folder = run_file.parent
+    try:
+        with open(run_file, "rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise RunError(f"{run_file}: not valid TOML ({error})") from None
+    except OSError as error:
+        raise RunError(f"{run_file}: cannot be read ({error.strerror})") from None
+    try:
+        table = _convert.structure(data, _RunFile, file=run_file)
+    except ScenarioError as error:
+        # The converter names the file by its bare name; a run is named by its path.
+        raise RunError(error.message.replace(f"{run_file.name}: ", f"{run_file}: ", 1)) from None
+    repo_path = _resolve(folder, table.repo)
+    try:
+        if not repo_path.is_dir() or not repo.is_git_repo(repo_path):
+            raise RunError(f"{run_file}: repo '{table.repo}' is not a git repository")
+        base_commit = repo.resolve_commit(repo_path, table.base)
+    except RepoError as error:
+        raise RunError(f"{run_file}: {error.message}") from None
+    except OSError as error:
+        raise RunError(f"{run_file}: repo '{table.repo}' cannot be read ({error.strerror})") from None
+    prompt = _resolve(folder, table.prompt)
+    if not prompt.is_file():
+        raise RunError(f"{run_file}: prompt '{table.prompt}' does not exist")
+    session = _optional_path(run_file, folder, "session", table.session)
+    trace = _optional_path(run_file, folder, "trace", table.trace)
+    etalon = None
+    if table.etalon is not None:
+        checkout = table.etalon.checkout
+        etalon = Etalon(table.etalon.tag, _resolve(folder, checkout) if checkout else None)
+    for given in table.given:
+        if Path(given).is_absolute() or ".." in Path(given).parts:
+            raise RunError(f"{run_file}: given '{given}' must be a path inside the repo")
+    return Run(
+        dir=folder,
+        id=table.id or folder.name,
+        cell=table.cell,
+        repetition=table.repetition,
+        repo=repo_path.resolve(),
+        base=table.base,
+        base_commit=base_commit,
+        prompt=prompt.resolve(),
+        session=session,
+        session_format=table.session_format,
+        trace=trace,
+        model=table.model,
+        given=tuple(sorted(set(table.given))),
+        etalon=etalon,
+    )
+
+
+def _optional_path(run_file: Path, folder: Path, key: str, value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = _resolve(folder, value)
+    if not path.exists():
+        raise RunError(f"{run_file}: {key} '{value}' does not exist")
+    return path.resolve()
+
+
+def _run_files(root: Path) -> Iterator[Path]:
+    """Every run.toml below ``root``, not descending into a run's own folders."""
+    if (root / RUN_FILE).is_file():
+        yield root / RUN_FILE
+        return
+    for current, folders, files in os.walk(root):
+        if RUN_FILE in files:
+            yield Path(current) / RUN_FILE
+            folders.clear()  # a run's clone and archives hold no further runs
+            continue
+        folders[:] = sorted(f for f in folders if not f.startswith(".") and f != "node_modules")
+
+
+def discover(paths: Iterable[Path]) -> list[Experiment]:
+    """Find the runs below each path; unreadable runs are collected, not raised."""
+    experiments = []
+    for path in paths:
+        root = Path(path).absolute()
+        if not root.is_dir():
+            raise RunError(f"{path}: no such folder")
+        runs: list[Run] = []
+        errors: list[RunError] = []
+        for run_file in sorted(_run_files(root)):
+            try:
+                runs.append(load_run(run_file))
+            except RunError as error:
+                errors.append(error)
+        seen: dict[str, Run] = {}
+        for run in runs:
+            if run.id in seen:
+                errors.append(RunError(
+                    f"{run.dir / RUN_FILE}: id '{run.id}' is also the id of {seen[run.id].dir}"
+                ))
+            seen.setdefault(run.id, run)
+        unique = [run for run in runs if seen[run.id] is run]
+        experiments.append(Experiment(root, tuple(unique), tuple(errors)))
+    return experiments
+
+
+def run_toml(fields: dict[str, Any]) -> str:
+    """The text of a ``run.toml`` for ``trysquare record``."""
+    import tomli_w
+
+    return tomli_w.dumps({k: v for k, v in fields.items() if v is not None})

@@ -1,0 +1,240 @@
+"""``scenario.toml``: the experiment's single source of truth, loaded strictly.
+
+Everything is refused at load, before anything runs, with one plain sentence
+naming the file and the key: an unknown key (with a close match), a metric
+declared twice, an unknown mode, a command word only a shell understands...
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from trysquare import _convert
+from trysquare._words import ShellWordError, split_command
+from trysquare.errors import ScenarioError
+from trysquare.modes import PIECES, Mode, TableSource, Validation
+
+__all__ = ["Scenario", "ShellWordError", "Task", "Verdict", "load_scenario", "split_command"]
+
+# Where a mode lives when it is not installed, for the refusal's hint.
+KNOWN_MODE_DISTRIBUTIONS = {
+    "script": "trysquare-script",
+    "judge": "trysquare-judge",
+    "form": "trysquare-form",
+    "hidden-tests": "trysquare-hidden-tests",
+}
+_METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@attrs.frozen
+class Task:
+    """``[task]``: how the suite is run, and what running it leaves behind."""
+
+    test_command: str | None = None
+    prepare: tuple[str, ...] = ()
+    artefacts: tuple[str, ...] = ()
+    # Describe how runs were produced: accepted, not interpreted.
+    repo: Any = None
+    etalon: Any = None
+    prompt: Any = None
+
+
+@attrs.frozen
+class Verdict:
+    """``[verdict]``: which cell is the reference and what a verdict rests on."""
+
+    reference: str | None = None
+    criteria: tuple[str, ...] | None = None
+    validity: tuple[str, ...] = ()
+    agreement: tuple[tuple[str, str], ...] = ()
+
+
+@attrs.frozen
+class _Header:
+    name: str | None = None
+    description: str | None = None
+
+
+@attrs.frozen
+class _ScenarioFile:
+    task: Task = Task()
+    validation: tuple[dict[str, Any], ...] = ()
+    verdict: Verdict | None = None
+    scenario: _Header | None = None
+    # Sections that describe how runs are produced: accepted, not interpreted.
+    agent: Any = None
+    protocol: Any = None
+    axes: Any = None
+    values: Any = None
+    variants: Any = None
+    harness: Any = None
+
+
+@attrs.frozen
+class Scenario:
+    """A loaded scenario: its task, its validations and its verdict rules."""
+
+    path: Path
+    name: str
+    task: Task
+    validations: tuple[Validation, ...]
+    verdict: Verdict
+    axes: Any = None
+    variants: Any = None
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    def validation(self, name: str) -> Validation:
+        for validation in self.validations:
+            if validation.name == name:
+                return validation
+        names = ", ".join(v.name for v in self.validations)
+        raise ScenarioError(f"{self.path.name} has no validator named '{name}' (it has: {names})")
+
+    @property
+    def declared_metrics(self) -> dict[str, Validation]:
+        """Every declared metric, and the validation that declares it."""
+        return {metric: v for v in self.validations for metric in v.metrics}
+
+
+def load_scenario(path: Path, modes: Mapping[str, Mode] | None = None) -> Scenario:
+    """Load and check ``path``; raise :class:`ScenarioError` with one sentence otherwise.
+
+    ``modes`` defaults to the installed plugins' modes.
+    """
+    path = Path(path).absolute()
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such scenario file") from None
+    except IsADirectoryError:
+        raise ScenarioError(f"{path}: is a folder, not a scenario file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(f"{path.name}: not valid TOML ({error})") from None
+    raw = _convert.structure(data, _ScenarioFile, file=path)
+    _check_task(path, raw.task)
+    if modes is None:
+        from trysquare import plugins
+
+        modes = plugins.modes()
+    validations = tuple(
+        _load_validation(table, TableSource(path, f"[[validation]][{index}]"), modes)
+        for index, table in enumerate(raw.validation, start=1)
+    )
+    scenario = Scenario(
+        path=path,
+        name=(raw.scenario.name if raw.scenario and raw.scenario.name else path.stem),
+        task=raw.task,
+        validations=validations,
+        verdict=raw.verdict or Verdict(),
+        axes=raw.axes,
+        variants=raw.variants,
+    )
+    _check_validations(scenario)
+    _check_verdict(scenario)
+    for index, validation in enumerate(scenario.validations, start=1):
+        validation.check(scenario, TableSource(path, f"[[validation]][{index}]"))
+    return scenario
+
+
+def _check_task(path: Path, task: Task) -> None:
+    if task.test_command is not None:
+        if not task.test_command.strip():
+            raise ScenarioError(
+                f"{path.name}: task.test_command is empty; remove the key to declare no suite"
+            )
+        _vet_command(path, "task.test_command", task.test_command)
+    for index, command in enumerate(task.prepare, start=1):
+        if not command.strip():
+            raise ScenarioError(f"{path.name}: task.prepare[{index}] is empty")
+        _vet_command(path, f"task.prepare[{index}]", command)
+
+
+def _vet_command(path: Path, key: str, command: str) -> None:
+    try:
+        split_command(command)
+    except ShellWordError as error:
+        raise ScenarioError(f"{path.name}: {key}: {error}") from None
+
+
+def _load_validation(table: Mapping[str, Any], source: TableSource, modes: Mapping[str, Mode]) -> Validation:
+    mode_name = table.get("mode")
+    if not isinstance(mode_name, str):
+        raise source.refuse("mode", "required, a string naming the mode (script, judge, form, ...)")
+    mode = modes.get(mode_name)
+    if mode is None:
+        raise ScenarioError(f"{source.file.name}: {source.path}.mode: {_missing_mode(mode_name, modes)}")
+    validation = mode.load(table, source)
+    return attrs.evolve(validation, name=validation.name or validation.mode)
+
+
+def _missing_mode(name: str, modes: Mapping[str, Mode]) -> str:
+    message = f"no installed plugin provides mode '{name}'"
+    if name in KNOWN_MODE_DISTRIBUTIONS:
+        return f"{message} (pip install {KNOWN_MODE_DISTRIBUTIONS[name]})"
+    import difflib
+
+    close = difflib.get_close_matches(name, list(modes), n=1)
+    return f"{message} (did you mean '{close[0]}'?)" if close else message
+
+
+def _check_validations(scenario: Scenario) -> None:
+    file = scenario.path.name
+    names: dict[str, int] = {}
+    owners: dict[str, str] = {}
+    for index, validation in enumerate(scenario.validations, start=1):
+        where = f"{file}: [[validation]][{index}]"
+        if validation.name in names:
+            raise ScenarioError(
+                f"{where}: name '{validation.name}' is also the name of [[validation]]"
+                f"[{names[validation.name]}]; give one of them another name"
+            )
+        names[validation.name] = index
+        if not validation.metrics:
+            raise ScenarioError(f"{where}.metrics: declares no metric")
+        for metric in validation.metrics:
+            if not _METRIC_NAME.match(metric):
+                raise ScenarioError(
+                    f"{where}.metrics: '{metric}' is not a metric name (letters, digits, '_')"
+                )
+            if metric in PIECES:
+                raise ScenarioError(
+                    f"{where}.metrics: '{metric}' is the name of a piece; rename the metric"
+                )
+            if metric in owners:
+                raise ScenarioError(
+                    f"{where}.metrics: '{metric}' is also declared by validator "
+                    f"'{owners[metric]}'; rename one (e.g. '{metric}_{validation.mode}')"
+                )
+            owners[metric] = validation.name
+        if "tests" in validation.metrics and scenario.task.test_command is None:
+            raise ScenarioError(
+                f"{where}.metrics: 'tests' is declared but [task] has no test_command; "
+                "declare the suite that decides it"
+            )
+
+
+def _check_verdict(scenario: Scenario) -> None:
+    declared = scenario.declared_metrics
+    verdict = scenario.verdict
+    file = scenario.path.name
+    named: list[tuple[str, Sequence[str]]] = [
+        ("criteria", verdict.criteria or ()),
+        ("validity", verdict.validity),
+    ]
+    named += [(f"agreement[{i}]", pair) for i, pair in enumerate(verdict.agreement, start=1)]
+    for key, metrics in named:
+        for metric in metrics:
+            if metric not in declared:
+                raise ScenarioError(
+                    f"{file}: verdict.{key}: '{metric}' is not a metric any validator declares"
+                )

@@ -1,0 +1,169 @@
+"""Small builders for real git repositories and finished runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "trysquare tests",
+    "GIT_AUTHOR_EMAIL": "tests@trysquare.invalid",
+    "GIT_COMMITTER_NAME": "trysquare tests",
+    "GIT_COMMITTER_EMAIL": "tests@trysquare.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+class GitRepo:
+    """A real git repository in ``path``, driven with plain git commands."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def init(cls, path: Path, files: Mapping[str, str] | None = None) -> GitRepo:
+        """Create a repository; with ``files``, write and commit them as the base."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        repo = cls(path)
+        repo.git("init", "-q", "-b", "main")
+        repo.git("config", "commit.gpgsign", "false")
+        if files:
+            repo.write_files(files)
+            repo.commit("base")
+        return repo
+
+    def git(self, *args: str) -> str:
+        env = {**os.environ, **_GIT_ENV, "HOME": os.environ.get("HOME", "/tmp")}
+        done = subprocess.run(
+            ["git", *args], cwd=self.path, env=env, capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def write(self, rel: str, text: str | bytes, *, mode: int | None = None) -> Path:
+        target = self.path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            target.write_bytes(text)
+        else:
+            target.write_text(text, encoding="utf-8")
+        if mode is not None:
+            target.chmod(mode)
+        return target
+
+    def write_files(self, files: Mapping[str, str | bytes]) -> None:
+        for rel, text in files.items():
+            self.write(rel, text)
+
+    def delete(self, rel: str) -> None:
+        (self.path / rel).unlink()
+
+    def stage(self, *paths: str) -> None:
+        self.git("add", "--", *(paths or (".",)))
+
+    def commit(self, message: str = "change", *, all: bool = True) -> str:
+        if all:
+            self.git("add", "-A")
+        self.git("commit", "-q", "--allow-empty", "-m", message)
+        return self.head()
+
+    def tag(self, name: str) -> None:
+        self.git("tag", name)
+
+    def rename(self, old: str, new: str) -> None:
+        self.git("mv", old, new)
+
+    def ignore(self, *patterns: str) -> None:
+        with open(self.path / ".gitignore", "a", encoding="utf-8") as handle:
+            handle.write("".join(f"{p}\n" for p in patterns))
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD").strip()
+
+
+def write_pi_session(path: Path, events: Iterable[Mapping[str, Any]], *, cwd: str) -> Path:
+    """Write a minimal pi (v3) session log: a header, then ``events`` chained by id."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [{"type": "session", "version": 3, "id": "s", "cwd": cwd, "timestamp": "2026-01-01T00:00:00Z"}]
+    parent = None
+    for number, event in enumerate(events):
+        entry = {"id": f"e{number}", "parentId": parent, "timestamp": "2026-01-01T00:00:00Z", **event}
+        parent = entry["id"]
+        lines.append(entry)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+class RunBuilder:
+    """A finished run: a clone with a base commit, the agent's changes, a prompt, a run.toml.
+
+    >>> run = RunBuilder(tmp / "runs" / "a1", cell="rule", repetition=1)
+    >>> run.base({"counter.py": "..."}); run.repo.write("counter.py", "fixed")
+    >>> run.finish()
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        cell: str = "default",
+        repetition: int = 1,
+        prompt: str = "Fix the counter.",
+        model: str | None = None,
+        etalon_tag: str | None = "etalon-v1",
+    ) -> None:
+        self.path = Path(path)
+        self.cell = cell
+        self.repetition = repetition
+        self.prompt = prompt
+        self.model = model
+        self.etalon_tag = etalon_tag
+        self.repo = GitRepo.init(self.path / "repo")
+        self.base_commit: str | None = None
+        self.given: list[str] = []
+        self.extra: dict[str, Any] = {}
+
+    def base(self, files: Mapping[str, str | bytes], given: Mapping[str, str] | None = None) -> str:
+        """Commit the etalon (tagged), then the given files on top: that commit is ``base``."""
+        self.repo.write_files(files)
+        self.repo.commit("etalon")
+        if self.etalon_tag:
+            self.repo.tag(self.etalon_tag)
+        if given:
+            self.repo.write_files(given)
+            self.repo.commit("given")
+            self.given = sorted(given)
+        self.base_commit = self.repo.head()
+        return self.base_commit
+
+    def finish(self, *, response: str | None = None, session: Sequence[Mapping[str, Any]] | None = None) -> Path:
+        """Write prompt, optional response/session, and run.toml; return the run folder."""
+        (self.path / "prompt.txt").write_text(self.prompt, encoding="utf-8")
+        doc: dict[str, Any] = {
+            "cell": self.cell,
+            "repetition": self.repetition,
+            "repo": "repo",
+            "base": self.base_commit or "HEAD",
+            "prompt": "prompt.txt",
+            "given": self.given,
+        }
+        if self.model:
+            doc["model"] = self.model
+        if response is not None:
+            (self.path / "response.md").write_text(response, encoding="utf-8")
+        if session is not None:
+            write_pi_session(self.path / "session.jsonl", session, cwd=str(self.repo.path))
+            doc["session"] = "session.jsonl"
+        if self.etalon_tag:
+            doc["etalon"] = {"tag": self.etalon_tag}
+        doc.update(self.extra)
+        (self.path / "run.toml").write_text(tomli_w.dumps(doc), encoding="utf-8")
+        return self.path

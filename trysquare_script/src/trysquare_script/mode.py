@@ -1,0 +1,114 @@
+"""The script mode: run an executable on the archived context, read its JSON.
+
+The run becomes invalid — cause recorded, stderr kept — when the script exits
+non-zero, prints unreadable JSON or nothing, exceeds its timeout, or omits a
+declared metric. Its working directory is a fresh temporary folder, never the
+measured clone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from trysquare._process import run_process
+from trysquare.modes import Job, Outcome, TableSource, Validation
+from trysquare.outputs import parse_validator_output
+
+DEFAULT_TIMEOUT = 300.0
+
+
+@attrs.frozen(kw_only=True)
+class _ScriptTable:
+    mode: str
+    command: str
+    metrics: tuple[str, ...]
+    name: str = ""
+    timeout: float = DEFAULT_TIMEOUT
+
+
+@attrs.frozen(kw_only=True)
+class ScriptValidation(Validation):
+    """A ``[[validation]] mode = "script"`` table."""
+
+    command: str
+    executable: Path
+    timeout: float = DEFAULT_TIMEOUT
+
+    def digest(self) -> str:
+        # The executable's bytes identify it: an edited script makes results stale.
+        hasher = hashlib.sha256()
+        try:
+            hasher.update(self.executable.read_bytes())
+        except OSError:
+            hasher.update(b"<unreadable>")
+        hasher.update(repr((sorted(self.metrics), self.timeout)).encode())
+        return "sha256:" + hasher.hexdigest()
+
+    def evaluate(self, job: Job) -> Outcome:
+        with tempfile.TemporaryDirectory(prefix="trysquare-script-") as workdir:
+            try:
+                done = run_process(
+                    [str(self.executable), str(job.context_path)],
+                    cwd=workdir,
+                    timeout=self.timeout,
+                    env=_environment(),
+                )
+            except OSError as error:
+                return Outcome.invalid(f"script {self.command} could not be started: {error.strerror}")
+        if done.timed_out:
+            return Outcome.invalid(
+                f"script {self.command} exceeded its timeout of {self.timeout:g} s "
+                "(its process group was killed)",
+                stderr=done.stderr,
+            )
+        if done.returncode != 0:
+            return Outcome.invalid(
+                f"script {self.command} {_exit_description(done.returncode)}", stderr=done.stderr
+            )
+        outcome = parse_validator_output(done.stdout, declared=self.metrics, what=f"script {self.command}")
+        if done.truncated and outcome.state != "invalid":
+            return Outcome.invalid(f"script {self.command} printed more than the output cap", stderr=done.stderr)
+        return attrs.evolve(outcome, stderr=done.stderr)
+
+
+def _exit_description(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _environment() -> Mapping[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    return env
+
+
+class ScriptMode:
+    name = "script"
+
+    def load(self, table: Mapping[str, Any], source: TableSource) -> ScriptValidation:
+        raw = source.structure(table, _ScriptTable)
+        if raw.timeout <= 0:
+            raise source.refuse("timeout", "must be a positive number of seconds")
+        executable = source.resolve(raw.command)
+        if not executable.is_file():
+            raise source.refuse("command", f"'{raw.command}' does not exist (looked for {executable})")
+        if not os.access(executable, os.X_OK):
+            raise source.refuse(
+                "command", f"'{raw.command}' is not executable; run: chmod +x {raw.command}"
+            )
+        return ScriptValidation(
+            mode=raw.mode,
+            name=raw.name,
+            metrics=raw.metrics,
+            command=raw.command,
+            executable=executable,
+            timeout=raw.timeout,
+        )
