@@ -114,3 +114,21 @@ def trysquare_register_commands(cli: argparse._SubParsersAction[Any]) -> None:
             parser = cli.add_parser("form", help="fill metrics by hand")
             parser.set_defaults(handler=run_form)
     """
+
+
+@hookspec
+def trysquare_register_executors(register: Callable[[Any], None]) -> None:
+    """Register executors: where ``trysquare validate --executor NAME`` runs its tasks.
+
+    :param register: call it once per executor. An executor has a ``name`` and
+        a ``configure(options, jobs=...)`` returning an object whose
+        ``run(tasks, should_stop=...)`` yields ``(task, document)`` as each task
+        finishes, each task recorded by :func:`trysquare.runner.execute_task`.
+        The built-in ``local`` executor is a bounded thread pool.
+
+    Example::
+
+        @hookimpl
+        def trysquare_register_executors(register):
+            register(DaskExecutor())
+    """

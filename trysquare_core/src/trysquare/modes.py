@@ -70,6 +70,8 @@ class Validation:
 
     # Keys of the context a mode withholds from its validator (the judge: cell, given).
     withheld_context_keys: ClassVar[frozenset[str]] = frozenset()
+    # A costly validator (a paid judge) is re-run by --rejudge only, not by --force.
+    costly: ClassVar[bool] = False
 
     def check(self, scenario: Scenario, source: TableSource) -> None:
         """Refuse, at load time, what this table cannot do within ``scenario``."""

@@ -1,0 +1,328 @@
+"""The ``trysquare`` command line (also ``python -m trysquare``).
+
+Exit codes: 0 all well; 1 the work ran and something fell short; 2 nothing ran
+(usage, a scenario or config that does not load, no run found); 130/143
+interrupted. A refusal is one sentence on stderr; ``--debug`` shows a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from trysquare import __version__
+from trysquare.errors import NoRunsError, TrysquareError, UsageError
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse's own exit code is 2 too; keep one format
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="trysquare", description="Turn finished coding-agent runs into named metrics.")
+    parser.add_argument("--version", action="version", version=f"trysquare {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show a traceback on failure")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    demo = commands.add_parser("demo", help="build the shipped example matrix, validate it, print its report")
+    demo.add_argument("dir", nargs="?", default="trysquare-demo", help="where to build it (default: ./trysquare-demo)")
+    demo.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    demo.set_defaults(handler=_demo)
+
+    validate = commands.add_parser("validate", help="run validators over runs and record their metrics")
+    validate.add_argument("scenario", type=Path)
+    validate.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    validate.add_argument("--only", action="append", default=[], metavar="NAME", help="only this validator (repeatable)")
+    validate.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, metavar="N")
+    validate.add_argument("--replay", action="store_true", help="reuse the archived contexts instead of rebuilding them")
+    validate.add_argument("--force", action="store_true", help="re-run validators whose results are up to date")
+    validate.add_argument("--rejudge", action="store_true", help="ask judges again even for up-to-date verdicts")
+    validate.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    validate.add_argument("--executor", default="local", metavar="NAME")
+    validate.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE")
+    validate.set_defaults(handler=_validate)
+
+    check = commands.add_parser("check", help="refuse at load what cannot be measured; spends nothing")
+    check.add_argument("scenario", type=Path)
+    check.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    check.set_defaults(handler=_check)
+
+    context = commands.add_parser("context", help="print the context a validator would get for a run")
+    context.add_argument("scenario", type=Path)
+    context.add_argument("run_dir", type=Path)
+    context.add_argument("--validator", metavar="NAME")
+    context.set_defaults(handler=_context)
+
+    report = commands.add_parser("report", help="write synthesis.md and print the report")
+    report.add_argument("scenario", type=Path)
+    report.add_argument("path", type=Path)
+    report.add_argument("--format", choices=("md", "json", "csv"), default="md")
+    report.set_defaults(handler=_report)
+
+    record = commands.add_parser("record", help="write a run.toml from flags")
+    record.add_argument("run_dir", type=Path, help="the run folder (run.toml is written there)")
+    record.add_argument("--cell", required=True)
+    record.add_argument("--repetition", type=int, required=True)
+    record.add_argument("--repo", default="repo", help="the measured clone (default: repo)")
+    record.add_argument("--base", default="HEAD", help="commit the agent started from (default: HEAD)")
+    record.add_argument("--prompt", required=True, help="the prompt file")
+    record.add_argument("--session", help="the agent's log: a .jsonl file or a folder of them")
+    record.add_argument("--session-format")
+    record.add_argument("--trace")
+    record.add_argument("--model", help="the model under test, e.g. provider/model")
+    record.add_argument("--given", action="append", default=[], metavar="PATH")
+    record.add_argument("--etalon-tag")
+    record.add_argument("--etalon-checkout")
+    record.add_argument("--id")
+    record.add_argument("--force", action="store_true", help="replace an existing run.toml")
+    record.set_defaults(handler=_record)
+
+    plugins_cmd = commands.add_parser("plugins", help="list installed plugins")
+    plugins_cmd.add_argument("--json", action="store_true")
+    plugins_cmd.set_defaults(handler=_plugins)
+
+    from trysquare import plugins
+
+    plugins.get_manager().hook.trysquare_register_commands(cli=commands)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "handler", None) is None:
+            parser.print_help()
+            return 2
+        return int(args.handler(args))
+    except TrysquareError as error:
+        if debug:
+            raise
+        print(f"trysquare: {error.message}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("trysquare: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as error:  # noqa: BLE001 - a bug still gets one sentence, not a traceback
+        if debug:
+            raise
+        print(
+            f"trysquare: internal error: {type(error).__name__}: {error} "
+            "(this is a bug in trysquare or a plugin; --debug shows the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _load(path: Path) -> Any:
+    from trysquare.scenario import load_scenario
+
+    return load_scenario(path)
+
+
+def _discover(paths: Sequence[Path]) -> Any:
+    from trysquare.errors import RunError
+    from trysquare.runs import discover
+
+    try:
+        experiments = discover(paths)
+    except RunError as error:
+        raise NoRunsError(error.message) from None
+    for experiment in experiments:
+        for error in experiment.errors:
+            print(f"trysquare: skipped: {error.message}", file=sys.stderr)
+    if not any(experiment.runs for experiment in experiments):
+        where = ", ".join(str(p) for p in paths)
+        raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
+    return experiments
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from trysquare.runner import ValidateOptions, validate
+
+    scenario = _load(args.scenario)
+    experiments = _discover(args.paths)
+    options = ValidateOptions(
+        only=tuple(args.only),
+        jobs=args.jobs,
+        replay=args.replay,
+        force=args.force,
+        rejudge=args.rejudge,
+        progress=False if args.no_progress else None,
+        executor=args.executor,
+        executor_options=_key_values(args.executor_option),
+    )
+    return _run_validate(scenario, experiments, options)
+
+
+def _run_validate(scenario: Any, experiments: Any, options: Any) -> int:
+    from trysquare import _process
+    from trysquare.runner import validate
+
+    received: list[int] = []
+
+    def stop(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        _process.kill_all()  # running validators end now; their results are not recorded
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        summary = validate(scenario, experiments, options, should_stop=lambda: bool(received))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        print(
+            f"trysquare: interrupted: {summary.executed} task(s) finished and were kept; "
+            "run validate again to do the rest",
+            file=sys.stderr,
+        )
+        return 128 + received[0]
+    print(summary.closing_line())
+    return summary.exit_code
+
+
+def _key_values(items: Sequence[str]) -> dict[str, str]:
+    values = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--executor-option {item}: expected KEY=VALUE")
+        values[key] = value
+    return values
+
+
+def _check(args: argparse.Namespace) -> int:
+    scenario = _load(args.scenario)
+    metrics = sum(len(v.metrics) for v in scenario.validations)
+    print(
+        f"{scenario.path.name}: loads ({len(scenario.validations)} validator(s), {metrics} metric(s))"
+    )
+    if not args.paths:
+        return 0
+    experiments = _discover(args.paths)
+    runs = [run for experiment in experiments for run in experiment.runs]
+    for validation in scenario.validations:
+        for line in validation.check_runs(scenario, runs):
+            print(line)
+    print(f"{len(runs)} run(s) readable")
+    return 1 if any(experiment.errors for experiment in experiments) else 0
+
+
+def _context(args: argparse.Namespace) -> int:
+    from trysquare import context as contexts
+    from trysquare.runs import RUN_FILE, load_run
+
+    scenario = _load(args.scenario)
+    if not scenario.validations:
+        raise UsageError(f"{scenario.path.name} declares no [[validation]]")
+    validation = scenario.validation(args.validator) if args.validator else scenario.validations[0]
+    run = load_run(args.run_dir / RUN_FILE)
+    facts = contexts.gather_facts(run)
+    sys.stdout.write(contexts.dump_context(contexts.build_context(scenario, run, validation, facts)))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from trysquare.report import run_report
+
+    scenario = _load(args.scenario)
+    experiments = _discover([args.path])
+    return run_report(scenario, experiments[0], args.format)
+
+
+def _record(args: argparse.Namespace) -> int:
+    from trysquare import _atomic
+    from trysquare.runs import RUN_FILE, load_run, run_toml
+
+    target = args.run_dir / RUN_FILE
+    if target.exists() and not args.force:
+        raise UsageError(f"{target} exists already (use --force to replace it)")
+    etalon = None
+    if args.etalon_checkout and not args.etalon_tag:
+        raise UsageError("--etalon-checkout needs --etalon-tag")
+    if args.etalon_tag:
+        etalon = {"tag": args.etalon_tag}
+        if args.etalon_checkout:
+            etalon["checkout"] = args.etalon_checkout
+    text = run_toml({
+        "id": args.id,
+        "cell": args.cell,
+        "repetition": args.repetition,
+        "repo": args.repo,
+        "base": args.base,
+        "prompt": args.prompt,
+        "session": args.session,
+        "session_format": args.session_format,
+        "trace": args.trace,
+        "model": args.model,
+        "given": sorted(set(args.given)),
+        "etalon": etalon,
+    })
+    previous = target.read_bytes() if target.exists() else None
+    _atomic.write_text(target, text)
+    try:
+        run = load_run(target)
+    except TrysquareError:
+        # Never leave a run.toml behind that trysquare itself cannot read.
+        if previous is None:
+            target.unlink()
+        else:
+            _atomic.write_bytes(target, previous)
+        raise
+    print(f"wrote {target} (run '{run.id}', cell '{run.cell}', base {run.base_commit[:12]})")
+    return 0
+
+
+def _plugins(args: argparse.Namespace) -> int:
+    import attrs
+
+    from trysquare import plugins
+
+    listed = plugins.infos()
+    if args.json:
+        print(json.dumps([attrs.asdict(info) for info in listed], indent=2))
+        return 0
+    if not listed:
+        print("no plugins installed")
+    for info in listed:
+        provided = [
+            f"{label}: {', '.join(values)}"
+            for label, values in (
+                ("modes", info.modes), ("providers", info.providers),
+                ("session formats", info.session_formats), ("executors", info.executors),
+            )
+            if values
+        ]
+        status = f"FAILED: {info.error}" if info.error else "; ".join(provided) or "hooks: " + ", ".join(info.hooks)
+        print(f"{info.name} {info.version or ''}".rstrip() + f"  {status}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from trysquare.demo import run_demo
+
+    return run_demo(Path(args.dir), progress=not args.no_progress)

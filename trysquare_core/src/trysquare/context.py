@@ -1,0 +1,175 @@
+"""The context a validator is handed: built once per run, archived per validator.
+
+The facts every mode shares — ``touched``, ``files``, ``diff.patch`` and
+``response.md`` — are computed here and nowhere else; ``touched`` itself comes
+from :func:`trysquare.repo.changed_files`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from trysquare import _atomic, repo
+from trysquare.errors import RepoError, RunError
+from trysquare.modes import Validation
+from trysquare.runs import Run
+from trysquare.scenario import Scenario
+
+__all__ = ["CORE_KEYS", "RunFacts", "build_context", "context_digest", "gather_facts"]
+
+DIFF_FILE = "diff.patch"
+RESPONSE_FILE = "response.md"
+
+CORE_KEYS = frozenset({
+    "repo", "etalon", "prompt", "session", "trace", "cell", "repetition", "test_command",
+    "prepare", "artefacts", "touched", "files", "given", "declared", "base", "response", "diff",
+})
+
+
+@attrs.frozen
+class RunFacts:
+    """What is true of one run whichever validator looks: computed once."""
+
+    touched: tuple[str, ...]
+    files: tuple[str, ...]
+    diff: Path
+    response: Path | None
+    etalon_checkout: Path | None
+
+
+def gather_facts(run: Run) -> RunFacts:
+    """Compute ``touched``, ``files``, ``diff.patch``, ``response.md`` and the etalon folder.
+
+    Writes only into the run folder (never into the measured clone). Raises
+    :class:`RunError` naming the run when git or the session cannot be read.
+    """
+    try:
+        touched = repo.changed_files(run.repo, run.base_commit)
+        files = repo.working_files(run.repo)
+        patch = repo.diff_patch(run.repo, run.base_commit)
+        checkout = None
+        if run.etalon is not None:
+            checkout = run.etalon.checkout or repo.materialise_etalon(run.repo, run.etalon.tag)
+    except RepoError as error:
+        raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
+    diff_path = run.dir / DIFF_FILE
+    _write_if_changed(diff_path, patch)
+    return RunFacts(
+        touched=tuple(sorted(touched)),
+        files=tuple(sorted(files)),
+        diff=diff_path,
+        response=_response(run),
+        etalon_checkout=checkout,
+    )
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    _atomic.write_text(path, text)
+
+
+def _response(run: Run) -> Path | None:
+    """``response.md``: used as it is when present, else read from the session once."""
+    path = run.dir / RESPONSE_FILE
+    if path.exists():
+        return path
+    if run.session is None:
+        return None
+    from trysquare import sessions
+
+    text = sessions.final_response(run.session, format=run.session_format, repo=run.repo)
+    _atomic.write_text(path, text or "")
+    return path
+
+
+def build_context(
+    scenario: Scenario, run: Run, validation: Validation, facts: RunFacts
+) -> dict[str, Any]:
+    """The exact JSON ``validation`` is handed for ``run``."""
+    task = scenario.task
+    context: dict[str, Any] = {
+        "repo": str(run.repo),
+        "etalon": None
+        if run.etalon is None
+        else {"tag": run.etalon.tag, "checkout": str(facts.etalon_checkout)},
+        "prompt": str(run.prompt),
+        "session": None if run.session is None else str(run.session),
+        "trace": None if run.trace is None else str(run.trace),
+        "cell": run.cell,
+        "repetition": run.repetition,
+        "prepare": list(task.prepare),
+        "artefacts": list(task.artefacts),
+        "touched": list(facts.touched),
+        "files": list(facts.files),
+        "given": list(run.given),
+        "declared": list(validation.metrics),
+        "base": run.base_commit,
+        "response": None if facts.response is None else str(facts.response),
+        "diff": str(facts.diff),
+    }
+    if task.test_command is not None:  # absent is a different fact from empty
+        context["test_command"] = task.test_command
+    context.update(_plugin_keys(run, validation, context))
+    for key in validation.withheld_context_keys:
+        context.pop(key, None)
+    return context
+
+
+def _plugin_keys(run: Run, validation: Validation, context: Mapping[str, Any]) -> dict[str, Any]:
+    from trysquare import plugins
+
+    added: dict[str, Any] = {}
+    answers = plugins.call_hook(
+        "trysquare_build_context", run=run, validation=validation, context=dict(context)
+    )
+    for answer in answers:
+        if not answer:
+            continue
+        for key, value in answer.items():
+            if key in CORE_KEYS:
+                raise RunError(f"{run.label}: a plugin's context key '{key}' would replace a core key")
+            if key in added:
+                raise RunError(f"{run.label}: two plugins add the context key '{key}'")
+            added[key] = value
+    return added
+
+
+def dump_context(context: Mapping[str, Any]) -> str:
+    return _atomic.dump_json(context)
+
+
+def context_digest(context_text: str, context: Mapping[str, Any]) -> str:
+    """What the validator saw: the context, and the files it names by path whose content can change."""
+    hasher = hashlib.sha256(context_text.encode("utf-8"))
+    for key in ("diff", "response", "prompt"):
+        value = context.get(key)
+        hasher.update(f"\0{key}\0".encode())
+        if isinstance(value, str):
+            try:
+                hasher.update(hashlib.sha256(Path(value).read_bytes()).digest())
+            except OSError:
+                hasher.update(b"<missing>")
+    return "sha256:" + hasher.hexdigest()
+
+
+def load_archived(path: Path) -> dict[str, Any]:
+    """An archived ``context.json``, for ``--replay``."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunError(f"{path}: no archived context to replay (validate once without --replay)") from None
+    except (OSError, ValueError) as error:
+        raise RunError(f"{path}: the archived context cannot be read ({error})") from None
+    if not isinstance(value, dict):
+        raise RunError(f"{path}: the archived context is not a JSON object")
+    return value

@@ -1,0 +1,92 @@
+"""Where validation tasks run: the built-in ``local`` pool, or one from a plugin.
+
+An executor takes planned tasks (each a run × validator with its context
+archived) and yields ``(task, document)`` as each finishes; the document is
+what :func:`trysquare.runner.execute_task` recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Any, Protocol
+
+from trysquare.errors import UsageError
+from trysquare.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from trysquare.runner import Task
+
+__all__ = ["Executor", "LocalExecutor", "get"]
+
+
+class Executor(Protocol):
+    name: str
+
+    def configure(self, options: Mapping[str, str], *, jobs: int) -> RunningExecutor:
+        """Check ``--executor-option`` values (UsageError on a bad one) and get ready."""
+        ...
+
+
+class RunningExecutor(Protocol):
+    def run(
+        self, tasks: Sequence[Task], *, should_stop: Callable[[], bool]
+    ) -> Iterable[tuple[Task, dict[str, Any]]]:
+        ...
+
+
+class LocalExecutor:
+    """A bounded pool of threads on this machine (validators are subprocesses or I/O)."""
+
+    name = "local"
+
+    def configure(self, options: Mapping[str, str], *, jobs: int) -> _LocalPool:
+        if options:
+            raise UsageError(
+                f"--executor-option {next(iter(options))}: the local executor takes no options"
+            )
+        return _LocalPool(max(jobs, 1))
+
+
+class _LocalPool:
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+
+    def run(
+        self, tasks: Sequence[Task], *, should_stop: Callable[[], bool]
+    ) -> Iterator[tuple[Task, dict[str, Any]]]:
+        from trysquare.runner import execute_task
+
+        pending = iter(tasks)
+        running: dict[Future[dict[str, Any]], Task] = {}
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            # Submit no more than the pool can start, so a stop takes effect at once.
+            while True:
+                while len(running) < self.jobs and not should_stop():
+                    task = next(pending, None)
+                    if task is None:
+                        break
+                    running[pool.submit(execute_task, task)] = task
+                if not running:
+                    return
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    task = running.pop(future)
+                    yield task, future.result()
+
+
+@hookimpl
+def trysquare_register_executors(register: Callable[[Executor], None]) -> None:
+    register(LocalExecutor())
+
+
+def get(name: str, options: Mapping[str, str], *, jobs: int) -> RunningExecutor:
+    from trysquare import plugins
+
+    available = plugins.registry("trysquare_register_executors")
+    if name not in available:
+        raise UsageError(
+            f"--executor {name}: no installed plugin provides executor '{name}' "
+            f"(installed: {', '.join(sorted(available)) or 'none'})"
+        )
+    return available[name].configure(options, jobs=jobs)

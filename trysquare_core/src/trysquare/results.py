@@ -1,0 +1,133 @@
+"""What trysquare records beside each run, and ``measures.json`` rebuilt from it.
+
+``validation/<name>.json`` holds the current result; every result it replaced
+is appended to ``validation/<name>.history.jsonl``, so nothing is ever lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trysquare import _atomic
+from trysquare.modes import Outcome, Validation
+from trysquare.runs import Run
+from trysquare.scenario import Scenario
+
+__all__ = ["MEASURES_FILE", "build_measures", "read_result", "result_path", "write_result"]
+
+MEASURES_FILE = "measures.json"
+
+
+def result_path(run: Run, name: str) -> Path:
+    return run.validation_dir / f"{name}.json"
+
+
+def archive_dir(run: Run, name: str) -> Path:
+    return run.validation_dir / name
+
+
+def read_result(run: Run, name: str) -> dict[str, Any] | None:
+    """The recorded result, or ``None`` when there is none (or it cannot be read)."""
+    try:
+        value = json.loads(result_path(run, name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def result_document(
+    validation: Validation,
+    outcome: Outcome,
+    *,
+    digest: str,
+    context_digest: str | None,
+    duration: float,
+) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "metrics": dict(outcome.metrics),
+        "reasons": dict(outcome.reasons),
+        "state": outcome.state,
+        "error": outcome.error,
+        "validator": {"name": validation.name, "mode": validation.mode, "digest": digest},
+        "context_digest": context_digest,
+        "duration": round(duration, 6),
+    }
+    if outcome.provenance is not None:
+        document["provenance"] = {k: dict(v) for k, v in outcome.provenance.items()}
+    if outcome.notes:
+        document["notes"] = list(outcome.notes)
+    return document
+
+
+def write_result(run: Run, name: str, document: Mapping[str, Any], stderr: bytes | None) -> None:
+    """Record ``document``, moving the result it replaces into the history first."""
+    path = result_path(run, name)
+    if path.exists():
+        try:
+            previous: Any = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            previous = {"unreadable": path.read_text(encoding="utf-8", errors="replace")}
+        _atomic.append_line(run.validation_dir / f"{name}.history.jsonl", previous)
+    if stderr is not None:
+        _atomic.write_bytes(run.validation_dir / f"{name}.stderr", stderr)
+    _atomic.write_json(path, document)
+
+
+def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One row of ``measures.json``, from the run's recorded results."""
+    metrics: dict[str, Any] = {}
+    reasons: dict[str, str] = {}
+    errors: list[dict[str, str]] = []
+    pending: list[str] = []
+    stale: list[str] = []
+    invalid = False
+    for validation in scenario.validations:
+        result = read_result(run, validation.name)
+        if result is None:
+            pending.extend(validation.metrics)  # not validated yet
+            continue
+        state = result.get("state")
+        if state == "invalid":
+            invalid = True
+            errors.append({"validator": validation.name, "error": str(result.get("error"))})
+            continue
+        recorded = result.get("metrics") or {}
+        for metric, value in recorded.items():
+            metrics[metric] = value
+        for metric, reason in (result.get("reasons") or {}).items():
+            reasons[metric] = reason
+        pending.extend(m for m in validation.metrics if m not in recorded)
+        if current_digests is not None:
+            digest = (result.get("validator") or {}).get("digest")
+            if digest != current_digests.get(validation.name):
+                stale.append(validation.name)
+    state = "invalid" if invalid else ("pending" if pending else "valid")
+    row = {
+        "id": run.id,
+        "cell": run.cell,
+        "repetition": run.repetition,
+        "state": state,
+        "metrics": metrics,
+        "reasons": reasons,
+        "errors": errors,
+        "pending": sorted(pending),
+    }
+    if stale:
+        row["stale"] = sorted(stale)
+    return row
+
+
+def build_measures(
+    scenario: Scenario, runs: Iterable[Run], current_digests: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    rows = [run_row(scenario, run, current_digests) for run in runs]
+    return sorted(rows, key=lambda row: (row["cell"], row["repetition"], row["id"]))
+
+
+def write_measures(root: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
+    path = root / MEASURES_FILE
+    _atomic.write_json(path, list(rows))
+    return path

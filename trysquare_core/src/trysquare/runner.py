@@ -1,0 +1,361 @@
+"""``trysquare validate``: plan every run × validator, execute, record.
+
+The matrix carries on past every failure: a run that cannot be read is reported
+and skipped, a validator that fails makes its run invalid, and every other run
+and validator goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+
+from trysquare import _atomic, context as contexts, plugins, results
+from trysquare.errors import LockedError, RunError, UsageError
+from trysquare.modes import Job, Outcome, Validation
+from trysquare.runs import Experiment, Run
+from trysquare.scenario import Scenario
+
+__all__ = ["Summary", "Task", "ValidateOptions", "execute_task", "validate"]
+
+
+@attrs.frozen
+class ValidateOptions:
+    only: tuple[str, ...] = ()
+    jobs: int = attrs.field(factory=lambda: os.cpu_count() or 1)
+    replay: bool = False
+    force: bool = False
+    rejudge: bool = False
+    progress: bool | None = None  # None: a bar on a terminal, plain lines otherwise
+    executor: str = "local"
+    executor_options: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Task:
+    """One run × one validator, its context built and archived: the unit an executor runs."""
+
+    run: Run
+    validation: Validation
+    context: Mapping[str, Any]
+    context_path: Path
+    context_digest: str
+    digest: str
+    previous: Mapping[str, Any] | None
+    # Metrics other validators declare: a stray one of those is dropped, the declarer wins.
+    declared_elsewhere: Mapping[str, str]
+
+
+@attrs.define
+class Summary:
+    runs: int = 0
+    states: dict[str, int] = attrs.field(factory=lambda: {"valid": 0, "invalid": 0, "pending": 0})
+    unpublishable: list[str] = attrs.field(factory=list)
+    skipped_runs: list[RunError] = attrs.field(factory=list)
+    executed: int = 0
+    reused: int = 0
+    interrupted: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.states["invalid"] or self.skipped_runs else 0
+
+    def closing_line(self) -> str:
+        parts = [f"{self.states[s]} {s}" for s in ("valid", "invalid", "pending") if self.states[s]]
+        line = f"{self.runs} run{'s' if self.runs != 1 else ''}: " + (", ".join(parts) or "none")
+        if self.unpublishable:
+            cells = ", ".join(f"'{c}'" for c in self.unpublishable)
+            verb = "is" if len(self.unpublishable) == 1 else "are"
+            line += f" (cell{'s' if len(self.unpublishable) > 1 else ''} {cells} {verb} not publishable)"
+        if self.skipped_runs:
+            line += f"; {len(self.skipped_runs)} run folder(s) could not be read"
+        return line
+
+
+def execute_task(task: Task) -> dict[str, Any]:
+    """Evaluate one task and record its result atomically; return the recorded document.
+
+    Any executor runs exactly this, so a result written on a cluster worker is
+    the same file the local pool writes.
+    """
+    started = time.monotonic()
+    job = Job(
+        run=task.run,
+        validation=task.validation,
+        context=task.context,
+        context_path=task.context_path,
+        archive=results.archive_dir(task.run, task.validation.name),
+        previous=task.previous,
+    )
+    try:
+        outcome = task.validation.evaluate(job)
+    except Exception as error:  # noqa: BLE001 - a broken mode spoils one result, not the matrix
+        outcome = Outcome.invalid(
+            f"validator '{task.validation.name}' crashed inside trysquare: {type(error).__name__}: {error}"
+        )
+    outcome = _drop_foreign_metrics(outcome, task)
+    document = results.result_document(
+        task.validation,
+        outcome,
+        digest=task.digest,
+        context_digest=task.context_digest,
+        duration=time.monotonic() - started,
+    )
+    results.write_result(task.run, task.validation.name, document, outcome.stderr)
+    return document
+
+
+def _drop_foreign_metrics(outcome: Outcome, task: Task) -> Outcome:
+    foreign = [m for m in outcome.metrics if m in task.declared_elsewhere]
+    if not foreign:
+        return outcome
+    notes = list(outcome.notes)
+    for metric in foreign:
+        notes.append(
+            f"dropped metric '{metric}': it is declared by validator '{task.declared_elsewhere[metric]}'"
+        )
+    return attrs.evolve(
+        outcome,
+        metrics={k: v for k, v in outcome.metrics.items() if k not in foreign},
+        reasons={k: v for k, v in outcome.reasons.items() if k not in foreign},
+        notes=tuple(notes),
+    )
+
+
+@contextmanager
+def experiment_lock(root: Path) -> Iterator[None]:
+    """Refuse a second ``validate`` on the same experiment while one runs."""
+    import fcntl
+
+    lock_path = root / ".trysquare" / "validate.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock_path, "a+")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LockedError(
+                f"another trysquare validate is running on {root} (it holds {lock_path})"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+def select_validations(scenario: Scenario, only: Sequence[str]) -> tuple[Validation, ...]:
+    if not only:
+        return scenario.validations
+    names = {v.name for v in scenario.validations}
+    for name in only:
+        if name not in names:
+            raise UsageError(
+                f"--only {name}: {scenario.path.name} has no validator named '{name}' "
+                f"(it has: {', '.join(sorted(names))})"
+            )
+    return tuple(v for v in scenario.validations if v.name in only)
+
+
+def plan(
+    scenario: Scenario,
+    runs: Sequence[Run],
+    validations: Sequence[Validation],
+    options: ValidateOptions,
+    errors: list[RunError],
+    pool: ThreadPoolExecutor,
+) -> list[Task]:
+    """Build (or, with ``--replay``, reread) every context and keep the tasks that must run."""
+    digests = {v.name: v.digest() for v in validations}
+    owners = scenario.declared_metrics
+
+    def for_run(run: Run) -> list[Task] | RunError:
+        try:
+            return _tasks_for_run(scenario, run, validations, digests, owners, options)
+        except RunError as error:
+            return error
+
+    tasks: list[Task] = []
+    for outcome in pool.map(for_run, runs):
+        if isinstance(outcome, RunError):
+            errors.append(outcome)
+        else:
+            tasks.extend(outcome)
+    return tasks
+
+
+def _tasks_for_run(
+    scenario: Scenario,
+    run: Run,
+    validations: Sequence[Validation],
+    digests: Mapping[str, str],
+    owners: Mapping[str, Validation],
+    options: ValidateOptions,
+) -> list[Task]:
+    facts = None if options.replay else contexts.gather_facts(run)
+    tasks = []
+    for validation in validations:
+        archive = results.archive_dir(run, validation.name)
+        context_path = archive / "context.json"
+        if facts is None:
+            context = contexts.load_archived(context_path)
+            text = context_path.read_text(encoding="utf-8")
+        else:
+            context = contexts.build_context(scenario, run, validation, facts)
+            text = contexts.dump_context(context)
+            _write_if_changed(context_path, text)
+        context_digest = contexts.context_digest(text, context)
+        previous = results.read_result(run, validation.name)
+        if previous is not None and not _must_run(previous, digests[validation.name], context_digest, validation, options):
+            continue
+        tasks.append(Task(
+            run=run,
+            validation=validation,
+            context=context,
+            context_path=context_path,
+            context_digest=context_digest,
+            digest=digests[validation.name],
+            previous=previous,
+            declared_elsewhere={m: v.name for m, v in owners.items() if v.name != validation.name},
+        ))
+    return tasks
+
+
+def _must_run(
+    previous: Mapping[str, Any], digest: str, context_digest: str, validation: Validation, options: ValidateOptions
+) -> bool:
+    if validation.costly:
+        # A paid verdict is only asked again when asked for by name.
+        if options.rejudge:
+            return True
+    elif options.force:
+        return True
+    recorded = previous.get("validator") or {}
+    return recorded.get("digest") != digest or previous.get("context_digest") != context_digest
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except OSError:
+        pass
+    _atomic.write_text(path, text)
+
+
+class Progress:
+    """A bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, total: int, enabled: bool | None, stream: TextIO) -> None:
+        self.total = total
+        self.done = 0
+        self.stream = stream
+        self.bar = None
+        if enabled is None:
+            enabled = stream.isatty()
+        self.plain = not enabled
+        if enabled and total:
+            from rich.progress import Progress as RichProgress
+
+            self.bar = RichProgress(transient=True)
+            self.bar.start()
+            self.task_id = self.bar.add_task("validating", total=total)
+
+    def advance(self, task: Task, document: Mapping[str, Any]) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.advance(self.task_id)
+        elif self.plain:
+            state = document.get("state")
+            detail = f": {document.get('error')}" if state == "invalid" else ""
+            print(
+                f"[{self.done}/{self.total}] {task.run.id} ({task.run.cell} #{task.run.repetition}) "
+                f"{task.validation.name}: {state}{detail}",
+                file=self.stream,
+                flush=True,
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def validate(
+    scenario: Scenario,
+    experiments: Sequence[Experiment],
+    options: ValidateOptions,
+    *,
+    out: TextIO = sys.stdout,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Summary:
+    """Validate every run of ``experiments``; write results and ``measures.json``."""
+    from trysquare import executors
+
+    validations = select_validations(scenario, options.only)
+    executor = executors.get(options.executor, options.executor_options, jobs=options.jobs)
+    summary = Summary()
+    for experiment in experiments:
+        summary.skipped_runs.extend(experiment.errors)
+    with _locks([e.root for e in experiments]):
+        for validation in validations:
+            for line in validation.check_runs(scenario, [r for e in experiments for r in e.runs]):
+                print(line, file=out)
+        errors: list[RunError] = []
+        all_runs = [run for e in experiments for run in e.runs]
+        with ThreadPoolExecutor(max_workers=max(options.jobs, 1)) as pool:
+            tasks = plan(scenario, all_runs, validations, options, errors, pool)
+        summary.skipped_runs.extend(errors)
+        summary.reused = sum(len(e.runs) for e in experiments) * len(validations) - len(tasks)
+        progress = Progress(len(tasks), options.progress, out)
+        observers = plugins.get_manager().hook.trysquare_metrics_collected
+        try:
+            for task, document in executor.run(tasks, should_stop=should_stop):
+                summary.executed += 1
+                progress.advance(task, document)
+                _notify(observers, task, document)
+        finally:
+            progress.close()
+        summary.interrupted = should_stop()
+        current = {v.name: v.digest() for v in scenario.validations}
+        for experiment in experiments:
+            rows = results.build_measures(scenario, experiment.runs, current)
+            results.write_measures(experiment.root, rows)
+            for row in rows:
+                summary.runs += 1
+                summary.states[row["state"]] += 1
+                if row["state"] == "invalid" and row["cell"] not in summary.unpublishable:
+                    summary.unpublishable.append(row["cell"])
+    return summary
+
+
+def _notify(observers: Any, task: Task, document: Mapping[str, Any]) -> None:
+    outcome = Outcome(
+        metrics=document["metrics"],
+        reasons=document["reasons"],
+        state=document["state"],
+        error=document["error"],
+        provenance=document.get("provenance"),
+    )
+    try:
+        observers(run=task.run, validation=task.validation, outcome=outcome)
+    except Exception as error:  # noqa: BLE001 - an observer never loses a recorded result
+        plugins.warn(f"an observer of trysquare_metrics_collected failed: {type(error).__name__}: {error}")
+
+
+@contextmanager
+def _locks(roots: Sequence[Path]) -> Iterator[None]:
+    if not roots:
+        yield
+        return
+    with experiment_lock(roots[0]), _locks(roots[1:]):
+        yield
