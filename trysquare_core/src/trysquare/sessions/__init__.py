@@ -1,0 +1,236 @@
+"""What the agent did, read from its own session log.
+
+A metric of process (did the agent open the skill, which file did it write first)
+reads the archived session, so it replays months later. Each agent writes its log
+its own way; a *session format* turns one into the same few facts:
+
+- :meth:`SessionReading.tool_calls` — every call the agent made, as :class:`ToolCall`;
+- :meth:`SessionReading.final_response` — the agent's last prose;
+- :meth:`SessionReading.skills_expanded` — skills that arrived expanded in a prompt,
+  leaving no call to count.
+
+The three built-in formats (``pi``, ``claude-code``, ``codex``) and any plugin's are
+registered through the ``trysquare_register_session_formats`` hook. This module
+stays cheap to import: ``trysquare.assay`` imports it on first use, and the format
+modules and the plugin manager are only imported by :func:`open_session`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "SessionFormat",
+    "SessionReading",
+    "ToolCall",
+    "final_response",
+    "open_session",
+    "path_matches",
+]
+
+HEAD_LINES = 5
+"""How many parsed lines :meth:`SessionFormat.sniff` is shown."""
+
+
+def path_matches(path: str, pattern: str) -> bool:
+    """Whether one POSIX path matches an ``fnmatch``-style glob, case-sensitively.
+
+    Kept deliberately simple, so a reader of a metric knows what it counts:
+
+    - ``*`` matches any run of characters, ``/`` included (``fnmatch`` semantics);
+      ``?`` one character; ``[...]`` a set.
+    - A leading ``**/`` also matches nothing, so ``**/SKILL.md`` matches ``SKILL.md``
+      at the repo root as well as ``skills/x/SKILL.md`` and ``/home/u/.pi/.../SKILL.md``.
+    - A pattern with no ``/`` is also tried against the last path component, so
+      ``SKILL.md`` alone matches a ``SKILL.md`` anywhere.
+    """
+    if fnmatch.fnmatchcase(path, pattern):
+        return True
+    if pattern.startswith("**/") and fnmatch.fnmatchcase(path, pattern[3:]):
+        return True
+    return "/" not in pattern and fnmatch.fnmatchcase(posixpath.basename(path), pattern)
+
+
+@attrs.frozen
+class ToolCall:
+    """One call the agent made, in the order it made them.
+
+    Hashable (the arguments do not enter the hash), so a metric may collect calls in
+    a set. ``arguments`` is the agent's own dict: read it, do not change it.
+    """
+
+    index: int
+    """0-based position in :meth:`SessionReading.tool_calls`."""
+    name: str
+    """The tool's name as the agent's runtime knows it (``read``, ``Edit``, ``shell``)."""
+    arguments: dict[str, Any] = attrs.field(hash=False)
+    """The arguments as the agent sent them."""
+    result: str | None
+    """The result's text; ``None`` when no result was ever recorded."""
+    failed: bool
+    """The result is an error, or no result was ever recorded."""
+    reads: tuple[str, ...] = ()
+    """Files it read: repo-relative POSIX paths; paths outside the repo stay absolute."""
+    writes: tuple[str, ...] = ()
+    """Files it wrote, edited, created or deleted, in the same form as ``reads``."""
+
+    def read_matches(self, pattern: str) -> bool:
+        """Whether the call read a path matching ``pattern`` (see :func:`path_matches`).
+
+        ``reads_a_skill = lambda call: call.read_matches("**/SKILL.md")``
+        """
+        return any(path_matches(path, pattern) for path in self.reads)
+
+    def write_matches(self, pattern: str) -> bool:
+        """Whether the call wrote a path matching ``pattern`` (see :func:`path_matches`)."""
+        return any(path_matches(path, pattern) for path in self.writes)
+
+
+@runtime_checkable
+class SessionReading(Protocol):
+    """One session read by a format; nothing is parsed until a method is called."""
+
+    @property
+    def skipped(self) -> int:
+        """Malformed lines, unknown entries and a truncated last line passed over."""
+        ...
+
+    def tool_calls(self) -> list[ToolCall]:
+        """Every call the agent made, in order (only the active branch, where it branched)."""
+        ...
+
+    def final_response(self) -> str | None:
+        """The text of the agent's last message that carried text, or ``None``."""
+        ...
+
+    def skills_expanded(self) -> frozenset[str]:
+        """Names of the skills whose body arrived expanded in a message, not fetched by a call."""
+        ...
+
+    def first_write(self, path: str) -> int | None:
+        """Index of the first call that wrote ``path`` (repo-relative), or ``None``."""
+        ...
+
+
+@runtime_checkable
+class SessionFormat(Protocol):
+    """A reader of one agent's session logs, registered by a plugin."""
+
+    name: str
+    """The value of ``session_format`` in ``run.toml`` (``pi``, ``claude-code``...)."""
+
+    def sniff(self, head: list[dict[str, Any]]) -> bool:
+        """Whether a log whose first parsed lines are ``head`` is written in this format."""
+        ...
+
+    def read(self, files: list[Path], repo: Path | None) -> SessionReading:
+        """A lazy reading of ``files`` (in order; one session, one file per attempt).
+
+        ``repo`` is where the measured clone lives now; paths are made repo-relative.
+        """
+        ...
+
+
+def session_files(path: Path) -> list[Path]:
+    """The log files a session path stands for: the file itself, or a folder's ``*.jsonl`` by name."""
+    from trysquare.errors import RunError
+
+    if path.is_dir():
+        files = sorted(
+            (child for child in path.iterdir() if child.suffix == ".jsonl" and child.is_file()),
+            key=lambda child: child.name,
+        )
+        if not files:
+            raise RunError(f"session folder {path} holds no .jsonl file.")
+        return files
+    if not path.is_file():
+        raise RunError(f"session log {path} does not exist.")
+    return [path]
+
+
+def read_head(files: Sequence[Path], limit: int = HEAD_LINES) -> list[dict[str, Any]]:
+    """The first ``limit`` lines of the first file that has any, parsed; broken lines left out."""
+    import json
+
+    for file in files:
+        head: list[dict[str, Any]] = []
+        with file.open("rb") as stream:
+            for line in stream:
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict):
+                    head.append(entry)
+                if len(head) >= limit:
+                    break
+        if head:
+            return head
+    return []
+
+
+def _installed_formats() -> Mapping[str, SessionFormat]:
+    from trysquare import plugins
+
+    return plugins.session_formats()
+
+
+def open_session(
+    path: Path | str,
+    *,
+    format: str | None = None,
+    repo: Path | str | None = None,
+    formats: Mapping[str, SessionFormat] | None = None,
+) -> SessionReading:
+    """Open the session log at ``path`` (a ``.jsonl`` file or a folder of them).
+
+    :param format: a registered format's name; ``None`` detects it from the content
+        (the first format, in registration order, whose ``sniff`` accepts the head).
+    :param repo: the measured clone's current path, to make paths repo-relative.
+    :param formats: the formats to choose from; default: every installed one.
+    :raises trysquare.errors.RunError: the log is missing, its format is unknown or
+        cannot be told from its content — one sentence naming the file.
+    """
+    from trysquare.errors import RunError
+
+    path = Path(path)
+    files = session_files(path)
+    available = dict(formats) if formats is not None else dict(_installed_formats())
+    known = ", ".join(sorted(available)) or "none"
+    if format is not None:
+        chosen = available.get(format)
+        if chosen is None:
+            raise RunError(
+                f"session log {path}: unknown session format {format!r} (installed: {known})."
+            )
+    else:
+        head = read_head(files)
+        chosen = next((fmt for fmt in available.values() if head and fmt.sniff(head)), None)
+        if chosen is None:
+            raise RunError(
+                f"cannot tell which agent wrote session log {path}: its first lines match "
+                f"no installed session format ({known}); set session_format in run.toml."
+            )
+    return chosen.read(files, Path(repo) if repo is not None else None)
+
+
+def final_response(
+    path: Path | str,
+    *,
+    format: str | None = None,
+    repo: Path | str | None = None,
+    formats: Mapping[str, SessionFormat] | None = None,
+) -> str | None:
+    """The agent's final prose in the session at ``path`` (see :func:`open_session`)."""
+    return open_session(path, format=format, repo=repo, formats=formats).final_response()
