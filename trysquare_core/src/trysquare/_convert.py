@@ -8,6 +8,7 @@ Strict: unknown keys are refused (with a close-match suggestion), and ``str``,
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -113,11 +114,21 @@ def structure(data: Mapping[str, Any], cls: type[T], *, file: Path, path: str = 
     try:
         return _converter.structure(data, cls)
     except (ClassValidationError, IterableValidationError) as error:
-        lines = list(_error_lines(error, path, cls))
+        lines = _without_explained(list(_error_lines(error, path, cls)))
         raise ScenarioError("\n".join(f"{file.name}: {line}" for line in lines)) from None
     except (ValueError, TypeError, KeyError) as error:
         where = f"{path}: " if path else ""
         raise ScenarioError(f"{file.name}: {where}{error}") from None
+
+
+def _without_explained(lines: list[str]) -> list[str]:
+    """Drop "required key is missing" where a misspelt key already says which one."""
+    explained = set()
+    for line in lines:
+        match = re.match(r"(.*?)([^.\]]+): unknown key \(did you mean '([^']+)'\?\)$", line)
+        if match:
+            explained.add(f"{match.group(1)}{match.group(3)}: required key is missing")
+    return [line for line in lines if line not in explained] or lines
 
 
 def unstructure(value: Any) -> Any:

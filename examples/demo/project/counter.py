@@ -1,0 +1,6 @@
+"""A word counter, the project the demo's agent is asked to fix."""
+
+
+def count_words(text: str) -> int:
+    """Return how many words ``text`` holds."""
+    return len(text.split(" "))

@@ -1,0 +1,38 @@
+"""Small helpers for tests: scenario files and validator scripts."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+
+def write_scenario(folder: Path, text: str, name: str = "scenario.toml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def write_script(folder: Path, name: str, body: str, *, executable: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body), encoding="utf-8")
+    if executable:
+        path.chmod(0o755)
+    return path
+
+
+def fake_distribution(
+    site: Path, dist: str, module: str, source: str, *, version: str = "1.0"
+) -> Path:
+    """Install a plugin the way pip would leave it: a module and a dist-info with an entry point."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(f"[trysquare]\n{dist} = {module}\n", encoding="utf-8")
+    return site

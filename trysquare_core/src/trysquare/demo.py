@@ -1,0 +1,113 @@
+"""``trysquare demo``: build the shipped example matrix with real git, validate it, report.
+
+The material lives in the repository's ``examples/`` folder: ``scenario.toml``,
+``validator.py`` and ``demo/`` (the project, the agent's changes per run, and
+``matrix.toml`` saying which run did what).
+"""
+
+from __future__ import annotations
+
+import py_compile
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from trysquare import _atomic
+from trysquare.errors import UsageError
+
+MARKER = ".trysquare-demo"
+ETALON_TAG = "etalon-v1"
+
+
+def find_examples() -> Path:
+    """The ``examples/`` folder of this checkout (or of the current folder)."""
+    candidates = [Path.cwd() / "examples", *(p / "examples" for p in Path(__file__).resolve().parents)]
+    for candidate in candidates:
+        if (candidate / "scenario.toml").is_file() and (candidate / "demo" / "matrix.toml").is_file():
+            return candidate
+    raise UsageError(
+        "the shipped examples/ folder was not found; run `trysquare demo` from a trysquare checkout"
+    )
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {
+        "GIT_AUTHOR_NAME": "trysquare demo", "GIT_AUTHOR_EMAIL": "demo@trysquare.invalid",
+        "GIT_COMMITTER_NAME": "trysquare demo", "GIT_COMMITTER_EMAIL": "demo@trysquare.invalid",
+        "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+        "PATH": __import__("os").environ.get("PATH", "/usr/bin:/bin"),
+    }
+    done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise UsageError(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip()}")
+
+
+def build_matrix(examples: Path, target: Path) -> Path:
+    """Build one run folder per ``[[run]]`` of ``matrix.toml`` under ``target/runs``."""
+    demo = examples / "demo"
+    matrix = tomllib.loads((demo / "matrix.toml").read_text(encoding="utf-8"))
+    if target.exists():
+        if not (target / MARKER).exists():
+            raise UsageError(f"{target} exists and was not made by `trysquare demo`; name another folder")
+        shutil.rmtree(target)
+    runs = target / "runs"
+    runs.mkdir(parents=True)
+    (target / MARKER).write_text("made by trysquare demo; rebuilt on every run\n", encoding="utf-8")
+    for spec in matrix["run"]:
+        _build_run(demo, runs / spec["id"], spec)
+    return runs
+
+
+def _build_run(demo: Path, folder: Path, spec: dict[str, Any]) -> None:
+    repo = folder / "repo"
+    shutil.copytree(demo / "project", repo)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "etalon")
+    _git(repo, "tag", ETALON_TAG)
+    for destination, source in spec.get("write", {}).items():
+        shutil.copyfile(demo / source, repo / destination)
+    if spec.get("bytecode"):
+        # What running the suite leaves behind: real bytecode, untracked and not ignored.
+        for source in ("counter.py", "tests/test_counter.py"):
+            compiled = repo / Path(source).parent / "__pycache__" / (
+                f"{Path(source).stem}.cpython-{sys.version_info.major}{sys.version_info.minor}.pyc"
+            )
+            py_compile.compile(str(repo / source), cfile=str(compiled), doraise=True)
+    shutil.copyfile(demo / spec.get("prompt", "prompt.txt"), folder / "prompt.txt")
+    (folder / "response.md").write_text(spec["response"] + "\n", encoding="utf-8")
+    from trysquare.runs import run_toml
+
+    _atomic.write_text(folder / "run.toml", run_toml({
+        "id": spec["id"],
+        "cell": spec["cell"],
+        "repetition": spec["repetition"],
+        "repo": "repo",
+        "base": ETALON_TAG,
+        "prompt": "prompt.txt",
+        "model": "demo/scripted-agent",
+        "etalon": {"tag": ETALON_TAG},
+    }))
+
+
+def run_demo(target: Path, *, progress: bool = True) -> int:
+    from trysquare.report import run_report
+    from trysquare.runner import ValidateOptions, validate
+    from trysquare.runs import discover
+    from trysquare.scenario import load_scenario
+
+    examples = find_examples()
+    scenario = load_scenario(examples / "scenario.toml")
+    runs = build_matrix(examples, target.absolute())
+    print(f"built {len(list(runs.iterdir()))} runs with real git under {runs}")
+    experiments = discover([target.absolute()])
+    summary = validate(
+        scenario, experiments, ValidateOptions(progress=None if progress else False)
+    )
+    print(summary.closing_line())
+    print()
+    report_code = run_report(scenario, experiments[0], "md")
+    return max(summary.exit_code, 0 if report_code in (0, 1) else report_code)
