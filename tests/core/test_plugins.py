@@ -1,0 +1,142 @@
+"""The plugin manager: lazy, guarded per plugin, filtered by environment variables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.helpers import write_scenario
+
+GOOD_MODE = """
+from trysquare import hookimpl
+from trysquare.modes import Outcome, Validation
+
+class EchoValidation(Validation):
+    pass
+
+class EchoMode:
+    name = "echo"
+    def load(self, table, source):
+        return source.structure(table, Validation)
+
+@hookimpl
+def trysquare_register_modes(register):
+    register(EchoMode())
+"""
+
+BROKEN_IMPORT = "raise RuntimeError('this plugin is broken on purpose')\n"
+
+UNKNOWN_HOOK = """
+from trysquare import hookimpl
+
+@hookimpl
+def trysquare_register_everything(register):
+    pass
+"""
+
+DUPLICATE_SCRIPT = """
+from trysquare import hookimpl
+
+class Mode:
+    name = "script"
+    def load(self, table, source):
+        raise AssertionError("never used")
+
+@hookimpl
+def trysquare_register_modes(register):
+    register(Mode())
+"""
+
+
+def plugins_json(cli, **env: str) -> list[dict]:
+    done = cli("plugins", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def by_name(listing: list[dict]) -> dict[str, dict]:
+    return {entry["name"]: entry for entry in listing}
+
+
+def test_plugins_json_lists_the_in_tree_modes(cli) -> None:
+    listing = by_name(plugins_json(cli))
+    assert listing["trysquare-script"]["modes"] == ["script"]
+    assert listing["trysquare-judge"]["modes"] == ["judge"]
+    assert listing["trysquare-form"]["modes"] == ["form"]
+    for entry in listing.values():
+        assert set(entry) == {"name", "version", "hooks", "modes", "providers", "session_formats",
+                              "executors", "error"}
+        assert entry["error"] is None
+    assert "trysquare_register_modes" in listing["trysquare-script"]["hooks"]
+
+
+def test_core_alone_lists_no_modes_and_names_the_missing_plugin(cli, tmp_path: Path) -> None:
+    listing = plugins_json(cli, TRYSQUARE_LOAD_PLUGINS="")
+    assert all(not entry["modes"] for entry in listing)
+    scenario = write_scenario(tmp_path, """
+        [[validation]]
+        mode = "judge"
+        provider = "p"
+        model = "m"
+        thinking = "off"
+        rubric = "rubric.md"
+        pieces = ["diff"]
+        metrics = ["ok"]
+    """)
+    done = cli("check", scenario, env={"TRYSQUARE_LOAD_PLUGINS": ""})
+    assert done.returncode == 2
+    assert "no installed plugin provides mode 'judge' (pip install trysquare-judge)" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_block_and_load_lists(cli) -> None:
+    blocked = by_name(plugins_json(cli, TRYSQUARE_BLOCK_PLUGINS="trysquare-judge, trysquare-form"))
+    assert "trysquare-judge" not in blocked and "trysquare-form" not in blocked
+    assert "trysquare-script" in blocked
+    only = by_name(plugins_json(cli, TRYSQUARE_LOAD_PLUGINS="trysquare-form"))
+    assert "trysquare-form" in only and "trysquare-script" not in only
+
+
+def test_a_broken_plugin_is_reported_and_the_others_work(cli, site, tmp_path: Path) -> None:
+    site("trysquare-broken", "trysquare_broken", BROKEN_IMPORT)
+    site("trysquare-oddhook", "trysquare_oddhook", UNKNOWN_HOOK)
+    site("trysquare-echo", "trysquare_echo", GOOD_MODE)
+    done = cli("plugins", "--json")
+    assert done.returncode == 0
+    listing = by_name(json.loads(done.stdout))
+    assert "RuntimeError: this plugin is broken on purpose" in listing["trysquare-broken"]["error"]
+    assert "trysquare_register_everything" in listing["trysquare-oddhook"]["error"]
+    assert listing["trysquare-echo"]["modes"] == ["echo"]
+    assert listing["trysquare-echo"]["version"] == "1.0"
+    assert listing["trysquare-script"]["error"] is None
+    assert "plugin 'trysquare-broken' failed to load" in done.stderr
+    # --help still works with a broken plugin installed.
+    help_run = cli("--help")
+    assert help_run.returncode == 0 and "validate" in help_run.stdout
+
+
+def test_a_mode_registered_twice_is_refused_naming_both(cli, site) -> None:
+    site("trysquare-imposter", "trysquare_imposter", DUPLICATE_SCRIPT)
+    listing = by_name(plugins_json(cli))
+    errors = [entry["error"] for entry in listing.values() if entry["error"]]
+    assert len(errors) == 1
+    assert "'script'" in errors[0] and "trysquare-imposter" in errors[0] and "trysquare-script" in errors[0]
+
+
+def test_blocking_a_broken_plugin_silences_it(cli, site) -> None:
+    site("trysquare-broken", "trysquare_broken", BROKEN_IMPORT)
+    done = cli("plugins", "--json", env={"TRYSQUARE_BLOCK_PLUGINS": "trysquare-broken"})
+    assert "trysquare-broken" not in by_name(json.loads(done.stdout))
+    assert "warning" not in done.stderr
+
+
+def test_importing_trysquare_loads_no_plugin() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, trysquare, trysquare.assay; print('pluggy' in sys.modules, 'cattrs' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+    from trysquare import hookimpl
+
+    assert hookimpl.project_name == "trysquare"
