@@ -14,6 +14,11 @@ from typing import Any
 
 __all__ = ["append_line", "dump_json", "write_bytes", "write_json", "write_text"]
 
+# mkstemp creates files 0600; what we write should get the mode any new file gets.
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+_FILE_MODE = 0o666 & ~_UMASK
+
 
 def write_bytes(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically, creating its folder."""
@@ -22,6 +27,7 @@ def write_bytes(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            os.fchmod(handle.fileno(), _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         try:
