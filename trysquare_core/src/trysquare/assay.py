@@ -1,0 +1,627 @@
+"""Writing a validator in Python: four names, and the error contract with them.
+
+>>> from trysquare.assay import Assay, Metric, validator
+>>> @validator
+... def evaluate(run: Assay) -> dict:
+...     work = run.touched - run.artefacts
+...     return {"delivered": bool(work), "tests": run.tests}
+
+``evaluate.cli()`` reads the context file named by ``argv[1]``, calls the
+function and prints ``{"metrics": {...}, "reasons": {...}}``.
+
+What a validator can say about a metric:
+
+- a value (``bool``, number, string, a set or list of them): the measurement;
+- ``Metric(value, reason)``: the same, with the reason it was found (an empty
+  reason is dropped, so attach one only where it says something);
+- ``Metric.unjudged(reason)``, or ``raise Unjudged(reason)``: this run cannot
+  answer the question. It prints as ``null`` with its reason, and is never folded
+  into ``False``: a run that could not be judged must not read as a negative;
+- a zero-argument callable returning any of the above: evaluated on its own, so
+  an ``Unjudged`` raised inside it spoils that metric only.
+
+``Unjudged`` raised from the function body itself leaves *every* declared metric
+unjudged with that reason (the run answered nothing). Any other exception is a
+bug in the validator, not a measurement: ``cli()`` prints it on stderr and exits 1,
+which makes the run invalid rather than quietly wrong.
+
+Import cost matters (it is paid once per validator run), so only ``json``,
+``os``, ``sys`` and ``fnmatch`` are loaded here; ``pathlib``, ``subprocess`` and
+the session readers wait until something needs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from fnmatch import fnmatchcase
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs more than json
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from pathlib import Path
+    from typing import Any
+
+__all__ = ["Assay", "Metric", "Unjudged", "validator"]
+
+DEFAULT_TESTS_TIMEOUT = 600.0
+
+
+class Unjudged(Exception):
+    """This run cannot answer the metric being computed; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(_require_reason(reason, "Unjudged"))
+        self.reason = reason
+
+
+class Metric:
+    """One metric's value and the reason it was found.
+
+    ``Metric(True)``, ``Metric(False, "also touched README.md")``, or
+    ``Metric.unjudged("no probe was given to this cell")`` (value ``None``).
+
+    Its truth is its value's; asking the truth of an unjudged metric raises
+    ``Unjudged`` rather than answering ``False``, so ``lambda: run.tests() and
+    ...`` stays unjudged when the suite could not be judged.
+    """
+
+    __slots__ = ("value", "reason")
+
+    def __init__(self, value: Any, reason: str = "") -> None:
+        if not isinstance(reason, str):
+            raise TypeError(f"a metric's reason is a string, not {type(reason).__name__}")
+        if value is None and not reason.strip():
+            raise ValueError("a metric with no value needs a reason: use Metric.unjudged(reason)")
+        if isinstance(value, Metric) or callable(value):
+            raise TypeError(f"a Metric holds a plain value, not {type(value).__name__}")
+        self.value = value
+        self.reason = reason
+
+    @classmethod
+    def unjudged(cls, reason: str) -> Metric:
+        """A metric this run cannot answer; printed as ``null`` with ``reason``."""
+        return cls(None, _require_reason(reason, "Metric.unjudged"))
+
+    @property
+    def judged(self) -> bool:
+        """False for an unjudged metric."""
+        return self.value is not None
+
+    def __bool__(self) -> bool:
+        if self.value is None:
+            raise Unjudged(self.reason)
+        return bool(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Metric):
+            return NotImplemented
+        return (self.value, self.reason) == (other.value, other.reason)
+
+    def __hash__(self) -> int:
+        return hash((Metric, _hashable(self.value), self.reason))
+
+    def __repr__(self) -> str:
+        if self.value is None:
+            return f"Metric.unjudged({self.reason!r})"
+        if self.reason:
+            return f"Metric({self.value!r}, {self.reason!r})"
+        return f"Metric({self.value!r})"
+
+
+def _require_reason(reason: object, where: str) -> str:
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError(f"{where}() needs a reason: say why this run cannot be judged")
+    return reason
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, (set, list)):
+        return frozenset(value) if isinstance(value, set) else tuple(value)
+    if isinstance(value, dict):
+        return tuple(sorted(value.items(), key=repr))
+    return value
+
+
+class _MissingContext(LookupError):
+    """A validator asked for something its context does not carry."""
+
+
+# Why a key may legitimately be absent, for the message naming it.
+_ABSENT_BECAUSE = {
+    "cell": "a judge's context never carries the cell",
+    "given": "a judge's context never carries what was given",
+}
+
+
+class Etalon:
+    """The reference side: its tag, and a folder holding its files (never read through git)."""
+
+    __slots__ = ("tag", "checkout")
+
+    def __init__(self, tag: str | None, checkout: Path | None) -> None:
+        self.tag = tag
+        self.checkout = checkout
+
+    def __repr__(self) -> str:
+        return f"Etalon(tag={self.tag!r}, checkout={self.checkout!r})"
+
+
+def _path(value: str) -> Path:
+    from pathlib import Path  # lazy: see the module docstring
+
+    return Path(value)
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read()
+
+
+def _matches_artefact(path: str, pattern: str) -> bool:
+    """Whether ``path`` (repo-relative POSIX) is a by-product named by ``pattern``.
+
+    A pattern matches the whole path as a glob, or any leading part of it (so
+    ``build`` and ``build/*`` both cover ``build/x/y.o``), or any single path
+    component (so ``__pycache__`` covers ``src/__pycache__/a.pyc``). A trailing
+    ``/`` restricts it to directories; a leading ``/`` or ``./`` anchors it at the
+    root (no component match), as in ``.gitignore``.
+    """
+    directory_only = pattern.endswith("/")
+    pattern = pattern.rstrip("/")
+    # A leading "/" (or "./") anchors the pattern at the root, as in .gitignore.
+    anchored = pattern.startswith(("/", "./"))
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    pattern = pattern.lstrip("/")
+    if not pattern:
+        return False
+    parts = path.split("/")
+    # Directories are the leading parts; the last one is a directory only for a
+    # pattern without a trailing slash (it is the file itself otherwise).
+    last = len(parts) if not directory_only else len(parts) - 1
+    candidates = [pattern]
+    if pattern.startswith("**/"):
+        candidates.append(pattern[3:])  # "**/x" also names a top-level x
+    for candidate in candidates:
+        for end in range(1, last + 1):
+            if fnmatchcase("/".join(parts[:end]), candidate):
+                return True
+        if "/" not in candidate and not anchored:
+            for part in parts[:last]:
+                if fnmatchcase(part, candidate):
+                    return True
+    return False
+
+
+class Assay:
+    """A finished run as its context file describes it (DESIGN §4).
+
+    Sets of paths (``touched``, ``files``, ``given``, ``artefacts``) are
+    frozensets of repo-relative POSIX strings. A key the context lacks (a judge's
+    context has no ``cell`` nor ``given``) is an error only when asked for.
+    """
+
+    def __init__(self, context: Mapping[str, Any], *, source: str | None = None) -> None:
+        if not isinstance(context, dict):
+            raise TypeError("a context is a JSON object")
+        self._context: dict[str, Any] = dict(context)
+        self.source = source  # the context file, when read from one
+        self._cache: dict[str, Any] = {}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Assay:
+        """Read a context file (the validator's ``argv[1]``)."""
+        name = os.fspath(path)
+        with open(name, encoding="utf-8") as handle:
+            context = json.load(handle)
+        if not isinstance(context, dict):
+            raise ValueError(f"{name}: a context is a JSON object, not {type(context).__name__}")
+        return cls(context, source=name)
+
+    # --- the raw context -------------------------------------------------------------
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The whole context, plugin-added keys included (a copy)."""
+        return dict(self._context)
+
+    def _get(self, key: str) -> Any:
+        try:
+            return self._context[key]
+        except KeyError:
+            why = _ABSENT_BECAUSE.get(key, "the harness that built it did not provide it")
+            where = f" ({self.source})" if self.source else ""
+            raise _MissingContext(f"this context{where} has no {key!r}: {why}") from None
+
+    def _paths(self, key: str) -> frozenset[str]:
+        cached = self._cache.get(key)
+        if cached is None:
+            value = self._get(key)
+            if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+                raise TypeError(f"context key {key!r} must be a list of paths")
+            cached = self._cache[key] = frozenset(value)
+        return cached
+
+    def _text(self, key: str) -> str:
+        cached = self._cache.get("text:" + key)
+        if cached is None:
+            location = self._get(key)
+            if location is None:
+                raise _MissingContext(f"this run has no {key} file")
+            cached = self._cache["text:" + key] = _read_text(location)
+        return cached
+
+    # --- what the harness computed ---------------------------------------------------
+
+    @property
+    def touched(self) -> frozenset[str]:
+        """Every path whose existence, content or mode differs between base and the tree."""
+        return self._paths("touched")
+
+    @property
+    def files(self) -> frozenset[str]:
+        """The working tree's files (tracked and untracked-not-ignored)."""
+        return self._paths("files")
+
+    @property
+    def given(self) -> frozenset[str]:
+        """The files a ``files`` brick put in the tree before the agent began (may be empty)."""
+        return self._paths("given")
+
+    @property
+    def declared(self) -> frozenset[str]:
+        """The metrics this validator is contracted for."""
+        return self._paths("declared") if "declared" in self._context else frozenset()
+
+    @property
+    def artefacts(self) -> frozenset[str]:
+        """The subset of ``touched`` matching the scenario's by-product patterns.
+
+        Subtract it before scoring: ``work = run.touched - run.artefacts``.
+        ``touched`` itself is never reduced.
+        """
+        cached = self._cache.get("artefacts")
+        if cached is None:
+            patterns = self._context.get("artefacts") or []
+            if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+                raise TypeError("context key 'artefacts' must be a list of patterns")
+            cached = self._cache["artefacts"] = frozenset(
+                path
+                for path in self.touched
+                if any(_matches_artefact(path, pattern) for pattern in patterns)
+            )
+        return cached
+
+    # --- the run ---------------------------------------------------------------------
+
+    @property
+    def repo(self) -> Path:
+        """The measured clone (read it; never write into it)."""
+        return _path(self._get("repo"))
+
+    @property
+    def base(self) -> str:
+        """The commit the agent started from (``git show <base>:<path>`` is a given file's original)."""
+        return self._get("base")
+
+    @property
+    def cell(self) -> str:
+        return self._get("cell")
+
+    @property
+    def repetition(self) -> int:
+        return self._get("repetition")
+
+    @property
+    def etalon(self) -> Etalon | None:
+        """``.tag`` and ``.checkout`` (a folder), or ``None`` when the run has no etalon."""
+        value = self._get("etalon")
+        if value is None:
+            return None
+        checkout = value.get("checkout")
+        return Etalon(value.get("tag"), None if checkout is None else _path(checkout))
+
+    @property
+    def prompt(self) -> str:
+        """The task's text, as the agent was given it."""
+        return self._text("prompt")
+
+    @property
+    def response(self) -> str:
+        """The agent's final prose; ``""`` when it left none (no ``response.md``)."""
+        location = self._get("response")
+        if location is None or not os.path.exists(location):
+            return ""
+        return self._text("response")
+
+    @property
+    def diff(self) -> str:
+        """What the agent changed, as a patch from base to the working tree."""
+        return self._text("diff")
+
+    @property
+    def session(self) -> Path | None:
+        """The agent's own log (a file or a folder), or ``None``."""
+        value = self._get("session") if "session" in self._context else None
+        return None if value is None else _path(value)
+
+    @property
+    def trace(self) -> Path | None:
+        value = self._context.get("trace")
+        return None if value is None else _path(value)
+
+    @property
+    def test_command(self) -> str | None:
+        """The declared suite as the scenario wrote it; ``None`` when it declares none."""
+        return self._context.get("test_command")
+
+    @property
+    def prepare(self) -> list[str]:
+        return list(self._context.get("prepare") or [])
+
+    def sources_at_etalon(self, pattern: str) -> dict[str, str]:
+        """Text of the etalon's files matching ``pattern`` (``src/*.js``, ``**/*.py``), by path.
+
+        Read from the ``etalon.checkout`` folder, never through git. ``*`` stays
+        within a directory, ``**`` crosses them; ``.git`` is skipped. A run with no
+        etalon raises ``Unjudged``: the reference side cannot be compared.
+        """
+        etalon = self.etalon
+        if etalon is None:
+            raise Unjudged("this run has no etalon to compare against")
+        if etalon.checkout is None:
+            raise _MissingContext("the etalon has no checkout folder in this context")
+        root = etalon.checkout
+        if not root.is_dir():
+            raise FileNotFoundError(f"the etalon checkout {root} is not a folder")
+        found: dict[str, str] = {}
+        for path in sorted(root.glob(pattern.lstrip("/"))):
+            rel = path.relative_to(root).as_posix()
+            if ".git" in rel.split("/") or not path.is_file():
+                continue
+            found[rel] = path.read_text(encoding="utf-8", errors="replace")
+        return found
+
+    def tests(self, *, timeout: float = DEFAULT_TESTS_TIMEOUT) -> Metric:
+        """Run ``prepare`` then ``test_command`` in a throwaway copy of the repo.
+
+        ``True`` when the suite passes, ``False`` with the tail of its output when
+        it fails, unjudged when ``prepare`` fails, anything times out (``timeout``
+        seconds for the whole) or the suite reports zero tests. The first call's
+        verdict is kept: asking twice does not run the suite twice.
+
+        A scenario that declares no suite is refused, never guessed (no ``npm test``):
+        the repository's own scripts are inside what the measured agent may edit.
+        """
+        cached = self._cache.get("tests")
+        if cached is not None:
+            return cached
+        if "test_command" not in self._context:
+            raise _MissingContext(
+                "the scenario declares no test_command, so run.tests() has no suite to run "
+                "(declare `test_command` under [task] in the scenario; trysquare never "
+                "falls back to a command read from the repository such as `npm test`)"
+            )
+        command = self._context["test_command"]
+        if not isinstance(command, (str, list)) or not command:
+            raise ValueError("the scenario's test_command is empty: there is no suite to run")
+        from trysquare._suite import run_suite  # lazy: subprocess and friends
+
+        verdict = run_suite(self.repo, command, self.prepare, timeout=timeout)
+        self._cache["tests"] = verdict
+        return verdict
+
+    # --- the session (process metrics) -----------------------------------------------
+
+    def _session(self) -> Any:
+        cached = self._cache.get("session")
+        if cached is None:
+            location = self._context.get("session")
+            if location is None:
+                # Unjudged, not an error: a run without a log cannot answer a
+                # process metric, and that says nothing against the agent.
+                raise Unjudged("this run has no session log")
+            from trysquare.sessions import open_session  # lazy: readers are heavier
+
+            cached = self._cache["session"] = open_session(
+                _path(location),
+                format=self._context.get("session_format"),
+                repo=self.repo if "repo" in self._context else None,
+            )
+        return cached
+
+    def tool_calls(self) -> list[Any]:
+        """Every tool call the agent made, in order (read from the session on first use).
+
+        Raises ``Unjudged`` when the run has no session log.
+        """
+        cached = self._cache.get("tool_calls")
+        if cached is None:
+            cached = self._cache["tool_calls"] = list(self._session().tool_calls())
+        return list(cached)
+
+    def first_write(self, path: str) -> int | None:
+        """The index of the first call that wrote ``path``, else ``None``.
+
+        ``path`` is repo-relative, or absolute inside the repo. Raises ``Unjudged``
+        when the run has no session log.
+        """
+        # The session reader owns what "wrote" means for its agent's tools.
+        return self._session().first_write(self._relative(path))
+
+    @property
+    def skills_expanded(self) -> frozenset[str]:
+        """Skills whose body arrived in the prompt (``/skill:<name>``): nothing left to read."""
+        cached = self._cache.get("skills_expanded")
+        if cached is None:
+            cached = self._cache["skills_expanded"] = frozenset(self._session().skills_expanded())
+        return cached
+
+    def _relative(self, path: str | os.PathLike[str]) -> str:
+        text = os.fspath(path).replace(os.sep, "/")
+        repo = self._context.get("repo")
+        if repo and os.path.isabs(text):
+            rel = os.path.relpath(text, repo).replace(os.sep, "/")
+            if not rel.startswith("../"):
+                return rel
+        while text.startswith("./"):
+            text = text[2:]
+        return text
+
+    def __repr__(self) -> str:
+        where = self.source or self._context.get("repo")
+        return f"Assay({where!r})"
+
+
+# --- turning what a validator returned into the printed JSON -------------------------
+
+
+class _ValidatorBug(Exception):
+    """A validator produced something that is not a measurement."""
+
+
+def _json_value(name: str, value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _ValidatorBug(f"metric {name!r} is {value}, which JSON cannot carry")
+        return value
+    if isinstance(value, (set, frozenset)):
+        items = [_json_value(name, item) for item in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+    if isinstance(value, (list, tuple)):
+        return [_json_value(name, item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _json_value(name, item) for key, item in value.items()}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise _ValidatorBug(
+        f"metric {name!r} has a value of type {type(value).__name__}, which is not a measurement "
+        "(use a bool, a number, a string, a set or list of them, or a Metric)"
+    )
+
+
+def _resolve(name: str, value: Any) -> tuple[Any, str]:
+    """One metric as (JSON value, reason); a callable is evaluated here, on its own."""
+    if callable(value) and not isinstance(value, type):
+        try:
+            value = value()
+        except Unjudged as unjudged:
+            return None, unjudged.reason
+        except Exception as error:
+            raise _ValidatorBug(f"metric {name!r} raised {type(error).__name__}: {error}") from error
+    if isinstance(value, Metric):
+        return _json_value(name, value.value), value.reason
+    if value is None:
+        raise _ValidatorBug(
+            f"metric {name!r} is None: say why with Metric.unjudged(reason) "
+            "(a bare None would read as unjudged for no reason)"
+        )
+    if callable(value):
+        raise _ValidatorBug(f"metric {name!r} returned a callable instead of a value")
+    return _json_value(name, value), ""
+
+
+class _Validator:
+    """What ``@validator`` makes of a function: callable as before, plus ``.cli()``."""
+
+    def __init__(self, function: Callable[[Assay], Mapping[str, Any]]) -> None:
+        self.function = function
+        self.name = getattr(function, "__name__", "validator")
+        self.__doc__ = function.__doc__
+        self.__wrapped__ = function
+
+    def __call__(self, run: Assay) -> Mapping[str, Any]:
+        return self.function(run)
+
+    def evaluate(self, run: Assay) -> tuple[dict[str, Any], dict[str, str]]:
+        """Call the function and resolve every metric: ``(metrics, reasons)``.
+
+        Raises ``_ValidatorBug`` for a bug (a declared metric missing included), or
+        the function's own exception.
+        """
+        try:
+            returned = self.function(run)
+        except Unjudged as unjudged:
+            # Nothing could be judged: every declared metric says so, with the reason.
+            returned = {name: Metric.unjudged(unjudged.reason) for name in run.declared}
+        if not isinstance(returned, dict):
+            raise _ValidatorBug(
+                f"{self.name}() returned {type(returned).__name__}, not a dict of metrics"
+            )
+        # Checked before any callable runs: a forgotten metric is refused without
+        # paying for the others (a suite, a session read).
+        missing = sorted(run.declared - returned.keys())
+        if missing:
+            listed = ", ".join(repr(m) for m in missing)
+            raise _ValidatorBug(
+                f"{self.name}() did not return the declared metric"
+                f"{'s' if len(missing) > 1 else ''} {listed}"
+            )
+        metrics: dict[str, Any] = {}
+        reasons: dict[str, str] = {}
+        for name, value in returned.items():
+            if not isinstance(name, str) or not name:
+                raise _ValidatorBug(f"{self.name}() returned a metric named {name!r}")
+            metrics[name], reason = _resolve(name, value)
+            if reason:
+                reasons[name] = reason
+        return metrics, reasons
+
+    def cli(self, argv: Sequence[str] | None = None) -> int:
+        """Run as a script-mode validator: ``argv[1]`` is the context file.
+
+        Prints ``{"metrics": ..., "reasons": ...}`` and returns 0, or says what went
+        wrong on stderr and returns 1 (2 for a wrong command line) having printed
+        nothing on stdout.
+        """
+        args = list(sys.argv if argv is None else argv)
+        program = os.path.basename(args[0]) if args else self.name
+        if len(args) != 2:
+            print(f"usage: {program} CONTEXT.json", file=sys.stderr)
+            return 2
+        try:
+            run = Assay.load(args[1])
+        except (OSError, ValueError) as error:
+            print(f"{program}: cannot read the context {args[1]}: {error}", file=sys.stderr)
+            return 1
+        stdout = sys.stdout
+        # Stray print()s from the validator go to stderr: stdout carries the verdict only.
+        sys.stdout = sys.stderr
+        try:
+            metrics, reasons = self.evaluate(run)
+        except _MissingContext as error:
+            print(f"{program}: {error}", file=sys.stderr)
+            return 1
+        except _ValidatorBug as error:
+            print(f"{program}: {error}", file=sys.stderr)
+            if error.__cause__ is not None:
+                _print_traceback(error.__cause__)
+            return 1
+        except Exception as error:  # a bug must not read as a measurement
+            _print_traceback(error)
+            print(f"{program}: {self.name}() failed: {type(error).__name__}: {error}", file=sys.stderr)
+            return 1
+        finally:
+            sys.stdout = stdout
+        text = json.dumps({"metrics": metrics, "reasons": reasons}, sort_keys=True)
+        stdout.write(text + "\n")
+        stdout.flush()
+        return 0
+
+
+def _print_traceback(error: BaseException) -> None:
+    import traceback
+
+    traceback.print_exception(error, file=sys.stderr)
+
+
+def validator(function: Callable[[Assay], Mapping[str, Any]]) -> _Validator:
+    """Make ``function(run) -> {metric: value}`` a script-mode validator (``.cli()``)."""
+    return _Validator(function)
