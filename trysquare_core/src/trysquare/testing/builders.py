@@ -167,3 +167,46 @@ class RunBuilder:
         doc.update(self.extra)
         (self.path / "run.toml").write_text(tomli_w.dumps(doc), encoding="utf-8")
         return self.path
+
+
+def run_from_folders(
+    path: Path,
+    base: Path,
+    change: Path | None = None,
+    *,
+    given: Path | None = None,
+    commands: Sequence[Sequence[str]] = (),
+    **options: Any,
+) -> RunBuilder:
+    """A finished run built from folders of plain files (fixtures carry no ``.git``).
+
+    ``base``'s files are committed as the etalon (tagged), ``given``'s on top of it
+    (that commit is the run's base), then ``change``'s files are written over the
+    working tree as the agent's uncommitted work, and each of ``commands`` runs in
+    the clone the way the agent ran it (a suite it ran to check itself leaves its
+    by-products there). ``options`` go to ``RunBuilder``; the run is finished.
+    """
+
+    def read(folder: Path) -> dict[str, bytes]:
+        files: dict[str, bytes] = {}
+        for item in sorted(Path(folder).rglob("*")):
+            rel = item.relative_to(folder)
+            # Bytecode left in a fixture folder by running it in place is not part of it.
+            if item.is_file() and "__pycache__" not in rel.parts and item.suffix != ".pyc":
+                files[rel.as_posix()] = item.read_bytes()
+        return files
+
+    run = RunBuilder(path, **options)
+    run.base(read(base), given={k: v.decode() for k, v in read(given).items()} if given else None)
+    if change is not None:
+        run.repo.write_files(read(change))
+    # Python's own by-products are part of what the agent left: let them be written.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    }
+    for argv in commands:
+        subprocess.run(list(argv), cwd=run.repo.path, env=env, capture_output=True, check=False)
+    run.finish()
+    return run
