@@ -1,0 +1,267 @@
+"""The script mode end to end: a matrix of healthy and hostile validators, through the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import write_scenario, write_script
+
+HEALTHY = """
+import json, sys
+context = json.load(open(sys.argv[1]))
+print(json.dumps({"metrics": {"changed": bool(context["touched"]), "count": len(context["touched"])},
+                  "reasons": {"changed": "" if context["touched"] else "nothing changed"}}))
+"""
+
+CRASH = "import sys; sys.stderr.write('boom: the validator fell over\\n'); sys.exit(3)\n"
+GARBAGE = "print('{not json')\n"
+SILENCE = "pass\n"
+MISSING = "import json; print(json.dumps({'metrics': {'other': True}}))\n"
+# The validator forks a grandchild that keeps stdout open and sleeps; the group must die.
+TIMEOUT_WITH_GRANDCHILD = """
+import os, subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+time.sleep(120)
+"""
+ARRAY = "print('[1, 2]')\n"
+
+
+def build_matrix(make_run, count: int = 2) -> Path:
+    for index in range(count):
+        run = make_run(f"run{index}", cell="rule / high" if index % 2 else "nothing", repetition=index)
+        run.base({"counter.py": "x = 1\n", "README.md": "hello\n"})
+        run.repo.write("counter.py", f"x = {index + 2}\n")
+        run.finish()
+    return run.path.parents[1]
+
+
+def scenario_for(folder: Path, body: str, metrics: str = '["changed"]', timeout: float = 30) -> Path:
+    write_script(folder, "score.py", body)
+    return write_scenario(folder, f"""
+        [[validation]]
+        mode = "script"
+        command = "score.py"
+        metrics = {metrics}
+        timeout = {timeout}
+    """)
+
+
+def result(run_dir: Path, name: str = "script") -> dict:
+    return json.loads((run_dir / "validation" / f"{name}.json").read_text())
+
+
+def test_healthy_validator_records_metrics(cli, make_run, tmp_path: Path) -> None:
+    experiment = build_matrix(make_run)
+    scenario = scenario_for(tmp_path / "s", HEALTHY, '["changed", "count"]')
+    done = cli("validate", scenario, experiment, "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "2 runs: 2 valid"
+    recorded = result(experiment / "runs" / "run0")
+    assert recorded["state"] == "valid"
+    assert recorded["metrics"] == {"changed": True, "count": 1}
+    assert recorded["reasons"] == {}  # the empty reason was dropped
+    assert recorded["validator"]["mode"] == "script"
+    assert recorded["validator"]["digest"].startswith("sha256:")
+    assert recorded["context_digest"].startswith("sha256:")
+    measures = json.loads((experiment / "measures.json").read_text())
+    assert [row["id"] for row in measures] == ["run0", "run1"]
+    assert {row["state"] for row in measures} == {"valid"}
+    context = json.loads((experiment / "runs" / "run0" / "validation" / "script" / "context.json").read_text())
+    assert context["touched"] == ["counter.py"]
+
+
+@pytest.mark.parametrize(
+    ("body", "cause", "stderr_holds"),
+    [
+        (CRASH, "exited with code 3", "boom: the validator fell over"),
+        (GARBAGE, "printed unreadable JSON", ""),
+        (SILENCE, "printed nothing", ""),
+        (MISSING, "omitted declared metric 'changed'", ""),
+        (ARRAY, "not an object", ""),
+    ],
+    ids=["crash", "garbage", "silence", "missing-metric", "array"],
+)
+def test_hostile_validator_makes_runs_invalid(cli, make_run, tmp_path, body, cause, stderr_holds) -> None:
+    experiment = build_matrix(make_run)
+    scenario = scenario_for(tmp_path / "s", body)
+    done = cli("validate", scenario, experiment, "--no-progress")
+    assert done.returncode == 1
+    assert "2 runs: 2 invalid" in done.stdout
+    assert "'rule / high'" in done.stdout and "not publishable" in done.stdout
+    for run in ("run0", "run1"):
+        recorded = result(experiment / "runs" / run)
+        assert recorded["state"] == "invalid"
+        assert cause in recorded["error"]
+        stderr = (experiment / "runs" / run / "validation" / "script.stderr").read_text()
+        assert stderr_holds in stderr
+    measures = json.loads((experiment / "measures.json").read_text())
+    assert all(row["state"] == "invalid" and row["errors"][0]["validator"] == "script" for row in measures)
+
+
+def test_timeout_kills_the_whole_group(cli, make_run, tmp_path: Path) -> None:
+    experiment = build_matrix(make_run, count=1)
+    scenario = scenario_for(tmp_path / "s", TIMEOUT_WITH_GRANDCHILD, timeout=1)
+    done = cli("validate", scenario, experiment, "--no-progress", timeout=60)
+    assert done.returncode == 1
+    recorded = result(experiment / "runs" / "run0")
+    assert recorded["state"] == "invalid"
+    assert "exceeded its timeout of 1 s" in recorded["error"]
+    assert recorded["duration"] < 20
+    leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).endswith("time.sleep(120)")]
+    assert leftovers == []
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def test_one_failing_validator_does_not_stop_the_others(cli, make_run, tmp_path: Path) -> None:
+    experiment = build_matrix(make_run)
+    folder = tmp_path / "s"
+    write_script(folder, "good.py", HEALTHY)
+    write_script(folder, "bad.py", CRASH)
+    scenario = write_scenario(folder, """
+        [[validation]]
+        name = "good"
+        mode = "script"
+        command = "good.py"
+        metrics = ["changed"]
+        [[validation]]
+        name = "bad"
+        mode = "script"
+        command = "bad.py"
+        metrics = ["other"]
+    """)
+    done = cli("validate", scenario, experiment, "--no-progress")
+    assert done.returncode == 1
+    for run in ("run0", "run1"):
+        assert result(experiment / "runs" / run, "good")["state"] == "valid"
+        assert result(experiment / "runs" / run, "bad")["state"] == "invalid"
+
+
+def test_extra_metric_declared_elsewhere_is_dropped_with_a_note(cli, make_run, tmp_path: Path) -> None:
+    experiment = build_matrix(make_run, count=1)
+    folder = tmp_path / "s"
+    write_script(folder, "a.py", "import json; print(json.dumps({'metrics': {'a': True, 'b': False}}))\n")
+    write_script(folder, "b.py", "import json; print(json.dumps({'metrics': {'b': True, 'extra': [1]}}))\n")
+    scenario = write_scenario(folder, """
+        [[validation]]
+        name = "first"
+        mode = "script"
+        command = "a.py"
+        metrics = ["a"]
+        [[validation]]
+        name = "second"
+        mode = "script"
+        command = "b.py"
+        metrics = ["b"]
+    """)
+    assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
+    first = result(experiment / "runs" / "run0", "first")
+    assert first["metrics"] == {"a": True}
+    assert first["notes"] == ["dropped metric 'b': it is declared by validator 'second'"]
+    assert result(experiment / "runs" / "run0", "second")["metrics"] == {"b": True, "extra": [1]}
+    row = json.loads((experiment / "measures.json").read_text())[0]
+    assert row["metrics"] == {"a": True, "b": True, "extra": [1]}
+
+
+def test_rerun_skips_unchanged_and_keeps_history(cli, make_run, tmp_path: Path) -> None:
+    experiment = build_matrix(make_run, count=1)
+    folder = tmp_path / "s"
+    scenario = scenario_for(folder, HEALTHY)
+    run_dir = experiment / "runs" / "run0"
+    assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
+    first = result(run_dir)
+    # Unchanged validator and context: nothing is re-run.
+    again = cli("validate", scenario, experiment, "--no-progress")
+    assert again.returncode == 0 and "[1/1]" not in again.stdout
+    assert result(run_dir) == first
+    assert not (run_dir / "validation" / "script.history.jsonl").exists()
+    # --force re-runs; the replaced result goes to the history.
+    assert cli("validate", scenario, experiment, "--no-progress", "--force").returncode == 0
+    history = (run_dir / "validation" / "script.history.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in history] == [first]
+    # An edited validator is a new digest: re-run without --force.
+    write_script(folder, "score.py", HEALTHY.replace('"count"', '"tally"'))
+    assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
+    assert "tally" in result(run_dir)["metrics"]
+    assert len((run_dir / "validation" / "script.history.jsonl").read_text().splitlines()) == 2
+    # A changed tree is a new context: re-run too.
+    (run_dir / "repo" / "new.py").write_text("y = 1\n")
+    assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
+    assert result(run_dir)["metrics"]["changed"] is True
+    assert len((run_dir / "validation" / "script.history.jsonl").read_text().splitlines()) == 3
+
+
+def test_replay_rescores_archived_contexts(cli, make_run, tmp_path: Path) -> None:
+    experiment = build_matrix(make_run, count=1)
+    folder = tmp_path / "s"
+    scenario = scenario_for(folder, MISSING)
+    run_dir = experiment / "runs" / "run0"
+    assert cli("validate", scenario, experiment, "--no-progress").returncode == 1
+    # "Fix a signature and re-score runs already paid for": the archived context is reused as is,
+    # even though the tree has moved on since.
+    archived = (run_dir / "validation" / "script" / "context.json").read_bytes()
+    (run_dir / "repo" / "later.py").write_text("z = 1\n")
+    write_script(folder, "score.py", HEALTHY)
+    done = cli("validate", scenario, experiment, "--no-progress", "--replay")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert result(run_dir)["state"] == "valid"
+    assert (run_dir / "validation" / "script" / "context.json").read_bytes() == archived
+    # By hand, on the archived context, the validator prints what was recorded.
+    by_hand = __import__("subprocess").run(
+        [str(folder / "score.py"), str(run_dir / "validation" / "script" / "context.json")],
+        capture_output=True, text=True, check=True,
+    )
+    assert json.loads(by_hand.stdout)["metrics"] == result(run_dir)["metrics"]
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    digests = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            stat = path.stat()
+            digests[str(path.relative_to(root))] = (
+                hashlib.sha256(path.read_bytes()).hexdigest() + f":{stat.st_mode:o}:{stat.st_mtime_ns}"
+            )
+    return digests
+
+
+def test_validation_never_modifies_the_measured_clone(cli, tmp_path: Path, make_run) -> None:
+    run = make_run("r1", cell="c")
+    run.base({"counter.py": "def f():\n    return 1\n", "tests/test_counter.py":
+              "import unittest\nfrom counter import f\nclass T(unittest.TestCase):\n"
+              "    def test_f(self):\n        self.assertEqual(f(), 2)\n"})
+    run.repo.write("counter.py", "def f():\n    return 2\n")
+    run.repo.write("notes.txt", "untracked\n")
+    run.finish()
+    experiment = run.path.parents[1]
+    folder = tmp_path / "s"
+    # A validator that runs the suite in a throwaway copy (the example validator does the same).
+    write_script(folder, "suite.py", """
+        from trysquare.assay import validator
+        @validator
+        def evaluate(run):
+            return {"tests": run.tests, "delivered": bool(run.touched)}
+        raise SystemExit(evaluate.cli())
+    """)
+    scenario = write_scenario(folder, """
+        [task]
+        test_command = "python3 -m unittest discover -s tests"
+        [[validation]]
+        mode = "script"
+        command = "suite.py"
+        metrics = ["tests", "delivered"]
+    """)
+    before = tree_digest(run.repo.path)
+    done = cli("validate", scenario, experiment, "--no-progress")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert result(run.path)["metrics"]["tests"] is True
+    assert tree_digest(run.repo.path) == before
