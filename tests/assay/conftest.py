@@ -67,15 +67,18 @@ def build_context(
     change: bool = True,
     extra: dict[str, str] | None = None,
     ran_suite: bool = True,
-    task: str = f"test_command = '{PYTHON} -m unittest'\nartefacts = ['__pycache__']\n",
+    test_command: str | None = f"{PYTHON} -m unittest",
+    prepare: tuple[str, ...] = (),
+    artefacts: tuple[str, ...] = ("__pycache__",),
     metrics: tuple[str, ...] = ("delivered", "in_scope", "tests"),
 ) -> Path:
     """A real git run of the tiny fixture and the context the core builds for it.
 
     ``change`` applies the agent's fix, ``extra`` writes more files into the tree,
-    ``ran_suite`` runs the suite in the clone as an agent checking itself would.
+    ``ran_suite`` runs the suite in the clone as an agent checking itself would;
+    ``test_command=None`` declares no suite (the key is then absent).
     """
-    from trysquare.testing import run_from_folders
+    from trysquare.testing.builders import run_from_folders
 
     run = run_from_folders(
         tmp_path / name / "runs" / "r1",
@@ -89,6 +92,10 @@ def build_context(
     validator = tmp_path / name / "score.py"
     validator.write_text("#!/bin/sh\n", encoding="utf-8")
     validator.chmod(0o755)
+    # JSON strings and lists are valid TOML: no quoting to get wrong by hand.
+    task = f"prepare = {json.dumps(list(prepare))}\nartefacts = {json.dumps(list(artefacts))}\n"
+    if test_command is not None:
+        task += f"test_command = {json.dumps(test_command)}\n"
     metric_list = ", ".join(json.dumps(m) for m in metrics)
     scenario.write_text(
         f"[task]\n{task}\n[[validation]]\nmode = 'script'\ncommand = 'score.py'\n"

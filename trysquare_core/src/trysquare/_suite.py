@@ -53,11 +53,13 @@ _PYTEST_PART = re.compile(r"(\d+) (passed|failed|errors?|xfailed|xpassed)\b")
 _NODE = re.compile(r"^(?:#|\u2139) tests (\d+)\s*$", re.M)
 
 # go test: per-test lines under -v (top level only: subtests are indented),
-# and per-package lines otherwise.
+# and per-package lines otherwise. go separates a package line's fields with a
+# tab ("ok  \tpkg\t0.01s"), which keeps TAP's "ok 1 - name" and jest's
+# "FAIL src/a.test.js" out.
 _GO_TEST = re.compile(r"^--- (?:PASS|FAIL): ", re.M)
-_GO_PACKAGE_OK = re.compile(r"^ok\s+\S+\s.*$", re.M)
-_GO_PACKAGE_FAIL = re.compile(r"^FAIL\s+\S+\s.*$", re.M)
-_GO_NO_TESTS = re.compile(r"^\?\s+\S+\s+\[no test files\]", re.M)
+_GO_PACKAGE_OK = re.compile(r"^ok {0,3}\t\S+\t.*$", re.M)
+_GO_PACKAGE_FAIL = re.compile(r"^FAIL\t\S+.*$", re.M)
+_GO_NO_TESTS = re.compile(r"^\? {0,3}\t\S+\t\[no test files\]", re.M)
 
 # cargo test: one line per test binary, doc-tests included.
 _CARGO = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed;", re.M)
