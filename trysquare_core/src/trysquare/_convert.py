@@ -109,16 +109,22 @@ def register_structure_hook(kind: Any, hook: Any) -> None:
     _converter.register_structure_hook(kind, hook)
 
 
-def structure(data: Mapping[str, Any], cls: type[T], *, file: Path, path: str = "") -> T:
-    """Structure ``data`` into ``cls`` or raise one :class:`ScenarioError` naming the key."""
+def structure(
+    data: Mapping[str, Any], cls: type[T], *, file: Path, path: str = "", label: str | None = None
+) -> T:
+    """Structure ``data`` into ``cls`` or raise one :class:`ScenarioError` naming the key.
+
+    Each line starts with ``label`` (default: the file's name).
+    """
+    label = label or file.name
     try:
         return _converter.structure(data, cls)
     except (ClassValidationError, IterableValidationError) as error:
         lines = _without_explained(list(_error_lines(error, path, cls)))
-        raise ScenarioError("\n".join(f"{file.name}: {line}" for line in lines)) from None
+        raise ScenarioError("\n".join(f"{label}: {line}" for line in lines)) from None
     except (ValueError, TypeError, KeyError) as error:
         where = f"{path}: " if path else ""
-        raise ScenarioError(f"{file.name}: {where}{error}") from None
+        raise ScenarioError(f"{label}: {where}{error}") from None
 
 
 def _without_explained(lines: list[str]) -> list[str]:

@@ -107,10 +107,9 @@ def load_run(run_file: Path) -> Run:
     except OSError as error:
         raise RunError(f"{run_file}: cannot be read ({error.strerror})") from None
     try:
-        table = _convert.structure(data, _RunFile, file=run_file)
+        table = _convert.structure(data, _RunFile, file=run_file, label=str(run_file))
     except ScenarioError as error:
-        # The converter names the file by its bare name; a run is named by its path.
-        raise RunError(error.message.replace(f"{run_file.name}: ", f"{run_file}: ", 1)) from None
+        raise RunError(error.message) from None
     repo_path = _resolve(folder, table.repo)
     try:
         if not repo_path.is_dir() or not repo.is_git_repo(repo_path):

@@ -1,0 +1,142 @@
+"""Runs (run.toml, discovery, record) and the context a validator is handed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.helpers import write_scenario, write_script
+
+SCORE = "import json; print(json.dumps({'metrics': {'ok': True, 'fine': True}}))\n"
+PAGE_KEYS = {"repo", "etalon", "prompt", "session", "trace", "cell", "repetition", "prepare",
+             "artefacts", "touched", "files", "given", "declared", "base", "response", "diff"}
+
+
+def scenario(folder: Path, task: str = "") -> Path:
+    write_script(folder, "score.py", SCORE)
+    return write_scenario(folder, f"""
+        {task}
+        [[validation]]
+        mode = "script"
+        command = "score.py"
+        metrics = ["ok"]
+        [[validation]]
+        name = "other"
+        mode = "script"
+        command = "score.py"
+        metrics = ["fine"]
+    """)
+
+
+def finished_run(make_run, run_id: str = "r1", **kwargs) -> Path:
+    run = make_run(run_id, **kwargs)
+    run.base({"src/a.py": "a = 1\n", "README.md": "x\n"}, given={"tests/test_probe.py": "probe\n"})
+    run.repo.write("src/a.py", "a = 2\n")
+    run.repo.write("src/new.py", "n = 1\n")
+    run.repo.ignore("*.log")
+    run.repo.write("debug.log", "ignored\n")
+    return run.finish(response="Done: changed src/a.py.\n")
+
+
+def test_context_is_the_page_keys_with_absolute_paths(cli, make_run, tmp_path: Path) -> None:
+    run_dir = finished_run(make_run, cell="rule / high", repetition=3)
+    done = cli("context", scenario(tmp_path / "s", '[task]\ntest_command = "python3 -m unittest"'), run_dir)
+    assert done.returncode == 0, done.stderr
+    context = json.loads(done.stdout)
+    assert set(context) == PAGE_KEYS | {"test_command"}
+    assert context["cell"] == "rule / high" and context["repetition"] == 3
+    assert context["touched"] == [".gitignore", "src/a.py", "src/new.py"]
+    assert "debug.log" not in context["files"] and "tests/test_probe.py" in context["files"]
+    assert context["given"] == ["tests/test_probe.py"]
+    assert context["declared"] == ["ok"]
+    assert context["test_command"] == "python3 -m unittest"
+    assert context["session"] is None and context["trace"] is None
+    for key in ("repo", "prompt", "response", "diff"):
+        assert Path(context[key]).is_absolute(), key
+    assert Path(context["response"]).read_text() == "Done: changed src/a.py.\n"
+    assert "src/new.py" in Path(context["diff"]).read_text()
+    checkout = Path(context["etalon"]["checkout"])
+    assert context["etalon"]["tag"] == "etalon-v1"
+    assert (checkout / "src" / "a.py").read_text() == "a = 1\n"
+    assert not (checkout / "tests" / "test_probe.py").exists()  # the etalon predates the given files
+    # base is the commit the agent started from: a given file's original is there.
+    shown = subprocess.run(["git", "show", f"{context['base']}:tests/test_probe.py"],
+                           cwd=context["repo"], capture_output=True, text=True, check=True)
+    assert shown.stdout == "probe\n"
+
+
+def test_context_without_suite_has_no_test_command_key(cli, make_run, tmp_path: Path) -> None:
+    run_dir = finished_run(make_run)
+    context = json.loads(cli("context", scenario(tmp_path / "s"), run_dir, "--validator", "other").stdout)
+    assert "test_command" not in context
+    assert context["declared"] == ["fine"]
+    assert context["given"] == ["tests/test_probe.py"]
+
+
+def test_unknown_validator_is_named(cli, make_run, tmp_path: Path) -> None:
+    run_dir = finished_run(make_run)
+    done = cli("context", scenario(tmp_path / "s"), run_dir, "--validator", "nope")
+    assert done.returncode == 2
+    assert "no validator named 'nope'" in done.stderr
+
+
+def test_bad_runs_are_reported_by_path_and_skipped(cli, make_run, tmp_path: Path) -> None:
+    finished_run(make_run, "good")
+    experiment = tmp_path / "exp"
+    not_git = experiment / "runs" / "not-git"
+    (not_git / "repo").mkdir(parents=True)
+    (not_git / "prompt.txt").write_text("p")
+    (not_git / "run.toml").write_text('cell = "c"\nrepetition = 1\nprompt = "prompt.txt"\n')
+    bad_base = finished_run(make_run, "bad-base")
+    (bad_base / "run.toml").write_text(
+        (bad_base / "run.toml").read_text().replace('base = "', 'base = "no-such-')
+    )
+    malformed = experiment / "runs" / "malformed"
+    malformed.mkdir(parents=True)
+    (malformed / "run.toml").write_text('cell = "c"\nrepetiton = 1\n')
+    done = cli("validate", scenario(tmp_path / "s"), experiment, "--no-progress")
+    assert done.returncode == 1
+    assert f"{not_git / 'run.toml'}: repo 'repo' is not a git repository" in done.stderr
+    assert str(bad_base / "run.toml") in done.stderr and "no-such-" in done.stderr
+    assert f"{malformed / 'run.toml'}: repetiton: unknown key (did you mean 'repetition'?)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "1 run: 1 valid; 3 run folder(s) could not be read" in done.stdout
+    assert json.loads((experiment / "runs" / "good" / "validation" / "script.json").read_text())["state"] == "valid"
+
+
+def test_no_run_found_is_exit_2(cli, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    done = cli("validate", scenario(tmp_path / "s"), tmp_path / "empty")
+    assert done.returncode == 2
+    assert "no run found under" in done.stderr
+
+
+def test_record_writes_a_loadable_run(cli, make_run, tmp_path: Path) -> None:
+    run = make_run("rec")
+    run.base({"a.py": "1\n"})
+    (run.path / "prompt.txt").write_text("do it")
+    done = cli("record", run.path, "--cell", "rule", "--repetition", "2", "--prompt", "prompt.txt",
+               "--model", "ilaas/gemma", "--given", "b.py", "--etalon-tag", "etalon-v1")
+    assert done.returncode == 0, done.stderr
+    import tomllib
+
+    written = tomllib.loads((run.path / "run.toml").read_text())
+    assert written == {"cell": "rule", "repetition": 2, "repo": "repo", "base": "HEAD",
+                       "prompt": "prompt.txt", "model": "ilaas/gemma", "given": ["b.py"],
+                       "etalon": {"tag": "etalon-v1"}}
+    again = cli("record", run.path, "--cell", "x", "--repetition", "1", "--prompt", "prompt.txt")
+    assert again.returncode == 2 and "exists already" in again.stderr
+    bad = cli("record", run.path, "--cell", "x", "--repetition", "1", "--prompt", "missing.txt", "--force")
+    assert bad.returncode == 1 and "prompt 'missing.txt' does not exist" in bad.stderr
+    assert tomllib.loads((run.path / "run.toml").read_text()) == written  # the old one is kept
+
+
+def test_check_loads_and_reads_runs_spending_nothing(cli, make_run, tmp_path: Path) -> None:
+    run_dir = finished_run(make_run)
+    path = scenario(tmp_path / "s")
+    alone = cli("check", path)
+    assert alone.returncode == 0 and "loads (2 validator(s), 2 metric(s))" in alone.stdout
+    with_runs = cli("check", path, run_dir.parents[1])
+    assert with_runs.returncode == 0 and "1 run(s) readable" in with_runs.stdout
+    assert not (run_dir / "validation").exists()
