@@ -39,7 +39,7 @@ from fnmatch import fnmatchcase
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs more than json
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
     from typing import Any
 
@@ -204,9 +204,10 @@ class Assay:
     """
 
     def __init__(self, context: Mapping[str, Any], *, source: str | None = None) -> None:
-        if not isinstance(context, dict):
-            raise TypeError("a context is a JSON object")
-        self._context: dict[str, Any] = dict(context)
+        try:
+            self._context: dict[str, Any] = dict(context)
+        except (TypeError, ValueError):
+            raise TypeError(f"a context is a JSON object, not {type(context).__name__}") from None
         self.source = source  # the context file, when read from one
         self._cache: dict[str, Any] = {}
 
@@ -399,10 +400,11 @@ class Assay:
         if cached is not None:
             return cached
         if "test_command" not in self._context:
+            where = f" (context {self.source})" if self.source else ""
             raise _MissingContext(
-                "the scenario declares no test_command, so run.tests() has no suite to run "
-                "(declare `test_command` under [task] in the scenario; trysquare never "
-                "falls back to a command read from the repository such as `npm test`)"
+                f"the scenario declares no test_command, so run.tests() has no suite to run"
+                f"{where}: declare `test_command` under [task] in the scenario; trysquare "
+                "never falls back to a command read from the repository such as `npm test`"
             )
         command = self._context["test_command"]
         if not isinstance(command, (str, list)) or not command:
@@ -514,6 +516,8 @@ def _resolve(name: str, value: Any) -> tuple[Any, str]:
             value = value()
         except Unjudged as unjudged:
             return None, unjudged.reason
+        except _MissingContext as error:
+            raise _MissingContext(f"metric {name!r}: {error}") from None
         except Exception as error:
             raise _ValidatorBug(f"metric {name!r} raised {type(error).__name__}: {error}") from error
     if isinstance(value, Metric):
