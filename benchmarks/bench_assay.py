@@ -81,10 +81,13 @@ def tiny_context(folder: Path) -> Path:
         'metrics = ["delivered", "in_scope", "tests"]\n',
         encoding="utf-8",
     )
-    printed = subprocess.run(
+    done = subprocess.run(
         [PYTHON, "-m", "trysquare", "context", str(scenario), str(run.path)],
-        capture_output=True, text=True, check=True,
-    ).stdout
+        capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"bench_assay: trysquare context failed:\n{done.stderr}")
+    printed = done.stdout
     context = folder / "context.json"
     context.write_text(printed, encoding="utf-8")
     return context
