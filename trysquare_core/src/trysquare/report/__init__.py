@@ -1,0 +1,56 @@
+"""``trysquare report``: per-cell tables and verdicts that survive resampling.
+
+``measures.json`` is rebuilt from the per-run results first, so the report and
+the files beside each run never disagree. Then: the score table (``x/n`` per
+boolean metric), medians with bootstrap intervals, the gap table against
+``[verdict].reference``, judge/human agreement, and — by run — why a cell is
+not publishable and which results are stale.
+
+- :mod:`trysquare.report.stats`: bootstrap and kappa (stdlib only).
+- :mod:`trysquare.report.tables`: rows -> the report as plain data.
+- :mod:`trysquare.report.render`: that data as Markdown, JSON or CSV.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trysquare.report.render import render
+from trysquare.report.tables import Layout, build_report, declared_cells
+from trysquare.report.tables import cell_order as _cell_order
+
+__all__ = ["SYNTHESIS_FILE", "Layout", "build_report", "cell_order", "render", "run_report"]
+
+SYNTHESIS_FILE = "synthesis.md"
+
+
+def cell_order(scenario: Any, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Cells as ``[variants]``/``[axes]`` declare them when they do, else by first appearance."""
+    declared = declared_cells(scenario.axes, scenario.variants)
+    return _cell_order(declared, [row["cell"] for row in rows])
+
+
+def run_report(scenario: Any, experiment: Any, fmt: str = "md") -> int:
+    """Rebuild ``measures.json``, write ``synthesis.md``, print the report in ``fmt``.
+
+    Returns the exit code: 0 when every cell is publishable, 1 otherwise (a run
+    folder that could not be read, or a reference with no run, counts too: no
+    trustworthy verdict can be drawn).
+    """
+    from trysquare import _atomic, results
+
+    current = {v.name: v.digest() for v in scenario.validations}
+    rows = results.build_measures(scenario, experiment.runs, current)
+    results.write_measures(experiment.root, rows)
+    report = build_report(
+        Layout.from_scenario(scenario),
+        rows,
+        appearance=[run.cell for run in experiment.runs],
+        skipped=[str(error) for error in experiment.errors],
+    )
+    markdown = render(report, "md")
+    _atomic.write_text(experiment.root / SYNTHESIS_FILE, markdown)
+    sys.stdout.write(markdown if fmt == "md" else render(report, fmt))
+    return 0 if report["publishable"] else 1

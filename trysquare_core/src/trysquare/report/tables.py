@@ -1,0 +1,370 @@
+"""From ``measures.json`` rows to the report: one JSON-ready dict, renderers aside.
+
+Everything here is a pure function of a :class:`Layout` (what the scenario says
+about metrics, cells and the verdict) and the rows, so it is tested on hand-made
+rows and benchmarked without touching a disk.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from trysquare.report import stats
+
+__all__ = ["Layout", "build_report", "cell_order", "declared_cells"]
+
+Row = Mapping[str, Any]
+
+
+@attrs.frozen
+class Layout:
+    """What the report needs from the scenario, in a form a test can write by hand."""
+
+    name: str
+    metrics: tuple[str, ...]  # every declared metric, in declaration order
+    reference: str | None = None
+    criteria: tuple[str, ...] | None = None  # None: every boolean metric
+    validity: tuple[str, ...] = ()
+    agreement: tuple[tuple[str, str], ...] = ()
+    declared_cells: tuple[str, ...] = ()  # from [axes]/[variants]; () when none
+
+    @classmethod
+    def from_scenario(cls, scenario: Any) -> Layout:
+        verdict = scenario.verdict
+        return cls(
+            name=scenario.name,
+            metrics=tuple(m for v in scenario.validations for m in v.metrics),
+            reference=verdict.reference,
+            criteria=None if verdict.criteria is None else tuple(verdict.criteria),
+            validity=tuple(verdict.validity),
+            agreement=tuple(tuple(pair) for pair in verdict.agreement),  # type: ignore[misc]
+            declared_cells=tuple(declared_cells(scenario.axes, scenario.variants)),
+        )
+
+
+# -- cell order -------------------------------------------------------------------------
+
+
+def _names(values: Any) -> list[str]:
+    """The names an axis or ``[variants]`` declares, in order.
+
+    A table's keys (``[variants.rule]``), a list of strings, or a list of tables
+    each carrying ``name`` (``[[variants]] name = "rule"``); a lone scalar is one name.
+    """
+    if isinstance(values, Mapping):
+        return [str(key) for key in values]
+    if isinstance(values, list):
+        names = []
+        for value in values:
+            if isinstance(value, Mapping):
+                if "name" in value:
+                    names.append(str(value["name"]))
+            else:
+                names.append(str(value))
+        return names
+    return [] if values is None else [str(values)]
+
+
+def declared_cells(axes: Any, variants: Any) -> list[str]:
+    """Cell names in the order ``[variants]`` or ``[axes]`` declares them.
+
+    ``[variants]`` names whole cells. ``[axes]`` maps each axis to its values; a
+    cell is one value per axis, joined with `` / `` (``"rule / high"``), the first
+    axis varying slowest. ``[variants]`` wins when both are present.
+    """
+    named = _names(variants)
+    if named:
+        return named
+    if not isinstance(axes, Mapping) or not axes:
+        return []
+    cells = [""]
+    for values in axes.values():
+        cells = [f"{c} / {v}" if c else v for c in cells for v in _names(values)]
+    return [cell for cell in cells if cell]
+
+
+def cell_order(declared: Sequence[str], appearance: Iterable[str]) -> list[str]:
+    """Declared cells first (those that have runs), then the rest by first appearance."""
+    seen = list(dict.fromkeys(appearance))
+    present = set(seen)
+    ordered = [cell for cell in dict.fromkeys(declared) if cell in present]
+    placed = set(ordered)
+    return ordered + [cell for cell in seen if cell not in placed]
+
+
+# -- metric kinds -----------------------------------------------------------------------
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number" if math.isfinite(value) else "non-finite number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def metric_kinds(metrics: Sequence[str], rows: Sequence[Row]) -> dict[str, str]:
+    """``boolean``, ``number`` or a diagnostic kind, from the values recorded.
+
+    A metric nobody has given a value yet counts as boolean (the contract's
+    default: a judge's and a form's metrics are booleans), so it shows as ``0/0``
+    rather than disappearing.
+    """
+    kinds: dict[str, str] = {}
+    for metric in metrics:
+        seen = {
+            _kind_of(row["metrics"][metric])
+            for row in rows
+            if row["metrics"].get(metric) is not None
+        }
+        if not seen:
+            kinds[metric] = "boolean"
+        elif len(seen) == 1:
+            kinds[metric] = seen.pop()
+        else:
+            kinds[metric] = "mixed: " + ", ".join(sorted(seen))
+    return kinds
+
+
+# -- the report -------------------------------------------------------------------------
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else "no error recorded"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _blocking(row: Row, rests_on: Sequence[str]) -> list[str]:
+    """Why this run blocks its cell's publication (empty: it does not)."""
+    if row["state"] == "invalid":
+        return [
+            f"invalid: {error.get('validator')}: {_first_line(str(error.get('error')))}"
+            for error in row.get("errors") or [{"validator": "?", "error": ""}]
+        ]
+    pending = [m for m in row.get("pending") or () if m in rests_on]
+    if pending:
+        return [f"pending: {', '.join(pending)} has no value yet (a verdict rests on it)"]
+    return []
+
+
+def _round(value: float | None) -> float | None:
+    # Six places: stable, readable JSON, and no -0.49999999999999994.
+    return None if value is None else round(value, 6) + 0.0
+
+
+def _score(rows: Sequence[Row], metric: str) -> dict[str, int]:
+    judged = [row["metrics"].get(metric) for row in rows]
+    judged = [value for value in judged if isinstance(value, bool)]
+    return {"true": sum(judged), "n": len(judged)}
+
+
+def _number(rows: Sequence[Row], metric: str) -> dict[str, Any]:
+    values = [row["metrics"].get(metric) for row in rows]
+    values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not values:
+        return {"median": None, "low": None, "high": None, "n": 0}
+    interval = stats.median_interval(values)
+    return {
+        "median": _round(interval.estimate),
+        "low": _round(interval.low),
+        "high": _round(interval.high),
+        "n": len(values),
+    }
+
+
+def build_report(
+    layout: Layout,
+    rows: Sequence[Row],
+    *,
+    appearance: Iterable[str] | None = None,
+    skipped: Sequence[str] = (),
+    resamples: int = stats.RESAMPLES,
+) -> dict[str, Any]:
+    """The whole report as plain data (what ``--format json`` prints).
+
+    ``appearance`` is the cells in the order their runs were found (default: the
+    rows' order); ``skipped`` names run folders that could not be read.
+    """
+    present = {row["cell"] for row in rows}
+    found = [cell for cell in (appearance or ()) if cell in present]
+    order = cell_order(layout.declared_cells, [*found, *(row["cell"] for row in rows)])
+    by_cell: dict[str, list[Row]] = {cell: [] for cell in order}
+    for row in rows:
+        by_cell[row["cell"]].append(row)
+
+    kinds = metric_kinds(layout.metrics, rows)
+    booleans = [m for m in layout.metrics if kinds[m] == "boolean"]
+    numbers = [m for m in layout.metrics if kinds[m] == "number"]
+    diagnostics = [{"metric": m, "kind": kinds[m]} for m in layout.metrics
+                   if kinds[m] not in ("boolean", "number")]
+    criteria = list(layout.criteria) if layout.criteria is not None else booleans
+    rests_on = list(dict.fromkeys([*criteria, *layout.validity]))
+    notes: list[str] = [f"run folder skipped (could not be read): {path}" for path in skipped]
+
+    cells: list[dict[str, Any]] = []
+    for cell in order:
+        cell_rows = by_cell[cell]
+        counted = [row for row in cell_rows if row["state"] != "invalid"]
+        why_not = [
+            {"run": str(row["id"]), "reason": reason}
+            for row in cell_rows
+            for reason in _blocking(row, rests_on)
+        ]
+        pending: dict[str, int] = {}
+        for row in counted:
+            for metric in row.get("pending") or ():
+                pending[metric] = pending.get(metric, 0) + 1
+        cells.append({
+            "cell": cell,
+            "reference": cell == layout.reference,
+            "runs": len(cell_rows),
+            "invalid": len(cell_rows) - len(counted),
+            "scores": {m: _score(counted, m) for m in booleans},
+            "numbers": {m: _number(counted, m) for m in numbers},
+            "pending": pending,
+            "publishable": not why_not,
+            "why_not": why_not,
+            "stale": [
+                {"run": str(row["id"]), "validators": list(row["stale"])}
+                for row in cell_rows if row.get("stale")
+            ],
+        })
+
+    gaps = None
+    if layout.reference is not None:
+        gaps = _gap_table(layout, criteria, kinds, by_cell, cells, notes, resamples)
+    agreement = [_agreement(pair, rows) for pair in layout.agreement]
+
+    publishable = all(cell["publishable"] for cell in cells) and not skipped
+    if layout.reference is not None and layout.reference not in by_cell:
+        publishable = False
+    return {
+        "scenario": layout.name,
+        "runs": len(rows),
+        "publishable": publishable,
+        "metrics": {"boolean": booleans, "number": numbers, "diagnostic": diagnostics},
+        "cells": cells,
+        "gaps": gaps,
+        "agreement": agreement,
+        "notes": notes,
+    }
+
+
+def _counted_for_verdict(rows: Sequence[Row], validity: Sequence[str]) -> list[Row]:
+    """Runs a verdict may rest on: not invalid, and every validity metric true."""
+    return [
+        row for row in rows
+        if row["state"] != "invalid" and all(row["metrics"].get(m) is True for m in validity)
+    ]
+
+
+def _gap_table(
+    layout: Layout,
+    criteria: Sequence[str],
+    kinds: Mapping[str, str],
+    by_cell: Mapping[str, Sequence[Row]],
+    cells: Sequence[Mapping[str, Any]],
+    notes: list[str],
+    resamples: int,
+) -> dict[str, Any]:
+    reference = layout.reference
+    assert reference is not None
+    table: dict[str, Any] = {
+        "reference": reference,
+        "criteria": [],
+        "validity": list(layout.validity),
+        "resamples": resamples,
+        "confidence": stats.CONFIDENCE,
+        "seed": stats.SEED,
+        "rows": [],
+    }
+    if reference not in by_cell:
+        notes.append(f"reference cell '{reference}' has no run: no verdict can be drawn")
+        return table
+    usable = []
+    for criterion in criteria:
+        if kinds.get(criterion) == "boolean":
+            usable.append(criterion)
+        else:
+            notes.append(f"criterion '{criterion}' is not boolean ({kinds.get(criterion)}): no gap drawn")
+    table["criteria"] = usable
+    publishable = {cell["cell"]: cell["publishable"] for cell in cells}
+    reference_rows = _counted_for_verdict(by_cell[reference], layout.validity)
+    for criterion in usable:
+        rx = _score(reference_rows, criterion)
+        reference_counts = (
+            stats.resampled_counts(rx["true"], rx["n"], stats.rng_for(criterion, reference), resamples)
+            if rx["n"] and publishable[reference] else None
+        )
+        for cell, cell_rows in by_cell.items():
+            if cell == reference:
+                continue
+            x = _score(_counted_for_verdict(cell_rows, layout.validity), criterion)
+            row: dict[str, Any] = {
+                "cell": cell,
+                "criterion": criterion,
+                "cell_score": x,
+                "reference_score": rx,
+                "gap": None,
+                "low": None,
+                "high": None,
+            }
+            if not publishable[cell]:
+                row["state"] = "not publishable"
+                row["why"] = "this cell is not publishable"
+            elif not publishable[reference]:
+                row["state"] = "not publishable"
+                row["why"] = "the reference cell is not publishable"
+            elif not x["n"] or reference_counts is None:
+                row["state"] = "inconclusive"
+                row["why"] = "no counted run could judge it on " + ("both sides" if not x["n"] and not rx["n"] else "one side")
+            else:
+                counts = stats.resampled_counts(
+                    x["true"], x["n"], stats.rng_for(criterion, cell), resamples
+                )
+                gap = stats.proportion_gap(
+                    (x["true"], x["n"]), (rx["true"], rx["n"]),
+                    cell_counts=counts, reference_counts=reference_counts,
+                )
+                row.update(
+                    gap=_round(gap.interval.estimate),
+                    low=_round(gap.interval.low),
+                    high=_round(gap.interval.high),
+                    state="established" if gap.established else "inconclusive",
+                )
+            table["rows"].append(row)
+    return table
+
+
+def _agreement(pair: tuple[str, str], rows: Sequence[Row]) -> dict[str, Any]:
+    first, second = pair
+    pairs = [
+        (row["metrics"][first], row["metrics"][second])
+        for row in rows
+        if row["state"] != "invalid"
+        and isinstance(row["metrics"].get(first), bool)
+        and isinstance(row["metrics"].get(second), bool)
+    ]
+    result = stats.agreement(pairs)
+    return {
+        "pair": [first, second],
+        "n": result.n,
+        "raw": _round(result.raw),
+        "kappa": _round(result.kappa),
+        "table": {
+            "both_true": result.both_true,
+            "first_only": result.first_only,
+            "second_only": result.second_only,
+            "both_false": result.both_false,
+        },
+    }
