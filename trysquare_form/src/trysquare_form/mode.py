@@ -1,22 +1,110 @@
-"""The form mode's table. Export and ingest arrive with the form issue."""
+"""The form mode's table, and what ``validate`` records for it.
+
+Nothing here computes a metric: a human does, through a form that is exported
+(:mod:`trysquare_form.export`) and read back (:mod:`trysquare_form.ingest`).
+``validate`` only carries the human's values forward, so re-validating a run
+never loses one.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from trysquare.modes import Job, Outcome, TableSource, Validation
+from trysquare.modes import PIECES, Job, Outcome, TableSource, Validation
+
+if TYPE_CHECKING:
+    from trysquare.scenario import Scenario
+
+__all__ = ["FormMode", "FormValidation", "ManualValue", "form_validation", "manual_values", "outcome_for"]
 
 
 @attrs.frozen(kw_only=True)
 class FormValidation(Validation):
+    """``[[validation]] mode = "form"``: ``metrics`` a human fills, over ``pieces``."""
+
     pieces: tuple[str, ...]
 
+    def check(self, scenario: Scenario, source: TableSource) -> None:
+        if not self.pieces:
+            raise source.refuse(
+                "pieces", f"names no piece; a form shows at least one of {', '.join(PIECES)}"
+            )
+        for piece in self.pieces:
+            if piece not in PIECES:
+                raise source.refuse(
+                    "pieces", f"unknown piece '{piece}' (the pieces are {', '.join(PIECES)})"
+                )
+        if len(set(self.pieces)) != len(self.pieces):
+            raise source.refuse("pieces", "names a piece twice")
+
     def evaluate(self, job: Job) -> Outcome:
-        # Nothing to compute: every metric waits for a human until a form is ingested.
-        return Outcome(state="pending")
+        # A re-validation (a changed digest, a changed diff, --force) must keep
+        # what a human filled: the only source of these values is an ingest.
+        return outcome_for(self, manual_values(job.previous))
+
+
+@attrs.frozen
+class ManualValue:
+    """One metric a human filled: its value, its reason, and who filled it when."""
+
+    value: Any
+    by: str
+    at: str
+    reason: str = ""
+
+
+def manual_values(result: Mapping[str, Any] | None) -> dict[str, ManualValue]:
+    """The values of a recorded result that came from a form (those with provenance)."""
+    if not result:
+        return {}
+    metrics = result.get("metrics") or {}
+    reasons = result.get("reasons") or {}
+    provenance = result.get("provenance") or {}
+    values = {}
+    for metric, origin in provenance.items():
+        if metric in metrics and isinstance(origin, Mapping):
+            values[metric] = ManualValue(
+                value=metrics[metric],
+                by=str(origin.get("by", "")),
+                at=str(origin.get("at", "")),
+                reason=str(reasons.get(metric, "")),
+            )
+    return values
+
+
+def outcome_for(validation: FormValidation, values: Mapping[str, ManualValue]) -> Outcome:
+    """The outcome of ``validation`` given the human's values: pending while one is missing."""
+    kept = {m: values[m] for m in validation.metrics if m in values}
+    missing = [m for m in validation.metrics if m not in kept]
+    return Outcome(
+        metrics={m: v.value for m, v in kept.items()},
+        reasons={m: v.reason for m, v in kept.items() if v.reason},
+        state="pending" if missing else "valid",
+        provenance={m: {"by": v.by, "at": v.at} for m, v in kept.items()},
+    )
+
+
+def form_validation(scenario: Scenario, name: str | None = None) -> FormValidation:
+    """The form validator ``name`` of ``scenario`` (default: its first), or a UsageError."""
+    from trysquare.errors import UsageError
+
+    forms = [v for v in scenario.validations if isinstance(v, FormValidation)]
+    if name is None:
+        if not forms:
+            raise UsageError(f"{scenario.path.name} declares no [[validation]] with mode = \"form\"")
+        return forms[0]
+    for validation in scenario.validations:
+        if validation.name == name:
+            if not isinstance(validation, FormValidation):
+                raise UsageError(
+                    f"validator '{name}' of {scenario.path.name} is a {validation.mode}, not a form"
+                )
+            return validation
+    names = ", ".join(v.name for v in forms) or "none"
+    raise UsageError(f"{scenario.path.name} has no form validator named '{name}' (its forms: {names})")
 
 
 class FormMode:

@@ -1,0 +1,113 @@
+"""``trysquare form export`` and ``trysquare form ingest``, added through the core's hook."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from trysquare.errors import NoRunsError, RunError, UsageError
+
+__all__ = ["register"]
+
+
+def register(cli: argparse._SubParsersAction[Any]) -> None:
+    """Add ``form`` and its two subcommands to the ``trysquare`` parser."""
+    form = cli.add_parser("form", help="metrics a human fills: a blind, shuffled TOML form")
+    form.set_defaults(handler=lambda _args: _usage(form))
+    commands = form.add_subparsers(dest="form_command", metavar="COMMAND", parser_class=type(form))
+
+    export = commands.add_parser("export", help="write a blind, shuffled form for the runs under PATH")
+    export.add_argument("scenario", type=Path)
+    export.add_argument("path", type=Path, metavar="PATH")
+    export.add_argument("-o", "--output", type=Path, required=True, metavar="FORM.toml")
+    export.add_argument("--seed", type=_seed, metavar="N", help="shuffle with this seed (default: a random one)")
+    export.add_argument("--only", metavar="NAME", help="which form validator (default: the first)")
+    export.add_argument("--all", action="store_true", help="also runs whose metrics are all filled, to correct them")
+    export.add_argument("--force", action="store_true", help="replace an existing form")
+    export.set_defaults(handler=_export)
+
+    ingest = commands.add_parser("ingest", help="record the answers of a filled form")
+    ingest.add_argument("scenario", type=Path)
+    ingest.add_argument("path", type=Path, metavar="PATH")
+    ingest.add_argument("form", type=Path, metavar="FORM.toml")
+    ingest.add_argument("--by", metavar="NAME", help="who filled it (default: your login name)")
+    ingest.set_defaults(handler=_ingest)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def _load(scenario_path: Path, path: Path) -> tuple[Any, Any]:
+    from trysquare.runs import discover
+    from trysquare.scenario import load_scenario
+
+    scenario = load_scenario(scenario_path)
+    try:
+        (experiment,) = discover([path])
+    except RunError as error:
+        raise NoRunsError(error.message) from None
+    for error in experiment.errors:
+        print(f"trysquare: skipped: {error.message}", file=sys.stderr)
+    if not experiment.runs:
+        raise NoRunsError(f"no run found under {path} (a run is a folder holding run.toml)")
+    return scenario, experiment
+
+
+def _export(args: argparse.Namespace) -> int:
+    from trysquare_form.export import export_form
+
+    scenario, experiment = _load(args.scenario, args.path)
+    result = export_form(
+        scenario,
+        experiment,
+        args.output,
+        seed=args.seed,
+        validation=args.only,
+        include_filled=args.all,
+        force=args.force,
+    )
+    for error in result.skipped:
+        print(f"trysquare: skipped: {error.message}", file=sys.stderr)
+    print(result.blinding)
+    count = len(result.runs)
+    print(
+        f"wrote {args.output}: {count} run{'s' if count != 1 else ''} to fill for '{result.validation}' "
+        f"(seed {result.seed}); pieces in {result.pieces.name}/, key in {result.key}"
+    )
+    return 1 if result.skipped or experiment.errors else 0
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from trysquare_form.ingest import default_by, ingest_form
+
+    by = args.by if args.by is not None else default_by()
+    if by is None:
+        raise UsageError("cannot tell who filled the form; pass --by NAME")
+    scenario, experiment = _load(args.scenario, args.path)
+    report = ingest_form(scenario, experiment, args.form, by=by)
+    print(f"{report.form.name}: {report.summary}")
+    for refusal in report.refused:
+        print(f"refused: {refusal}")
+    print(_states_line(report.states, report.measures.name))
+    return 1 if report.refused or experiment.errors else 0
+
+
+def _states_line(states: dict[str, int] | Any, measures: str) -> str:
+    runs = sum(states.values())
+    parts: Sequence[str] = [f"{states[s]} {s}" for s in ("valid", "invalid", "pending") if states.get(s)]
+    return f"{measures}: {runs} run{'s' if runs != 1 else ''}: {', '.join(parts) or 'none'}"

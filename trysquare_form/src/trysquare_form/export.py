@@ -1,0 +1,272 @@
+"""``trysquare form export``: write the blind, shuffled form a human fills.
+
+The form holds one ``[run.<opaque id>]`` table per run, in an order and under
+ids drawn from one seeded RNG, so the same seed over the same runs gives the
+same bytes back. The pieces a human reads are copied beside the form
+(``FORM.d/<opaque id>/``) so that no path names a run or its cell; the key back
+to the runs goes under the experiment folder (:mod:`trysquare_form.keyfile`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import secrets
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from trysquare import _atomic
+from trysquare.context import RunFacts, gather_facts
+from trysquare.errors import RunError, UsageError
+from trysquare.results import read_result
+from trysquare.runs import Experiment, Run
+from trysquare.scenario import Scenario
+from trysquare_form.keyfile import FormKey, KeyEntry, key_path, write_key
+from trysquare_form.mode import FormValidation, form_validation, manual_values
+
+__all__ = ["ExportResult", "ExportedRun", "export_form", "pieces_folder"]
+
+# Beside each piece folder, so that a re-export only ever deletes a folder it made.
+MARKER = ".trysquare-form"
+# What a piece is called beside the form. The prompt is renamed: its original
+# name is the run's business, and one name for every run says nothing.
+PIECE_FILES = {"diff": "diff.patch", "prompt": "prompt.md", "response": "response.md"}
+
+
+@attrs.frozen
+class ExportedRun:
+    """One table of the form: the opaque id, the run behind it, its unfilled metrics."""
+
+    opaque: str
+    run: Run
+    pending: tuple[str, ...]
+
+
+@attrs.frozen
+class ExportResult:
+    form: Path
+    pieces: Path  # the FORM.d folder
+    key: Path
+    seed: int
+    validation: str
+    runs: tuple[ExportedRun, ...]  # in the form's order
+    skipped: tuple[RunError, ...]  # runs whose pieces could not be built
+    blinding: str  # one line: blind, or which piece reveals the cell
+
+
+def pieces_folder(form: Path) -> Path:
+    """``FORM.d`` beside ``FORM.toml``."""
+    return form.with_name(f"{form.stem}.d")
+
+
+def export_form(
+    scenario: Scenario,
+    experiment: Experiment,
+    out: Path,
+    *,
+    seed: int | None = None,
+    validation: str | None = None,
+    include_filled: bool = False,
+    force: bool = False,
+) -> ExportResult:
+    """Write the form of ``validation`` (default: the scenario's first form) to ``out``.
+
+    Only runs with a metric still unfilled get a table, unless ``include_filled``:
+    then every run does, its recorded values shown in comments so they can be
+    corrected. ``seed`` defaults to a random one; it is recorded in the form.
+    Refuses (:class:`UsageError`) to replace an existing form unless ``force``,
+    since a form may hold a human's unsaved answers.
+    """
+    form = form_validation(scenario, validation)
+    out = Path(out).absolute()
+    folder = pieces_folder(out)
+    if out.exists() and not force:
+        raise UsageError(f"{out} exists already and may hold answers; pass --force to replace it")
+    if folder.exists() and not (folder / MARKER).exists() and any(folder.iterdir()):
+        raise UsageError(f"{folder} exists and was not written by trysquare form export; move it away")
+
+    chosen: list[tuple[Run, tuple[str, ...]]] = []
+    for run in sorted(experiment.runs, key=lambda r: r.id):
+        filled = manual_values(read_result(run, form.name))
+        pending = tuple(m for m in form.metrics if m not in filled)
+        if pending or include_filled:
+            chosen.append((run, pending))
+    if not chosen:
+        raise UsageError(
+            f"nothing to fill under {experiment.root}: every run has its '{form.name}' metrics "
+            "filled (--all exports them again, to correct them)"
+        )
+
+    facts: dict[str, RunFacts] = {}
+    skipped: list[RunError] = []
+    for run, _ in chosen:
+        try:
+            facts[run.id] = gather_facts(run)
+        except RunError as error:
+            skipped.append(error)
+    chosen = [(run, pending) for run, pending in chosen if run.id in facts]
+    if not chosen:
+        raise UsageError(f"no run under {experiment.root} could be read to build a form")
+
+    if seed is None:
+        seed = secrets.randbelow(2**32)
+    tables = _shuffle(chosen, seed, {run.id for run in experiment.runs})
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{folder.name}."))
+    try:
+        (staging / MARKER).write_text("written by trysquare form export\n", encoding="utf-8")
+        for table in tables:
+            _copy_pieces(form, table.run, facts[table.run.id], staging / table.opaque)
+        key = key_path(experiment.root, out)
+        write_key(key, FormKey(
+            form=out.name,
+            scenario=str(scenario.path),
+            validation=form.name,
+            seed=seed,
+            order=tuple(t.opaque for t in tables),
+            runs={
+                t.opaque: KeyEntry(
+                    id=t.run.id,
+                    dir=_relative(t.run.dir, experiment.root),
+                    cell=t.run.cell,
+                )
+                for t in tables
+            },
+        ))
+        _swap_folder(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    # The form last: a form on disk always has its pieces and its key.
+    _atomic.write_text(out, render_form(scenario, form, tables, seed, out, facts))
+    return ExportResult(
+        form=out,
+        pieces=folder,
+        key=key,
+        seed=seed,
+        validation=form.name,
+        runs=tuple(tables),
+        skipped=tuple(skipped),
+        blinding=blinding_line(form, [t.run for t in tables]),
+    )
+
+
+def _shuffle(
+    chosen: Sequence[tuple[Run, tuple[str, ...]]], seed: int, run_ids: set[str]
+) -> list[ExportedRun]:
+    # One RNG draws the order, then the ids: same seed, same runs -> same form.
+    rng = random.Random(seed)
+    order = list(chosen)
+    rng.shuffle(order)
+    used: set[str] = set()
+    tables = []
+    for run, pending in order:
+        opaque = f"{rng.getrandbits(32):08x}"
+        while opaque in used or opaque in run_ids:
+            opaque = f"{rng.getrandbits(32):08x}"
+        used.add(opaque)
+        tables.append(ExportedRun(opaque=opaque, run=run, pending=pending))
+    return tables
+
+
+def _copy_pieces(form: FormValidation, run: Run, facts: RunFacts, target: Path) -> None:
+    target.mkdir(parents=True)
+    sources = {"diff": facts.diff, "prompt": run.prompt, "response": facts.response}
+    for piece in form.pieces:
+        source = sources[piece]
+        # A run that left no final response gets an empty file, said in the form.
+        data = source.read_bytes() if source is not None else b""
+        (target / PIECE_FILES[piece]).write_bytes(data)
+
+
+def _swap_folder(staging: Path, folder: Path) -> None:
+    """Put ``staging`` where ``folder`` is, so the old pieces are never half replaced."""
+    if folder.exists():
+        retired = folder.with_name(f".{folder.name}.old-{os.getpid()}")
+        os.replace(folder, retired)
+        os.replace(staging, folder)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(staging, folder)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _quote(text: str) -> str:
+    # A JSON string without ASCII escaping is a valid TOML basic string.
+    return json.dumps(text, ensure_ascii=False)
+
+
+def render_form(
+    scenario: Scenario,
+    form: FormValidation,
+    tables: Sequence[ExportedRun],
+    seed: int,
+    out: Path,
+    facts: dict[str, RunFacts],
+) -> str:
+    """The form's text. Every prose line is a comment, so it parses at any point."""
+    folder = pieces_folder(out).name
+    example = form.metrics[0]
+    lines = [
+        f"# trysquare form: the metrics of validator '{form.name}' (scenario '{scenario.name}'),",
+        "# filled by hand.",
+        f"# seed = {seed}: exporting the same runs with --seed {seed} gives this same form back.",
+        "#",
+        "# Each [run.<id>] table below is one run, in a shuffled order, under an id that says",
+        "# nothing about it. Read the pieces it names (paths relative to this file), then",
+        "# answer each metric on a line of its own inside that table, for example:",
+        f"#     {example} = true",
+        "# Answers are true or false. A metric left out stays pending: fill part of the form,",
+        "# ingest it, and come back to the rest later. Leave the piece lines as they are.",
+        "#",
+        f"# Metrics: {', '.join(form.metrics)}",
+        "#",
+        f"# Then: trysquare form ingest SCENARIO PATH {out.name} [--by NAME]",
+        "",
+    ]
+    for table in tables:
+        lines.append(f"[run.{table.opaque}]")
+        for piece in form.pieces:
+            lines.append(f"{piece} = {_quote(f'{folder}/{table.opaque}/{PIECE_FILES[piece]}')}")
+        if "response" in form.pieces and facts[table.run.id].response is None:
+            lines.append("# (this run left no final response: its response.md is empty)")
+        for metric in form.metrics:
+            hint = f"# {metric} = true|false"
+            if metric not in table.pending:
+                recorded = manual_values(read_result(table.run, form.name))[metric].value
+                hint += f"    (recorded: {json.dumps(recorded)}; write it to correct it)"
+            lines.append(hint)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def blinding_line(form: FormValidation, runs: Sequence[Run]) -> str:
+    """Whether the pieces let whoever fills the form tell the cells apart.
+
+    Only the prompt is an input of the run: when it differs between cells it
+    names the treatment, so the form is only partially blind, and says so.
+    """
+    cells = sorted({run.cell for run in runs})
+    if "prompt" in form.pieces and len(cells) > 1:
+        prompts: dict[str, set[bytes]] = {}
+        for run in runs:
+            prompts.setdefault(run.cell, set()).add(run.prompt.read_bytes())
+        if len({frozenset(p) for p in prompts.values()}) > 1:
+            return (
+                "! form is only partially blind: prompt varies between cells, "
+                "so whoever fills the form can identify the treatment"
+            )
+    count = f"{len(cells)} cell{'s' if len(cells) != 1 else ''}"
+    return f"form: blind over {count} (pieces: {', '.join(form.pieces)})"

@@ -1,0 +1,85 @@
+"""The key of a form: which run each opaque id stands for.
+
+It lives in ``<PATH>/.trysquare/forms/<form stem>.key.json``, never in the form
+nor beside it, so whoever fills the form is not handed it with the form.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from trysquare import _atomic
+from trysquare.errors import UsageError
+
+__all__ = ["FormKey", "KeyEntry", "key_path", "read_key", "write_key"]
+
+FORMAT = 1
+
+
+@attrs.frozen
+class KeyEntry:
+    """The run behind one opaque id."""
+
+    id: str
+    dir: str  # the run folder, relative to the experiment folder (POSIX)
+    cell: str
+
+
+@attrs.frozen
+class FormKey:
+    form: str  # the form's file name, for messages
+    scenario: str  # the scenario file it was exported from
+    validation: str  # the form validator it fills
+    seed: int
+    order: tuple[str, ...]  # opaque ids, in the form's order
+    runs: dict[str, KeyEntry]
+
+
+def key_path(root: Path, form: Path) -> Path:
+    return root / ".trysquare" / "forms" / f"{form.stem}.key.json"
+
+
+def write_key(path: Path, key: FormKey) -> None:
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "form": key.form,
+        "scenario": key.scenario,
+        "validation": key.validation,
+        "seed": key.seed,
+        "order": list(key.order),
+        "runs": {opaque: attrs.asdict(entry) for opaque, entry in key.runs.items()},
+    }
+    _atomic.write_json(path, document)
+
+
+def read_key(root: Path, form: Path) -> FormKey:
+    """The key of ``form`` under experiment ``root``, or a :class:`UsageError` saying why not."""
+    path = key_path(root, form)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(
+            f"{form.name} has no key under {root} (looked for {path}); ingest a form against "
+            "the folder it was exported from"
+        ) from None
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{path}: the form's key cannot be read ({error})") from None
+    try:
+        runs = {
+            str(opaque): KeyEntry(id=str(e["id"]), dir=str(e["dir"]), cell=str(e["cell"]))
+            for opaque, e in document["runs"].items()
+        }
+        return FormKey(
+            form=str(document["form"]),
+            scenario=str(document["scenario"]),
+            validation=str(document["validation"]),
+            seed=int(document["seed"]),
+            order=tuple(str(o) for o in document["order"]),
+            runs=runs,
+        )
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        raise UsageError(f"{path}: the form's key is damaged ({type(error).__name__}: {error})") from None
