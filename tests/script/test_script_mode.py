@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -206,11 +207,11 @@ def test_replay_rescores_archived_contexts(cli, make_run, tmp_path: Path) -> Non
     scenario = scenario_for(folder, MISSING)
     run_dir = experiment / "runs" / "run0"
     assert cli("validate", scenario, experiment, "--no-progress").returncode == 1
-    # "Fix a signature and re-score runs already paid for": the archived context is reused as is,
-    # even though the tree has moved on since.
+    # "Fix a signature and re-score runs already paid for": the archived context is reused as
+    # is, months later, even once the measured clone is gone.
     archived = (run_dir / "validation" / "script" / "context.json").read_bytes()
-    (run_dir / "repo" / "later.py").write_text("z = 1\n")
-    write_script(folder, "score.py", HEALTHY)
+    shutil.rmtree(run_dir / "repo")
+    write_script(folder, "score.py", HEALTHY.replace('context["touched"]', 'context["files"]'))
     done = cli("validate", scenario, experiment, "--no-progress", "--replay")
     assert done.returncode == 0, done.stdout + done.stderr
     assert result(run_dir)["state"] == "valid"

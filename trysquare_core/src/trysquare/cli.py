@@ -143,12 +143,12 @@ def _load(path: Path) -> Any:
     return load_scenario(path)
 
 
-def _discover(paths: Sequence[Path]) -> Any:
+def _discover(paths: Sequence[Path], *, replay: bool = False) -> Any:
     from trysquare.errors import RunError
     from trysquare.runs import discover
 
     try:
-        experiments = discover(paths)
+        experiments = discover(paths, replay=replay)
     except RunError as error:
         raise NoRunsError(error.message) from None
     for experiment in experiments:
@@ -164,7 +164,7 @@ def _validate(args: argparse.Namespace) -> int:
     from trysquare.runner import ValidateOptions, validate
 
     scenario = _load(args.scenario)
-    experiments = _discover(args.paths)
+    experiments = _discover(args.paths, replay=args.replay)
     options = ValidateOptions(
         only=tuple(args.only),
         jobs=args.jobs,
@@ -293,7 +293,7 @@ def _record(args: argparse.Namespace) -> int:
         else:
             _atomic.write_bytes(target, previous)
         raise
-    print(f"wrote {target} (run '{run.id}', cell '{run.cell}', base {run.base_commit[:12]})")
+    print(f"wrote {target} (run '{run.id}', cell '{run.cell}', base {(run.base_commit or '')[:12]})")
     return 0
 
 

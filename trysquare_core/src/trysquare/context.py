@@ -49,6 +49,8 @@ def gather_facts(run: Run) -> RunFacts:
     Writes only into the run folder (never into the measured clone). Raises
     :class:`RunError` naming the run when git or the session cannot be read.
     """
+    if run.base_commit is None:
+        raise RunError(f"{run.label}: loaded for --replay, so its context cannot be rebuilt")
     try:
         touched = repo.changed_files(run.repo, run.base_commit)
         files = repo.working_files(run.repo)

@@ -63,7 +63,7 @@ class Run:
     repetition: int
     repo: Path
     base: str  # as written in run.toml
-    base_commit: str  # the full sha it resolves to
+    base_commit: str | None  # the full sha it resolves to (None when loaded for --replay)
     prompt: Path
     session: Path | None
     session_format: str | None
@@ -95,8 +95,12 @@ def _resolve(folder: Path, value: str) -> Path:
     return path if path.is_absolute() else folder / path
 
 
-def load_run(run_file: Path) -> Run:
-    """Load one ``run.toml``, or raise :class:`RunError` naming it."""
+def load_run(run_file: Path, *, replay: bool = False) -> Run:
+    """Load one ``run.toml``, or raise :class:`RunError` naming it.
+
+    With ``replay``, the measured clone is not consulted: archived contexts are
+    replayed as they are, even months later when the clone is gone.
+    """
     run_file = run_file.absolute()
     folder = run_file.parent
     try:
@@ -112,18 +116,16 @@ def load_run(run_file: Path) -> Run:
         raise RunError(error.message) from None
     repo_path = _resolve(folder, table.repo)
     try:
-        if not repo_path.is_dir() or not repo.is_git_repo(repo_path):
-            raise RunError(f"{run_file}: repo '{table.repo}' is not a git repository")
-        base_commit = repo.resolve_commit(repo_path, table.base)
+        base_commit = None if replay else _base_commit(run_file, repo_path, table)
     except RepoError as error:
         raise RunError(f"{run_file}: {error.message}") from None
     except OSError as error:
         raise RunError(f"{run_file}: repo '{table.repo}' cannot be read ({error.strerror})") from None
     prompt = _resolve(folder, table.prompt)
-    if not prompt.is_file():
+    if not prompt.is_file() and not replay:
         raise RunError(f"{run_file}: prompt '{table.prompt}' does not exist")
-    session = _optional_path(run_file, folder, "session", table.session)
-    trace = _optional_path(run_file, folder, "trace", table.trace)
+    session = _optional_path(run_file, folder, "session", table.session, replay)
+    trace = _optional_path(run_file, folder, "trace", table.trace, replay)
     etalon = None
     if table.etalon is not None:
         checkout = table.etalon.checkout
@@ -149,11 +151,19 @@ def load_run(run_file: Path) -> Run:
     )
 
 
-def _optional_path(run_file: Path, folder: Path, key: str, value: str | None) -> Path | None:
+def _base_commit(run_file: Path, repo_path: Path, table: _RunFile) -> str:
+    if not repo_path.is_dir() or not repo.is_git_repo(repo_path):
+        raise RunError(f"{run_file}: repo '{table.repo}' is not a git repository")
+    return repo.resolve_commit(repo_path, table.base)
+
+
+def _optional_path(
+    run_file: Path, folder: Path, key: str, value: str | None, replay: bool
+) -> Path | None:
     if value is None:
         return None
     path = _resolve(folder, value)
-    if not path.exists():
+    if not path.exists() and not replay:
         raise RunError(f"{run_file}: {key} '{value}' does not exist")
     return path.resolve()
 
@@ -171,7 +181,7 @@ def _run_files(root: Path) -> Iterator[Path]:
         folders[:] = sorted(f for f in folders if not f.startswith(".") and f != "node_modules")
 
 
-def discover(paths: Iterable[Path]) -> list[Experiment]:
+def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]:
     """Find the runs below each path; unreadable runs are collected, not raised."""
     experiments = []
     for path in paths:
@@ -182,7 +192,7 @@ def discover(paths: Iterable[Path]) -> list[Experiment]:
         errors: list[RunError] = []
         for run_file in sorted(_run_files(root)):
             try:
-                runs.append(load_run(run_file))
+                runs.append(load_run(run_file, replay=replay))
             except RunError as error:
                 errors.append(error)
         seen: dict[str, Run] = {}
