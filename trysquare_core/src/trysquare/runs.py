@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -190,11 +191,20 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
             raise RunError(f"{path}: no such folder")
         runs: list[Run] = []
         errors: list[RunError] = []
-        for run_file in sorted(_run_files(root)):
+
+        def load(run_file: Path) -> Run | RunError:
             try:
-                runs.append(load_run(run_file, replay=replay))
+                return load_run(run_file, replay=replay)
             except RunError as error:
-                errors.append(error)
+                return error
+
+        # Loading asks git about each clone: overlap those calls, keep the order.
+        with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:
+            for loaded in pool.map(load, sorted(_run_files(root))):
+                if isinstance(loaded, RunError):
+                    errors.append(loaded)
+                else:
+                    runs.append(loaded)
         seen: dict[str, Run] = {}
         for run in runs:
             if run.id in seen:
