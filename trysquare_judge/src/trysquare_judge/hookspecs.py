@@ -1,19 +1,35 @@
-"""The hook the judge plugin adds: judge providers come from plugins too."""
+"""The hook the judge plugin adds: judge providers come from plugins too.
+
+The judge's ``__init__`` exposes this module as ``trysquare_hookspecs``, so the
+plugin manager adds the spec when the judge loads. Documented in
+``docs/judge.md`` ("Writing a provider").
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trysquare.hookspecs import hookspec
 
+if TYPE_CHECKING:
+    from trysquare_judge.providers import Provider
+
 
 @hookspec
-def trysquare_register_judge_providers(register: Callable[[Any], None]) -> None:
-    """Register judge provider types (what ``type = "..."`` in ``[providers.NAME]`` names).
+def trysquare_register_judge_providers(register: Callable[[Provider], None]) -> None:
+    """Register judge provider types: what ``type = "..."`` in ``[providers.NAME]`` names.
 
-    :param register: call it once per provider type. A provider has a ``name``
-        and sends one judge conversation (see ``trysquare_judge.providers``).
+    :param register: call it once per provider type. A provider (see
+        :class:`trysquare_judge.providers.Provider`) has a ``name``, a
+        ``defaults()`` mapping used when a scenario names the type with no
+        ``[providers.NAME]`` section, and ``connect(config)`` returning a
+        connection whose ``complete(request)`` sends one non-streamed request
+        forcing the ``verdict`` tool and returns the reply (text and tool calls,
+        plus the exchanges for the transcript, never a key). It retries what is
+        worth retrying within ``config.max_concurrency`` requests in flight, and
+        raises ``ProviderError`` when it gives up. A name registered by two
+        plugins is refused, naming both.
 
     Example::
 

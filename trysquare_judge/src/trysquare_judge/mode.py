@@ -1,31 +1,265 @@
-"""The judge mode's table. Its behaviour arrives with the judge issue."""
+"""The judge mode: a pinned model whose verdict is a schema-checked tool call.
+
+One conversation per run: the fixed instructions and the rubric, then the
+declared pieces. A verdict call whose arguments fail the schema, or an answer in
+prose, is answered with the error and may be corrected within the same
+conversation, ``max_turns`` replies in all. No valid call leaves the run
+invalid — a broken judge never reads as a negative verdict. No repetition, no
+vote: the matrix already repeats.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from trysquare.modes import Job, Outcome, TableSource, Validation
+from trysquare import _atomic
+from trysquare.errors import ScenarioError
+from trysquare.modes import PIECES, Job, Outcome, TableSource, Validation
+from trysquare_judge import blinding, prompt
+from trysquare_judge.providers import (
+    THINKING,
+    ChatReply,
+    ChatRequest,
+    Message,
+    ProviderConfig,
+    ProviderError,
+    ToolSpec,
+    connection_for,
+    resolve_provider,
+)
+from trysquare_judge.verdict import TOOL_DESCRIPTION, TOOL_NAME, VerdictError, parse_verdict, verdict_schema
+
+if TYPE_CHECKING:
+    from trysquare.runs import Run
+    from trysquare.scenario import Scenario
+
+__all__ = ["JudgeMode", "JudgeValidation"]
+
+DEFAULT_MAX_TURNS = 3
+TRANSCRIPT = "transcript.json"
+TRANSCRIPT_HISTORY = "transcript.history.jsonl"
+NEVER_CALLED = "judge never called the verdict tool"
 
 
 @attrs.frozen(kw_only=True)
-class JudgeValidation(Validation):
+class _JudgeTable:
+    """The keys a judge table may hold, structured strictly."""
+
+    mode: str
     provider: str
     model: str
     thinking: str
     rubric: str
     pieces: tuple[str, ...]
+    metrics: tuple[str, ...]
+    name: str = ""
+    max_turns: int = DEFAULT_MAX_TURNS
 
-    withheld_context_keys = frozenset({"cell", "given"})
+
+@attrs.frozen(kw_only=True)
+class JudgeValidation(Validation):
+    """A ``[[validation]] mode = "judge"`` table, its rubric read and its provider resolved."""
+
+    provider: str
+    model: str
+    thinking: str
+    rubric: str  # as the scenario wrote it
+    pieces: tuple[str, ...]
+    max_turns: int = DEFAULT_MAX_TURNS
+    rubric_text: str = ""
+    endpoint: ProviderConfig | None = None
+
+    withheld_context_keys: ClassVar[frozenset[str]] = frozenset({"cell", "given"})
+    costly: ClassVar[bool] = True  # a paid verdict is asked again only under --rejudge
+
+    # -- identity -------------------------------------------------------------
+
+    def digest(self) -> str:
+        # What the verdict depends on, and nothing that only tunes the transport
+        # (timeouts, retries, concurrency): changing those keeps verdicts current.
+        identity = {
+            "rubric": self.rubric_text,
+            "model": self.model,
+            "provider": self.endpoint.identity() if self.endpoint else self.provider,
+            "thinking": self.thinking,
+            "pieces": list(self.pieces),
+            "metrics": list(self.metrics),
+            "max_turns": self.max_turns,
+            "template": prompt.TEMPLATE,
+            "tool": [TOOL_NAME, TOOL_DESCRIPTION],
+        }
+        canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    # -- refusals once runs are given -------------------------------------------
+
+    def check_runs(self, scenario: Scenario, runs: Sequence[Run]) -> list[str]:
+        qualified = f"{self.provider}/{self.model}"
+        for run in runs:
+            if run.model is not None and run.model in (qualified, self.model):
+                raise ScenarioError(
+                    f"{scenario.path.name}: validator '{self.name}': the judge {qualified} is the "
+                    f"model under test in run '{run.id}' ({run.dir}, model = \"{run.model}\"); "
+                    "pin a judge distinct from the model being judged"
+                )
+        endpoint = self.endpoint
+        if endpoint is not None and endpoint.api_key_env and endpoint.api_key_env not in os.environ:
+            # Refused before anything is spent: every run would come back invalid.
+            raise ScenarioError(
+                f"{endpoint.source}: api_key_env: the variable {endpoint.api_key_env} is not set "
+                f"(validator '{self.name}' reads its key from it)"
+            )
+        if not runs:
+            return []
+        return [blinding.blinding_line(runs, self.pieces)]
+
+    # -- one run ----------------------------------------------------------------
 
     def evaluate(self, job: Job) -> Outcome:
-        return Outcome.invalid("the judge mode is not implemented yet")
+        transcript: dict[str, Any] = {
+            "validator": self.name,
+            "provider": self.provider,
+            "type": self.endpoint.type if self.endpoint else None,
+            "model": self.model,
+            "thinking": self.thinking,
+            "digest": self.digest(),
+            "exchanges": [],
+        }
+        # Written even when the conversation crashes: the exchanges so far are the evidence.
+        outcome = Outcome.invalid(f"judge '{self.name}' stopped before its conversation ended")
+        try:
+            outcome = self._converse(job, transcript["exchanges"])
+        finally:
+            transcript["outcome"] = {"state": outcome.state, "error": outcome.error}
+            _write_transcript(job.archive, transcript)
+        return outcome
+
+    def _converse(self, job: Job, exchanges: list[Mapping[str, Any]]) -> Outcome:
+        assert self.endpoint is not None
+        if self.endpoint.api_key_env and self.endpoint.api_key_env not in os.environ:
+            return Outcome.invalid(
+                f"judge provider '{self.provider}': the variable {self.endpoint.api_key_env} is not set"
+            )
+        texts = {piece: prompt.read_piece(job.context, piece) for piece in self.pieces}
+        schema = verdict_schema(self.metrics)
+        tool = ToolSpec(TOOL_NAME, TOOL_DESCRIPTION, schema)
+        system = prompt.system_message(self.rubric_text, self.metrics)
+        messages: list[Message] = [Message(role="user", content=prompt.user_message(texts, self.pieces))]
+        try:
+            connection = connection_for(self.endpoint)
+        except ProviderError as error:
+            return Outcome.invalid(f"judge provider '{self.provider}': {error.message}")
+        last_error: str | None = None
+        for _ in range(self.max_turns):
+            request = ChatRequest(
+                model=self.model, thinking=self.thinking, system=system,
+                messages=tuple(messages), tool=tool,
+            )
+            try:
+                reply = connection.complete(request)
+            except ProviderError as error:
+                exchanges.extend(error.exchanges)
+                return Outcome.invalid(f"judge provider '{self.provider}' failed: {error.message}")
+            exchanges.extend(reply.exchanges)
+            verdict, answers, problem = _read_reply(reply, schema, self.metrics)
+            if verdict is not None:
+                return Outcome(metrics=dict(verdict.metrics), reasons=dict(verdict.reasons))
+            if problem is not None:
+                last_error = problem
+            # The error goes back into the same conversation: the judge may correct itself.
+            messages.append(Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls))
+            messages.extend(answers)
+        if last_error is None:
+            return Outcome.invalid(NEVER_CALLED)
+        return Outcome.invalid(f"verdict failed validation: {last_error}")
+
+
+def _read_reply(
+    reply: ChatReply, schema: Mapping[str, Any], metrics: Sequence[str]
+) -> tuple[Any, list[Message], str | None]:
+    """``(verdict, messages answering the reply, validation problem)``: one of the first two."""
+    calls = [call for call in reply.tool_calls if call.name == TOOL_NAME]
+    if not reply.tool_calls:
+        return None, [Message(role="user", content=prompt.correction_for_prose(metrics))], None
+    answers: list[Message] = []
+    problem: str | None = None
+    verdict = None
+    for call in reply.tool_calls:
+        if call.name != TOOL_NAME:
+            text = f"error: there is no tool '{call.name}'; call `{TOOL_NAME}`"
+        elif verdict is not None or (call is not calls[0]):
+            text = f"error: `{TOOL_NAME}` is called once; this call was ignored"
+        else:
+            try:
+                verdict = parse_verdict(call.arguments, schema)
+                text = "recorded"
+            except VerdictError as error:
+                problem = str(error)
+                text = f"error: the verdict failed validation: {problem}. Call `{TOOL_NAME}` again, corrected."
+        answers.append(Message(role="tool", content=text, tool_call_id=call.id))
+    if verdict is None and problem is None:
+        # Tools were called, but never `verdict`: as good as prose.
+        answers.append(Message(role="user", content=prompt.correction_for_prose(metrics)))
+    return verdict, answers, problem
+
+
+def _write_transcript(archive: Path, transcript: Mapping[str, Any]) -> None:
+    path = archive / TRANSCRIPT
+    if path.exists():
+        # A re-judged run keeps the conversation its previous verdict came from.
+        try:
+            previous: Any = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            previous = {"unreadable": path.read_text(encoding="utf-8", errors="replace")}
+        _atomic.append_line(archive / TRANSCRIPT_HISTORY, previous)
+    _atomic.write_json(path, transcript)
 
 
 class JudgeMode:
     name = "judge"
 
     def load(self, table: Mapping[str, Any], source: TableSource) -> JudgeValidation:
-        return source.structure(table, JudgeValidation)
+        raw = source.structure(table, _JudgeTable)
+        if raw.thinking not in THINKING:
+            raise source.refuse("thinking", f"must be one of {', '.join(THINKING)}, not '{raw.thinking}'")
+        if not raw.pieces:
+            raise source.refuse("pieces", f"declares no piece (choose from {', '.join(PIECES)})")
+        for piece in raw.pieces:
+            if piece not in PIECES:
+                raise source.refuse("pieces", f"unknown piece '{piece}' (choose from {', '.join(PIECES)})")
+        if len(set(raw.pieces)) != len(raw.pieces):
+            raise source.refuse("pieces", "names a piece twice")
+        if raw.max_turns < 1:
+            raise source.refuse("max_turns", "must be at least 1")
+        if not raw.model.strip():
+            raise source.refuse("model", "is empty; pin the judge's model")
+        rubric_path = source.resolve(raw.rubric)
+        try:
+            rubric_text = rubric_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise source.refuse("rubric", f"'{raw.rubric}' does not exist (looked for {rubric_path})") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise source.refuse("rubric", f"'{raw.rubric}' cannot be read ({error})") from None
+        if not rubric_text.strip():
+            raise source.refuse("rubric", f"'{raw.rubric}' is empty")
+        endpoint = resolve_provider(raw.provider, source.file, source.refuse)
+        return JudgeValidation(
+            mode=raw.mode,
+            name=raw.name,
+            metrics=raw.metrics,
+            provider=raw.provider,
+            model=raw.model,
+            thinking=raw.thinking,
+            rubric=raw.rubric,
+            pieces=raw.pieces,
+            max_turns=raw.max_turns,
+            rubric_text=rubric_text,
+            endpoint=endpoint,
+        )

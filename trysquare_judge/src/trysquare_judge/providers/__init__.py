@@ -1,0 +1,293 @@
+"""Judge providers: what a provider plugin implements, and ``trysquare.toml``.
+
+A *provider type* (``type = "openai"``) is registered through
+``trysquare_register_judge_providers``. A ``[providers.NAME]`` section of
+``trysquare.toml`` configures one endpoint of a type; a scenario's ``provider``
+names that section or, with no such section, a registered type used with its
+defaults.
+
+The judge mode drives the conversation (the verdict tool, its validation, the
+corrections); a provider only carries one request to its server and brings the
+reply back, in the neutral records below, plus the wire exchanges for the
+transcript (never a secret in them).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import attrs
+
+from trysquare import _convert
+from trysquare.errors import ConfigError, ScenarioError
+
+__all__ = [
+    "CONFIG_FILE",
+    "ChatReply",
+    "ChatRequest",
+    "Connection",
+    "Message",
+    "Provider",
+    "ProviderConfig",
+    "ProviderError",
+    "ToolCall",
+    "ToolSpec",
+    "connection_for",
+    "find_config",
+    "load_config",
+    "provider_types",
+    "resolve_provider",
+]
+
+CONFIG_FILE = "trysquare.toml"
+HOOK = "trysquare_register_judge_providers"
+Thinking = Literal["off", "low", "medium", "high"]
+THINKING: tuple[str, ...] = ("off", "low", "medium", "high")
+TOOL_CHOICES: tuple[str, ...] = ("named", "required", "auto")
+
+
+class ProviderError(Exception):
+    """A provider gave up on a request (retries spent, timeout, refusal): the run is invalid."""
+
+    def __init__(self, message: str, exchanges: tuple[Mapping[str, Any], ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exchanges = exchanges  # what was sent and received before giving up
+
+
+@attrs.frozen(kw_only=True)
+class ProviderConfig:
+    """One ``[providers.NAME]`` section (or a registered type's defaults).
+
+    Hashable on purpose: one connection, and so one concurrency bound, exists
+    per distinct configuration in a process, shared by every run it judges.
+    """
+
+    name: str  # the section's name (or the type's, used bare)
+    type: str
+    base_url: str | None = None
+    api_key_env: str | None = None  # the variable's *name*; the key itself is never stored
+    max_concurrency: int = 8
+    timeout: float = 120.0  # seconds, per HTTP request
+    max_retries: int = 4  # attempts after the first, on 429 / 5xx / a lost connection
+    retry_backoff: float = 1.0  # first backoff in seconds, doubled each retry
+    tool_choice: str = "named"  # named: force `verdict`; required: any tool; auto: none forced
+    source: str = ""  # where it was read, for messages (not part of identity)
+
+    def identity(self) -> dict[str, Any]:
+        """What decides which judge answers: part of the validator's digest."""
+        return {"name": self.name, "type": self.type, "base_url": self.base_url}
+
+
+@attrs.frozen
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model wrote it
+
+
+@attrs.frozen(kw_only=True)
+class Message:
+    """One neutral conversation message; a provider translates it to its wire format."""
+
+    role: Literal["user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()  # assistant only
+    tool_call_id: str | None = None  # tool only: which call this answers
+
+
+@attrs.frozen
+class ToolSpec:
+    name: str
+    description: str
+    parameters: Mapping[str, Any]  # a JSON schema
+
+
+@attrs.frozen(kw_only=True)
+class ChatRequest:
+    model: str
+    thinking: str  # off | low | medium | high; off asks for no reasoning
+    system: str
+    messages: tuple[Message, ...]
+    tool: ToolSpec
+
+
+@attrs.frozen(kw_only=True)
+class ChatReply:
+    """The model's answer: text, tool calls, or both; ``exchanges`` go to the transcript."""
+
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    exchanges: tuple[Mapping[str, Any], ...] = ()
+
+
+class Connection(Protocol):
+    """A client for one configured endpoint; used from many threads at once."""
+
+    def complete(self, request: ChatRequest) -> ChatReply:
+        """Send one non-streamed request forcing ``request.tool``; return the reply.
+
+        Retries what is worth retrying, within the configuration's bound on
+        concurrent requests. Raises :class:`ProviderError` when it gives up, its
+        ``exchanges`` holding what was sent and received. Never puts a key in a
+        reply, an exchange or an error.
+        """
+        ...
+
+
+class Provider(Protocol):
+    """A provider type, registered through ``trysquare_register_judge_providers``.
+
+    ``name`` is what ``type = "..."`` names. ``defaults()`` are the section's
+    keys used when a scenario names the type with no ``[providers.NAME]``
+    section (e.g. ``{"base_url": "https://api.openai.com/v1", "api_key_env":
+    "OPENAI_API_KEY"}``). ``connect(config)`` returns a :class:`Connection`.
+    """
+
+    name: str
+
+    def defaults(self) -> Mapping[str, Any]:
+        ...
+
+    def connect(self, config: ProviderConfig) -> Connection:
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class _Section:
+    """The keys a ``[providers.NAME]`` section may hold, structured strictly."""
+
+    type: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    max_concurrency: int = 8
+    timeout: float = 120.0
+    max_retries: int = 4
+    retry_backoff: float = 1.0
+    tool_choice: str = "named"
+
+
+@attrs.frozen
+class _ConfigFile:
+    providers: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+
+def provider_types() -> dict[str, Provider]:
+    from trysquare import plugins
+
+    return plugins.registry(HOOK)
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest ``trysquare.toml`` in ``start`` or a folder above it."""
+    start = start.absolute()
+    for folder in (start, *start.parents):
+        candidate = folder / CONFIG_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(path: Path) -> dict[str, ProviderConfig]:
+    """Every ``[providers.NAME]`` of ``path``, strictly: a refusal names the file and the key."""
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML ({error})") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read ({error.strerror})") from None
+    try:
+        raw = _convert.structure(data, _ConfigFile, file=path)
+        configs = {}
+        for name, table in raw.providers.items():
+            if not isinstance(table, dict):
+                raise ConfigError(f"{path.name}: providers.{name}: must be a table")
+            section = _convert.structure(table, _Section, file=path, path=f"providers.{name}")
+            configs[name] = _checked(name, section, path.name, f"providers.{name}")
+    except ScenarioError as error:
+        # The converter speaks of scenarios; this is the configuration.
+        raise ConfigError(error.message) from None
+    return configs
+
+
+def _checked(name: str, section: _Section, file: str, where: str) -> ProviderConfig:
+    def refuse(key: str, message: str) -> ConfigError:
+        return ConfigError(f"{file}: {where}.{key}: {message}")
+
+    if section.max_concurrency < 1:
+        raise refuse("max_concurrency", "must be at least 1")
+    if section.timeout <= 0:
+        raise refuse("timeout", "must be a positive number of seconds")
+    if section.max_retries < 0:
+        raise refuse("max_retries", "must be 0 or more")
+    if section.retry_backoff < 0:
+        raise refuse("retry_backoff", "must be 0 or more seconds")
+    if section.tool_choice not in TOOL_CHOICES:
+        raise refuse("tool_choice", f"must be one of {', '.join(TOOL_CHOICES)}, not '{section.tool_choice}'")
+    if section.api_key_env is not None and not section.api_key_env.strip():
+        raise refuse("api_key_env", "is empty; name the variable that holds the key, or remove the key")
+    if section.base_url is not None and not section.base_url.startswith(("http://", "https://")):
+        raise refuse("base_url", f"'{section.base_url}' is not an http:// or https:// address")
+    return ProviderConfig(name=name, source=f"{file} [{where}]", **attrs.asdict(section))
+
+
+def resolve_provider(name: str, scenario_file: Path, refuse: Callable[[str, str], Exception]) -> ProviderConfig:
+    """What a scenario's ``provider = NAME`` means: a config section, else a registered type."""
+    config_path = find_config(scenario_file.parent)
+    types = provider_types()
+    if config_path is not None:
+        sections = load_config(config_path)
+        if name in sections:
+            config = sections[name]
+            if config.type not in types:
+                known = ", ".join(sorted(types)) or "none"
+                raise ConfigError(
+                    f"{config_path.name}: providers.{name}.type: no installed plugin provides "
+                    f"provider type '{config.type}' (installed: {known})"
+                )
+            return config
+    if name in types:
+        # A registered type named bare: its own defaults, as if it were a section.
+        table = {"type": name, **types[name].defaults()}
+        try:
+            section = _convert.structure(table, _Section, file=Path(f"provider type '{name}'"))
+        except ScenarioError as error:
+            raise ConfigError(error.message) from None
+        return _checked(name, section, f"provider type '{name}'", "defaults")
+    looked = f"no [providers.{name}] in {config_path}" if config_path else f"no {CONFIG_FILE} above the scenario"
+    known = ", ".join(sorted(types)) or "none"
+    raise refuse(
+        "provider",
+        f"'{name}' is neither a provider section ({looked}) nor an installed provider type "
+        f"(installed: {known})",
+    )
+
+
+def api_key(config: ProviderConfig) -> str | None:
+    """The key, read from the environment at the moment it is needed, never kept."""
+    if config.api_key_env is None:
+        return None
+    return os.environ.get(config.api_key_env)
+
+
+_connections: dict[ProviderConfig, Connection] = {}
+_lock = threading.Lock()
+
+
+def connection_for(config: ProviderConfig) -> Connection:
+    """The process's one connection for ``config``: its concurrency bound is shared by all runs."""
+    with _lock:
+        connection = _connections.get(config)
+        if connection is None:
+            provider = provider_types().get(config.type)
+            if provider is None:
+                raise ProviderError(f"no installed plugin provides provider type '{config.type}'")
+            connection = provider.connect(config)
+            _connections[config] = connection
+        return connection

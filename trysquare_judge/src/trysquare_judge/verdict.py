@@ -1,0 +1,68 @@
+"""The ``verdict`` tool: its schema, built from the declared metrics, and its validation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import jsonschema
+
+__all__ = ["TOOL_NAME", "Verdict", "VerdictError", "parse_verdict", "verdict_schema"]
+
+TOOL_NAME = "verdict"
+TOOL_DESCRIPTION = (
+    "Record your verdict: for every metric, first the reason, then the boolean value. "
+    "Call it exactly once, with every metric."
+)
+
+
+class VerdictError(Exception):
+    """The arguments of a verdict call do not satisfy its schema."""
+
+
+@attrs.frozen
+class Verdict:
+    metrics: Mapping[str, bool]
+    reasons: Mapping[str, str]
+
+
+def verdict_schema(metrics: Sequence[str]) -> dict[str, Any]:
+    """The exact schema DESIGN §6 pins: one object per metric, reason before value."""
+    entry = {
+        "type": "object",
+        # Reason first, so a model that writes in order argues before it decides.
+        "properties": {"reason": {"type": "string"}, "value": {"type": "boolean"}},
+        "required": ["reason", "value"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {metric: dict(entry) for metric in metrics},
+        "required": list(metrics),
+        "additionalProperties": False,
+    }
+
+
+def parse_verdict(arguments: str, schema: Mapping[str, Any]) -> Verdict:
+    """Read a call's arguments, or raise :class:`VerdictError` saying what is wrong."""
+    try:
+        value = json.loads(arguments)
+    except ValueError as error:
+        raise VerdictError(f"the arguments are not JSON ({error})") from None
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(value), key=lambda e: (list(e.absolute_path), e.message))
+    if errors:
+        shown = "; ".join(_describe(error) for error in errors[:5])
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        raise VerdictError(shown + more)
+    return Verdict(
+        metrics={metric: entry["value"] for metric, entry in value.items()},
+        reasons={metric: entry["reason"] for metric, entry in value.items()},
+    )
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    where = ".".join(str(part) for part in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
