@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from trysquare.sessions import SessionFormat
 from trysquare.sessions.builtin import builtin_formats
 
@@ -47,7 +46,13 @@ def pi_header(cwd: str = "/work/repo", version: int = 3) -> dict[str, Any]:
 
 def pi_entry(entry_id: str, parent: str | None, message: dict[str, Any]) -> dict[str, Any]:
     """An entry in pi's own key order (type, id, parentId, ...)."""
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "t", "message": message}
+    return {
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": "t",
+        "message": message,
+    }
 
 
 def pi_user(text: str) -> dict[str, Any]:
@@ -66,7 +71,9 @@ def pi_text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def pi_result(call_id: str, text: str, *, error: bool = False, name: str = "read") -> dict[str, Any]:
+def pi_result(
+    call_id: str, text: str, *, error: bool = False, name: str = "read"
+) -> dict[str, Any]:
     return {
         "role": "toolResult",
         "toolCallId": call_id,

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from conftest import FIXTURES, WriteLog
-
 from trysquare.sessions import SessionFormat, open_session
 from trysquare.sessions.claude_code import ClaudeCodeFormat
 
@@ -23,7 +22,11 @@ def _blocks(path: Path, kind: str) -> list[dict[str, Any]]:
     """Content blocks of one kind, straight from the JSON (no sidechain in either file's own chain)."""
     found = []
     for entry in _entries(path):
-        content = entry.get("message", {}).get("content") if isinstance(entry.get("message"), dict) else None
+        content = (
+            entry.get("message", {}).get("content")
+            if isinstance(entry.get("message"), dict)
+            else None
+        )
         if isinstance(content, list):
             found += [block for block in content if block.get("type") == kind]
     return found
@@ -32,7 +35,9 @@ def _blocks(path: Path, kind: str) -> list[dict[str, Any]]:
 class TestRealMainSession:
     def test_calls_and_failures(self, formats: dict[str, SessionFormat]) -> None:
         uses = _blocks(MAIN, "tool_use")
-        errors = {b["tool_use_id"] for b in _blocks(MAIN, "tool_result") if b.get("is_error") is True}
+        errors = {
+            b["tool_use_id"] for b in _blocks(MAIN, "tool_result") if b.get("is_error") is True
+        }
         calls = open_session(MAIN, formats=formats).tool_calls()
         # By hand: 71 tool_use blocks (Edit 18, TodoWrite 15, Bash 13, Read 11,
         # Write 5, Grep 3, Glob 2, BashOutput 2, KillShell 2); 71 results, of which
@@ -42,6 +47,18 @@ class TestRealMainSession:
         assert sum(call.failed for call in calls) == 6
         assert {uses[call.index]["id"] for call in calls if call.failed} == errors
         assert all(call.result is not None for call in calls)
+
+    def test_results_read_back_whole(self, formats: dict[str, SessionFormat]) -> None:
+        def text(content: object) -> str:
+            if isinstance(content, str):
+                return content
+            return "\n".join(b["text"] for b in content if b.get("type") == "text")
+
+        results = {b["tool_use_id"]: text(b["content"]) for b in _blocks(MAIN, "tool_result")}
+        uses = _blocks(MAIN, "tool_use")
+        calls = open_session(MAIN, formats=formats).tool_calls()
+        assert [call.result for call in calls] == [results[use["id"]] for use in uses]
+        assert max(len(value) for value in results.values()) > 5_000
 
     def test_writes_and_reads_repo_relative(self, formats: dict[str, SessionFormat]) -> None:
         uses = _blocks(MAIN, "tool_use")
@@ -53,7 +70,9 @@ class TestRealMainSession:
             if use["name"] == "Read":
                 assert call.reads == (use["input"]["file_path"].removeprefix(root),)
         assert open_session(MAIN, formats=formats).first_write("CLAUDE.md") == next(
-            i for i, use in enumerate(uses) if use["name"] == "Write" and use["input"]["file_path"].endswith("/CLAUDE.md")
+            i
+            for i, use in enumerate(uses)
+            if use["name"] == "Write" and use["input"]["file_path"].endswith("/CLAUDE.md")
         )
 
     def test_final_response_spans_the_last_message_entries(
@@ -72,7 +91,9 @@ class TestRealMainSession:
         assert sum(entry["message"]["id"] == last_id for entry in entries) == 2
         reading = open_session(MAIN, formats=formats)
         assert reading.final_response() == "\n".join(texts)
-        assert reading.final_response().startswith("Perfect! The AudioWorklet migration is complete.")
+        assert reading.final_response().startswith(
+            "Perfect! The AudioWorklet migration is complete."
+        )
         assert reading.skipped == 0
         # /init arrived as an isMeta body, but it is a command, not a skill.
         assert reading.skills_expanded() == frozenset()
@@ -86,7 +107,9 @@ class TestRealSubagentFile:
         # By hand: 17 tool_use blocks (Bash 7, ToolSearch 3, Edit 3, Skill, TaskGet,
         # Write, TaskUpdate).
         assert len(calls) == 17
-        assert [call.name for call in calls] == [use["name"] for use in _blocks(SUBAGENT, "tool_use")]
+        assert [call.name for call in calls] == [
+            use["name"] for use in _blocks(SUBAGENT, "tool_use")
+        ]
         assert not any(call.failed for call in calls)
 
     def test_skill_call_reads_its_skill_file(self, formats: dict[str, SessionFormat]) -> None:
@@ -138,7 +161,12 @@ class TestHandBuilt:
                 _entry("user", "do it"),
                 _entry("assistant", [_use("1", "Task", prompt="help")], msg="m1"),
                 _entry("user", "sub prompt", side=True),
-                _entry("assistant", [_use("2", "Write", file_path="/home/me/repo/sub.txt")], msg="s1", side=True),
+                _entry(
+                    "assistant",
+                    [_use("2", "Write", file_path="/home/me/repo/sub.txt")],
+                    msg="s1",
+                    side=True,
+                ),
                 _entry("user", [_result("2", "ok")], side=True),
                 _entry("assistant", [{"type": "text", "text": "sub done"}], msg="s2", side=True),
                 _entry("user", [_result("1", "the subagent said done")]),
@@ -191,14 +219,46 @@ class TestHandBuilt:
     def test_write_edit_multiedit_are_writes(self, write_log: WriteLog) -> None:
         log = write_log(
             [
-                _entry("assistant", [_use("1", "Write", file_path="/home/me/repo/a.py", content="x")], msg="m"),
-                _entry("assistant", [_use("2", "Edit", file_path="/home/me/repo/b.py", old_string="a", new_string="b")], msg="m"),
-                _entry("assistant", [_use("3", "MultiEdit", file_path="c.py", edits=[{"old_string": "a", "new_string": "b"}])], msg="m"),
+                _entry(
+                    "assistant",
+                    [_use("1", "Write", file_path="/home/me/repo/a.py", content="x")],
+                    msg="m",
+                ),
+                _entry(
+                    "assistant",
+                    [
+                        _use(
+                            "2",
+                            "Edit",
+                            file_path="/home/me/repo/b.py",
+                            old_string="a",
+                            new_string="b",
+                        )
+                    ],
+                    msg="m",
+                ),
+                _entry(
+                    "assistant",
+                    [
+                        _use(
+                            "3",
+                            "MultiEdit",
+                            file_path="c.py",
+                            edits=[{"old_string": "a", "new_string": "b"}],
+                        )
+                    ],
+                    msg="m",
+                ),
                 _entry("assistant", [_use("4", "Read", file_path="/etc/hosts")], msg="m"),
             ]
         )
         reading = ClaudeCodeFormat().read([log], None)
-        assert [call.writes for call in reading.tool_calls()] == [("a.py",), ("b.py",), ("c.py",), ()]
+        assert [call.writes for call in reading.tool_calls()] == [
+            ("a.py",),
+            ("b.py",),
+            ("c.py",),
+            (),
+        ]
         assert reading.tool_calls()[3].reads == ("/etc/hosts",)
         assert reading.first_write("c.py") == 2
 

@@ -7,8 +7,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, WriteLog, pi_assistant, pi_call, pi_entry, pi_header, pi_text, pi_user
-
+from conftest import (
+    FIXTURES,
+    WriteLog,
+    pi_assistant,
+    pi_call,
+    pi_entry,
+    pi_header,
+    pi_text,
+    pi_user,
+)
 from trysquare.errors import RunError
 from trysquare.sessions import SessionFormat, final_response, open_session
 from trysquare.sessions.claude_code import ClaudeCodeReading
@@ -19,10 +27,16 @@ from trysquare.sessions.pi import PiReading
 def test_detects_each_format_from_its_content(
     formats: dict[str, SessionFormat], write_log: WriteLog
 ) -> None:
-    codex = write_log([{"timestamp": "t", "type": "session_meta", "payload": {"cwd": "/r"}}], "rollout.jsonl")
-    assert isinstance(open_session(FIXTURES / "pi" / "large-session.jsonl", formats=formats), PiReading)
+    codex = write_log(
+        [{"timestamp": "t", "type": "session_meta", "payload": {"cwd": "/r"}}], "rollout.jsonl"
+    )
+    assert isinstance(
+        open_session(FIXTURES / "pi" / "large-session.jsonl", formats=formats), PiReading
+    )
     for name in ("jssoundrecorder-7acd37a8.jsonl", "subagent-skill-a52886dc.jsonl"):
-        assert isinstance(open_session(FIXTURES / "claude-code" / name, formats=formats), ClaudeCodeReading)
+        assert isinstance(
+            open_session(FIXTURES / "claude-code" / name, formats=formats), ClaudeCodeReading
+        )
     assert isinstance(open_session(codex, formats=formats), CodexReading)
 
 
@@ -50,9 +64,14 @@ def test_unknown_format_name_is_one_sentence(formats: dict[str, SessionFormat]) 
     assert message.count(".") >= 1 and "\n" not in message
 
 
-def test_undetectable_log_is_one_sentence(formats: dict[str, SessionFormat], write_log: WriteLog) -> None:
+def test_undetectable_log_is_one_sentence(
+    formats: dict[str, SessionFormat], write_log: WriteLog
+) -> None:
     log = write_log([{"event": "something else"}, "garbage"])
-    with pytest.raises(RunError, match=r"cannot tell which agent wrote session log .*session\.jsonl.*session_format"):
+    with pytest.raises(
+        RunError,
+        match=r"cannot tell which agent wrote session log .*session\.jsonl.*session_format",
+    ):
         open_session(log, formats=formats)
 
 
@@ -64,17 +83,30 @@ def test_missing_log_and_empty_folder(formats: dict[str, SessionFormat], tmp_pat
         open_session(tmp_path / "empty", formats=formats)
 
 
-def test_a_folder_is_read_file_by_file_in_name_order(formats: dict[str, SessionFormat], tmp_path: Path) -> None:
+def test_a_folder_is_read_file_by_file_in_name_order(
+    formats: dict[str, SessionFormat], tmp_path: Path
+) -> None:
     folder = tmp_path / "session"
     from conftest import jsonl
 
     jsonl(
         folder / "2-second.jsonl",
-        [pi_header(cwd="/b"), pi_entry("a", None, pi_assistant(pi_call("2", "write", path="/b/two.txt"), pi_text("second")))],
+        [
+            pi_header(cwd="/b"),
+            pi_entry(
+                "a", None, pi_assistant(pi_call("2", "write", path="/b/two.txt"), pi_text("second"))
+            ),
+        ],
     )
     jsonl(
         folder / "1-first.jsonl",
-        [pi_header(cwd="/a"), pi_entry("a", None, pi_user("go")), pi_entry("b", "a", pi_assistant(pi_call("1", "write", path="/a/one.txt"), pi_text("first")))],
+        [
+            pi_header(cwd="/a"),
+            pi_entry("a", None, pi_user("go")),
+            pi_entry(
+                "b", "a", pi_assistant(pi_call("1", "write", path="/a/one.txt"), pi_text("first"))
+            ),
+        ],
     )
     (folder / "notes.txt").write_text("not a log")
     reading = open_session(folder, formats=formats)
@@ -93,11 +125,15 @@ def test_repo_moved_after_the_run(formats: dict[str, SessionFormat], tmp_path: P
         tmp_path / "s.jsonl",
         [
             pi_header(cwd="/ci/old/place/repo"),
-            pi_entry("a", None, pi_assistant(
-                pi_call("1", "write", path="/ci/old/place/repo/src/a.py"),
-                pi_call("2", "write", path=f"{repo}/src/b.py"),
-                pi_call("3", "write", path="src/c.py"),
-            )),
+            pi_entry(
+                "a",
+                None,
+                pi_assistant(
+                    pi_call("1", "write", path="/ci/old/place/repo/src/a.py"),
+                    pi_call("2", "write", path=f"{repo}/src/b.py"),
+                    pi_call("3", "write", path="src/c.py"),
+                ),
+            ),
         ],
     )
     calls = open_session(log, formats=formats, repo=repo).tool_calls()

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from trysquare.sessions import ToolCall, path_matches
 from trysquare.sessions._paths import PathResolver
 from trysquare.sessions._shell import patch_files, shell_reads

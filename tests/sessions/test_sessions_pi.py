@@ -17,7 +17,6 @@ from conftest import (
     pi_text,
     pi_user,
 )
-
 from trysquare.sessions import SessionFormat, open_session
 from trysquare.sessions.pi import PiFormat
 
@@ -50,6 +49,15 @@ def _independent_pi_counts(path: Path) -> dict[str, object]:
     }
 
 
+def _call_ids(path: Path) -> list[str]:
+    ids = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        message = json.loads(line).get("message", {})
+        if message.get("role") == "assistant":
+            ids += [block["id"] for block in message["content"] if block["type"] == "toolCall"]
+    return ids
+
+
 class TestRealV1Log:
     def test_every_call_in_order(self, formats: dict[str, SessionFormat]) -> None:
         expected = _independent_pi_counts(LARGE)
@@ -68,6 +76,17 @@ class TestRealV1Log:
         assert sum(call.result is None for call in calls) == 18
         assert sum(call.failed for call in calls) == 18 + 19
         assert all(call.failed for call in calls if call.result is None)
+
+    def test_results_read_back_whole(self, formats: dict[str, SessionFormat]) -> None:
+        texts: dict[str, str] = {}
+        for line in LARGE.read_text(encoding="utf-8").splitlines():
+            message = json.loads(line).get("message", {})
+            if message.get("role") == "toolResult":
+                parts = [block["text"] for block in message["content"] if block["type"] == "text"]
+                texts[message["toolCallId"]] = "\n".join(parts)
+        calls = open_session(LARGE, formats=formats).tool_calls()
+        assert [call.result for call in calls] == [texts.get(i) for i in _call_ids(LARGE)]
+        assert max(len(text) for text in texts.values()) > 10_000  # long ones are read back
 
     def test_paths_made_relative_to_the_header_cwd(self, formats: dict[str, SessionFormat]) -> None:
         calls = open_session(LARGE, formats=formats).tool_calls()
@@ -103,11 +122,19 @@ class TestV3Tree:
                 pi_entry("b", "a", pi_assistant(pi_call("c1", "read", path="src/a.py"))),
                 pi_entry("c", "b", pi_result("c1", "print(1)")),
                 # the abandoned branch: edits src/dead.py
-                pi_entry("d", "c", pi_assistant(pi_call("c2", "edit", path="src/dead.py", oldText="a", newText="b"))),
+                pi_entry(
+                    "d",
+                    "c",
+                    pi_assistant(
+                        pi_call("c2", "edit", path="src/dead.py", oldText="a", newText="b")
+                    ),
+                ),
                 pi_entry("e", "d", pi_result("c2", "ok", name="edit")),
                 pi_entry("f", "e", pi_assistant(pi_text("dead end"), stop="stop")),
                 # the user went back to "c" and the agent wrote src/live.py instead
-                pi_entry("g", "c", pi_assistant(pi_call("c3", "write", path="src/live.py", content="x"))),
+                pi_entry(
+                    "g", "c", pi_assistant(pi_call("c3", "write", path="src/live.py", content="x"))
+                ),
                 pi_entry("h", "g", pi_result("c3", "written", name="write")),
                 pi_entry("i", "h", pi_assistant(pi_text("done on the live branch"), stop="stop")),
             ]
@@ -131,7 +158,14 @@ class TestV3Tree:
                 pi_entry("b", "a", pi_assistant(pi_call("x", "bash", command="ls"))),
                 pi_entry("c", "a", pi_assistant(pi_call("y", "bash", command="pwd"))),
                 pi_entry("d", "b", pi_result("x", "files", name="bash")),
-                {"type": "label", "id": "e", "parentId": "d", "timestamp": "t", "targetId": "a", "label": "x"},
+                {
+                    "type": "label",
+                    "id": "e",
+                    "parentId": "d",
+                    "timestamp": "t",
+                    "targetId": "a",
+                    "label": "x",
+                },
             ]
         )
         calls = PiFormat().read([log], None).tool_calls()
@@ -152,9 +186,20 @@ class TestV3Tree:
                         pi_call("3", "bash", command="false"),
                     ),
                 ),
-                pi_entry("c", "b", pi_result("3", "Command exited with code 1", error=True, name="bash")),
+                pi_entry(
+                    "c", "b", pi_result("3", "Command exited with code 1", error=True, name="bash")
+                ),
                 pi_entry("d", "c", pi_result("1", "A")),
-                pi_entry("e", "d", pi_assistant(pi_call("4", "edit", path="a.txt", edits=[{"oldText": "A", "newText": "B"}]), stop="aborted")),
+                pi_entry(
+                    "e",
+                    "d",
+                    pi_assistant(
+                        pi_call(
+                            "4", "edit", path="a.txt", edits=[{"oldText": "A", "newText": "B"}]
+                        ),
+                        stop="aborted",
+                    ),
+                ),
             ]
         )
         calls = PiFormat().read([log], None).tool_calls()
@@ -221,7 +266,7 @@ class TestV3Tree:
             ("README.md",),
             ("skills/other/SKILL.md",),
         ]
-        reads_a_skill = lambda call: call.read_matches("**/SKILL.md")  # noqa: E731
+        reads_a_skill = lambda call: call.read_matches("**/SKILL.md")
         assert [reads_a_skill(call) for call in calls] == [True, True, False, True]
         opened = {call for call in calls if not call.failed and reads_a_skill(call)}
         assert len(opened) == 3
@@ -245,8 +290,18 @@ class TestV3Tree:
         # As trysquare.testing.builders writes them: id first, then the type.
         entries = [
             {"id": "a", "parentId": None, "type": "message", "message": pi_user("go")},
-            {"id": "b", "parentId": "a", "type": "message", "message": pi_assistant(pi_call("1", "write", path="x.txt"))},
-            {"id": "c", "parentId": "a", "type": "message", "message": pi_assistant(pi_call("2", "write", path="y.txt"))},
+            {
+                "id": "b",
+                "parentId": "a",
+                "type": "message",
+                "message": pi_assistant(pi_call("1", "write", path="x.txt")),
+            },
+            {
+                "id": "c",
+                "parentId": "a",
+                "type": "message",
+                "message": pi_assistant(pi_call("2", "write", path="y.txt")),
+            },
         ]
         calls = PiFormat().read([write_log([pi_header(), *entries])], None).tool_calls()
         assert [call.writes for call in calls] == [("y.txt",)]
@@ -266,7 +321,9 @@ class TestBrokenLines:
         ]
         log = write_log(entries)
         # and a last line cut off mid-write, whose head is intact
-        truncated = json.dumps(pi_entry("d", "c", pi_assistant(pi_call("2", "write", path="b.txt"))))
+        truncated = json.dumps(
+            pi_entry("d", "c", pi_assistant(pi_call("2", "write", path="b.txt")))
+        )
         with log.open("a", encoding="utf-8") as stream:
             stream.write(truncated[: len(truncated) // 2])
         reading = PiFormat().read([log], None)

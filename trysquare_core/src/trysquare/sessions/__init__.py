@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = [
+    "LoggedText",
     "SessionFormat",
     "SessionReading",
     "ToolCall",
@@ -61,6 +62,26 @@ def path_matches(path: str, pattern: str) -> bool:
 
 
 @attrs.frozen
+class LoggedText:
+    """A text left in the log: the line at ``offset`` of ``file``, read back when asked for."""
+
+    file: Path
+    offset: int
+    key: str | None
+    """Which part of the line (a result's call id, where one line holds several)."""
+    extract: Callable[[dict[str, Any], str | None], str | None] = attrs.field(repr=False)
+    """Turns the parsed line (and ``key``) into the text."""
+
+    def load(self) -> str | None:
+        """Read the line back and extract the text from it."""
+        import json
+
+        with self.file.open("rb") as stream:
+            stream.seek(self.offset)
+            return self.extract(json.loads(stream.readline()), self.key)
+
+
+@attrs.frozen
 class ToolCall:
     """One call the agent made, in the order it made them.
 
@@ -74,14 +95,24 @@ class ToolCall:
     """The tool's name as the agent's runtime knows it (``read``, ``Edit``, ``shell``)."""
     arguments: dict[str, Any] = attrs.field(hash=False)
     """The arguments as the agent sent them."""
-    result: str | None
-    """The result's text; ``None`` when no result was ever recorded."""
+    _result: str | LoggedText | None = attrs.field(alias="result", hash=False)
     failed: bool
     """The result is an error, or no result was ever recorded."""
     reads: tuple[str, ...] = ()
     """Files it read: repo-relative POSIX paths; paths outside the repo stay absolute."""
     writes: tuple[str, ...] = ()
     """Files it wrote, edited, created or deleted, in the same form as ``reads``."""
+
+    @property
+    def result(self) -> str | None:
+        """The result's text; ``None`` when no result was ever recorded.
+
+        A long result is not kept in memory with the call: it is read back from the
+        log (one line) each time it is asked for, so a log made of tool output does
+        not have to fit in memory to be read.
+        """
+        value = self._result
+        return value.load() if isinstance(value, LoggedText) else value
 
     def read_matches(self, pattern: str) -> bool:
         """Whether the call read a path matching ``pattern`` (see :func:`path_matches`).

@@ -50,6 +50,10 @@ class PathResolver:
     repo: str | None
     """Where the measured clone lives now (absolute, POSIX), or ``None``."""
     home: str
+    _seen: dict[tuple[str, str | None], str | None] = attrs.field(
+        factory=dict, eq=False, hash=False, repr=False
+    )
+    """Paths already resolved: agents name the same few files again and again."""
 
     @classmethod
     def for_session(cls, cwd: str | None, repo: Path | None) -> PathResolver:
@@ -67,8 +71,7 @@ class PathResolver:
         if not isinstance(raw, str):
             return None
         path = raw.strip()
-        if path.startswith("@"):
-            path = path[1:]
+        path = path.removeprefix("@")
         if not path:
             return None
         if path == "~" or path.startswith("~/"):
@@ -107,8 +110,15 @@ class PathResolver:
     def resolve_all(self, raws: object, base: str | None = None) -> tuple[str, ...]:
         """:meth:`resolve` over several paths, dropping empties and repeats, order kept."""
         seen: dict[str, None] = {}
+        known = self._seen
         for raw in raws if isinstance(raws, (list, tuple)) else (raws,):
-            resolved = self.resolve(raw, base)
+            if not isinstance(raw, str):
+                continue
+            key = (raw, base)
+            if key in known:
+                resolved = known[key]
+            else:
+                resolved = known[key] = self.resolve(raw, base)
             if resolved is not None:
                 seen.setdefault(resolved, None)
         return tuple(seen)

@@ -9,6 +9,7 @@ Only the plain readers are recognised — ``cat``, ``head``, ``tail``, ``sed -n`
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import shlex
@@ -25,21 +26,47 @@ def script_of(command: object) -> str | None:
     if isinstance(command, str):
         return command
     if isinstance(command, list) and command and all(isinstance(word, str) for word in command):
-        if posixpath.basename(command[0]) in _SHELLS and len(command) >= 3 and command[-2] in {
-            "-c",
-            "-lc",
-            "-ic",
-        }:
+        if (
+            posixpath.basename(command[0]) in _SHELLS
+            and len(command) >= 3
+            and command[-2]
+            in {
+                "-c",
+                "-lc",
+                "-ic",
+            }
+        ):
             return command[-1]
         return shlex.join(command)
     return None
 
 
+_TOKEN = re.compile(
+    r"""(?P<op>&&|\|\||;;|\|&|<<<|<<|>>|>&|<&|&>|[;&|()<>])"""
+    r"""|(?P<word>(?:'[^']*'|"(?:[^"\\]|\\.)*"|\\.|[^\s;&|()<>'"\\])+)"""
+    r"""|(?P<space>\s+)|(?P<bad>['"\\])"""
+)
+_UNQUOTE = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)""")
+
+
+def _unquote(word: str) -> str:
+    if "'" not in word and '"' not in word and "\\" not in word:
+        return word
+    return _UNQUOTE.sub(lambda m: m.group(1) or m.group(2) or m.group(3) or "", word)
+
+
 def _words(line: str) -> list[str]:
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    return list(lexer)
+    """Shell words and operators of one line, quotes removed; an unbalanced quote raises."""
+    words: list[str] = []
+    for match in _TOKEN.finditer(line):
+        kind = match.lastgroup
+        if kind == "op":
+            words.append(match.group())
+        elif kind == "word":
+            words.append(_unquote(match.group()))
+        elif kind == "bad":
+            raise ValueError("unbalanced quote")
+    return words
 
 
 def _simple_commands(script: str) -> list[list[str]]:
@@ -71,11 +98,20 @@ def _simple_commands(script: str) -> list[list[str]]:
     return commands
 
 
+_MAYBE_READS = re.compile(r"\b(?:cat|head|tail|nl|less|more|bat|sed)\b|<")
+
+
 def shell_reads(command: object) -> list[str]:
     """Paths the command reads with a plain reader, as written (unresolved)."""
     script = script_of(command)
-    if not script or len(script) > 20_000:
+    if not script or len(script) > 20_000 or _MAYBE_READS.search(script) is None:
         return []
+    return list(_script_reads(script))
+
+
+@functools.lru_cache(maxsize=4096)
+def _script_reads(script: str) -> tuple[str, ...]:
+    """:func:`shell_reads` of one script (agents repeat their commands: kept)."""
     found: list[str] = []
     for words in _simple_commands(script):
         while words and _ASSIGNMENT.match(words[0]):
@@ -108,7 +144,7 @@ def shell_reads(command: object) -> list[str]:
                 script_seen = True
                 continue
             found.append(word)
-    return found
+    return tuple(found)
 
 
 _PATCH = re.compile(r"\*\*\* Begin Patch\b.*?(?:\*\*\* End Patch|\Z)", re.DOTALL)

@@ -8,15 +8,16 @@ and ``first_write`` come for free.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from trysquare.sessions import ToolCall
+from trysquare.sessions import LoggedText, ToolCall
 from trysquare.sessions._paths import PathResolver
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "LoggedReading",
     "PathResolver",
     "iter_entries",
+    "iter_positioned",
+    "kept_or_logged",
     "skill_tags",
     "text_of",
 ]
@@ -67,6 +70,43 @@ def iter_entries(file: Path, counter: LineCounter) -> Iterator[dict[str, Any]]:
                 yield entry
             else:
                 counter.skipped += 1
+
+
+def iter_positioned(file: Path, counter: LineCounter) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Like :func:`iter_entries`, with each entry's byte offset (for :class:`LoggedText`)."""
+    loads = json.loads
+    offset = 0
+    with file.open("rb") as stream:
+        for line in stream:
+            start = offset
+            offset += len(line)
+            try:
+                entry = loads(line)
+            except ValueError:
+                if line.strip():
+                    counter.skipped += 1
+                continue
+            if isinstance(entry, dict):
+                yield start, entry
+            else:
+                counter.skipped += 1
+
+
+INLINE_TEXT = 1024
+"""Results up to this many characters are kept with the call; longer ones stay in the log."""
+
+
+def kept_or_logged(
+    text: str,
+    file: Path,
+    offset: int,
+    key: str | None,
+    extract: Callable[[dict[str, Any], str | None], str | None],
+) -> str | LoggedText:
+    """``text`` itself when short, else a pointer to where the log holds it."""
+    if len(text) <= INLINE_TEXT:
+        return text
+    return LoggedText(file, offset, key, extract)
 
 
 def text_of(content: object, kinds: frozenset[str] = frozenset({"text"})) -> str:
@@ -132,7 +172,7 @@ class CallCollector:
             self._by_id[key] = index
         return index
 
-    def result(self, key: str | None, text: str, failed: bool) -> int | None:
+    def result(self, key: str | None, text: str | LoggedText, failed: bool) -> int | None:
         """Pair a result with the call of id ``key``; returns that call's index, if any."""
         index = self._by_id.get(key) if key is not None else None
         if index is None:
@@ -215,19 +255,31 @@ class LoggedReading:
     def digest(self) -> Digest:
         """Read every file once (on first use) and keep the answers."""
         if self._digest is None:
-            calls: list[ToolCall] = []
-            final: str | None = None
-            skills: set[str] = set()
-            skipped = 0
-            for file in self.files:
-                part = self.read_file(file, len(calls))
-                calls.extend(part.calls)
-                if part.final_response is not None:
-                    final = part.final_response
-                skills.update(part.skills)
-                skipped += part.skipped
-            self._digest = Digest(tuple(calls), final, frozenset(skills), skipped)
+            # Reading keeps every call's arguments and result: tens of thousands of
+            # young containers that the cyclic collector would rescan again and again
+            # (it doubled the cost). None of them forms a cycle, so it waits.
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                self._digest = self._read_all()
+            finally:
+                if collecting:
+                    gc.enable()
         return self._digest
+
+    def _read_all(self) -> Digest:
+        calls: list[ToolCall] = []
+        final: str | None = None
+        skills: set[str] = set()
+        skipped = 0
+        for file in self.files:
+            part = self.read_file(file, len(calls))
+            calls.extend(part.calls)
+            if part.final_response is not None:
+                final = part.final_response
+            skills.update(part.skills)
+            skipped += part.skipped
+        return Digest(tuple(calls), final, frozenset(skills), skipped)
 
     @property
     def skipped(self) -> int:

@@ -31,6 +31,8 @@ from trysquare.sessions.base import (
     LoggedReading,
     PathResolver,
     iter_entries,
+    iter_positioned,
+    kept_or_logged,
     skill_tags,
     text_of,
 )
@@ -56,6 +58,14 @@ _WRITES = {
     "MultiEdit": "file_path",
     "NotebookEdit": "notebook_path",
 }
+
+
+def _result_text(entry: dict[str, Any], use_id: str | None) -> str | None:
+    """The text of the ``tool_result`` for ``use_id``, read back from its entry."""
+    for block in entry["message"]["content"]:
+        if isinstance(block, dict) and block.get("tool_use_id") == use_id:
+            return text_of(block.get("content"))
+    return None
 
 
 class ClaudeCodeFormat:
@@ -109,7 +119,7 @@ class ClaudeCodeReading(LoggedReading):
         skill_bodies: set[int] = set()
         final_id: object = None
         final_parts: list[str] = []
-        for entry in iter_entries(file, counter):
+        for offset, entry in iter_positioned(file, counter):
             kind = entry.get("type")
             if kind not in {"user", "assistant"}:
                 if kind not in _ENTRY_TYPES:
@@ -147,9 +157,11 @@ class ClaudeCodeReading(LoggedReading):
                 if not isinstance(block, dict):
                     continue
                 if block.get("type") == "tool_result":
+                    use_id = block.get("tool_use_id")
+                    text = text_of(block.get("content"))
                     calls.result(
-                        block.get("tool_use_id"),
-                        text_of(block.get("content")),
+                        use_id,
+                        kept_or_logged(text, file, offset, use_id, _result_text),
                         block.get("is_error") is True,
                     )
                 elif block.get("type") == "text" and isinstance(block.get("text"), str):

@@ -26,7 +26,8 @@ from trysquare.sessions.base import (
     LineCounter,
     LoggedReading,
     PathResolver,
-    iter_entries,
+    iter_positioned,
+    kept_or_logged,
     skill_tags,
     text_of,
 )
@@ -119,6 +120,12 @@ def _output(raw: object) -> tuple[str, bool]:
     return text, failed
 
 
+def _output_text(entry: dict[str, Any], key: str | None) -> str:
+    """A call's output text, read back from its line (wrapped in a payload or bare)."""
+    item = entry.get("payload") if isinstance(entry.get("payload"), dict) else entry
+    return _output(item.get("output"))[0]
+
+
 def _paths_of(
     name: str, arguments: dict[str, Any], paths: PathResolver
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -158,7 +165,7 @@ class CodexReading(LoggedReading):
                 cwd = value
                 paths = PathResolver.for_session(cwd, self.repo)
 
-        for number, entry in enumerate(iter_entries(file, counter)):
+        for number, (offset, entry) in enumerate(iter_positioned(file, counter)):
             kind = entry.get("type")
             payload = entry.get("payload")
             if kind in _LINE_TYPES and isinstance(payload, dict):
@@ -211,10 +218,13 @@ class CodexReading(LoggedReading):
                 action = item.get("action") if isinstance(item.get("action"), dict) else {}
                 arguments = dict(action)
                 reads, writes = _paths_of("local_shell", arguments, paths)
-                calls.call(item.get("call_id") or item.get("id"), "local_shell", arguments, reads, writes)
+                calls.call(
+                    item.get("call_id") or item.get("id"), "local_shell", arguments, reads, writes
+                )
             elif item_type in {"function_call_output", "custom_tool_call_output"}:
                 text, failed = _output(item.get("output"))
-                calls.result(item.get("call_id"), text, failed)
+                logged = kept_or_logged(text, file, offset, None, _output_text)
+                calls.result(item.get("call_id"), logged, failed)
             elif item_type not in _ITEM_TYPES:
                 counter.skipped += 1
         for call_id in failed_ids:

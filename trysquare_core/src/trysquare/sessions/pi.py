@@ -4,16 +4,15 @@ Line 1 is a header ``{"type": "session", "version": N, "cwd": ...}``. Version 1 
 plain sequence of entries. Versions 2 and 3 chain entries by ``id``/``parentId`` into a
 tree: going back to an earlier message and continuing forks it, and only the *active
 branch* — the parent chain of the file's last entry — is what the agent's final
-context saw. Reading that branch takes two passes: the first only collects
-``id -> parentId`` (read from the line's head without a JSON parse where pi's own
-key order allows), the second parses only the lines on the branch.
+context saw. The file is read once; each entry is boiled down to what it would add
+(its calls with their paths, a result, a skill), kept by id — never the entry
+itself — and once the last entry is known the branch's contributions are replayed
+in file order.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from trysquare.sessions.base import (
     FilePart,
     LoggedReading,
     PathResolver,
+    kept_or_logged,
     skill_tags,
     text_of,
 )
@@ -53,9 +53,6 @@ _ROLES = frozenset(
         "compactionSummary",
     }
 )
-# pi writes every entry as {"type":..,"id":..,"parentId":..,...}: the tree is read from
-# there without parsing the line. Any other spelling falls back to json.loads.
-_HEAD = re.compile(rb'^\{"type":"[^"\\]*","id":"([^"\\]*)","parentId":(?:null|"([^"\\]*)")')
 
 
 class PiFormat:
@@ -99,141 +96,79 @@ class PiReading(LoggedReading):
 
     def read_file(self, file: Path, start: int) -> FilePart:
         """Read one pi log: its active branch when it is a tree, else every entry."""
-        header = self._header(file)
-        paths = PathResolver.for_session(
-            header.get("cwd") if isinstance(header.get("cwd"), str) else None, self.repo
-        )
-        state = _State(paths)
-        version = header.get("version", 1)
-        if isinstance(version, int) and version >= 2:
-            active, tree_skipped = self._active_branch(file, bool(header))
-            state.skipped += tree_skipped
-            self._replay_branch(file, bool(header), active, state)
-        else:
-            self._replay_all(file, bool(header), state)
+        state: _State | None = None
+        tree: dict[str, tuple[str | None, _Effect]] = {}
+        leaf: str | None = None
+        is_tree = False
+        skipped = 0
+        loads = json.loads
+        offset = 0
+        with file.open("rb") as stream:
+            for line in stream:
+                position = offset
+                offset += len(line)
+                try:
+                    entry = loads(line)
+                except ValueError:
+                    if line.strip():
+                        skipped += 1  # malformed, or a last line cut off mid-write
+                    continue
+                if not isinstance(entry, dict):
+                    skipped += 1
+                    continue
+                if state is None:
+                    header = entry if entry.get("type") == "session" else {}
+                    cwd = header.get("cwd")
+                    state = _State(
+                        PathResolver.for_session(cwd if isinstance(cwd, str) else None, self.repo)
+                    )
+                    version = header.get("version", 1)
+                    is_tree = isinstance(version, int) and version >= 2
+                    if header:
+                        continue
+                effect = state.extract(entry, file, position)
+                if not is_tree:
+                    state.apply(effect)
+                    continue
+                entry_id = entry.get("id")
+                if not isinstance(entry_id, str):
+                    skipped += 1  # a tree entry with no place in the tree
+                    continue
+                parent = entry.get("parentId")
+                tree[entry_id] = (parent if isinstance(parent, str) else None, effect)
+                leaf = entry_id
+        if state is None:
+            return FilePart(calls=[], final_response=None, skills=frozenset(), skipped=skipped)
+        if is_tree:
+            # The active branch: the parent chain of the last entry, replayed in file order.
+            active: set[str] = set()
+            while leaf is not None and leaf in tree and leaf not in active:
+                active.add(leaf)
+                leaf = tree[leaf][0]
+            for entry_id, (_, effect) in tree.items():
+                if entry_id in active:
+                    state.apply(effect)
         return FilePart(
             calls=state.calls.finish(start),
             final_response=state.final,
             skills=frozenset(state.skills),
-            skipped=state.skipped,
+            skipped=state.skipped + skipped,
         )
 
-    @staticmethod
-    def _header(file: Path) -> dict[str, Any]:
-        """The file's ``session`` header, or ``{}`` when its first line is something else."""
-        with file.open("rb") as stream:
-            for line in stream:
-                if not line.strip():
-                    continue
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    return {}
-                if isinstance(entry, dict) and entry.get("type") == "session":
-                    return entry
-                return {}
-        return {}
 
-    @staticmethod
-    def _lines(file: Path, has_header: bool) -> Iterator[bytes]:
-        """The file's non-blank lines after the header."""
-        with file.open("rb") as stream:
-            seen_header = not has_header
-            for line in stream:
-                if not seen_header:
-                    if line.strip():
-                        seen_header = True
-                    continue
-                yield line
+# What one entry contributes, kept (for a tree) until its branch is known:
+# ("call", [(id, name, arguments, reads, writes), ...], text) for an assistant message,
+# ("result", id, text, failed), ("user", skills), ("skip",) for an unknown entry, or None.
+_Effect = tuple[Any, ...] | None
 
-    def _active_branch(self, file: Path, has_header: bool) -> tuple[set[str], int]:
-        """Pass 1: the ids on the parent chain of the last entry, and the lines skipped."""
-        parents: dict[str, str | None] = {}
-        skipped = 0
-        leaf: str | None = None
-        previous: str | None = None
-        unchecked: bytes | None = None  # the last line, when only its head was read
-        head = _HEAD.match
-        loads = json.loads
-        for line in self._lines(file, has_header):
-            found = head(line)
-            if found is not None:
-                entry_id, parent = found.group(1).decode(), found.group(2)
-                parents[entry_id] = parent.decode() if parent is not None else None
-                previous, leaf, unchecked = leaf, entry_id, line
-                continue
-            try:
-                entry = loads(line)
-            except ValueError:
-                if line.strip():
-                    skipped += 1
-                continue
-            if not isinstance(entry, dict):
-                skipped += 1
-                continue
-            entry_id = entry.get("id")
-            if not isinstance(entry_id, str):
-                skipped += 1  # a tree entry with no place in the tree
-                continue
-            parent_id = entry.get("parentId")
-            parents[entry_id] = parent_id if isinstance(parent_id, str) else None
-            previous, leaf, unchecked = leaf, entry_id, None
-        if unchecked is not None:
-            # A log cut off mid-write ends with a half line whose head is intact.
-            try:
-                loads(unchecked)
-            except ValueError:
-                skipped += 1
-                if leaf is not None:
-                    parents.pop(leaf, None)
-                leaf = previous
-        active: set[str] = set()
-        while leaf is not None and leaf in parents and leaf not in active:
-            active.add(leaf)
-            leaf = parents[leaf]
-        return active, skipped
 
-    def _replay_branch(self, file: Path, has_header: bool, active: set[str], state: _State) -> None:
-        """Pass 2: parse and take in only the entries on the active branch, in file order."""
-        head = _HEAD.match
-        loads = json.loads
-        for line in self._lines(file, has_header):
-            found = head(line)
-            if found is not None:
-                if found.group(1).decode() not in active:
-                    continue
-                try:
-                    entry = loads(line)
-                except ValueError:
-                    state.skipped += 1  # its head was whole, the rest is not
-                    continue
-            else:
-                try:
-                    entry = loads(line)
-                except ValueError:
-                    continue  # counted in pass 1
-                if not isinstance(entry, dict) or entry.get("id") not in active:
-                    continue
-            state.take(entry)
-
-    def _replay_all(self, file: Path, has_header: bool, state: _State) -> None:
-        """Version 1: every entry, in file order."""
-        loads = json.loads
-        for line in self._lines(file, has_header):
-            try:
-                entry = loads(line)
-            except ValueError:
-                if line.strip():
-                    state.skipped += 1
-                continue
-            if isinstance(entry, dict):
-                state.take(entry)
-            else:
-                state.skipped += 1
+def _result_text(entry: dict[str, Any], key: str | None) -> str:
+    """A tool result's text, read back from its line."""
+    return text_of(entry["message"].get("content"))
 
 
 class _State:
-    """What one file's entries add up to, taken in one at a time."""
+    """What one file's entries add up to."""
 
     def __init__(self, paths: PathResolver) -> None:
         self.paths = paths
@@ -242,37 +177,51 @@ class _State:
         self.skills: set[str] = set()
         self.skipped = 0
 
-    def take(self, entry: dict[str, Any]) -> None:
+    def extract(self, entry: dict[str, Any], file: Path, offset: int) -> _Effect:
+        """What ``entry`` (at ``offset`` in ``file``) would add, without adding it yet."""
         kind = entry.get("type")
         if kind != "message":
-            if kind not in _ENTRY_TYPES:
-                self.skipped += 1
-            return
+            return None if kind in _ENTRY_TYPES else ("skip",)
         message = entry.get("message")
         if not isinstance(message, dict):
-            self.skipped += 1
-            return
+            return ("skip",)
         role = message.get("role")
         content = message.get("content")
         if role == "assistant":
-            self._assistant(content)
-        elif role == "toolResult":
-            self.calls.result(
-                message.get("toolCallId"), text_of(content), bool(message.get("isError"))
-            )
-        elif role == "user":
-            self.skills.update(skill_tags(text_of(content)))
-        elif role not in _ROLES:
+            return self._assistant(content)
+        if role == "toolResult":
+            call_id = message.get("toolCallId")
+            text = kept_or_logged(text_of(content), file, offset, None, _result_text)
+            return ("result", call_id, text, bool(message.get("isError")))
+        if role == "user":
+            skills = skill_tags(text_of(content))
+            return ("user", skills) if skills else None
+        return None if role in _ROLES else ("skip",)
+
+    def apply(self, effect: _Effect) -> None:
+        """Add what an entry on the branch contributes."""
+        if effect is None:
+            return
+        kind = effect[0]
+        if kind == "call":
+            for call_id, name, arguments, reads, writes in effect[1]:
+                self.calls.call(call_id, name, arguments, reads, writes)
+            if effect[2] is not None:
+                self.final = effect[2]
+        elif kind == "result":
+            self.calls.result(effect[1], effect[2], effect[3])
+        elif kind == "user":
+            self.skills.update(effect[1])
+        else:
             self.skipped += 1
 
-    def _assistant(self, content: object) -> None:
+    def _assistant(self, content: object) -> _Effect:
         if isinstance(content, str):
-            if content:
-                self.final = content
-            return
+            return ("call", [], content if content.strip() else None)
         if not isinstance(content, list):
-            return
+            return None
         texts: list[str] = []
+        calls: list[tuple[Any, ...]] = []
         for block in content:
             if not isinstance(block, dict):
                 continue
@@ -285,9 +234,9 @@ class _State:
                 if not isinstance(arguments, dict):
                     arguments = {} if arguments is None else {"arguments": arguments}
                 reads, writes = _tool_paths(name, arguments, self.paths)
-                self.calls.call(block.get("id"), name, arguments, reads, writes)
-        if texts and any(text.strip() for text in texts):
-            self.final = "\n".join(texts)
+                calls.append((block.get("id"), name, arguments, reads, writes))
+        final = "\n".join(texts) if any(text.strip() for text in texts) else None
+        return ("call", calls, final)
 
 
 __all__ = ["PiFormat", "PiReading"]
