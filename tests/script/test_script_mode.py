@@ -266,3 +266,20 @@ def test_validation_never_modifies_the_measured_clone(cli, tmp_path: Path, make_
     assert done.returncode == 0, done.stdout + done.stderr
     assert result(run.path)["metrics"]["tests"] is True
     assert tree_digest(run.repo.path) == before
+
+
+def test_a_validator_deleting_files_in_the_clone_is_caught_by_path(cli, make_run, tmp_path: Path) -> None:
+    experiment = build_matrix(make_run, count=1)
+    scenario = scenario_for(tmp_path / "s", """
+        import json, os, sys
+        context = json.load(open(sys.argv[1]))
+        os.remove(os.path.join(context["repo"], "README.md"))
+        print(json.dumps({"metrics": {"changed": True}}))
+    """)
+    done = cli("validate", scenario, experiment, "--no-progress")
+    assert done.returncode == 1
+    assert "the measured clone changed during validation (deleted README.md)" in done.stdout
+    recorded = result(experiment / "runs" / "run0")
+    assert recorded["state"] == "invalid" and "deleted README.md" in recorded["error"]
+    history = (experiment / "runs" / "run0" / "validation" / "script.history.jsonl").read_text()
+    assert json.loads(history)["metrics"] == {"changed": True}  # what it claimed is kept as evidence

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +52,7 @@ def gather_facts(run: Run) -> RunFacts:
     if run.base_commit is None:
         raise RunError(f"{run.label}: loaded for --replay, so its context cannot be rebuilt")
     try:
-        touched = repo.changed_files(run.repo, run.base_commit)
-        files = repo.working_files(run.repo)
+        touched, files = repo.touched_and_files(run.repo, run.base_commit)
         patch = repo.diff_patch(run.repo, run.base_commit)
         checkout = None
         if run.etalon is not None:
@@ -69,6 +68,28 @@ def gather_facts(run: Run) -> RunFacts:
         response=_response(run),
         etalon_checkout=checkout,
     )
+
+
+def clone_changes(run: Run, facts_touched: Sequence[str], facts_files: Sequence[str]) -> str | None:
+    """Say what changed in the measured clone since its facts were taken, or ``None``.
+
+    Validation must write nothing there; a validator that deletes or adds a file
+    in the clone is caught here and named by path.
+    """
+    if run.base_commit is None:
+        return None
+    try:
+        touched, files = repo.touched_and_files(run.repo, run.base_commit)
+    except RepoError as error:
+        return f"the measured clone can no longer be read after validation ({error.message})"
+    before_files, before_touched = set(facts_files), set(facts_touched)
+    changes = [
+        ("deleted", sorted(before_files - files)),
+        ("added", sorted(files - before_files)),
+        ("changed", sorted((touched ^ before_touched) - (files ^ before_files))),
+    ]
+    said = "; ".join(f"{word} {', '.join(paths)}" for word, paths in changes if paths)
+    return f"the measured clone changed during validation ({said})" if said else None
 
 
 def _write_if_changed(path: Path, text: str) -> None:

@@ -66,13 +66,15 @@ class _LocalPool:
                     task = next(pending, None)
                     if task is None:
                         break
-                    running[pool.submit(execute_task, task)] = task
+                    running[pool.submit(execute_task, task, interrupted=should_stop)] = task
                 if not running:
                     return
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     task = running.pop(future)
-                    yield task, future.result()
+                    document = future.result()
+                    if document is not None:
+                        yield task, document
 
 
 @hookimpl

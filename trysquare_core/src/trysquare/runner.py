@@ -80,11 +80,13 @@ class Summary:
         return line
 
 
-def execute_task(task: Task) -> dict[str, Any]:
+def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False) -> dict[str, Any] | None:
     """Evaluate one task and record its result atomically; return the recorded document.
 
     Any executor runs exactly this, so a result written on a cluster worker is
-    the same file the local pool writes.
+    the same file the local pool writes. When ``interrupted()`` turns true while
+    the validator ran, it was killed by the interruption, not failed: nothing is
+    recorded and ``None`` is returned.
     """
     started = time.monotonic()
     job = Job(
@@ -101,6 +103,8 @@ def execute_task(task: Task) -> dict[str, Any]:
         outcome = Outcome.invalid(
             f"validator '{task.validation.name}' crashed inside trysquare: {type(error).__name__}: {error}"
         )
+    if interrupted():
+        return None
     outcome = _drop_foreign_metrics(outcome, task)
     document = results.result_document(
         task.validation,
@@ -318,13 +322,18 @@ def validate(
         summary.reused = sum(len(e.runs) for e in experiments) * len(validations) - len(tasks)
         progress = Progress(len(tasks), options.progress, out)
         observers = plugins.get_manager().hook.trysquare_metrics_collected
+        executed: dict[Path, list[Task]] = {}
         try:
             for task, document in executor.run(tasks, should_stop=should_stop):
                 summary.executed += 1
+                executed.setdefault(task.run.dir, []).append(task)
                 progress.advance(task, document)
                 _notify(observers, task, document)
         finally:
             progress.close()
+        if not options.replay:
+            for run_tasks in executed.values():
+                _check_clone(run_tasks, out)
         summary.interrupted = should_stop()
         current = {v.name: v.digest() for v in scenario.validations}
         for experiment in experiments:
@@ -336,6 +345,23 @@ def validate(
                 if row["state"] == "invalid" and row["cell"] not in summary.unpublishable:
                     summary.unpublishable.append(row["cell"])
     return summary
+
+
+def _check_clone(run_tasks: Sequence[Task], out: TextIO) -> None:
+    """A validator that wrote into the measured clone spoils its run's results, by path."""
+    first = run_tasks[0]
+    problem = contexts.clone_changes(
+        first.run, first.context.get("touched", ()), first.context.get("files", ())
+    )
+    if problem is None:
+        return
+    print(f"trysquare: {first.run.label}: {problem}", file=out)
+    for task in run_tasks:
+        document = results.read_result(task.run, task.validation.name)
+        if document is None:
+            continue
+        document = {**document, "state": "invalid", "error": problem}
+        results.write_result(task.run, task.validation.name, document, None)
 
 
 def _notify(observers: Any, task: Task, document: Mapping[str, Any]) -> None:

@@ -1,0 +1,102 @@
+"""SIGINT/SIGTERM mid-matrix, and two validate processes on one experiment."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import write_scenario, write_script
+
+SLOW = """
+import json, sys, time
+time.sleep(0.6)
+print(json.dumps({"metrics": {"done": True}}))
+"""
+
+
+def matrix(make_run, count: int) -> Path:
+    first = make_run("r00")
+    first.base({"a.py": "a = 1\n"})
+    first.repo.write("a.py", "a = 2\n")
+    first.finish()
+    for index in range(1, count):
+        run = make_run(f"r{index:02d}", repetition=index + 1)
+        run.base({"a.py": "a = 1\n"})
+        run.finish()
+    return first.path.parents[1]
+
+
+def start_validate(cli, scenario: Path, experiment: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "trysquare", "validate", str(scenario), str(experiment),
+         "--no-progress", "--jobs", "1", *extra],
+        env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def wait_for_results(experiment: Path, count: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(list(experiment.glob("runs/*/validation/slow.json"))) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError("validate never recorded a result")
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_keeps_finished_results_and_resumes(cli, make_run, tmp_path: Path, signum, code) -> None:
+    experiment = matrix(make_run, 8)
+    write_script(tmp_path / "s", "slow.py", SLOW)
+    scenario = write_scenario(tmp_path / "s", """
+        [[validation]]
+        name = "slow"
+        mode = "script"
+        command = "slow.py"
+        metrics = ["done"]
+    """)
+    process = start_validate(cli, scenario, experiment)
+    wait_for_results(experiment, 2)
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == code, stderr
+    assert "interrupted:" in stderr and "finished and were kept" in stderr
+    recorded = sorted(experiment.glob("runs/*/validation/slow.json"))
+    assert 2 <= len(recorded) < 8
+    for path in recorded:  # every recorded result is whole, and none is a killed validator's
+        assert json.loads(path.read_text())["state"] == "valid"
+    leftovers = [p for p in experiment.rglob("*.tmp")]
+    assert leftovers == []
+    rows = json.loads((experiment / "measures.json").read_text())
+    assert sum(row["state"] == "valid" for row in rows) == len(recorded)
+    # The next validate does only what is missing.
+    again = cli("validate", scenario, experiment, "--no-progress")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("slow: valid") == 8 - len(recorded)
+    assert "8 runs: 8 valid" in again.stdout
+
+
+def test_a_second_validate_is_refused_by_the_lock(cli, make_run, tmp_path: Path) -> None:
+    experiment = matrix(make_run, 3)
+    write_script(tmp_path / "s", "slow.py", SLOW)
+    scenario = write_scenario(tmp_path / "s", """
+        [[validation]]
+        name = "slow"
+        mode = "script"
+        command = "slow.py"
+        metrics = ["done"]
+    """)
+    first = start_validate(cli, scenario, experiment)
+    wait_for_results(experiment, 1)
+    second = cli("validate", scenario, experiment, "--no-progress")
+    first.communicate(timeout=60)
+    assert first.returncode == 0
+    assert second.returncode == 1
+    assert "another trysquare validate is running on" in second.stderr
+    assert "Traceback" not in second.stderr
