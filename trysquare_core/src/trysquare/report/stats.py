@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
 
@@ -112,10 +113,9 @@ def resampled_counts(true: int, n: int, rng: random.Random, resamples: int = RES
     return rng.choices(range(n + 1), cum_weights=cdf, k=resamples)
 
 
-def _percentile(ordered: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of a sorted sequence (``q`` in 0..1)."""
-    rank = max(1, math.ceil(q * len(ordered)))
-    return ordered[rank - 1]
+def _rank(q: float, total: int) -> int:
+    """Nearest rank (1-based) of the ``q`` percentile among ``total`` ordered values."""
+    return max(1, math.ceil(q * total))
 
 
 def proportion_gap(
@@ -129,19 +129,25 @@ def proportion_gap(
 
     ``cell`` and ``reference`` are ``(true, n)``; the counts come from
     :func:`resampled_counts`, drawn independently for each side. The interval
-    is the 2.5th and 97.5th percentiles of the resampled differences.
+    is the 2.5th and 97.5th (nearest-rank) percentiles of the resampled differences.
     """
     (x, n), (rx, rn) = cell, reference
-    differences = sorted(
-        c / n - r / rn for c, r in zip(cell_counts, reference_counts, strict=True)
-    )
+    # c/n - r/rn has the order of the integer c*rn - r*n: tally integers (few
+    # distinct ones) instead of sorting ten thousand floats, and divide once.
+    tally = Counter([c * rn - r * n for c, r in zip(cell_counts, reference_counts, strict=True)])
+    total = sum(tally.values())
     tail = (1 - CONFIDENCE) / 2
-    interval = Interval(
-        estimate=x / n - rx / rn,
-        low=_percentile(differences, tail),
-        high=_percentile(differences, 1 - tail),
-    )
-    return Gap(interval, len(differences))
+    wanted = [_rank(tail, total), _rank(1 - tail, total)]
+    found: list[int] = []
+    seen = 0
+    for key in sorted(tally):
+        seen += tally[key]
+        while wanted and seen >= wanted[0]:
+            wanted.pop(0)
+            found.append(key)
+    scale = n * rn
+    interval = Interval(estimate=x / n - rx / rn, low=found[0] / scale, high=found[1] / scale)
+    return Gap(interval, total)
 
 
 def median(values: Sequence[float]) -> float:

@@ -99,18 +99,7 @@ def cell_order(declared: Sequence[str], appearance: Iterable[str]) -> list[str]:
 # -- metric kinds -----------------------------------------------------------------------
 
 
-def _kind_of(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number" if math.isfinite(value) else "non-finite number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
+_KINDS = {bool: "boolean", int: "number", float: "number", str: "string", list: "list", dict: "object"}
 
 
 def metric_kinds(metrics: Sequence[str], rows: Sequence[Row]) -> dict[str, str]:
@@ -122,11 +111,17 @@ def metric_kinds(metrics: Sequence[str], rows: Sequence[Row]) -> dict[str, str]:
     """
     kinds: dict[str, str] = {}
     for metric in metrics:
-        seen = {
-            _kind_of(row["metrics"][metric])
-            for row in rows
-            if row["metrics"].get(metric) is not None
-        }
+        # Exact types, not isinstance: a bool is an int to isinstance, and this
+        # runs over every value of every run.
+        types = {type(row["metrics"].get(metric)) for row in rows}
+        types.discard(type(None))
+        seen = {_KINDS.get(kind, kind.__name__) for kind in types}
+        if float in types and not all(
+            math.isfinite(row["metrics"][metric]) for row in rows
+            if type(row["metrics"].get(metric)) is float
+        ):
+            seen.discard("number")
+            seen.add("non-finite number")
         if not seen:
             kinds[metric] = "boolean"
         elif len(seen) == 1:
