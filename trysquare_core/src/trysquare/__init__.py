@@ -6,12 +6,15 @@ per validator run, so nothing here may pull in pluggy, attrs or cattrs eagerly.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+# Not `from typing import TYPE_CHECKING`: importing typing costs every validator start-up.
+TYPE_CHECKING = False
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from pluggy import HookimplMarker
+
+    from typing import Any
 
     hookimpl: HookimplMarker
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from trysquare._process import run_process
+from trysquare._process import DEFAULT_CAP, run_process
 from trysquare.modes import Job, Outcome, TableSource, Validation
 from trysquare.outputs import parse_validator_output
 
@@ -72,9 +73,13 @@ class ScriptValidation(Validation):
             return Outcome.invalid(
                 f"script {self.command} {_exit_description(done.returncode)}", stderr=done.stderr
             )
+        if done.truncated:
+            return Outcome.invalid(
+                f"script {self.command} printed more than the output cap "
+                f"({DEFAULT_CAP >> 20} MiB on stdout or stderr)",
+                stderr=done.stderr,
+            )
         outcome = parse_validator_output(done.stdout, declared=self.metrics, what=f"script {self.command}")
-        if done.truncated and outcome.state != "invalid":
-            return Outcome.invalid(f"script {self.command} printed more than the output cap", stderr=done.stderr)
         return attrs.evolve(outcome, stderr=done.stderr)
 
 
@@ -86,7 +91,10 @@ def _exit_description(code: int | None) -> str:
 
 def _environment() -> Mapping[str, str]:
     env = dict(os.environ)
-    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    # `#!/usr/bin/env python3` must find the interpreter trysquare runs in (and so
+    # trysquare.assay), even when its virtual environment is not activated.
+    interpreter_dir = os.path.dirname(sys.executable)
+    env["PATH"] = os.pathsep.join(filter(None, [interpreter_dir, env.get("PATH")]))
     return env
 
 
