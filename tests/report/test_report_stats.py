@@ -7,7 +7,6 @@ import random
 from collections import Counter
 
 import pytest
-
 from trysquare.report import stats
 
 
@@ -71,7 +70,7 @@ def test_the_same_seed_gives_the_same_interval() -> None:
 def test_order_statistic_cdf_is_a_binomial_tail() -> None:
     n = 9
     for m in range(1, n + 1):
-        for j in range(0, n + 1):
+        for j in range(n + 1):
             p = j / n
             direct = sum(math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(m, n + 1))
             assert stats._order_statistic_cdf(n, m, j) == pytest.approx(direct, abs=1e-12)

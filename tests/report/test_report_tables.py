@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-
 from trysquare.report import Layout, build_report, render
 from trysquare.report.tables import cell_order, declared_cells
 
@@ -240,7 +239,7 @@ def test_agreement_over_rows() -> None:
 
 def test_same_input_gives_byte_identical_output() -> None:
     rows = cell_rows("ref", 3, 9) + cell_rows("a", 6, 9) + cell_rows("b", 5, 8)
-    make = lambda: build_report(layout(reference="ref"), [dict(r) for r in rows])  # noqa: E731
+    make = lambda: build_report(layout(reference="ref"), [dict(r) for r in rows])
     for fmt in ("md", "json", "csv"):
         assert render(make(), fmt) == render(make(), fmt)
     # Adding a cell does not move another cell's interval: seeds are per cell.
