@@ -1,27 +1,15 @@
-"""Builders for hand-made session logs, and the real logs' location."""
+"""Fixtures of the session-reader tests (builders live in ``sessionlogs``)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sessionlogs import WriteLog, jsonl
 from trysquare.sessions import SessionFormat
 from trysquare.sessions.builtin import builtin_formats
-
-FIXTURES = Path(__file__).parent / "fixtures"
-
-WriteLog = Callable[..., Path]
-
-
-def jsonl(path: Path, entries: Iterable[Mapping[str, Any] | str]) -> Path:
-    """Write entries one per line (a ``str`` is written as it is: a broken line)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [entry if isinstance(entry, str) else json.dumps(entry) for entry in entries]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 @pytest.fixture
@@ -35,50 +23,3 @@ def write_log(tmp_path: Path) -> WriteLog:
         return jsonl(tmp_path / name, entries)
 
     return write
-
-
-# --- pi (v3) -------------------------------------------------------------------------
-
-
-def pi_header(cwd: str = "/work/repo", version: int = 3) -> dict[str, Any]:
-    return {"type": "session", "version": version, "id": "s1", "timestamp": "t", "cwd": cwd}
-
-
-def pi_entry(entry_id: str, parent: str | None, message: dict[str, Any]) -> dict[str, Any]:
-    """An entry in pi's own key order (type, id, parentId, ...)."""
-    return {
-        "type": "message",
-        "id": entry_id,
-        "parentId": parent,
-        "timestamp": "t",
-        "message": message,
-    }
-
-
-def pi_user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
-
-
-def pi_assistant(*blocks: dict[str, Any], stop: str = "toolUse") -> dict[str, Any]:
-    return {"role": "assistant", "content": list(blocks), "stopReason": stop, "timestamp": 1}
-
-
-def pi_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
-    return {"type": "toolCall", "id": call_id, "name": name, "arguments": arguments}
-
-
-def pi_text(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def pi_result(
-    call_id: str, text: str, *, error: bool = False, name: str = "read"
-) -> dict[str, Any]:
-    return {
-        "role": "toolResult",
-        "toolCallId": call_id,
-        "toolName": name,
-        "content": [{"type": "text", "text": text}],
-        "isError": error,
-        "timestamp": 1,
-    }

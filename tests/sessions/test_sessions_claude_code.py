@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import FIXTURES, WriteLog
+from sessionlogs import FIXTURES, WriteLog
 from trysquare.sessions import SessionFormat, open_session
 from trysquare.sessions.claude_code import ClaudeCodeFormat
 
@@ -58,6 +58,7 @@ class TestRealMainSession:
         uses = _blocks(MAIN, "tool_use")
         calls = open_session(MAIN, formats=formats).tool_calls()
         assert [call.result for call in calls] == [results[use["id"]] for use in uses]
+        assert [call.arguments for call in calls] == [use["input"] for use in uses]
         assert max(len(value) for value in results.values()) > 5_000
 
     def test_writes_and_reads_repo_relative(self, formats: dict[str, SessionFormat]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import WriteLog
+from sessionlogs import WriteLog
 from trysquare.sessions.codex import CodexFormat
 
 CWD = "/home/me/repo"
@@ -269,3 +269,18 @@ def test_a_long_output_is_read_back_from_the_log(write_log: WriteLog) -> None:
     calls = CodexFormat().read([log], None).tool_calls()
     assert [call.result for call in calls] == [long_text + "tail", long_text]
     assert calls[0] == CodexFormat().read([log], None).tool_calls()[0]
+
+
+def test_a_large_patch_is_read_back_from_the_log(write_log: WriteLog) -> None:
+    body = "".join(f"+line {number}\n" for number in range(2000))
+    patch = f"*** Begin Patch\n*** Add File: big.txt\n{body}*** End Patch"
+    log = write_log(
+        [
+            _meta(),
+            _call("f", "apply_patch", {"input": patch}),
+            _item(type="custom_tool_call", call_id="c", name="apply_patch", input=patch),
+        ]
+    )
+    calls = CodexFormat().read([log], None).tool_calls()
+    assert [call.arguments for call in calls] == [{"input": patch}, {"input": patch}]
+    assert [call.writes for call in calls] == [("big.txt",), ("big.txt",)]

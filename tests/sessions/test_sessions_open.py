@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import (
+from sessionlogs import (
     FIXTURES,
     WriteLog,
     pi_assistant,
@@ -87,7 +87,7 @@ def test_a_folder_is_read_file_by_file_in_name_order(
     formats: dict[str, SessionFormat], tmp_path: Path
 ) -> None:
     folder = tmp_path / "session"
-    from conftest import jsonl
+    from sessionlogs import jsonl
 
     jsonl(
         folder / "2-second.jsonl",
@@ -117,7 +117,7 @@ def test_a_folder_is_read_file_by_file_in_name_order(
 
 
 def test_repo_moved_after_the_run(formats: dict[str, SessionFormat], tmp_path: Path) -> None:
-    from conftest import jsonl
+    from sessionlogs import jsonl
 
     repo = tmp_path / "moved" / "repo"
     repo.mkdir(parents=True)

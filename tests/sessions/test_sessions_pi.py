@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import (
+from sessionlogs import (
     FIXTURES,
     WriteLog,
     pi_assistant,
@@ -87,6 +87,16 @@ class TestRealV1Log:
         calls = open_session(LARGE, formats=formats).tool_calls()
         assert [call.result for call in calls] == [texts.get(i) for i in _call_ids(LARGE)]
         assert max(len(text) for text in texts.values()) > 10_000  # long ones are read back
+
+    def test_arguments_read_back_whole(self, formats: dict[str, SessionFormat]) -> None:
+        sent = []
+        for line in LARGE.read_text(encoding="utf-8").splitlines():
+            message = json.loads(line).get("message", {})
+            if message.get("role") == "assistant":
+                sent += [b["arguments"] for b in message["content"] if b["type"] == "toolCall"]
+        calls = open_session(LARGE, formats=formats).tool_calls()
+        assert [call.arguments for call in calls] == sent
+        assert max(len(json.dumps(arguments)) for arguments in sent) > 5_000
 
     def test_paths_made_relative_to_the_header_cwd(self, formats: dict[str, SessionFormat]) -> None:
         calls = open_session(LARGE, formats=formats).tool_calls()

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = [
-    "LoggedText",
+    "LoggedValue",
     "SessionFormat",
     "SessionReading",
     "ToolCall",
@@ -62,18 +62,18 @@ def path_matches(path: str, pattern: str) -> bool:
 
 
 @attrs.frozen
-class LoggedText:
-    """A text left in the log: the line at ``offset`` of ``file``, read back when asked for."""
+class LoggedValue:
+    """A value left in the log: the line at ``offset`` of ``file``, read back when asked for."""
 
     file: Path
     offset: int
     key: str | None
-    """Which part of the line (a result's call id, where one line holds several)."""
-    extract: Callable[[dict[str, Any], str | None], str | None] = attrs.field(repr=False)
-    """Turns the parsed line (and ``key``) into the text."""
+    """Which part of the line (a call's id, where one line holds several)."""
+    extract: Callable[[dict[str, Any], str | None], Any] = attrs.field(repr=False)
+    """Turns the parsed line (and ``key``) into the value."""
 
-    def load(self) -> str | None:
-        """Read the line back and extract the text from it."""
+    def load(self) -> Any:
+        """Read the line back and extract the value from it."""
         import json
 
         with self.file.open("rb") as stream:
@@ -93,9 +93,8 @@ class ToolCall:
     """0-based position in :meth:`SessionReading.tool_calls`."""
     name: str
     """The tool's name as the agent's runtime knows it (``read``, ``Edit``, ``shell``)."""
-    arguments: dict[str, Any] = attrs.field(hash=False)
-    """The arguments as the agent sent them."""
-    _result: str | LoggedText | None = attrs.field(alias="result", hash=False)
+    _arguments: dict[str, Any] | LoggedValue = attrs.field(alias="arguments", hash=False)
+    _result: str | LoggedValue | None = attrs.field(alias="result", hash=False)
     failed: bool
     """The result is an error, or no result was ever recorded."""
     reads: tuple[str, ...] = ()
@@ -104,15 +103,21 @@ class ToolCall:
     """Files it wrote, edited, created or deleted, in the same form as ``reads``."""
 
     @property
+    def arguments(self) -> dict[str, Any]:
+        """The arguments as the agent sent them (large ones read back from the log)."""
+        value = self._arguments
+        return value.load() if isinstance(value, LoggedValue) else value
+
+    @property
     def result(self) -> str | None:
         """The result's text; ``None`` when no result was ever recorded.
 
-        A long result is not kept in memory with the call: it is read back from the
-        log (one line) each time it is asked for, so a log made of tool output does
-        not have to fit in memory to be read.
+        A long result (or long arguments: a whole file written) is not kept in memory
+        with the call: it is read back from the log — one line — each time it is
+        asked for, so a log made of tool output never has to fit in memory.
         """
         value = self._result
-        return value.load() if isinstance(value, LoggedText) else value
+        return value.load() if isinstance(value, LoggedValue) else value
 
     def read_matches(self, pattern: str) -> bool:
         """Whether the call read a path matching ``pattern`` (see :func:`path_matches`).

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from trysquare.sessions import LoggedText, ToolCall
+from trysquare.sessions import LoggedValue, ToolCall
 from trysquare.sessions._paths import PathResolver
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "LineCounter",
     "LoggedReading",
     "PathResolver",
+    "arguments_kept_or_logged",
     "iter_entries",
     "iter_positioned",
     "kept_or_logged",
@@ -73,7 +74,7 @@ def iter_entries(file: Path, counter: LineCounter) -> Iterator[dict[str, Any]]:
 
 
 def iter_positioned(file: Path, counter: LineCounter) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Like :func:`iter_entries`, with each entry's byte offset (for :class:`LoggedText`)."""
+    """Like :func:`iter_entries`, with each entry's byte offset (for :class:`LoggedValue`)."""
     loads = json.loads
     offset = 0
     with file.open("rb") as stream:
@@ -92,8 +93,9 @@ def iter_positioned(file: Path, counter: LineCounter) -> Iterator[tuple[int, dic
                 counter.skipped += 1
 
 
-INLINE_TEXT = 1024
-"""Results up to this many characters are kept with the call; longer ones stay in the log."""
+INLINE_SIZE = 1024
+"""Results and arguments up to this many characters are kept with the call; longer
+ones stay in the log and are read back when asked for."""
 
 
 def kept_or_logged(
@@ -102,11 +104,34 @@ def kept_or_logged(
     offset: int,
     key: str | None,
     extract: Callable[[dict[str, Any], str | None], str | None],
-) -> str | LoggedText:
+) -> str | LoggedValue:
     """``text`` itself when short, else a pointer to where the log holds it."""
-    if len(text) <= INLINE_TEXT:
+    if len(text) <= INLINE_SIZE:
         return text
-    return LoggedText(file, offset, key, extract)
+    return LoggedValue(file, offset, key, extract)
+
+
+def _size(value: object, depth: int = 0) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if depth < 3 and isinstance(value, dict):
+        return sum(_size(item, depth + 1) for item in value.values())
+    if depth < 3 and isinstance(value, list):
+        return sum(_size(item, depth + 1) for item in value)
+    return 8
+
+
+def arguments_kept_or_logged(
+    arguments: dict[str, Any],
+    file: Path,
+    offset: int,
+    key: str | None,
+    extract: Callable[[dict[str, Any], str | None], dict[str, Any]],
+) -> dict[str, Any] | LoggedValue:
+    """``arguments`` themselves when small, else a pointer to where the log holds them."""
+    if _size(arguments) <= INLINE_SIZE:
+        return arguments
+    return LoggedValue(file, offset, key, extract)
 
 
 def text_of(content: object, kinds: frozenset[str] = frozenset({"text"})) -> str:
@@ -161,7 +186,7 @@ class CallCollector:
         self,
         key: str | None,
         name: str,
-        arguments: dict[str, Any],
+        arguments: dict[str, Any] | LoggedValue,
         reads: tuple[str, ...] = (),
         writes: tuple[str, ...] = (),
     ) -> int:
@@ -172,7 +197,7 @@ class CallCollector:
             self._by_id[key] = index
         return index
 
-    def result(self, key: str | None, text: str | LoggedText, failed: bool) -> int | None:
+    def result(self, key: str | None, text: str | LoggedValue, failed: bool) -> int | None:
         """Pair a result with the call of id ``key``; returns that call's index, if any."""
         index = self._by_id.get(key) if key is not None else None
         if index is None:

@@ -30,6 +30,7 @@ from trysquare.sessions.base import (
     LineCounter,
     LoggedReading,
     PathResolver,
+    arguments_kept_or_logged,
     iter_entries,
     iter_positioned,
     kept_or_logged,
@@ -58,6 +59,26 @@ _WRITES = {
     "MultiEdit": "file_path",
     "NotebookEdit": "notebook_path",
 }
+
+
+def _input_of(block: dict[str, Any]) -> dict[str, Any]:
+    """A ``tool_use`` block's input as a dict (anything else kept under ``input``)."""
+    arguments = block.get("input")
+    if isinstance(arguments, dict):
+        return arguments
+    return {} if arguments is None else {"input": arguments}
+
+
+def _logged_input(entry: dict[str, Any], use_id: str | None) -> dict[str, Any]:
+    """The input of ``tool_use`` ``use_id``, read back from its entry."""
+    for block in entry["message"]["content"]:
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "tool_use"
+            and block.get("id") == use_id
+        ):
+            return _input_of(block)
+    return {}
 
 
 def _result_text(entry: dict[str, Any], use_id: str | None) -> str | None:
@@ -146,7 +167,7 @@ class ClaudeCodeReading(LoggedReading):
                             final_id, final_parts = message.get("id"), []
                         final_parts.append(text)
                     elif block.get("type") == "tool_use":
-                        self._call(block, calls, paths)
+                        self._call(block, calls, paths, file, offset)
                 continue
             if isinstance(content, str):
                 self._user_text(entry, content, calls, paths, skills, skill_bodies)
@@ -174,11 +195,11 @@ class ClaudeCodeReading(LoggedReading):
         )
 
     @staticmethod
-    def _call(block: dict[str, Any], calls: CallCollector, paths: PathResolver) -> None:
+    def _call(
+        block: dict[str, Any], calls: CallCollector, paths: PathResolver, file: Path, offset: int
+    ) -> None:
         name = str(block.get("name", ""))
-        arguments = block.get("input")
-        if not isinstance(arguments, dict):
-            arguments = {} if arguments is None else {"input": arguments}
+        arguments = _input_of(block)
         reads: tuple[str, ...] = ()
         writes: tuple[str, ...] = ()
         if name in _READS:
@@ -187,7 +208,9 @@ class ClaudeCodeReading(LoggedReading):
             writes = paths.resolve_all(arguments.get(_WRITES[name]))
         elif name == "Bash":
             reads = paths.resolve_all(shell_reads(arguments.get("command")))
-        calls.call(block.get("id"), name, arguments, reads, writes)
+        use_id = block.get("id")
+        kept = arguments_kept_or_logged(arguments, file, offset, use_id, _logged_input)
+        calls.call(use_id, name, kept, reads, writes)
 
     @staticmethod
     def _user_text(

@@ -26,6 +26,7 @@ from trysquare.sessions.base import (
     LineCounter,
     LoggedReading,
     PathResolver,
+    arguments_kept_or_logged,
     iter_positioned,
     kept_or_logged,
     skill_tags,
@@ -120,6 +121,26 @@ def _output(raw: object) -> tuple[str, bool]:
     return text, failed
 
 
+def _call_arguments(item: dict[str, Any]) -> dict[str, Any]:
+    """A call item's arguments as a dict, in each of the call shapes."""
+    kind = item.get("type")
+    if kind == "custom_tool_call":
+        return {"input": item.get("input")}
+    if kind == "local_shell_call":
+        action = item.get("action")
+        return dict(action) if isinstance(action, dict) else {}
+    arguments = _arguments(item.get("arguments"))
+    if item.get("name") == "apply_patch" and "input" not in arguments and "arguments" in arguments:
+        return {"input": arguments["arguments"]}
+    return arguments
+
+
+def _logged_arguments(entry: dict[str, Any], key: str | None) -> dict[str, Any]:
+    """A call's arguments, read back from its line (wrapped in a payload or bare)."""
+    item = entry.get("payload") if isinstance(entry.get("payload"), dict) else entry
+    return _call_arguments(item)
+
+
 def _output_text(entry: dict[str, Any], key: str | None) -> str:
     """A call's output text, read back from its line (wrapped in a payload or bare)."""
     item = entry.get("payload") if isinstance(entry.get("payload"), dict) else entry
@@ -202,21 +223,14 @@ class CodexReading(LoggedReading):
                         match = _CWD.search(text)
                         if match:
                             found_cwd(match.group(1).strip())
-            elif item_type == "function_call":
+            elif item_type in {"function_call", "custom_tool_call"}:
                 name = str(item.get("name", ""))
-                arguments = _arguments(item.get("arguments"))
-                if name == "apply_patch" and "input" not in arguments and "arguments" in arguments:
-                    arguments = {"input": arguments["arguments"]}
+                arguments = _call_arguments(item)
                 reads, writes = _paths_of(name, arguments, paths)
-                calls.call(item.get("call_id"), name, arguments, reads, writes)
-            elif item_type == "custom_tool_call":
-                name = str(item.get("name", ""))
-                arguments = {"input": item.get("input")}
-                reads, writes = _paths_of(name, arguments, paths)
-                calls.call(item.get("call_id"), name, arguments, reads, writes)
+                kept = arguments_kept_or_logged(arguments, file, offset, None, _logged_arguments)
+                calls.call(item.get("call_id"), name, kept, reads, writes)
             elif item_type == "local_shell_call":
-                action = item.get("action") if isinstance(item.get("action"), dict) else {}
-                arguments = dict(action)
+                arguments = _call_arguments(item)
                 reads, writes = _paths_of("local_shell", arguments, paths)
                 calls.call(
                     item.get("call_id") or item.get("id"), "local_shell", arguments, reads, writes

@@ -22,6 +22,7 @@ from trysquare.sessions.base import (
     FilePart,
     LoggedReading,
     PathResolver,
+    arguments_kept_or_logged,
     kept_or_logged,
     skill_tags,
     text_of,
@@ -162,6 +163,26 @@ class PiReading(LoggedReading):
 _Effect = tuple[Any, ...] | None
 
 
+def _arguments_of(block: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as a dict (anything else kept under ``arguments``)."""
+    arguments = block.get("arguments")
+    if isinstance(arguments, dict):
+        return arguments
+    return {} if arguments is None else {"arguments": arguments}
+
+
+def _logged_arguments(entry: dict[str, Any], call_id: str | None) -> dict[str, Any]:
+    """The arguments of call ``call_id``, read back from its assistant message."""
+    for block in entry["message"]["content"]:
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "toolCall"
+            and block.get("id") == call_id
+        ):
+            return _arguments_of(block)
+    return {}
+
+
 def _result_text(entry: dict[str, Any], key: str | None) -> str:
     """A tool result's text, read back from its line."""
     return text_of(entry["message"].get("content"))
@@ -188,7 +209,7 @@ class _State:
         role = message.get("role")
         content = message.get("content")
         if role == "assistant":
-            return self._assistant(content)
+            return self._assistant(content, file, offset)
         if role == "toolResult":
             call_id = message.get("toolCallId")
             text = kept_or_logged(text_of(content), file, offset, None, _result_text)
@@ -215,7 +236,7 @@ class _State:
         else:
             self.skipped += 1
 
-    def _assistant(self, content: object) -> _Effect:
+    def _assistant(self, content: object, file: Path, offset: int) -> _Effect:
         if isinstance(content, str):
             return ("call", [], content if content.strip() else None)
         if not isinstance(content, list):
@@ -230,11 +251,11 @@ class _State:
                 texts.append(block["text"])
             elif kind == "toolCall":
                 name = str(block.get("name", ""))
-                arguments = block.get("arguments")
-                if not isinstance(arguments, dict):
-                    arguments = {} if arguments is None else {"arguments": arguments}
+                arguments = _arguments_of(block)
                 reads, writes = _tool_paths(name, arguments, self.paths)
-                calls.append((block.get("id"), name, arguments, reads, writes))
+                call_id = block.get("id")
+                kept = arguments_kept_or_logged(arguments, file, offset, call_id, _logged_arguments)
+                calls.append((call_id, name, kept, reads, writes))
         final = "\n".join(texts) if any(text.strip() for text in texts) else None
         return ("call", calls, final)
 
