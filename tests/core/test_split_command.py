@@ -12,6 +12,11 @@ from hypothesis import strategies as st
 from trysquare.scenario import ShellWordError, split_command
 
 
+def test_backslash_newline_continues_the_line() -> None:
+    assert split_command("pytest \\\n  -q") == ["pytest", "-q"]
+    assert split_command("echo 'a\\\nb'") == ["echo", "a\\\nb"]
+
+
 @pytest.mark.parametrize(
     ("command", "words"),
     [
@@ -25,11 +30,6 @@ from trysquare.scenario import ShellWordError, split_command
         ("", []),
     ],
 )
-def test_backslash_newline_continues_the_line() -> None:
-    assert split_command("pytest \\\n  -q") == ["pytest", "-q"]
-    assert split_command("echo 'a\\\nb'") == ["echo", "a\\\nb"]
-
-
 def test_splits_like_a_shell(command: str, words: list[str]) -> None:
     assert split_command(command) == words
     if words:
