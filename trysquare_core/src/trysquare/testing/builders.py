@@ -210,3 +210,34 @@ def run_from_folders(
         subprocess.run(list(argv), cwd=run.repo.path, env=env, capture_output=True, check=False)
     run.finish()
     return run
+
+
+def build_run(
+    path: Path,
+    *,
+    base: Mapping[str, str | bytes],
+    changes: Mapping[str, str | bytes] | None = None,
+    deleted: Sequence[str] = (),
+    given: Mapping[str, str] | None = None,
+    commit: bool = False,
+    response: str | None = None,
+    session: Sequence[Mapping[str, Any]] | None = None,
+    **options: Any,
+) -> RunBuilder:
+    """A finished run in one call: the etalon ``base``, then the agent's ``changes``.
+
+    ``given`` files are committed on top of the etalon (that commit is the run's
+    base); ``changes`` are written and ``deleted`` removed in the working tree,
+    left uncommitted unless ``commit`` (an agent that commits its work). A
+    ``response`` is written as ``response.md``; ``session`` events as a pi log.
+    ``options`` go to :class:`RunBuilder` (``cell``, ``repetition``, ``prompt``...).
+    """
+    run = RunBuilder(path, **options)
+    run.base(base, given=given)
+    run.repo.write_files(changes or {})
+    for rel in deleted:
+        run.repo.delete(rel)
+    if commit:
+        run.repo.commit("agent")
+    run.finish(response=response, session=session)
+    return run

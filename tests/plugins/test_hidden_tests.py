@@ -1,0 +1,284 @@
+"""The hidden-tests mode in process: JUnit reading, placing hidden files, unjudged cases, refusals.
+
+Runs are scored through the validator authors' fixtures (`trysquare_run`,
+`run_validator`), with the mode handed in directly: installing it for real is
+`test_hidden_tests_installed.py`'s job.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trysquare.errors import ScenarioError
+from trysquare.scenario import load_scenario
+from trysquare_hidden_tests import HiddenTestsMode
+from trysquare_hidden_tests.junit import ReportError, parse_report
+from trysquare_hidden_tests.mode import judge
+
+from tests.plugins.basket_project import (
+    BASE,
+    FIX,
+    NO_FIX,
+    PASS_TO_PASS,
+    write_hidden_scenario,
+)
+
+MODES = {"hidden-tests": HiddenTestsMode()}
+# The real suite, quiet and leaving no cache.
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml={{junit}}"
+
+NODE_STYLE = b"""<?xml version="1.0" encoding="utf-8"?>
+<testsuites>
+  <testcase name="top level" time="0.1" classname="test"/>
+  <testsuite name="basket">
+    <testsuite name="inner">
+      <testcase name="adds" classname="test"/>
+      <testcase name="breaks" classname="test">
+        <failure type="testCodeFailure" message="expected 0, got NaN">stack</failure>
+      </testcase>
+    </testsuite>
+    <testcase name="todo" classname="test"><skipped type="todo" message="later"/></testcase>
+  </testsuite>
+</testsuites>
+"""
+
+
+@pytest.fixture(autouse=True)
+def _light_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The measured suite needs no installed pytest plugin (hypothesis alone costs seconds).
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+# --- reading a report -------------------------------------------------------------------------
+
+
+def test_nested_suites_and_statuses() -> None:
+    cases = parse_report(NODE_STYLE)
+    assert {c.id: c.status for c in cases.values()} == {
+        "test.top level": "passed",
+        "test.adds": "passed",
+        "test.breaks": "failed",
+        "test.todo": "skipped",
+    }
+    assert cases["test.breaks"].message == "expected 0, got NaN"
+
+
+def test_error_outranks_failure_and_duplicates_keep_the_worst() -> None:
+    cases = parse_report(b"""<testsuite>
+      <testcase classname="m" name="t"><failure message="f"/><error message="e"/></testcase>
+      <testcase classname="m" name="dup"/>
+      <testcase classname="m" name="dup"><failure message="second run failed"/></testcase>
+      <testcase name="bare"/>
+    </testsuite>""")
+    assert cases["m.t"].status == "error" and cases["m.t"].message == "e"
+    assert cases["m.dup"].status == "failed"
+    assert cases["bare"].passed  # no classname: the id is the name alone
+
+
+@pytest.mark.parametrize("data", [b"", b"<testsuite><testcase", b"<html><body/></html>"])
+def test_an_unreadable_report_is_refused(data: bytes) -> None:
+    with pytest.raises(ReportError):
+        parse_report(data)
+
+
+def test_judge_resolved_fractions_and_reasons() -> None:
+    cases = parse_report(NODE_STYLE)
+    metrics, reasons = judge(cases, ["test.breaks", "test.adds"], ["test.top level"])
+    assert metrics == {"f2p": 0.5, "p2p": 1.0, "resolved": False}
+    assert "test.breaks (failed: expected 0, got NaN)" in reasons["resolved"]
+    metrics, _ = judge(cases, ["test.adds"], ["test.top level"])
+    assert metrics == {"f2p": 1.0, "p2p": 1.0, "resolved": True}
+
+
+def test_skipped_is_not_a_pass() -> None:
+    metrics, reasons = judge(parse_report(NODE_STYLE), ["test.todo"], ["test.adds"])
+    assert metrics["resolved"] is False and metrics["f2p"] == 0.0
+    assert "skipped" in reasons["f2p"]
+
+
+def test_a_listed_id_absent_from_the_report_is_unjudged_never_a_pass() -> None:
+    cases = parse_report(b"""<testsuites><testsuite>
+      <testcase classname="" name="tests.test_hidden"><error message="collection failure"/></testcase>
+      <testcase classname="tests.test_basket" name="test_total"/>
+    </testsuite></testsuites>""")
+    metrics, reasons = judge(cases, ["tests.test_hidden.test_empty_basket"], ["tests.test_basket.test_total"])
+    assert metrics == {"f2p": None, "p2p": 1.0, "resolved": None}
+    assert "tests.test_hidden.test_empty_basket" in reasons["resolved"]
+    assert "collection failure" in reasons["f2p"]  # the report's own error says why
+
+
+def test_a_report_with_no_test_is_unjudged() -> None:
+    metrics, reasons = judge(parse_report(b"<testsuites><testsuite/></testsuites>"), ["a.b"], ["a.c"])
+    assert metrics == {"resolved": None, "f2p": None, "p2p": None}
+    assert all("no test" in reason for reason in reasons.values())
+
+
+# --- scoring runs -----------------------------------------------------------------------------
+
+
+def basket_run(trysquare_run, run_id: str, changes: dict[str, str]):
+    return trysquare_run(run_id, base=BASE, changes=changes)
+
+
+def test_fixed_and_unfixed_runs_with_the_real_suite(trysquare_run, run_validator, tmp_path: Path) -> None:
+    scenario = write_hidden_scenario(tmp_path / "s", PYTEST)
+    fixed = basket_run(trysquare_run, "fixed", FIX)
+    unfixed = basket_run(trysquare_run, "unfixed", NO_FIX)
+    clone_before = (unfixed.repo.path / "tests" / "test_hidden.py").read_bytes()
+
+    good = run_validator(fixed, scenario=scenario, modes=MODES)
+    bad = run_validator(unfixed, scenario=scenario, modes=MODES)
+
+    assert good.state == bad.state == "valid", (good.error, bad.error)
+    assert good.metrics == {"resolved": True, "f2p": 1.0, "p2p": 1.0}
+    assert bad.metrics == {"resolved": False, "f2p": 0.0, "p2p": 1.0}
+    assert "tests.test_hidden.test_empty_basket (failed" in bad.reasons["resolved"]
+    # The stale placeholder was replaced in the copy only: the clone still holds it.
+    assert (unfixed.repo.path / "tests" / "test_hidden.py").read_bytes() == clone_before
+    assert good.clone_changes is None and bad.clone_changes is None
+    assert not (unfixed.repo.path / "junit.xml").exists()
+    assert "$ " in bad.stderr and "test_empty_basket" in bad.stderr  # the suite's output is kept
+
+
+def test_without_the_replacement_the_hidden_id_would_be_missing(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
+    # Control for the test above: the placeholder alone does not report the F2P id.
+    scenario = write_hidden_scenario(tmp_path / "s", PYTEST)
+    (tmp_path / "s" / "hidden" / "test_hidden.py").write_text(BASE["tests/test_hidden.py"])
+    result = run_validator(basket_run(trysquare_run, "r", FIX), scenario=scenario, modes=MODES)
+    assert result.metrics == {"resolved": None, "f2p": None, "p2p": 1.0}
+
+
+WRITER = """
+import pathlib, sys
+report, kind = sys.argv[1], sys.argv[2]
+if kind == "empty":
+    pathlib.Path(report).write_text("<testsuites><testsuite name='none'/></testsuites>")
+elif kind == "sleep":
+    import time; time.sleep(60)
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [("none", "no report was written"), ("empty", "the report holds no test")],
+)
+def test_no_report_or_an_empty_one_is_unjudged(
+    trysquare_run, run_validator, tmp_path: Path, kind: str, says: str
+) -> None:
+    writer = tmp_path / "writer.py"
+    writer.write_text(WRITER)
+    scenario = write_hidden_scenario(tmp_path / "s", f"{sys.executable} {writer} {{junit}} {kind}")
+    result = run_validator(basket_run(trysquare_run, "r", FIX), scenario=scenario, modes=MODES)
+    assert result.state == "valid"
+    assert result.metrics == {"resolved": None, "f2p": None, "p2p": None}
+    assert says in result.reasons["resolved"]
+
+
+def test_a_failing_prepare_is_unjudged(trysquare_run, run_validator, tmp_path: Path) -> None:
+    task = f'[task]\nprepare = ["{sys.executable} -c \\"raise SystemExit(3)\\""]\n'
+    scenario = write_hidden_scenario(tmp_path / "s", PYTEST, task=task)
+    result = run_validator(basket_run(trysquare_run, "r", FIX), scenario=scenario, modes=MODES)
+    assert result.metrics == {"resolved": None, "f2p": None, "p2p": None}
+    assert "prepare" in result.reasons["resolved"] and "exit 3" in result.reasons["resolved"]
+
+
+def test_a_timeout_is_unjudged(trysquare_run, run_validator, tmp_path: Path) -> None:
+    writer = tmp_path / "writer.py"
+    writer.write_text(WRITER)
+    scenario = write_hidden_scenario(
+        tmp_path / "s", f"{sys.executable} {writer} {{junit}} sleep", timeout=0.5
+    )
+    result = run_validator(basket_run(trysquare_run, "r", FIX), scenario=scenario, modes=MODES)
+    assert result.metrics == {"resolved": None, "f2p": None, "p2p": None}
+    assert "did not finish within the timeout of 0.5 s" in result.reasons["resolved"]
+
+
+def test_a_link_out_of_the_repository_is_not_written_through(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    run = trysquare_run("r", base={"basket.py": BASE["basket.py"]})
+    (run.repo.path / "tests").symlink_to(outside, target_is_directory=True)
+    scenario = write_hidden_scenario(tmp_path / "s", PYTEST)
+    result = run_validator(run, scenario=scenario, modes=MODES)
+    assert result.metrics["resolved"] is None
+    assert "link out of the repository" in result.reasons["resolved"]
+    assert list(outside.iterdir()) == []
+
+
+def test_metrics_subset_and_renaming(trysquare_run, run_validator, tmp_path: Path) -> None:
+    scenario = write_hidden_scenario(
+        tmp_path / "s", PYTEST, extra='metrics = { resolved = "basket_fixed", p2p = "no_regression" }\n'
+    )
+    result = run_validator(basket_run(trysquare_run, "r", FIX), scenario=scenario, modes=MODES)
+    assert result.metrics == {"basket_fixed": True, "no_regression": 1.0}
+
+
+def test_the_digest_covers_the_hidden_files_bytes(tmp_path: Path) -> None:
+    path = write_hidden_scenario(tmp_path, PYTEST)
+    before = load_scenario(path, MODES).validations[0].digest()
+    assert load_scenario(path, MODES).validations[0].digest() == before
+    (tmp_path / "hidden" / "test_hidden.py").write_text("def test_empty_basket(): pass\n")
+    assert load_scenario(path, MODES).validations[0].digest() != before
+
+
+# --- refused at load --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "extra", "says"),
+    [
+        ("python3 -m pytest", "", "must name the JUnit report's path as {junit}"),
+        ("python3 -m pytest --junitxml={junit} && true", "", "only means something to a shell"),
+        (PYTEST, 'metrics = ["resolved", "fixed"]\n', "metrics[2]: must be one of resolved, f2p, p2p"),
+        (PYTEST, "metrics = []\n", "metrics: is empty"),
+        (PYTEST, "comand = 'x'\n", "comand: unknown key (did you mean 'command'?)"),
+    ],
+)
+def test_load_refusals(tmp_path: Path, command: str, extra: str, says: str) -> None:
+    path = write_hidden_scenario(tmp_path, command, extra=extra)
+    with pytest.raises(ScenarioError) as refused:
+        load_scenario(path, MODES)
+    assert says in str(refused.value)
+    assert "scenario.toml: [[validation]][1]" in str(refused.value)
+
+
+def test_a_missing_hidden_file_is_refused_naming_the_key(tmp_path: Path) -> None:
+    path = write_hidden_scenario(tmp_path, PYTEST)
+    (tmp_path / "hidden" / "test_hidden.py").unlink()
+    with pytest.raises(ScenarioError, match=r'files\."tests/test_hidden\.py": the hidden file'):
+        load_scenario(path, MODES)
+
+
+@pytest.mark.parametrize("destination", ["../escape.py", "/abs.py", ".git/hooks/pre-commit"])
+def test_a_destination_outside_the_repository_is_refused(tmp_path: Path, destination: str) -> None:
+    path = write_hidden_scenario(tmp_path, PYTEST)
+    path.write_text(path.read_text().replace('"tests/test_hidden.py" =', f'"{destination}" ='))
+    with pytest.raises(ScenarioError, match="relative path inside the repository"):
+        load_scenario(path, MODES)
+
+
+def test_an_id_in_both_lists_is_refused(tmp_path: Path) -> None:
+    path = write_hidden_scenario(tmp_path, PYTEST)
+    path.write_text(path.read_text().replace(f'"{PASS_TO_PASS[0]}"', '"tests.test_hidden.test_empty_basket"'))
+    with pytest.raises(ScenarioError, match="also listed in fail_to_pass"):
+        load_scenario(path, MODES)
+
+
+def test_an_empty_list_for_a_declared_fraction_is_refused(tmp_path: Path) -> None:
+    path = write_hidden_scenario(tmp_path, PYTEST)
+    text = path.read_text()
+    start = text.index("pass_to_pass = ")
+    path.write_text(text[:start] + "pass_to_pass = []\n" + text[text.index("timeout"):])
+    with pytest.raises(ScenarioError, match="p2p could never be judged"):
+        load_scenario(path, MODES)
+    path.write_text(path.read_text() + textwrap.dedent('metrics = ["resolved", "f2p"]\n'))
+    assert load_scenario(path, MODES).validations[0].metrics == ("resolved", "f2p")
