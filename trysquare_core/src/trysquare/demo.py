@@ -94,6 +94,7 @@ def _build_run(demo: Path, folder: Path, spec: dict[str, Any]) -> None:
 
 
 def run_demo(target: Path, *, progress: bool = True) -> int:
+    """Build, validate, have the form filled by the demo's reader, and report."""
     from trysquare.report import run_report
     from trysquare.runner import ValidateOptions, validate
     from trysquare.runs import discover
@@ -101,13 +102,37 @@ def run_demo(target: Path, *, progress: bool = True) -> int:
 
     examples = find_examples()
     scenario = load_scenario(examples / "scenario.toml")
-    runs = build_matrix(examples, target.absolute())
+    target = target.absolute()
+    runs = build_matrix(examples, target)
     print(f"built {len(list(runs.iterdir()))} runs with real git under {runs}")
-    experiments = discover([target.absolute()])
-    summary = validate(
-        scenario, experiments, ValidateOptions(progress=None if progress else False)
-    )
+    experiments = discover([target])
+    summary = validate(scenario, experiments, ValidateOptions(progress=None if progress else False))
     print(summary.closing_line())
+    _fill_the_form(scenario, experiments[0], examples, target)
     print()
     report_code = run_report(scenario, experiments[0], "md")
-    return max(summary.exit_code, 0 if report_code in (0, 1) else report_code)
+    return max(summary.exit_code, report_code)
+
+
+def _fill_the_form(scenario: Any, experiment: Any, examples: Path, target: Path) -> None:
+    """Export the blind form, answer it as a person would (editing its text), ingest it."""
+    try:
+        from trysquare_form import export_form, ingest_form
+    except ImportError:
+        raise UsageError("the demo needs the form mode: pip install trysquare-form") from None
+    answers = {
+        spec["id"]: spec["note_clear"]
+        for spec in tomllib.loads((examples / "demo" / "matrix.toml").read_text(encoding="utf-8"))["run"]
+    }
+    exported = export_form(scenario, experiment, target / "form.toml", seed=2026)
+    text = exported.form.read_text(encoding="utf-8")
+    for entry in exported.runs:
+        # The reader sees only the opaque table and its pieces; the demo knows the answer by run.
+        table = f"[run.{entry.opaque}]"
+        head, _, tail = text.partition(table)
+        answer = "true" if answers[entry.run.id] else "false"
+        tail = tail.replace("# note_clear = true|false", f"note_clear = {answer}", 1)
+        text = head + table + tail
+    exported.form.write_text(text, encoding="utf-8")
+    ingested = ingest_form(scenario, experiment, exported.form, by="demo reader")
+    print(f"form {exported.form.name}: {ingested.summary}")

@@ -1,0 +1,45 @@
+"""`trysquare demo`: the README's main command, end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.conftest import EXAMPLES
+
+
+def test_demo_builds_validates_fills_and_reports(cli, tmp_path: Path) -> None:
+    target = tmp_path / "demo"
+    done = cli("demo", target, "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The answers follow from how examples/demo/matrix.toml built each run:
+    # nothing-2 also rewrote README.md (out of scope), nothing-3 half-fixed the bug (suite
+    # fails), rule-* ran the suite (bytecode left behind, subtracted), rule-3 changed nothing.
+    assert "| nothing (reference) | 3 | 3/3 | 2/3 | 2/3 | 2/3 |" in done.stdout
+    assert "| rule | 3 | 2/3 | 3/3 | 2/3 | 3/3 |" in done.stdout
+    assert "form form.toml: 6 merged, 0 still pending, 0 refused" in done.stdout
+    runs = sorted((target / "runs").iterdir())
+    assert [run.name for run in runs] == ["nothing-1", "nothing-2", "nothing-3", "rule-1", "rule-2", "rule-3"]
+    for run in runs:
+        head = subprocess.run(["git", "rev-parse", "etalon-v1"], cwd=run / "repo",
+                              capture_output=True, text=True, check=True)
+        assert len(head.stdout.strip()) == 40  # a real git clone, tagged at the etalon
+    rule_1 = json.loads((target / "runs" / "rule-1" / "validation" / "script.json").read_text())
+    assert rule_1["metrics"]["in_scope"] is True
+    assert "__pycache__/counter.cpython" in " ".join(rule_1["metrics"]["touched"])  # recorded, not subtracted
+    nothing_2 = json.loads((target / "runs" / "nothing-2" / "validation" / "script.json").read_text())
+    assert nothing_2["reasons"]["in_scope"] == "also touched README.md"
+    assert (target / "synthesis.md").read_text().startswith("## counter-fix")
+    # A second demo into the same folder rebuilds it; a foreign folder is refused.
+    assert cli("demo", target, "--no-progress", cwd=tmp_path).returncode == 0
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "precious.txt").write_text("keep me")
+    refused = cli("demo", foreign, "--no-progress", cwd=tmp_path)
+    assert refused.returncode == 2 and "was not made by `trysquare demo`" in refused.stderr
+    assert (foreign / "precious.txt").read_text() == "keep me"
+
+
+def test_no_nested_git_is_shipped() -> None:
+    assert not [p for p in EXAMPLES.rglob(".git")]
