@@ -34,7 +34,14 @@ from trysquare_judge.providers import (
     connection_for,
     resolve_provider,
 )
-from trysquare_judge.verdict import TOOL_DESCRIPTION, TOOL_NAME, VerdictError, parse_verdict, verdict_schema
+from trysquare_judge.verdict import (
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    VerdictError,
+    parse_verdict,
+    validator_for,
+    verdict_schema,
+)
 
 if TYPE_CHECKING:
     from trysquare.runs import Run
@@ -168,7 +175,7 @@ class JudgeValidation(Validation):
                 exchanges.extend(error.exchanges)
                 return Outcome.invalid(f"judge provider '{self.provider}' failed: {error.message}")
             exchanges.extend(reply.exchanges)
-            verdict, answers, problem = _read_reply(reply, schema, self.metrics)
+            verdict, answers, problem = _read_reply(reply, self.metrics)
             if verdict is not None:
                 return Outcome(metrics=dict(verdict.metrics), reasons=dict(verdict.reasons))
             if problem is not None:
@@ -182,7 +189,7 @@ class JudgeValidation(Validation):
 
 
 def _read_reply(
-    reply: ChatReply, schema: Mapping[str, Any], metrics: Sequence[str]
+    reply: ChatReply, metrics: Sequence[str]
 ) -> tuple[Any, list[Message], str | None]:
     """``(verdict, messages answering the reply, validation problem)``: one of the first two."""
     calls = [call for call in reply.tool_calls if call.name == TOOL_NAME]
@@ -198,7 +205,7 @@ def _read_reply(
             text = f"error: `{TOOL_NAME}` is called once; this call was ignored"
         else:
             try:
-                verdict = parse_verdict(call.arguments, schema)
+                verdict = parse_verdict(call.arguments, metrics)
                 text = "recorded"
             except VerdictError as error:
                 problem = str(error)
@@ -250,6 +257,7 @@ class JudgeMode:
         if not rubric_text.strip():
             raise source.refuse("rubric", f"'{raw.rubric}' is empty")
         endpoint = resolve_provider(raw.provider, source.file, source.refuse)
+        validator_for(raw.metrics)  # built now, so the first verdict does not pay for it
         return JudgeValidation(
             mode=raw.mode,
             name=raw.name,

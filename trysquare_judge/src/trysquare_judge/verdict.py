@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import jsonschema
 
-__all__ = ["TOOL_NAME", "Verdict", "VerdictError", "parse_verdict", "verdict_schema"]
+if TYPE_CHECKING:
+    import jsonschema
+
+__all__ = ["TOOL_NAME", "Verdict", "VerdictError", "parse_verdict", "validator_for", "verdict_schema"]
 
 TOOL_NAME = "verdict"
 TOOL_DESCRIPTION = (
@@ -45,13 +48,27 @@ def verdict_schema(metrics: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def parse_verdict(arguments: str, schema: Mapping[str, Any]) -> Verdict:
+@functools.lru_cache(maxsize=64)
+def validator_for(metrics: tuple[str, ...]) -> jsonschema.protocols.Validator:
+    """The checker of a verdict over ``metrics``, built once per process.
+
+    jsonschema is imported here, not at module level: every ``trysquare``
+    command loads the judge plugin, and only a judge table needs the import.
+    """
+    import jsonschema
+
+    schema = verdict_schema(metrics)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def parse_verdict(arguments: str, metrics: Sequence[str]) -> Verdict:
     """Read a call's arguments, or raise :class:`VerdictError` saying what is wrong."""
     try:
         value = json.loads(arguments)
     except ValueError as error:
         raise VerdictError(f"the arguments are not JSON ({error})") from None
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = validator_for(tuple(metrics))
     errors = sorted(validator.iter_errors(value), key=lambda e: (list(e.absolute_path), e.message))
     if errors:
         shown = "; ".join(_describe(error) for error in errors[:5])
