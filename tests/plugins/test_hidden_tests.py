@@ -12,7 +12,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from trysquare.errors import ScenarioError
 from trysquare.scenario import load_scenario
 from trysquare_hidden_tests import HiddenTestsMode
@@ -102,17 +101,23 @@ def test_skipped_is_not_a_pass() -> None:
 
 def test_a_listed_id_absent_from_the_report_is_unjudged_never_a_pass() -> None:
     cases = parse_report(b"""<testsuites><testsuite>
-      <testcase classname="" name="tests.test_hidden"><error message="collection failure"/></testcase>
+      <testcase classname="" name="tests.test_hidden">
+        <error message="collection failure"/>
+      </testcase>
       <testcase classname="tests.test_basket" name="test_total"/>
     </testsuite></testsuites>""")
-    metrics, reasons = judge(cases, ["tests.test_hidden.test_empty_basket"], ["tests.test_basket.test_total"])
+    metrics, reasons = judge(
+        cases, ["tests.test_hidden.test_empty_basket"], ["tests.test_basket.test_total"]
+    )
     assert metrics == {"f2p": None, "p2p": 1.0, "resolved": None}
     assert "tests.test_hidden.test_empty_basket" in reasons["resolved"]
     assert "collection failure" in reasons["f2p"]  # the report's own error says why
 
 
 def test_a_report_with_no_test_is_unjudged() -> None:
-    metrics, reasons = judge(parse_report(b"<testsuites><testsuite/></testsuites>"), ["a.b"], ["a.c"])
+    metrics, reasons = judge(
+        parse_report(b"<testsuites><testsuite/></testsuites>"), ["a.b"], ["a.c"]
+    )
     assert metrics == {"resolved": None, "f2p": None, "p2p": None}
     assert all("no test" in reason for reason in reasons.values())
 
@@ -124,7 +129,9 @@ def basket_run(trysquare_run, run_id: str, changes: dict[str, str]):
     return trysquare_run(run_id, base=BASE, changes=changes)
 
 
-def test_fixed_and_unfixed_runs_with_the_real_suite(trysquare_run, run_validator, tmp_path: Path) -> None:
+def test_fixed_and_unfixed_runs_with_the_real_suite(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
     scenario = write_hidden_scenario(tmp_path / "s", PYTEST)
     fixed = basket_run(trysquare_run, "fixed", FIX)
     unfixed = basket_run(trysquare_run, "unfixed", NO_FIX)
@@ -216,7 +223,9 @@ def test_a_link_out_of_the_repository_is_not_written_through(
 
 def test_metrics_subset_and_renaming(trysquare_run, run_validator, tmp_path: Path) -> None:
     scenario = write_hidden_scenario(
-        tmp_path / "s", PYTEST, extra='metrics = { resolved = "basket_fixed", p2p = "no_regression" }\n'
+        tmp_path / "s",
+        PYTEST,
+        extra='metrics = { resolved = "basket_fixed", p2p = "no_regression" }\n',
     )
     result = run_validator(basket_run(trysquare_run, "r", FIX), scenario=scenario, modes=MODES)
     assert result.metrics == {"basket_fixed": True, "no_regression": 1.0}
@@ -238,7 +247,11 @@ def test_the_digest_covers_the_hidden_files_bytes(tmp_path: Path) -> None:
     [
         ("python3 -m pytest", "", "must name the JUnit report's path as {junit}"),
         ("python3 -m pytest --junitxml={junit} && true", "", "only means something to a shell"),
-        (PYTEST, 'metrics = ["resolved", "fixed"]\n', "metrics[2]: must be one of resolved, f2p, p2p"),
+        (
+            PYTEST,
+            'metrics = ["resolved", "fixed"]\n',
+            "metrics[2]: must be one of resolved, f2p, p2p",
+        ),
         (PYTEST, "metrics = []\n", "metrics: is empty"),
         (PYTEST, "comand = 'x'\n", "comand: unknown key (did you mean 'command'?)"),
     ],
@@ -268,7 +281,9 @@ def test_a_destination_outside_the_repository_is_refused(tmp_path: Path, destina
 
 def test_an_id_in_both_lists_is_refused(tmp_path: Path) -> None:
     path = write_hidden_scenario(tmp_path, PYTEST)
-    path.write_text(path.read_text().replace(f'"{PASS_TO_PASS[0]}"', '"tests.test_hidden.test_empty_basket"'))
+    path.write_text(
+        path.read_text().replace(f'"{PASS_TO_PASS[0]}"', '"tests.test_hidden.test_empty_basket"')
+    )
     with pytest.raises(ScenarioError, match="also listed in fail_to_pass"):
         load_scenario(path, MODES)
 
@@ -277,8 +292,18 @@ def test_an_empty_list_for_a_declared_fraction_is_refused(tmp_path: Path) -> Non
     path = write_hidden_scenario(tmp_path, PYTEST)
     text = path.read_text()
     start = text.index("pass_to_pass = ")
-    path.write_text(text[:start] + "pass_to_pass = []\n" + text[text.index("timeout"):])
+    path.write_text(text[:start] + "pass_to_pass = []\n" + text[text.index("timeout") :])
     with pytest.raises(ScenarioError, match="p2p could never be judged"):
         load_scenario(path, MODES)
     path.write_text(path.read_text() + textwrap.dedent('metrics = ["resolved", "f2p"]\n'))
     assert load_scenario(path, MODES).validations[0].metrics == ("resolved", "f2p")
+
+
+def test_two_keys_for_one_destination_are_refused(tmp_path: Path) -> None:
+    path = write_hidden_scenario(tmp_path, PYTEST)
+    same = '"tests/test_hidden.py" = "hidden/test_hidden.py", "tests/./test_hidden.py" = "hidden/test_hidden.py"'
+    path.write_text(
+        path.read_text().replace('"tests/test_hidden.py" = "hidden/test_hidden.py"', same)
+    )
+    with pytest.raises(ScenarioError, match="names the same destination as another key"):
+        load_scenario(path, MODES)

@@ -40,10 +40,17 @@ class Venv:
         env.update(extra)
         return env
 
-    def trysquare(self, *args: str | Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    def trysquare(
+        self, *args: str | Path, cwd: Path, **env: str
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(self.bin / "trysquare"), *map(str, args)],
-            cwd=cwd, env=self.env(**env), capture_output=True, text=True, timeout=300,
+            cwd=cwd,
+            check=False,
+            env=self.env(**env),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
 
 
@@ -53,19 +60,39 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     if uv is None:
         pytest.skip("uv is not installed (.ci/run installs it)")
     path = tmp_path_factory.mktemp("venv") / "env"
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
+    }
 
     def uv_run(*args: str) -> None:
-        done = subprocess.run([uv, *args], cwd=path.parent, env=env, capture_output=True, text=True,
-                              timeout=600)
+        done = subprocess.run(
+            [uv, *args],
+            cwd=path.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert done.returncode == 0, f"uv {' '.join(args)} failed:\n{done.stderr}"
 
     uv_run("venv", "--quiet", "--python", sys.executable, str(path))
     # --refresh-package: uv would otherwise reuse a wheel built before the sources changed.
-    refresh = [arg for name in ("trysquare-core", "trysquare-script", "trysquare-hidden-tests")
-               for arg in ("--refresh-package", name)]
-    uv_run("pip", "install", "--quiet", "--python", str(path / "bin" / "python"), *refresh,
-           *(str(ROOT / folder) for folder in LOCAL), "pytest")
+    refresh = [
+        arg
+        for name in ("trysquare-core", "trysquare-script", "trysquare-hidden-tests")
+        for arg in ("--refresh-package", name)
+    ]
+    uv_run(
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        str(path / "bin" / "python"),
+        *refresh,
+        *(str(ROOT / folder) for folder in LOCAL),
+        "pytest",
+    )
     return Venv(path)
 
 
@@ -88,9 +115,14 @@ def test_blocking_the_plugin_hides_it_and_refuses_its_mode(venv: Venv, tmp_path:
     listing = plugin_listing(venv, tmp_path, TRYSQUARE_BLOCK_PLUGINS="trysquare-hidden-tests")
     assert "trysquare-hidden-tests" not in listing
     scenario = write_hidden_scenario(tmp_path / "s", COMMAND)
-    done = venv.trysquare("check", scenario, cwd=tmp_path, TRYSQUARE_BLOCK_PLUGINS="trysquare-hidden-tests")
+    done = venv.trysquare(
+        "check", scenario, cwd=tmp_path, TRYSQUARE_BLOCK_PLUGINS="trysquare-hidden-tests"
+    )
     assert done.returncode == 2, done.stderr
-    assert "no installed plugin provides mode 'hidden-tests' (pip install trysquare-hidden-tests)" in done.stderr
+    assert (
+        "no installed plugin provides mode 'hidden-tests' (pip install trysquare-hidden-tests)"
+        in done.stderr
+    )
     assert venv.trysquare("check", scenario, cwd=tmp_path).returncode == 0
 
 
@@ -100,8 +132,16 @@ def test_validate_a_fixed_and_an_unfixed_run(venv: Venv, trysquare_run, tmp_path
     experiment = fixed.path.parent
     scenario = write_hidden_scenario(tmp_path / "s", COMMAND)
 
-    done = venv.trysquare("validate", scenario, experiment, "--no-progress", "--jobs", "2", cwd=tmp_path,
-                          XDG_CACHE_HOME=str(tmp_path / "cache"))
+    done = venv.trysquare(
+        "validate",
+        scenario,
+        experiment,
+        "--no-progress",
+        "--jobs",
+        "2",
+        cwd=tmp_path,
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
     def result(run) -> dict:
@@ -113,4 +153,6 @@ def test_validate_a_fixed_and_an_unfixed_run(venv: Venv, trysquare_run, tmp_path
     assert bad["metrics"] == {"resolved": False, "f2p": 0.0, "p2p": 1.0}, bad["reasons"]
     assert good["validator"]["mode"] == "hidden-tests"
     # The clone of the unfixed run still holds the agent-visible placeholder.
-    assert (unfixed.repo.path / "tests" / "test_hidden.py").read_text() == BASE["tests/test_hidden.py"]
+    assert (unfixed.repo.path / "tests" / "test_hidden.py").read_text() == BASE[
+        "tests/test_hidden.py"
+    ]

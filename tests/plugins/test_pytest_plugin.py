@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from trysquare.errors import ScenarioError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +27,7 @@ print(json.dumps({"metrics": {"ok": True}}))
 
 
 def python_blocks(text: str) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.M | re.S)
+    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
 
 
 def test_the_documented_example_runs_through_the_installed_plugin(tmp_path: Path) -> None:
@@ -40,9 +39,25 @@ def test_the_documented_example_runs_through_the_installed_plugin(tmp_path: Path
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     done = subprocess.run(
         # Plugin autoload stays on (that is what is tested); the heavy unrelated ones are off.
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
-         "-p", "no:anyio", "test_validator.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            "-p",
+            "no:anyio",
+            "test_validator.py",
+        ],
+        cwd=tmp_path,
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 passed" in done.stdout
@@ -55,16 +70,22 @@ def script(folder: Path, body: str) -> Path:
     return path
 
 
-def test_a_validator_writing_into_the_clone_is_caught(trysquare_run, run_validator, tmp_path: Path) -> None:
+def test_a_validator_writing_into_the_clone_is_caught(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
     run = trysquare_run(base={"a.py": "x = 1\n"}, changes={"a.py": "x = 2\n"})
     result = run_validator(run, script=script(tmp_path, WRITES_INTO_THE_CLONE), metrics=["ok"])
     assert result.metrics == {"ok": True}
     assert result.clone_changes is not None and "added stray.txt" in result.clone_changes
 
 
-def test_an_invalid_result_is_returned_not_raised(trysquare_run, run_validator, tmp_path: Path) -> None:
+def test_an_invalid_result_is_returned_not_raised(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
     run = trysquare_run(base={"a.py": "x = 1\n"})
-    result = run_validator(run, script=script(tmp_path, "import sys; sys.exit('no')\n"), metrics=["ok"])
+    result = run_validator(
+        run, script=script(tmp_path, "import sys; sys.exit('no')\n"), metrics=["ok"]
+    )
     assert result.state == "invalid" and not result.valid
     assert "exited with code 1" in (result.error or "")
     assert "no" in result.stderr
@@ -72,9 +93,15 @@ def test_an_invalid_result_is_returned_not_raised(trysquare_run, run_validator, 
     assert recorded.exists() and result.document["validator"]["mode"] == "script"
 
 
-def test_the_context_is_the_one_trysquare_builds(trysquare_run, run_validator, tmp_path: Path) -> None:
-    run = trysquare_run(base={"a.py": "x = 1\n"}, changes={"b.py": "new\n"}, given={"t.py": "pass\n"},
-                        response="Done.")
+def test_the_context_is_the_one_trysquare_builds(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
+    run = trysquare_run(
+        base={"a.py": "x = 1\n"},
+        changes={"b.py": "new\n"},
+        given={"t.py": "pass\n"},
+        response="Done.",
+    )
     echo = 'import json, sys; print(json.dumps({"metrics": {"ok": True}}))\n'
     result = run_validator(run, script=script(tmp_path, echo), metrics=["ok"], test_command="true")
     assert result.context["touched"] == ["b.py"]
@@ -83,7 +110,9 @@ def test_the_context_is_the_one_trysquare_builds(trysquare_run, run_validator, t
     assert Path(result.context["response"]).read_text() == "Done."
 
 
-def test_a_scenario_that_does_not_load_is_refused(trysquare_run, run_validator, tmp_path: Path) -> None:
+def test_a_scenario_that_does_not_load_is_refused(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
     run = trysquare_run(base={"a.py": "x = 1\n"})
     scenario = tmp_path / "scenario.toml"
     scenario.write_text('[[validation]]\nmode = "nope"\nmetrics = ["ok"]\n')

@@ -26,7 +26,14 @@ from typing import Literal
 
 import attrs
 
-__all__ = ["MAX_REPORT_BYTES", "Case", "ReportError", "parse_report", "read_report", "unlisted_errors"]
+__all__ = [
+    "MAX_REPORT_BYTES",
+    "Case",
+    "ReportError",
+    "parse_report",
+    "read_report",
+    "unlisted_errors",
+]
 
 Status = Literal["passed", "skipped", "failed", "error"]
 
@@ -74,7 +81,9 @@ def parse_report(data: bytes) -> dict[str, Case]:
     except ET.ParseError as error:
         raise ReportError(f"the report is not well-formed XML ({error})") from None
     if _local(root.tag) not in ("testsuites", "testsuite", "testcase"):
-        raise ReportError(f"the report's root element is <{root.tag}>, not <testsuites> or <testsuite>")
+        raise ReportError(
+            f"the report's root element is <{root.tag}>, not <testsuites> or <testsuite>"
+        )
     cases: dict[str, Case] = {}
     for element in root.iter():
         if _local(element.tag) != "testcase":
@@ -105,8 +114,11 @@ def _case(element: ET.Element) -> Case:
     return Case(id=test_id, status=status, message=message)
 
 
+_KINDS: dict[str, Status] = {"failure": "failed", "error": "error", "skipped": "skipped"}
+
+
 def _status(kind: str) -> Status:
-    return {"failure": "failed", "error": "error", "skipped": "skipped"}[kind]  # type: ignore[return-value]
+    return _KINDS[kind]
 
 
 def _message(child: ET.Element) -> str:

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
 from trysquare._process import run_process
 from trysquare.errors import RepoError
 from trysquare.modes import Job, Outcome, TableSource, Validation
@@ -81,7 +80,14 @@ class HiddenTestsValidation(Validation):
         # hidden test makes every result it gave stale. Absolute paths are left
         # out, so moving the experiment keeps results current.
         hasher = hashlib.sha256()
-        table = (self.mode, self.command, self.fail_to_pass, self.pass_to_pass, self.roles, self.timeout)
+        table = (
+            self.mode,
+            self.command,
+            self.fail_to_pass,
+            self.pass_to_pass,
+            self.roles,
+            self.timeout,
+        )
         hasher.update(repr(table).encode())
         for destination, source in self.files:
             hasher.update(f"\0{destination}\0".encode())
@@ -98,7 +104,8 @@ class HiddenTestsValidation(Validation):
                 hidden.append((destination, source.read_bytes(), source.stat().st_mode & 0o777))
             except OSError as error:
                 return Outcome.invalid(
-                    f"hidden file {source} for {destination} cannot be read ({error.strerror or error})"
+                    f"hidden file {source} for {destination} cannot be read "
+                    f"({error.strerror or error})"
                 )
         prepare = [split_command(step) for step in job.context.get("prepare") or ()]
         evidence: list[bytes] = []
@@ -120,7 +127,8 @@ class HiddenTestsValidation(Validation):
                 cases = read_report(report)
             except ReportError as error:
                 return attrs.evolve(
-                    self._unjudged(f"{error} by `{' '.join(argv)}`:\n{_tail(evidence)}"), stderr=stderr
+                    self._unjudged(f"{error} by `{' '.join(argv)}`:\n{_tail(evidence)}"),
+                    stderr=stderr,
                 )
         metrics, reasons = judge(cases, self.fail_to_pass, self.pass_to_pass)
         named = dict(self.roles)
@@ -165,7 +173,11 @@ def _place(copy: Path, hidden: Sequence[tuple[str, bytes, int]]) -> str | None:
 
 
 def _run_steps(
-    prepare: Sequence[Sequence[str]], argv: Sequence[str], cwd: Path, timeout: float, evidence: list[bytes]
+    prepare: Sequence[Sequence[str]],
+    argv: Sequence[str],
+    cwd: Path,
+    timeout: float,
+    evidence: list[bytes],
 ) -> str | None:
     """Run ``prepare`` then the command within ``timeout``; say why nobody can judge, or None."""
     deadline = time.monotonic() + timeout
@@ -175,14 +187,19 @@ def _run_steps(
         shown = " ".join(words)
         evidence.append(f"$ {shown}\n".encode())
         try:
-            done = run_process(words, cwd=cwd, timeout=max(deadline - time.monotonic(), 0.0), env=env)
+            done = run_process(
+                words, cwd=cwd, timeout=max(deadline - time.monotonic(), 0.0), env=env
+            )
         except OSError as error:
             return f"{kind} `{shown}` could not start: {error.strerror or error}"
         evidence.extend([done.stdout, done.stderr, f"[exit {done.returncode}]\n".encode()])
         if done.timed_out:
             return f"{kind} `{shown}` did not finish within the timeout of {timeout:g} s"
         if kind == "prepare" and done.returncode != 0:
-            return f"prepare `{shown}` failed (exit {done.returncode}), so no test ran:\n{_tail(evidence)}"
+            return (
+                f"prepare `{shown}` failed (exit {done.returncode}), so no test ran:\n"
+                f"{_tail(evidence)}"
+            )
     return None
 
 
@@ -200,12 +217,17 @@ def judge(
         return dict.fromkeys(ROLES), dict.fromkeys(ROLES, reason)
     listed = set(fail_to_pass) | set(pass_to_pass)
     hint = unlisted_errors(cases, listed)
-    hint_text = f" (the report holds errors outside the listed tests: {'; '.join(hint)})" if hint else ""
+    hint_text = (
+        f" (the report holds errors outside the listed tests: {'; '.join(hint)})" if hint else ""
+    )
     metrics: dict[str, Any] = {}
     reasons: dict[str, str] = {}
     missing_any: list[str] = []
     failing: list[str] = []
-    for role, label, ids in (("f2p", "fail_to_pass", fail_to_pass), ("p2p", "pass_to_pass", pass_to_pass)):
+    for role, label, ids in (
+        ("f2p", "fail_to_pass", fail_to_pass),
+        ("p2p", "pass_to_pass", pass_to_pass),
+    ):
         if not ids:
             metrics[role], reasons[role] = None, f"no {label} test is declared"
             continue
@@ -214,19 +236,28 @@ def judge(
         if missing:
             missing_any.extend(missing)
             metrics[role] = None
-            reasons[role] = f"{label} test{'s' if len(missing) > 1 else ''} absent from the report: {_names(missing)}{hint_text}"
+            reasons[role] = (
+                f"{label} test{'s' if len(missing) > 1 else ''} absent from the report: "
+                f"{_names(missing)}{hint_text}"
+            )
             continue
         passed = len(ids) - len(not_passing)
         metrics[role] = passed / len(ids)
         if not_passing:
-            described = [f"{c.id} ({c.status}{': ' + c.message if c.message else ''})" for c in not_passing]
-            reasons[role] = f"{passed} of {len(ids)} {label} tests pass; not passing: {_names(described)}"
+            described = [
+                f"{c.id} ({c.status}{': ' + c.message if c.message else ''})" for c in not_passing
+            ]
+            reasons[role] = (
+                f"{passed} of {len(ids)} {label} tests pass; not passing: {_names(described)}"
+            )
             failing.extend(f"{label} {text}" for text in described)
         else:
             reasons[role] = f"all {len(ids)} {label} tests pass"
     if missing_any:
         metrics["resolved"] = None
-        reasons["resolved"] = f"listed tests absent from the report: {_names(missing_any)}{hint_text}"
+        reasons["resolved"] = (
+            f"listed tests absent from the report: {_names(missing_any)}{hint_text}"
+        )
     elif failing:
         metrics["resolved"] = False
         reasons["resolved"] = f"not resolved: {_names(failing)}"
@@ -265,9 +296,15 @@ class HiddenTestsMode:
         if not fail_to_pass and not pass_to_pass:
             raise source.refuse("fail_to_pass", "list at least one test id (JUnit classname.name)")
         if "f2p" in used and not fail_to_pass:
-            raise source.refuse("fail_to_pass", "is empty, so f2p could never be judged; list tests or drop f2p from metrics")
+            raise source.refuse(
+                "fail_to_pass",
+                "is empty, so f2p could never be judged; list tests or drop f2p from metrics",
+            )
         if "p2p" in used and not pass_to_pass:
-            raise source.refuse("pass_to_pass", "is empty, so p2p could never be judged; list tests or drop p2p from metrics")
+            raise source.refuse(
+                "pass_to_pass",
+                "is empty, so p2p could never be judged; list tests or drop p2p from metrics",
+            )
         return HiddenTestsValidation(
             mode=raw.mode,
             name=raw.name,
@@ -285,9 +322,11 @@ class HiddenTestsMode:
 def _files(value: Any, source: TableSource) -> tuple[tuple[str, Path], ...]:
     if not isinstance(value, Mapping) or not value:
         raise source.refuse(
-            "files", 'must be a table of destination = source, e.g. { "tests/test_hidden.py" = "hidden/test_hidden.py" }'
+            "files",
+            "must be a table of destination = source, e.g. "
+            '{ "tests/test_hidden.py" = "hidden/test_hidden.py" }',
         )
-    files = []
+    files: list[tuple[str, Path]] = []
     for destination, relative in value.items():
         key = f'files."{destination}"'
         if not isinstance(relative, str) or not relative:
@@ -301,10 +340,16 @@ def _files(value: Any, source: TableSource) -> tuple[tuple[str, Path], ...]:
             or normal.startswith("../")
             or ".git" in normal.split("/")
         ):
-            raise source.refuse(key, "the destination must be a relative path inside the repository (not in .git)")
+            raise source.refuse(
+                key, "the destination must be a relative path inside the repository (not in .git)"
+            )
+        if normal in (known for known, _ in files):
+            raise source.refuse(key, f"names the same destination as another key ({normal})")
         path = source.resolve(relative)
         if not path.is_file():
-            raise source.refuse(key, f"the hidden file '{relative}' does not exist (looked for {path})")
+            raise source.refuse(
+                key, f"the hidden file '{relative}' does not exist (looked for {path})"
+            )
         files.append((normal, path))
     return tuple(sorted(files))
 
@@ -313,7 +358,10 @@ def _command(command: str, source: TableSource) -> list[str]:
     if not command.strip():
         raise source.refuse("command", "is empty")
     if PLACEHOLDER not in command:
-        raise source.refuse("command", f"must name the JUnit report's path as {PLACEHOLDER} (e.g. --junitxml={PLACEHOLDER})")
+        raise source.refuse(
+            "command",
+            f"must name the JUnit report's path as {PLACEHOLDER} (e.g. --junitxml={PLACEHOLDER})",
+        )
     if _SENTINEL in command:
         raise source.refuse("command", "holds a NUL character")
     try:
@@ -342,7 +390,9 @@ def _roles(value: Any, source: TableSource) -> tuple[tuple[str, str], ...]:
         for index, role in enumerate(value, start=1):
             if role not in ROLES:
                 raise source.refuse(
-                    f"metrics[{index}]", f"must be one of {', '.join(ROLES)} (a table renames them: {{ resolved = \"my_name\" }})"
+                    f"metrics[{index}]",
+                    f"must be one of {', '.join(ROLES)} "
+                    '(a table renames them: { resolved = "my_name" })',
                 )
             if role in names:
                 raise source.refuse(f"metrics[{index}]", f"'{role}' is listed twice")
@@ -356,7 +406,9 @@ def _roles(value: Any, source: TableSource) -> tuple[tuple[str, str], ...]:
                 raise source.refuse(f"metrics.{role}", "must be a metric name (a string)")
             names[role] = name
     else:
-        raise source.refuse("metrics", "must be a list of resolved, f2p, p2p or a table renaming them")
+        raise source.refuse(
+            "metrics", "must be a list of resolved, f2p, p2p or a table renaming them"
+        )
     if not names:
         raise source.refuse("metrics", "is empty; leave it out to record resolved, f2p and p2p")
     return tuple((role, names[role]) for role in ROLES if role in names)

@@ -118,7 +118,11 @@ def _script_scenario(
     task: dict[str, Any] = {"prepare": list(prepare), "artefacts": list(artefacts)}
     if test_command is not None:
         task["test_command"] = test_command
-    table: dict[str, Any] = {"mode": "script", "command": str(script.absolute()), "metrics": list(metrics)}
+    table: dict[str, Any] = {
+        "mode": "script",
+        "command": str(script.absolute()),
+        "metrics": list(metrics),
+    }
     if timeout is not None:
         table["timeout"] = timeout
     folder.mkdir(parents=True, exist_ok=True)
@@ -128,7 +132,10 @@ def _script_scenario(
 
 
 def _validate(
-    built: RunBuilder | Path | str, scenario_path: Path, name: str | None, modes: Mapping[str, Mode] | None
+    built: RunBuilder | Path | str,
+    scenario_path: Path,
+    name: str | None,
+    modes: Mapping[str, Mode] | None,
 ) -> ValidatorResult:
     import json
 
@@ -165,7 +172,9 @@ def _validate(
     document = execute_task(task)
     assert document is not None  # only an interruption records nothing
     stderr_path = run.validation_dir / f"{validation.name}.stderr"
-    stderr = stderr_path.read_text(encoding="utf-8", errors="replace") if stderr_path.exists() else ""
+    stderr = (
+        stderr_path.read_text(encoding="utf-8", errors="replace") if stderr_path.exists() else ""
+    )
     return ValidatorResult(
         metrics=document["metrics"],
         reasons=document["reasons"],
