@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from trysquare import repo as R
 from trysquare.errors import RepoError
 from trysquare.testing import GitRepo
@@ -36,9 +35,7 @@ BASE_FILES = {
 
 
 def plain_git(path: Path, *args: str) -> bytes:
-    return subprocess.run(
-        ["git", "-C", str(path), *args], check=True, capture_output=True
-    ).stdout
+    return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True).stdout
 
 
 def z_paths(data: bytes) -> set[str]:
@@ -105,7 +102,14 @@ def test_every_kind_of_change(g: GitRepo) -> None:
         "src/app.py", "src/util.py", "docs/guide.md", "tests/test_app.py",
         "README.md", "README.rst", "src/new.py", ".gitignore",
     }  # fmt: skip
-    assert files == {"README.rst", "src/app.py", "src/util.py", "run.sh", "src/new.py", ".gitignore"}
+    assert files == {
+        "README.rst",
+        "src/app.py",
+        "src/util.py",
+        "run.sh",
+        "src/new.py",
+        ".gitignore",
+    }
 
 
 def test_agent_commits_count_and_a_reverted_one_does_not(g: GitRepo) -> None:
@@ -250,7 +254,9 @@ def test_nested_repository_is_one_path(g: GitRepo) -> None:
 
 def test_submodule_gitlink_is_one_path(g: GitRepo, tmp_path: Path) -> None:
     upstream = GitRepo.init(tmp_path / "upstream", {"lib.py": "v1\n"})
-    g.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream.path), "deps/lib")
+    g.git(
+        "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream.path), "deps/lib"
+    )
     g.commit("add submodule")
     base = g.head()
     assert check_against_git(g, base)[0] == set()
@@ -338,7 +344,9 @@ def test_is_git_repo(g: GitRepo, tmp_path: Path) -> None:
     assert not R.is_git_repo(g.path / "README.md")
 
 
-def test_inherited_git_variables_do_not_redirect(g: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_inherited_git_variables_do_not_redirect(
+    g: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     other = GitRepo.init(tmp_path / "other", {"elsewhere.txt": "x\n"})
     monkeypatch.setenv("GIT_DIR", str(other.path / ".git"))
     monkeypatch.setenv("GIT_INDEX_FILE", str(other.path / ".git/index"))
@@ -349,7 +357,11 @@ def test_inherited_git_variables_do_not_redirect(g: GitRepo, tmp_path: Path, mon
 
 
 def chunk_paths(patch: str) -> list[str]:
-    return [line.split(" b/")[0][len("diff --git a/") :] for line in patch.splitlines() if line.startswith("diff --git a/")]
+    return [
+        line.split(" b/")[0][len("diff --git a/") :]
+        for line in patch.splitlines()
+        if line.startswith("diff --git a/")
+    ]
 
 
 def tree_state(root: Path, paths: set[str]) -> dict[str, tuple[str, bytes]]:
@@ -368,12 +380,16 @@ def tree_state(root: Path, paths: set[str]) -> dict[str, tuple[str, bytes]]:
 def checkout_base_and_apply(g: GitRepo, base: str, patch: str, dest: Path) -> None:
     """A fresh checkout of base made with plain git, the patch applied with `git apply`."""
     dest.mkdir()
-    archive = subprocess.run(["git", "-C", str(g.path), "archive", base], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(g.path), "archive", base], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     subprocess.run(["git", "init", "-q", str(dest)], check=True)
     (dest / "change.patch").write_text(patch, encoding="utf-8")
     done = subprocess.run(
-        ["git", "-C", str(dest), "apply", "--whitespace=nowarn", "change.patch"], capture_output=True, text=True
+        ["git", "-C", str(dest), "apply", "--whitespace=nowarn", "change.patch"],
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     (dest / "change.patch").unlink()
@@ -403,7 +419,9 @@ def test_patch_applies_to_base_and_reproduces_the_tree(g: GitRepo, tmp_path: Pat
     applied = tmp_path / "applied"
     checkout_base_and_apply(g, base, patch, applied)
     expected = oracle_files(g.path)
-    got = {str(p.relative_to(applied)) for p in applied.rglob("*") if not p.is_dir() or p.is_symlink()}
+    got = {
+        str(p.relative_to(applied)) for p in applied.rglob("*") if not p.is_dir() or p.is_symlink()
+    }
     got = {p for p in got if not p.startswith(".git/")}
     assert got == expected
     assert tree_state(applied, expected) == tree_state(g.path, expected)
@@ -468,7 +486,8 @@ def test_untracked_files_render_exactly_as_git_diff_no_index(g: GitRepo) -> None
     names = [*UNTRACKED_CASES, "exec.sh", "link", ".gitattributes"]
     for name in names:
         done = subprocess.run(
-            ["git", "-c", "core.quotepath=off", "diff", "--no-index", "--no-color", "--abbrev=12", "--", "/dev/null", name],
+            ["git", "-c", "core.quotepath=off", "diff", "--no-index", "--no-color", "--abbrev=12",
+             "--", "/dev/null", name],
             cwd=g.path, capture_output=True,
         )  # fmt: skip
         assert done.returncode == 1, done.stderr  # 1: "there were differences"
@@ -569,7 +588,9 @@ def test_etalon_is_the_tree_exactly(g: GitRepo, tmp_path: Path) -> None:
     g.write("src/app.py", "agent edit\n")  # the working tree does not matter
     folder = R.materialise_etalon(g.path, "etalon-v2", tmp_path / "cache")
     expected = oracle_tree(g, "etalon-v2")
-    on_disk = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_symlink() or p.is_file()}
+    on_disk = {
+        str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_symlink() or p.is_file()
+    }
     assert on_disk == set(expected)
     assert tree_state(folder, set(expected)) == expected
     assert folder.name == plain_git(g.path, "rev-parse", "etalon-v2^{tree}").decode().strip()
@@ -592,7 +613,9 @@ def test_etalon_cache_is_content_addressed_and_reused(g: GitRepo, tmp_path: Path
     assert sorted(p.name for p in cache.iterdir()) == sorted([first.name, second.name])
 
 
-def test_etalon_default_cache_honours_xdg(g: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_etalon_default_cache_honours_xdg(
+    g: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     folder = R.materialise_etalon(g.path, "etalon-v1")
     assert folder.parent == tmp_path / "xdg" / "trysquare" / "etalons"
@@ -626,7 +649,9 @@ def test_concurrent_materialisers_agree(g: GitRepo, tmp_path: Path) -> None:
 
 def test_etalon_with_a_submodule_leaves_an_empty_folder(g: GitRepo, tmp_path: Path) -> None:
     upstream = GitRepo.init(tmp_path / "upstream", {"lib.py": "v1\n"})
-    g.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream.path), "deps/lib")
+    g.git(
+        "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream.path), "deps/lib"
+    )
     g.commit("submodule")
     folder = R.materialise_etalon(g.path, "HEAD", tmp_path / "cache")
     assert (folder / "deps/lib").is_dir() and not any((folder / "deps/lib").iterdir())
@@ -668,3 +693,12 @@ def test_copy_tree_copies_a_nested_repository_without_its_git(g: GitRepo, tmp_pa
     assert (dest / "vendor/lib/a.c").read_text() == "int a;\n"
     assert not (dest / "vendor/lib/.git").exists()
     shutil.rmtree(dest)
+
+
+def test_orphan_branch_with_no_commit_yet(g: GitRepo) -> None:
+    base = g.head()
+    g.git("checkout", "-q", "--orphan", "fresh")  # HEAD now names no commit
+    g.write("src/app.py", "orphan edit\n")
+    g.delete("docs/guide.md")
+    touched, _ = check_against_git(g, base)
+    assert touched == {"src/app.py", "docs/guide.md"}

@@ -1,11 +1,14 @@
 """The one core module that knows git: what a measured clone holds and how it changed.
 
 Everything trysquare reads from a measured clone goes through here, and nothing
-here writes into it — ``.git`` included. Every git call runs with
-``GIT_OPTIONAL_LOCKS=0`` (so nothing refreshes the index behind our back),
-``core.fsmonitor`` off (an agent can edit ``.git/config``; it must not make us run
-a program) and the repository-locating variables of the caller's environment
-removed (a ``GIT_DIR`` inherited from a hook must not redirect us).
+here writes into it — ``.git`` included. Only commands that never write are used:
+``git status`` under ``GIT_OPTIONAL_LOCKS=0`` (it refreshes stale stat info in
+memory only), plumbing (``diff-index``, ``diff-tree``, ``ls-files``, ``ls-tree``,
+``cat-file``, ``hash-object`` without ``-w``) — never the porcelain ``git diff``,
+which rewrites ``.git/index`` whatever the environment says. Every call also runs
+with ``core.fsmonitor`` off (an agent can edit ``.git/config``; it must not make us
+run a program) and without the caller's repository-locating variables (a
+``GIT_DIR`` inherited from a hook must not redirect us).
 
 Paths are POSIX, relative to the repository root, decoded with
 :func:`os.fsdecode`. Stdlib only: ``trysquare.assay`` imports this module.
@@ -13,8 +16,10 @@ Paths are POSIX, relative to the repository root, decoded with
 - ``touched`` (:func:`changed_files`) compares ``base`` with the working tree, never
   the history: an agent commit reverted in the working tree touches nothing.
 - ``files`` (:func:`working_files`) is what the working tree holds now.
-- :func:`diff_patch` is ``git diff <base>`` plus untracked files rendered exactly
-  as ``git diff --no-index /dev/null <file>`` renders them, without writing.
+- :func:`touched_and_files` computes both from one ``git status`` pass: what a
+  context build should call.
+- :func:`diff_patch` is ``git diff <base>`` (as ``diff-index -p``) plus untracked
+  files rendered exactly as ``git diff --no-index /dev/null <file>`` renders them.
 - :func:`materialise_etalon` writes a reference tree into a shared cache, never a
   worktree of the clone.
 """
@@ -102,6 +107,7 @@ _BIG_FILE = 512 * 1024 * 1024
 # git's binary sniff: a NUL byte within the first 8000 bytes.
 _SNIFF = 8000
 
+
 def _env() -> dict[str, str]:
     # Built per call (cheap): a caller that changes os.environ later is honoured.
     env = {k: v for k, v in os.environ.items() if k not in _LOCAL_ENV_VARS}
@@ -120,7 +126,9 @@ def _argv(repo: Path, args: Sequence[str]) -> list[str]:
     return ["git", "-C", os.fspath(repo), *_CONFIG, *args]
 
 
-def _run(repo: Path, args: Sequence[str], input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def _run(
+    repo: Path, args: Sequence[str], input: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
             _argv(repo, args),
@@ -134,7 +142,9 @@ def _run(repo: Path, args: Sequence[str], input: bytes | None = None) -> subproc
         raise RepoError(f"git is not installed or not on PATH (needed to read {repo})") from None
 
 
-def _failure(repo: Path, args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> RepoError:
+def _failure(
+    repo: Path, args: Sequence[str], done: subprocess.CompletedProcess[bytes]
+) -> RepoError:
     lines = [ln for ln in done.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
     # The last "fatal:"/"error:" line is git's own one-sentence reason.
     reasons = [ln for ln in lines if ln.startswith(("fatal:", "error:"))] or lines
@@ -170,7 +180,7 @@ def _git_many(repo: Path, *calls: Sequence[str]) -> list[bytes]:
     for thread in threads:
         thread.join()
     out: list[bytes] = []
-    for args, done in zip(calls, results):
+    for args, done in zip(calls, results, strict=True):
         if isinstance(done, BaseException):
             raise done
         assert done is not None
@@ -213,43 +223,89 @@ def _split_z(data: bytes) -> list[bytes]:
     return items
 
 
-def _decode(raw: bytes) -> str:
-    return os.fsdecode(raw)
+def _names(data: bytes) -> list[str]:
+    """NUL-separated git output as str paths: decoded once, whole (20k paths cost ~1 ms
+    this way, ~10 ms one by one). Undecodable bytes survive as surrogates, like
+    :func:`os.fsdecode`.
+    """
+    items = os.fsdecode(data).split("\0")
+    if items and items[-1] == "":
+        items.pop()
+    return items
 
 
 # --- touched and files -----------------------------------------------------------------
+#
+# One `git status` pass (HEAD -> index -> working tree, untracked files included)
+# composed with `git diff-tree base HEAD` (the agent's commits, a cheap tree-to-tree
+# walk). `git status` is the one porcelain that honours GIT_OPTIONAL_LOCKS=0 (it
+# refreshes stale stat info in memory and writes nothing), and it stats and walks the
+# tree once: the two sets cost about one `git status`.
 
-
-def _diff_raw_args(base: str) -> tuple[str, ...]:
-    # Plumbing, not `git diff`: the porcelain rewrites .git/index to refresh stale stat
-    # info (GIT_OPTIONAL_LOCKS does not stop it), while diff-index never writes. The
-    # price: a file whose stat info is stale comes back with a null id, checked below.
-    return (
-        "diff-index", "--raw", "-z", "--no-renames", "--no-abbrev",
-        "--ignore-submodules=none", "--end-of-options", base, "--",
-    )  # fmt: skip
-
-
+_STATUS_ARGS = (
+    "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
+    "--ignore-submodules=none",
+)  # fmt: skip
+_CACHED_ARGS = ("ls-files", "-z", "-t", "--cached")
 _OTHERS_ARGS = ("ls-files", "-z", "--others", "--exclude-standard")
-_LISTING_ARGS = ("ls-files", "-z", "-t", "--cached", "--deleted", "--others", "--exclude-standard")
-_FILE_MODES = (b"100644", b"100755", b"120000")
+_ABSENT = "000000"
+_FILE_MODES = ("100644", "100755", "120000")
 
 
-def _parse_raw(data: bytes) -> dict[bytes, tuple[bytes, bytes, bytes, bytes, bytes]]:
-    """``--raw -z`` -> {path: (status, base mode, base id, tree mode, tree id)}."""
-    entries: dict[bytes, tuple[bytes, bytes, bytes, bytes, bytes]] = {}
-    items = _split_z(data)
+def _tree_diff_args(base: str, head: str = "HEAD") -> tuple[str, ...]:
+    return (
+        "diff-tree",
+        "-r",
+        "-z",
+        "--no-renames",
+        "--no-abbrev",
+        "--end-of-options",
+        base,
+        head,
+        "--",
+    )
+
+
+def _parse_raw(data: bytes) -> dict[str, tuple[str, str, str, str, str]]:
+    """``--raw -z`` -> {path: (status, old mode, old id, new mode, new id)}."""
+    entries: dict[str, tuple[str, str, str, str, str]] = {}
+    items = _names(data)
     for i in range(0, len(items) - 1, 2):
-        meta, path = items[i], items[i + 1]
-        # ":<old mode> <new mode> <old id> <new id> <status>"
-        old_mode, new_mode, old_id, new_id, status = meta[1:].split(b" ")
-        entries[path] = (status[:1], old_mode, old_id, new_mode, new_id)
+        # ":<old mode> <new mode> <old id> <new id> <status>", then the path
+        old_mode, new_mode, old_id, new_id, status = items[i][1:].split(" ")
+        entries[items[i + 1]] = (status[:1], old_mode, old_id, new_mode, new_id)
     return entries
 
 
-def _untracked(items: Iterable[bytes]) -> set[bytes]:
-    # A nested repository is listed as "dir/": one path, like a gitlink.
-    return {p[:-1] if p.endswith(b"/") else p for p in items}
+class _Status:
+    """``git status --porcelain=v2 -z``, parsed."""
+
+    __slots__ = ("entries", "untracked", "unmerged")
+
+    def __init__(self, data: bytes) -> None:
+        # path -> (XY, HEAD mode, index mode, tree mode, HEAD id, index id)
+        self.entries: dict[str, tuple[str, str, str, str, str, str]] = {}
+        self.untracked: set[str] = set()
+        self.unmerged: set[str] = set()
+        items = _names(data)
+        i = 0
+        while i < len(items):
+            item = items[i]
+            kind = item[:1]
+            if kind == "1":
+                _, xy, _sub, m_head, m_index, m_tree, h_head, h_index, path = item.split(" ", 8)
+                self.entries[path] = (xy, m_head, m_index, m_tree, h_head, h_index)
+            elif kind == "?":
+                # A nested repository is listed as "dir/": one path, like a gitlink.
+                path = item[2:]
+                self.untracked.add(path[:-1] if path.endswith("/") else path)
+            elif kind == "u":
+                self.unmerged.add(item.split(" ", 10)[10])
+            elif kind == "2":  # a rename, despite --no-renames: both paths changed
+                self.unmerged.add(item.split(" ", 9)[9])
+                self.unmerged.add(items[i + 1])
+                i += 1
+            i += 1
 
 
 def _blob_id(data: bytes, width: int) -> str:
@@ -257,80 +313,106 @@ def _blob_id(data: bytes, width: int) -> str:
     return algo(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def _worktree_ids(repo: Path, paths: Iterable[bytes], width: int) -> dict[bytes, tuple[bytes, bytes]]:
+def _worktree_ids(repo: Path, paths: Iterable[str], width: int) -> dict[str, tuple[str, str]]:
     """{path: (git mode, blob id)} of working-tree files and links, as git would store them.
 
     Regular files are hashed by ``git hash-object`` (no ``-w``: nothing written), so
     clean filters and end-of-line conversion count as git counts them.
     """
-    found: dict[bytes, tuple[bytes, bytes]] = {}
-    regular: list[tuple[bytes, bytes]] = []
-    root = os.fsencode(repo)
+    found: dict[str, tuple[str, str]] = {}
+    regular: list[tuple[str, str]] = []
     for path in paths:
-        full = os.path.join(root, path)
+        full = os.path.join(repo, path)
         try:
             info = os.lstat(full)
             if stat.S_ISLNK(info.st_mode):
-                found[path] = (b"120000", _blob_id(os.readlink(full), width).encode("ascii"))
+                found[path] = ("120000", _blob_id(os.fsencode(os.readlink(full)), width))
             elif stat.S_ISREG(info.st_mode):
-                regular.append((path, b"100755" if info.st_mode & stat.S_IXUSR else b"100644"))
+                regular.append((path, "100755" if info.st_mode & stat.S_IXUSR else "100644"))
         except OSError:
             continue
     if regular:
         # --stdin-paths takes one path a line, C-quoted when it needs it.
-        ids = git(repo, "hash-object", "--stdin-paths", input=b"".join(_quote(p) + b"\n" for p, _ in regular))
-        for (path, mode), object_id in zip(regular, ids.split()):
+        paths_in = b"".join(_quote(os.fsencode(p)) + b"\n" for p, _ in regular)
+        ids = git(repo, "hash-object", "--stdin-paths", input=paths_in).decode("ascii").split()
+        for (path, mode), object_id in zip(regular, ids, strict=True):
             found[path] = (mode, object_id)
     return found
 
 
-def _touched(repo: Path, raw: bytes, others: set[bytes]) -> set[bytes]:
-    changes = _parse_raw(raw)
-    touched = set(changes) | others
-    unsure: dict[bytes, tuple[bytes, bytes]] = {}
+_UNKNOWN = ("?", "?")  # on disk, content not read by git: hashed only when it matters
+
+
+def _touched(
+    repo: Path, commits: dict[str, tuple[str, str, str, str, str]], status: _Status
+) -> set[str]:
+    """Paths whose (mode, id) in the working tree differs from base.
+
+    ``commits`` is base -> HEAD; ``status`` is HEAD -> index -> working tree. A path
+    in neither is the same in all four places.
+    """
+    touched = set(status.unmerged)
+    unsure: dict[str, tuple[str, str]] = {}
     width = 40
-    for path, (status, base_mode, base_id, tree_mode, tree_id) in changes.items():
-        width = len(base_id)
-        if base_mode not in _FILE_MODES:
+    for path in commits.keys() | status.entries.keys() | status.untracked:
+        if path in touched:
             continue
-        if status == b"D" and path in others:
-            # `git rm --cached` left it on disk: "deleted" for diff-index, and untracked.
-            unsure[path] = (base_mode, base_id)
-        elif status == b"M" and tree_mode == base_mode and not tree_id.strip(b"0"):
-            # Stale stat info: git did not read the file; same content means untouched.
-            unsure[path] = (base_mode, base_id)
+        entry = status.entries.get(path)
+        # At base: what the agent's commits started from, else HEAD's own version.
+        if path in commits:
+            _, b_mode, b_id, h_mode, h_id = commits[path]
+            width = len(b_id)
+        elif entry is not None:
+            b_mode, b_id = entry[1], entry[4]
+        else:
+            b_mode, b_id = _ABSENT, ""
+        base = None if b_mode == _ABSENT else (b_mode, b_id)
+        # In the working tree.
+        tree: tuple[str, str] | None
+        if path in status.untracked:
+            tree = _UNKNOWN  # on disk, outside the index (perhaps `git rm --cached`)
+        elif entry is not None:
+            xy, _, m_index, m_tree, _, h_index = entry
+            if m_tree == _ABSENT:
+                tree = None
+            elif xy[1] == ".":
+                tree = (m_index, h_index)  # the working tree matches the index
+            else:
+                tree = (m_tree, "?")
+        else:
+            tree = None if h_mode == _ABSENT else (h_mode, h_id)
+        if tree is None or base is None or tree[1] != "?":
+            if tree != base:
+                touched.add(path)
+        elif tree[0] not in ("?", base[0]) or base[0] not in _FILE_MODES:
+            touched.add(path)  # mode differs, or a submodule that moved or is dirty
+        else:
+            unsure[path] = base  # only reading the file can tell
     if unsure:
         found = _worktree_ids(repo, sorted(unsure), width)
-        touched.difference_update(path for path, entry in unsure.items() if found.get(path) == entry)
+        touched.update(path for path, entry in unsure.items() if found.get(path) != entry)
     return touched
 
 
-def _listing(repo: Path, listing: bytes) -> tuple[set[bytes], set[bytes]]:
-    """``git ls-files -t --cached --deleted --others`` -> (files now present, untracked)."""
-    tracked: set[bytes] = set()
-    deleted: set[bytes] = set()
-    others: list[bytes] = []
-    for item in _split_z(listing):
-        tag, path = item[:1], item[2:]
-        if tag == b"?":
-            others.append(path)
-        elif tag == b"R":
-            deleted.add(path)
-        elif tag == b"S":
-            # skip-worktree (sparse checkout): present only if something is on disk
-            if os.path.lexists(os.path.join(os.fsencode(repo), path)):
-                tracked.add(path)
-        else:
-            tracked.add(path)
-    untracked = _untracked(others)
-    present = (tracked - deleted) | untracked
+def _files(repo: Path, cached: bytes, status: _Status) -> set[str]:
+    """Tracked paths still on disk, plus untracked-not-ignored ones."""
+    items = _names(cached)
+    # One tag a line: "H " tracked, "S " skip-worktree (sparse checkout), "M " unmerged...
+    present = {item[2:] for item in items}
+    if cached.startswith(b"S ") or b"\0S " in cached:
+        # skip-worktree entries count only when something is actually on disk
+        for item in items:
+            if item[0] == "S" and not os.path.lexists(os.path.join(repo, item[2:])):
+                present.discard(item[2:])
+    present.difference_update(path for path, entry in status.entries.items() if entry[3] == _ABSENT)
+    present |= status.untracked
     # A tracked file replaced by a folder of untracked files is a folder now, not a file.
-    for path in untracked:
-        cut = path.rfind(b"/")
+    for path in status.untracked:
+        cut = path.rfind("/")
         while cut > 0:
             present.discard(path[:cut])
-            cut = path.rfind(b"/", 0, cut)
-    return present, untracked
+            cut = path.rfind("/", 0, cut)
+    return present
 
 
 def _base_failure(repo: Path, base: str, error: RepoError) -> RepoError:
@@ -342,38 +424,54 @@ def _base_failure(repo: Path, base: str, error: RepoError) -> RepoError:
     return error
 
 
+def _snapshot(repo: Path, base: str, *, files: bool) -> tuple[set[str], set[str]]:
+    calls = [_tree_diff_args(base), _STATUS_ARGS] + ([_CACHED_ARGS] if files else [])
+    try:
+        out = _git_many(repo, *calls)
+    except RepoError as error:
+        precise = _base_failure(repo, base, error)
+        if precise is not error or not _unborn_head(repo):
+            raise precise from None
+        # HEAD on an orphan branch with no commit yet: base -> "HEAD" is base -> nothing.
+        calls[0] = _tree_diff_args(base, _empty_tree(repo))
+        out = _git_many(repo, *calls)
+    status = _Status(out[1])
+    touched = _touched(repo, _parse_raw(out[0]), status)
+    return touched, (_files(repo, out[2], status) if files else set())
+
+
+def _unborn_head(repo: Path) -> bool:
+    return _run(repo, ("rev-parse", "--verify", "--quiet", "HEAD")).returncode != 0
+
+
+def _empty_tree(repo: Path) -> str:
+    return git(repo, "hash-object", "-t", "tree", "--stdin", input=b"").decode("ascii").strip()
+
+
 def changed_files(repo: Path, base: str) -> frozenset[str]:
     """``touched``: every path whose existence, content or mode differs between ``base``
     and the working tree (agent commits, staged, unstaged, deleted, untracked-not-ignored;
     a rename counts both paths; ignored files and ``.git/`` never appear).
+
+    Compares base with the working tree, never the history: a commit the agent made
+    and then undid in the working tree touches nothing.
     """
-    repo = Path(repo)
-    try:
-        raw, others = _git_many(repo, _diff_raw_args(base), _OTHERS_ARGS)
-    except RepoError as error:
-        raise _base_failure(repo, base, error) from None
-    return frozenset(map(_decode, _touched(repo, raw, _untracked(_split_z(others)))))
+    return frozenset(_snapshot(Path(repo), base, files=False)[0])
 
 
 def working_files(repo: Path) -> frozenset[str]:
     """``files``: tracked and untracked-not-ignored paths, minus those deleted from disk."""
     repo = Path(repo)
-    present, _ = _listing(repo, git(repo, *_LISTING_ARGS))
-    return frozenset(map(_decode, present))
+    cached, status = _git_many(repo, _CACHED_ARGS, _STATUS_ARGS)
+    return frozenset(_files(repo, cached, _Status(status)))
 
 
 def touched_and_files(repo: Path, base: str) -> tuple[frozenset[str], frozenset[str]]:
-    """``(changed_files(repo, base), working_files(repo))`` from one concurrent pair of
-    git calls: what a context build should use.
+    """``(changed_files(repo, base), working_files(repo))`` for the price of one: a single
+    ``git status`` pass serves both. What a context build should call.
     """
-    repo = Path(repo)
-    try:
-        raw, listing = _git_many(repo, _diff_raw_args(base), _LISTING_ARGS)
-    except RepoError as error:
-        raise _base_failure(repo, base, error) from None
-    present, untracked = _listing(repo, listing)
-    touched = _touched(repo, raw, untracked)
-    return frozenset(map(_decode, touched)), frozenset(map(_decode, present))
+    touched, files = _snapshot(Path(repo), base, files=True)
+    return frozenset(touched), frozenset(files)
 
 
 # --- diff.patch ------------------------------------------------------------------------
@@ -518,13 +616,13 @@ def _new_repository(full: bytes, path: bytes) -> bytes:
     )
 
 
-def _base_entries(repo: Path, commit: str, paths: Iterable[bytes]) -> dict[bytes, tuple[bytes, bytes]]:
+def _base_entries(repo: Path, commit: str, paths: Iterable[bytes]) -> dict[bytes, tuple[str, str]]:
     """{path: (mode, object id)} of ``paths`` in ``commit``'s tree."""
     listing = git(repo, "ls-tree", "-z", "--full-tree", commit, "--", *map(os.fsdecode, paths))
-    entries: dict[bytes, tuple[bytes, bytes]] = {}
+    entries: dict[bytes, tuple[str, str]] = {}
     for item in _split_z(listing):
         meta, _, path = item.partition(b"\t")
-        mode, _type, object_id = meta.split(b" ")
+        mode, _type, object_id = meta.decode("ascii").split(" ")
         entries[path] = (mode, object_id)
     return entries
 
@@ -541,16 +639,21 @@ def _diff_patch_bytes(repo: Path, base: str) -> bytes:
         raise _base_failure(repo, base, error) from None
     base_id = commit.decode("ascii").strip()
     chunks = _chunks(patch)
-    untracked = sorted(_untracked(_split_z(others)))
+    # Bytes here: the patch is bytes, and a nested repository's "dir/" is one path.
+    untracked = sorted({p[:-1] if p.endswith(b"/") else p for p in _split_z(others)})
     if not untracked:
         return patch
-    # A file `git rm --cached` but left on disk is a deletion to `git diff <base>` and
+    # A file `git rm --cached` but left on disk is a deletion to diff-index and
     # untracked too: identical to its base version, it changed nothing and shows nothing.
     clashes = {path for path, _ in chunks} & set(untracked)
     if clashes:
         originals = _base_entries(repo, base_id, clashes)
-        found = _worktree_ids(repo, sorted(clashes), len(base_id))
-        same = {path for path in clashes if path in originals and found.get(path) == originals[path]}
+        found = _worktree_ids(repo, sorted(map(os.fsdecode, clashes)), len(base_id))
+        same = {
+            path
+            for path in clashes
+            if path in originals and found.get(os.fsdecode(path)) == originals[path]
+        }
         chunks = [(path, text) for path, text in chunks if path not in same]
         untracked = [path for path in untracked if path not in same]
     attributes = _diff_attributes(repo, untracked) if untracked else {}
@@ -569,7 +672,8 @@ def diff_patch(repo: Path, base: str) -> str:
     """``base`` .. working tree as one unified git patch, untracked files included as new
     files, binary files as git shows them ("Binary files ... differ"), sorted by path.
 
-    Writes nothing: ``git diff <base>`` for tracked files, and untracked files rendered
+    Writes nothing: ``git diff-index -p <base>`` for tracked files (the porcelain
+    ``git diff`` would rewrite the index), and untracked files rendered
     here byte for byte as ``git diff --no-index /dev/null <file>`` renders them (no
     ``git add``, no temporary index, no object written). Bytes that are not UTF-8
     become U+FFFD: the patch is for reading.
@@ -617,7 +721,9 @@ def _write_tree(repo: Path, tree: str, dest: Path) -> None:
         for depth in range(1, len(parts)):
             prefix = b"/".join(parts[:depth])
             if prefix.lower() in links:
-                raise RepoError(f"refusing to write {os.fsdecode(b'/'.join(parts))!r} through a symlink")
+                raise RepoError(
+                    f"refusing to write {os.fsdecode(b'/'.join(parts))!r} through a symlink"
+                )
             if prefix not in made:
                 os.makedirs(os.path.join(root, prefix), exist_ok=True)
                 made.add(prefix)
