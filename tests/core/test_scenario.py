@@ -218,3 +218,25 @@ def test_verdict_names_declared_metrics(folder: Path) -> None:
 def test_not_toml_is_one_sentence(folder: Path) -> None:
     message = refusal(folder, "[task\n")
     assert message.startswith("scenario.toml: not valid TOML")
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("[task]\ntest_command = 'npm ci && npm test'\n", "task.test_command"),
+        ("[[validation]]\nmode = 'script'\ncommand = 'score.py'\nmetrics = ['tests']\n", "'tests'"),
+        ("[[validation]]\nmode = 'nope'\nmetrics = ['a']\n", "mode 'nope'"),
+        ("[verdict]\nreferance = 'x'\n", "verdict.referance"),
+    ],
+)
+def test_check_exits_2_with_one_plain_sentence(cli, folder: Path, text: str, named: str) -> None:
+    done = cli("check", write_scenario(folder, text))
+    assert done.returncode == 2
+    assert named in done.stderr
+    assert done.stderr.startswith("trysquare: scenario.toml: ")
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_debug_shows_the_traceback(cli, folder: Path) -> None:
+    done = cli("--debug", "check", write_scenario(folder, "[taks]\n"))
+    assert done.returncode != 0 and "Traceback" in done.stderr
