@@ -1,0 +1,264 @@
+"""The ``dask`` executor: planned tasks run on a ``dask.distributed`` cluster.
+
+The client (the ``trysquare validate`` process) builds and archives every
+context, then submits tasks; a worker runs :func:`trysquare.runner.execute_task`,
+which writes the result atomically into the run folder — the same files the
+local pool writes, on a filesystem the client and the workers share. The
+client yields each recorded document as it arrives, so the runner draws the
+same progress and the same closing line whichever executor ran.
+
+This module is imported when the plugin registers (every trysquare command), so
+dask and distributed are imported only inside :meth:`DaskRun.run`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from trysquare.errors import UsageError
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+    from trysquare.runner import Task
+
+__all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "parse_options"]
+
+# What a local cluster alone understands: meaningless next to scheduler=ADDRESS.
+LOCAL_OPTIONS = ("workers", "threads", "processes")
+OPTIONS = ("scheduler", *LOCAL_OPTIONS, "retries")
+DEFAULT_RETRIES = 2
+# How often the client looks at should_stop while it waits for results.
+POLL_SECONDS = 0.05
+
+
+@attrs.frozen
+class DaskSettings:
+    """The ``--executor-option`` values, checked."""
+
+    scheduler: str | None = None  # an existing cluster's address; None: a LocalCluster
+    workers: int | None = None  # None: LocalCluster's own default (from the cores)
+    threads: int | None = None  # per worker
+    processes: bool = True  # worker processes: a validator that crashes one loses one worker
+    retries: int = DEFAULT_RETRIES  # a task that raised on a worker (e.g. a flaky mount) again
+
+
+class DaskExecutor:
+    """Registered as ``--executor dask``."""
+
+    name = "dask"
+
+    def configure(self, options: Mapping[str, str], *, jobs: int) -> DaskRun:
+        # --jobs keeps its meaning on the client (how many contexts are built at
+        # once); on the cluster, its workers' threads bound the work.
+        return DaskRun(parse_options(options))
+
+
+def parse_options(options: Mapping[str, str]) -> DaskSettings:
+    """Check every ``--executor-option`` strictly; a refusal names the option."""
+    unknown = [key for key in options if key not in OPTIONS]
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(key, OPTIONS, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        names = ", ".join(sorted(unknown))
+        raise UsageError(
+            f"--executor-option {names}: unknown to the dask executor{hint}; "
+            f"it takes {', '.join(OPTIONS)}"
+        )
+    scheduler = options.get("scheduler")
+    if scheduler is not None:
+        if not scheduler.strip():
+            raise UsageError("--executor-option scheduler: is empty; give an address like tcp://host:8786")
+        local = [key for key in LOCAL_OPTIONS if key in options]
+        if local:
+            raise UsageError(
+                f"--executor-option {local[0]}: only for a local cluster; with scheduler={scheduler} "
+                "the cluster's own workers run the tasks"
+            )
+    return DaskSettings(
+        scheduler=scheduler.strip() if scheduler is not None else None,
+        workers=_positive(options, "workers"),
+        threads=_positive(options, "threads"),
+        processes=_boolean(options, "processes", default=True),
+        retries=_count(options, "retries", default=DEFAULT_RETRIES),
+    )
+
+
+def _positive(options: Mapping[str, str], key: str) -> int | None:
+    if key not in options:
+        return None
+    value = _integer(options[key], key)
+    if value < 1:
+        raise UsageError(f"--executor-option {key}={options[key]}: must be at least 1")
+    return value
+
+
+def _count(options: Mapping[str, str], key: str, *, default: int) -> int:
+    if key not in options:
+        return default
+    value = _integer(options[key], key)
+    if value < 0:
+        raise UsageError(f"--executor-option {key}={options[key]}: must be 0 or more")
+    return value
+
+
+def _integer(text: str, key: str) -> int:
+    try:
+        return int(text.strip(), 10)
+    except ValueError:
+        raise UsageError(f"--executor-option {key}={text}: must be a whole number") from None
+
+
+def _boolean(options: Mapping[str, str], key: str, *, default: bool) -> bool:
+    if key not in options:
+        return default
+    text = options[key].strip().lower()
+    if text in ("true", "yes", "1"):
+        return True
+    if text in ("false", "no", "0"):
+        return False
+    raise UsageError(f"--executor-option {key}={options[key]}: must be true or false")
+
+
+class DaskRun:
+    """A configured executor: connects (or starts a local cluster) when it runs."""
+
+    def __init__(self, settings: DaskSettings) -> None:
+        self.settings = settings
+
+    def run(
+        self, tasks: Sequence[Task], *, should_stop: Callable[[], bool]
+    ) -> Iterator[tuple[Task, dict[str, Any]]]:
+        if not tasks:
+            return  # nothing to do: no cluster started for it
+        with self._client() as client:
+            yield from _Session(client, self.settings).run(tasks, should_stop)
+
+    @contextmanager
+    def _client(self) -> Iterator[Client]:
+        from distributed import Client
+
+        settings = self.settings
+        if settings.scheduler is not None:
+            try:
+                client = Client(settings.scheduler, timeout="10s")
+            except (OSError, TimeoutError, ValueError) as error:
+                raise UsageError(
+                    f"--executor-option scheduler={settings.scheduler}: no Dask scheduler "
+                    f"answered there ({type(error).__name__}: {error})"
+                ) from None
+            with client:
+                yield client
+            return
+        from distributed import LocalCluster
+
+        keywords: dict[str, Any] = {"processes": settings.processes, "dashboard_address": None}
+        if settings.workers is not None:
+            keywords["n_workers"] = settings.workers
+        if settings.threads is not None:
+            keywords["threads_per_worker"] = settings.threads
+        with LocalCluster(**keywords) as cluster, Client(cluster) as client:
+            yield client
+
+
+class _Session:
+    """One ``validate`` on one cluster: submit in a window, collect, stop on request."""
+
+    def __init__(self, client: Client, settings: DaskSettings) -> None:
+        self.client = client
+        self.settings = settings
+        # Names unique to this validate: another client on the same cluster has its own.
+        self.token = uuid.uuid4().hex[:12]
+        self.stop_event = f"trysquare-stop-{self.token}"
+
+    def run(
+        self, tasks: Sequence[Task], should_stop: Callable[[], bool]
+    ) -> Iterator[tuple[Task, dict[str, Any]]]:
+        from distributed import Event, as_completed
+
+        from trysquare_dask.worker import run_task, semaphore_for
+
+        stop = Event(self.stop_event, client=self.client)
+        pending = iter(enumerate(tasks))
+        running: dict[str, tuple[Future, Task]] = {}
+        completed = as_completed()
+
+        def submit_more() -> None:
+            # A window of a couple of tasks per cluster thread, not the whole matrix:
+            # the scheduler holds few contexts, and a stop leaves little to cancel.
+            window = max(4, 2 * sum(self.client.nthreads().values()))
+            while len(running) < window:
+                item = next(pending, None)
+                if item is None:
+                    return
+                number, task = item
+                future = self.client.submit(
+                    run_task,
+                    task,
+                    stop_event=self.stop_event,
+                    semaphore=semaphore_for(task.validation),
+                    key=f"trysquare-{self.token}-{number}",
+                    pure=False,
+                    retries=self.settings.retries,
+                )
+                running[future.key] = (future, task)
+                completed.add(future)
+
+        try:
+            submit_more()
+            while running:
+                if should_stop():
+                    stop.set()  # a task still running records nothing, as with the local pool
+                    return
+                if not completed.has_ready():
+                    time.sleep(POLL_SECONDS)
+                    continue
+                for future in completed.next_batch(block=False):
+                    _, task = running.pop(future.key)
+                    document = self._document(future, task)
+                    if document is not None:
+                        yield task, document
+                submit_more()
+        finally:
+            # Tasks not started never will; results already written stay (whole files).
+            if running:
+                self.client.cancel([future for future, _ in running.values()])
+
+    def _document(self, future: Future, task: Task) -> dict[str, Any] | None:
+        from concurrent.futures import CancelledError
+
+        from trysquare_dask.worker import WorkerCannotSeeRuns
+
+        try:
+            return future.result()
+        except CancelledError:  # distributed's FutureCancelledError derives from it
+            return None
+        except WorkerCannotSeeRuns as error:
+            raise UsageError(str(error)) from None
+        except Exception as error:  # noqa: BLE001 - the cluster gave up on one task, not the matrix
+            # E.g. KilledWorker: the task's worker died more often than
+            # distributed.scheduler.allowed-failures allows. The run is invalid, and says why.
+            return record_cluster_failure(task, f"{type(error).__name__}: {error}")
+
+
+def record_cluster_failure(task: Task, cause: str) -> dict[str, Any]:
+    """Record, from the client, that the cluster could not run ``task``: an invalid result."""
+    from trysquare import results
+    from trysquare.modes import Outcome
+
+    outcome = Outcome.invalid(
+        f"the dask cluster could not run validator '{task.validation.name}' on this run: {cause}"
+    )
+    document = results.result_document(
+        task.validation, outcome, digest=task.digest, context_digest=task.context_digest, duration=0.0
+    )
+    results.write_result(task.run, task.validation.name, document, None)
+    return document
