@@ -1,0 +1,114 @@
+"""A small matrix for the dask executor: valid runs, an invalid run, a timeout, a form."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trysquare.testing import RunBuilder
+
+from tests.helpers import write_scenario, write_script
+
+# Scores a run; "bad" runs exit non-zero (invalid), "hang" runs outlive the timeout,
+# and a run holding kill-worker.txt kills the dask worker running it, once.
+SCORE = """\
+import json, os, signal, sys, time
+from pathlib import Path
+
+context = json.load(open(sys.argv[1]))
+run = Path(context["repo"]).parent
+marker = Path(context["prompt"]).parent / "killed-worker.txt"
+if (run / "kill-worker.txt").exists() and not marker.exists():
+    marker.write_text(str(os.getppid()))
+    os.kill(os.getppid(), signal.SIGKILL)  # the validator's parent is the dask worker
+    time.sleep(30)
+delay = float((run / "delay.txt").read_text()) if (run / "delay.txt").exists() else 0.0
+time.sleep(delay)
+if run.name.startswith("bad"):
+    print("this run is broken on purpose", file=sys.stderr)
+    sys.exit(3)
+if run.name.startswith("hang"):
+    time.sleep(30)
+print(json.dumps({
+    "metrics": {"changed": bool(context["touched"]), "files": len(context["files"])},
+    "reasons": {"changed": "touched: " + ", ".join(sorted(context["touched"]))},
+}))
+"""
+
+SCENARIO = """\
+[[validation]]
+name = "score"
+mode = "script"
+command = "score.py"
+metrics = ["changed", "files"]
+timeout = {timeout}
+
+[[validation]]
+mode = "form"
+pieces = ["diff"]
+metrics = ["readable"]
+"""
+
+
+class Matrix:
+    """A scenario and an experiment of runs copied from one real git run."""
+
+    def __init__(self, root: Path, ids: list[str], *, timeout: float = 2.0) -> None:
+        self.root = root
+        self.folder = root / "scn"
+        write_script(self.folder, "score.py", SCORE)
+        self.scenario = write_scenario(self.folder, SCENARIO.format(timeout=timeout))
+        self.exp = root / "exp"
+        first = RunBuilder(root / "template", cell="c0", repetition=1)
+        first.base({"counter.py": "count = 1\n", "README.md": "counter\n"})
+        first.repo.write("counter.py", "count = 0\n")
+        first.finish(response="Started the count at zero.\n")
+        self.template = first.path
+        self.ids: list[str] = []
+        for number, run_id in enumerate(ids):
+            self.add(run_id, cell=f"c{number % 2}", repetition=number + 1)
+
+    def add(self, run_id: str, *, cell: str, repetition: int) -> Path:
+        target = self.exp / "runs" / run_id
+        shutil.copytree(self.template, target, symlinks=True)
+        toml = (target / "run.toml").read_text(encoding="utf-8")
+        toml = toml.replace('cell = "c0"', f'cell = "{cell}"').replace(
+            "repetition = 1", f"repetition = {repetition}"
+        )
+        (target / "run.toml").write_text(toml, encoding="utf-8")
+        self.ids.append(run_id)
+        return target
+
+    def copy(self, name: str) -> Path:
+        """The experiment copied before validation, for another executor to validate."""
+        target = self.root / name
+        shutil.copytree(self.exp, target, symlinks=True)
+        return target
+
+    def results(self, exp: Path | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every ``validation/*.json`` by (run, validator), parsed (a half file fails here)."""
+        found = {}
+        for path in sorted((exp or self.exp).glob("runs/*/validation/*.json")):
+            found[(path.parent.parent.name, path.stem)] = json.loads(path.read_text(encoding="utf-8"))
+        return found
+
+    def leftovers(self, exp: Path | None = None) -> list[Path]:
+        return sorted((exp or self.exp).rglob("*.tmp"))
+
+
+@pytest.fixture
+def matrix(tmp_path: Path) -> Callable[..., Matrix]:
+    def make(ids: list[str], **kwargs: Any) -> Matrix:
+        return Matrix(tmp_path, ids, **kwargs)
+
+    return make
+
+
+def comparable(document: dict[str, Any]) -> dict[str, Any]:
+    """A result without what legitimately differs between two executions."""
+    return {k: v for k, v in document.items() if k != "duration"}

@@ -1,0 +1,145 @@
+"""The dask executor without a cluster: its options, its registration, what it ships."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from trysquare.errors import UsageError
+from trysquare.runner import ValidateOptions, plan
+from trysquare.runs import discover
+from trysquare.scenario import load_scenario
+from trysquare_dask.executor import DaskExecutor, DaskSettings, parse_options
+from trysquare_dask.worker import semaphore_for
+
+from tests.dask.conftest import Matrix
+
+
+def test_no_option_means_a_local_cluster_with_its_own_sizes() -> None:
+    assert parse_options({}) == DaskSettings()
+    assert DaskSettings().scheduler is None and DaskSettings().processes is True
+
+
+def test_local_cluster_options_are_read() -> None:
+    settings = parse_options({"workers": "2", "threads": "4", "processes": "false", "retries": "0"})
+    assert settings == DaskSettings(workers=2, threads=4, processes=False, retries=0)
+
+
+def test_a_scheduler_address_is_kept() -> None:
+    assert parse_options({"scheduler": " tcp://10.0.0.5:8786 "}).scheduler == "tcp://10.0.0.5:8786"
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"worker": "2"}, "--executor-option worker: unknown to the dask executor (did you mean 'workers'?)"),
+        ({"zzz": "1", "aaa": "2"}, "--executor-option aaa, zzz: unknown to the dask executor"),
+        ({"workers": "two"}, "--executor-option workers=two: must be a whole number"),
+        ({"workers": "0"}, "--executor-option workers=0: must be at least 1"),
+        ({"threads": "-1"}, "--executor-option threads=-1: must be at least 1"),
+        ({"retries": "-1"}, "--executor-option retries=-1: must be 0 or more"),
+        ({"processes": "maybe"}, "--executor-option processes=maybe: must be true or false"),
+        ({"scheduler": ""}, "--executor-option scheduler: is empty"),
+        (
+            {"scheduler": "tcp://h:8786", "workers": "2"},
+            "--executor-option workers: only for a local cluster; with scheduler=tcp://h:8786",
+        ),
+    ],
+)
+def test_a_bad_option_is_refused_naming_it(options: dict[str, str], expected: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        DaskExecutor().configure(options, jobs=2)
+    assert expected in refused.value.message
+    assert "\n" not in refused.value.message
+
+
+def test_the_unknown_key_refusal_lists_the_options() -> None:
+    with pytest.raises(UsageError, match="it takes scheduler, workers, threads, processes, retries"):
+        parse_options({"memory": "4GB"})
+
+
+def test_the_cli_refuses_a_bad_option_before_anything_runs(cli, matrix) -> None:
+    m: Matrix = matrix(["r1"])
+    done = cli("validate", m.scenario, m.exp, "--executor", "dask", "--executor-option", "threds=2")
+    assert done.returncode == 2
+    assert "--executor-option threds: unknown to the dask executor (did you mean 'threads'?)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert m.results() == {}
+
+
+def test_plugins_lists_the_dask_executor(cli) -> None:
+    done = cli("plugins", "--json")
+    assert done.returncode == 0, done.stderr
+    listing = {entry["name"]: entry for entry in json.loads(done.stdout)}
+    entry = listing["trysquare-dask"]
+    assert entry["executors"] == ["dask"]
+    assert entry["error"] is None
+    assert entry["hooks"] == ["trysquare_register_executors"]
+
+
+def test_loading_the_plugin_does_not_import_dask() -> None:
+    # Every trysquare command loads plugins: dask must wait until the executor runs.
+    code = (
+        "import sys\n"
+        "from trysquare import plugins\n"
+        "executors = plugins.registry('trysquare_register_executors')\n"
+        "assert 'dask' in executors, executors\n"
+        "executors['dask'].configure({'workers': '2'}, jobs=1)\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed'))\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_blocking_the_plugin_by_name_removes_the_executor(cli, matrix) -> None:
+    m: Matrix = matrix(["r1"])
+    done = cli(
+        "validate", m.scenario, m.exp, "--executor", "dask",
+        env={"TRYSQUARE_BLOCK_PLUGINS": "trysquare-dask"},
+    )
+    assert done.returncode == 2
+    assert "no installed plugin provides executor 'dask' (installed: local)" in done.stderr
+
+
+JUDGE_TABLE = """
+[[validation]]
+mode = "judge"
+provider = "local"
+model = "judge-1"
+thinking = "off"
+rubric = "rubric.md"
+pieces = ["diff"]
+metrics = ["usable"]
+"""
+
+
+def test_every_task_pickles_for_the_workers(matrix, tmp_path: Path) -> None:
+    """Tasks travel to workers: a run, a script, form and judge validation, a context."""
+    m: Matrix = matrix(["r1", "r2"])
+    (m.folder / "rubric.md").write_text("usable is false when the diff is empty.\n")
+    (m.folder / "trysquare.toml").write_text(
+        '[providers.local]\ntype = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmax_concurrency = 3\n'
+    )
+    m.scenario.write_text(m.scenario.read_text() + JUDGE_TABLE)
+    scenario = load_scenario(m.scenario)
+    experiments = discover([m.exp])
+    runs = [run for e in experiments for run in e.runs]
+    with ThreadPoolExecutor(2) as pool:
+        tasks = plan(scenario, runs, scenario.validations, ValidateOptions(jobs=2), [], pool)
+    assert {task.validation.mode for task in tasks} == {"script", "form", "judge"}
+    assert len(tasks) == 6
+    for task in tasks:
+        copy = pickle.loads(pickle.dumps(task))
+        assert copy == task
+        assert copy.validation.digest() == task.validation.digest()
+    judge = next(t.validation for t in tasks if t.validation.mode == "judge")
+    name, limit = semaphore_for(judge)
+    assert limit == 3 and "local" in name and "http://127.0.0.1:9/v1" in name
+    assert all(semaphore_for(t.validation) is None for t in tasks if t.validation.mode != "judge")
