@@ -144,3 +144,15 @@ def test_validate_prints_the_blinding_line_too(lab: JudgeLab) -> None:
     done = lab.validate()
     assert done.returncode == 0, done.stdout
     assert "! judge is only partially blind: prompt varies between cells" in done.stdout
+
+
+def test_config_named_on_the_command_line_wins(lab: JudgeLab, tmp_path) -> None:
+    # Move the config away from the scenario's ancestors: found only through --config.
+    elsewhere = tmp_path / "configs" / "judges.toml"
+    elsewhere.parent.mkdir()
+    (lab.root / "trysquare.toml").rename(elsewhere)
+    assert lab.check().returncode == 2
+    done = lab.cli("check", lab.scenario, "--config", elsewhere)
+    assert done.returncode == 0, done.stderr
+    missing = lab.cli("check", lab.scenario, "--config", tmp_path / "nope.toml")
+    assert missing.returncode == 2 and "--config" in missing.stderr and "no such file" in missing.stderr

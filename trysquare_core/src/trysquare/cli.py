@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = commands.add_parser("validate", help="run validators over runs and record their metrics")
     validate.add_argument("scenario", type=Path)
+    validate.add_argument("--config", type=Path, metavar="FILE", help="trysquare.toml (default: the nearest above the scenario)")
     validate.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     validate.add_argument("--only", action="append", default=[], metavar="NAME", help="only this validator (repeatable)")
     validate.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, metavar="N")
@@ -53,11 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="refuse at load what cannot be measured; spends nothing")
     check.add_argument("scenario", type=Path)
+    check.add_argument("--config", type=Path, metavar="FILE", help="trysquare.toml (default: the nearest above the scenario)")
     check.add_argument("paths", nargs="*", type=Path, metavar="PATH")
     check.set_defaults(handler=_check)
 
     context = commands.add_parser("context", help="print the context a validator would get for a run")
     context.add_argument("scenario", type=Path)
+    context.add_argument("--config", type=Path, metavar="FILE", help="trysquare.toml (default: the nearest above the scenario)")
     context.add_argument("run_dir", type=Path)
     context.add_argument("--validator", metavar="NAME")
     context.set_defaults(handler=_context)
@@ -137,10 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path, config: Path | None = None) -> Any:
     from trysquare.scenario import load_scenario
 
-    return load_scenario(path)
+    return load_scenario(path, config=config)
 
 
 def _discover(paths: Sequence[Path], *, replay: bool = False) -> Any:
@@ -163,7 +166,7 @@ def _discover(paths: Sequence[Path], *, replay: bool = False) -> Any:
 def _validate(args: argparse.Namespace) -> int:
     from trysquare.runner import ValidateOptions, validate
 
-    scenario = _load(args.scenario)
+    scenario = _load(args.scenario, args.config)
     experiments = _discover(args.paths, replay=args.replay)
     options = ValidateOptions(
         only=tuple(args.only),
@@ -216,7 +219,7 @@ def _key_values(items: Sequence[str]) -> dict[str, str]:
 
 
 def _check(args: argparse.Namespace) -> int:
-    scenario = _load(args.scenario)
+    scenario = _load(args.scenario, args.config)
     metrics = sum(len(v.metrics) for v in scenario.validations)
     print(
         f"{scenario.path.name}: loads ({len(scenario.validations)} validator(s), {metrics} metric(s))"
@@ -236,7 +239,7 @@ def _context(args: argparse.Namespace) -> int:
     from trysquare import context as contexts
     from trysquare.runs import RUN_FILE, load_run
 
-    scenario = _load(args.scenario)
+    scenario = _load(args.scenario, args.config)
     if not scenario.validations:
         raise UsageError(f"{scenario.path.name} declares no [[validation]]")
     validation = scenario.validation(args.validator) if args.validator else scenario.validations[0]

@@ -38,6 +38,7 @@ class TableSource:
 
     file: Path  # the scenario file
     path: str  # e.g. "[[validation]][2]"
+    config: Path | None = None  # `--config`: trysquare.toml named on the command line
 
     @property
     def folder(self) -> Path:

@@ -105,12 +105,19 @@ class Scenario:
         return {metric: v for v in self.validations for metric in v.metrics}
 
 
-def load_scenario(path: Path, modes: Mapping[str, Mode] | None = None) -> Scenario:
+def load_scenario(
+    path: Path, modes: Mapping[str, Mode] | None = None, *, config: Path | None = None
+) -> Scenario:
     """Load and check ``path``; raise :class:`ScenarioError` with one sentence otherwise.
 
-    ``modes`` defaults to the installed plugins' modes.
+    ``modes`` defaults to the installed plugins' modes; ``config`` is a
+    ``trysquare.toml`` named on the command line (modes that read one look for
+    the nearest above the scenario otherwise).
     """
+    if config is not None and not Path(config).is_file():
+        raise ScenarioError(f"--config {config}: no such file")
     path = Path(path).absolute()
+    config = None if config is None else Path(config).absolute()
     try:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
@@ -127,7 +134,7 @@ def load_scenario(path: Path, modes: Mapping[str, Mode] | None = None) -> Scenar
 
         modes = plugins.modes()
     validations = tuple(
-        _load_validation(table, TableSource(path, f"[[validation]][{index}]"), modes)
+        _load_validation(table, TableSource(path, f"[[validation]][{index}]", config), modes)
         for index, table in enumerate(raw.validation, start=1)
     )
     scenario = Scenario(
@@ -142,7 +149,7 @@ def load_scenario(path: Path, modes: Mapping[str, Mode] | None = None) -> Scenar
     _check_validations(scenario)
     _check_verdict(scenario)
     for index, validation in enumerate(scenario.validations, start=1):
-        validation.check(scenario, TableSource(path, f"[[validation]][{index}]"))
+        validation.check(scenario, TableSource(path, f"[[validation]][{index}]", config))
     return scenario
 
 

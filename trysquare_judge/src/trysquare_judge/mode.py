@@ -256,7 +256,7 @@ class JudgeMode:
             raise source.refuse("rubric", f"'{raw.rubric}' cannot be read ({error})") from None
         if not rubric_text.strip():
             raise source.refuse("rubric", f"'{raw.rubric}' is empty")
-        endpoint = resolve_provider(raw.provider, source.file, source.refuse)
+        endpoint = resolve_provider(raw.provider, source.file, source.refuse, source.config)
         validator_for(raw.metrics)  # built now, so the first verdict does not pay for it
         return JudgeValidation(
             mode=raw.mode,

@@ -237,9 +237,18 @@ def _checked(name: str, section: _Section, file: str, where: str) -> ProviderCon
     return ProviderConfig(name=name, source=f"{file} [{where}]", **attrs.asdict(section))
 
 
-def resolve_provider(name: str, scenario_file: Path, refuse: Callable[[str, str], Exception]) -> ProviderConfig:
-    """What a scenario's ``provider = NAME`` means: a config section, else a registered type."""
-    config_path = find_config(scenario_file.parent)
+def resolve_provider(
+    name: str,
+    scenario_file: Path,
+    refuse: Callable[[str, str], Exception],
+    config: Path | None = None,
+) -> ProviderConfig:
+    """What a scenario's ``provider = NAME`` means: a config section, else a registered type.
+
+    ``config`` is the file named by ``--config``; without it, the nearest
+    ``trysquare.toml`` walking up from the scenario.
+    """
+    config_path = config or find_config(scenario_file.parent)
     types = provider_types()
     if config_path is not None:
         sections = load_config(config_path)
