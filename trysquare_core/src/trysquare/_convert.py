@@ -8,6 +8,7 @@ Strict: unknown keys are refused (with a close-match suggestion), and ``str``,
 from __future__ import annotations
 
 import difflib
+import tomllib
 import re
 import typing
 from collections.abc import Iterator, Mapping
@@ -23,7 +24,7 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
-from trysquare.errors import ScenarioError
+from trysquare.errors import ScenarioError, TrysquareError
 
 T = TypeVar("T")
 
@@ -107,6 +108,22 @@ _converter.register_structure_hook_factory(_is_sequence, _sequence_hook)
 def register_structure_hook(kind: Any, hook: Any) -> None:
     """Let a mode add a strict check for one of its own types."""
     _converter.register_structure_hook(kind, hook)
+
+
+def read_toml(path: Path, *, error: type[TrysquareError], label: str | None = None) -> dict[str, Any]:
+    """Parse a TOML file, or raise ``error`` with one sentence starting with ``label``."""
+    label = label or str(path)
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise error(f"{label}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{label}: is a folder, not a file") from None
+    except tomllib.TOMLDecodeError as decode_error:
+        raise error(f"{label}: not valid TOML ({decode_error})") from None
+    except OSError as os_error:
+        raise error(f"{label}: cannot be read ({os_error.strerror})") from None
 
 
 def structure(

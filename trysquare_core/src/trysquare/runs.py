@@ -8,7 +8,6 @@ proceed.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -104,13 +103,7 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
     """
     run_file = run_file.absolute()
     folder = run_file.parent
-    try:
-        with open(run_file, "rb") as handle:
-            data = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as error:
-        raise RunError(f"{run_file}: not valid TOML ({error})") from None
-    except OSError as error:
-        raise RunError(f"{run_file}: cannot be read ({error.strerror})") from None
+    data = _convert.read_toml(run_file, error=RunError)
     try:
         table = _convert.structure(data, _RunFile, file=run_file, label=str(run_file))
     except ScenarioError as error:

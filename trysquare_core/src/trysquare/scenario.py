@@ -8,7 +8,6 @@ declared twice, an unknown mode, a command word only a shell understands...
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -118,15 +117,9 @@ def load_scenario(
         raise ScenarioError(f"--config {config}: no such file")
     path = Path(path).absolute()
     config = None if config is None else Path(config).absolute()
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such scenario file") from None
-    except IsADirectoryError:
-        raise ScenarioError(f"{path}: is a folder, not a scenario file") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(f"{path.name}: not valid TOML ({error})") from None
+    if not path.exists():
+        raise ScenarioError(f"{path}: no such scenario file")
+    data = _convert.read_toml(path, error=ScenarioError, label=path.name)
     raw = _convert.structure(data, _ScenarioFile, file=path)
     _check_task(path, raw.task)
     if modes is None:

@@ -1,9 +1,17 @@
 """Builders for tests: real git repositories, runs and session logs, made at test time.
 
 trysquare's own suite uses these, and validator authors get them as a pytest
-plugin. Nothing here is imported by the runtime.
+plugin (``trysquare.testing.pytest_plugin``: fixtures ``trysquare_run`` and
+``run_validator``; see ``docs/testing-validators.md``). Nothing here is imported
+by the runtime.
 """
 
-from trysquare.testing.builders import GitRepo, RunBuilder, write_pi_session
+from trysquare.testing.builders import (
+    GitRepo,
+    RunBuilder,
+    build_run,
+    run_from_folders,
+    write_pi_session,
+)
 
-__all__ = ["GitRepo", "RunBuilder", "write_pi_session"]
+__all__ = ["GitRepo", "RunBuilder", "build_run", "run_from_folders", "write_pi_session"]

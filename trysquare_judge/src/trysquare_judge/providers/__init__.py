@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import threading
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -195,13 +194,7 @@ def find_config(start: Path) -> Path | None:
 
 def load_config(path: Path) -> dict[str, ProviderConfig]:
     """Every ``[providers.NAME]`` of ``path``, strictly: a refusal names the file and the key."""
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: not valid TOML ({error})") from None
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot be read ({error.strerror})") from None
+    data = _convert.read_toml(path, error=ConfigError)
     try:
         raw = _convert.structure(data, _ConfigFile, file=path)
         configs = {}
