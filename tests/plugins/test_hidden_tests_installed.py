@@ -8,92 +8,22 @@ point) and pytest — the measured project's test runner, not trysquare's.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.plugins.basket_project import BASE, FIX, NO_FIX, write_hidden_scenario
+from tests.venvs import Venv, build_venv
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[2]
 
 LOCAL = ["trysquare_core", "trysquare_script", "plugins/trysquare-hidden-tests"]
 COMMAND = "python -m pytest -q -p no:cacheprovider --junitxml={junit}"
 
 
-class Venv:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.bin = path / "bin"
-
-    def env(self, **extra: str) -> dict[str, str]:
-        # An activated environment: `python` in the scenario's command is this one.
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRYSQUARE_", "PYTEST_"))}
-        env.update(VIRTUAL_ENV=str(self.path), PATH=f"{self.bin}{os.pathsep}{env.get('PATH', '')}")
-        env.pop("PYTHONPATH", None)
-        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the measured suite needs no plugin
-        env.update(extra)
-        return env
-
-    def trysquare(
-        self, *args: str | Path, cwd: Path, **env: str
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(self.bin / "trysquare"), *map(str, args)],
-            cwd=cwd,
-            check=False,
-            env=self.env(**env),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-
-
 @pytest.fixture(scope="session")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not installed (.ci/run installs it)")
-    path = tmp_path_factory.mktemp("venv") / "env"
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
-    }
-
-    def uv_run(*args: str) -> None:
-        done = subprocess.run(
-            [uv, *args],
-            cwd=path.parent,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert done.returncode == 0, f"uv {' '.join(args)} failed:\n{done.stderr}"
-
-    uv_run("venv", "--quiet", "--python", sys.executable, str(path))
-    # --refresh-package: uv would otherwise reuse a wheel built before the sources changed.
-    refresh = [
-        arg
-        for name in ("trysquare-core", "trysquare-script", "trysquare-hidden-tests")
-        for arg in ("--refresh-package", name)
-    ]
-    uv_run(
-        "pip",
-        "install",
-        "--quiet",
-        "--python",
-        str(path / "bin" / "python"),
-        *refresh,
-        *(str(ROOT / folder) for folder in LOCAL),
-        "pytest",
-    )
-    return Venv(path)
+    return build_venv(tmp_path_factory.mktemp("venv") / "env", LOCAL, ["pytest"])
 
 
 def plugin_listing(venv: Venv, cwd: Path, **env: str) -> dict[str, dict]:
