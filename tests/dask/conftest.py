@@ -110,5 +110,9 @@ def matrix(tmp_path: Path) -> Callable[..., Matrix]:
 
 
 def comparable(document: dict[str, Any]) -> dict[str, Any]:
-    """A result without what legitimately differs between two executions."""
-    return {k: v for k, v in document.items() if k != "duration"}
+    """A result without what differs between two copies of an experiment.
+
+    ``duration`` is a clock; ``context_digest`` covers the context's absolute
+    paths, which name each copy's folder (the contexts are compared apart).
+    """
+    return {k: v for k, v in document.items() if k not in ("duration", "context_digest")}
