@@ -116,3 +116,6 @@ def comparable(document: dict[str, Any]) -> dict[str, Any]:
     paths, which name each copy's folder (the contexts are compared apart).
     """
     return {k: v for k, v in document.items() if k not in ("duration", "context_digest")}
+
+
+from tests.judge.conftest import lab  # noqa: E402, F401 - the judge laboratory, for the judge's bound

@@ -142,3 +142,25 @@ def test_an_interrupted_validate_cancels_what_has_not_started(cli, matrix) -> No
     again = cli("validate", m.scenario, m.exp, "--no-progress", "--only", "score", "--jobs", "4")
     assert again.returncode == 0 and len(m.results()) == len(ids)
     assert os.path.exists(m.exp / "measures.json")
+
+
+def test_the_judge_concurrency_bound_holds_across_worker_processes(lab) -> None:
+    """Two worker processes of three threads each: six conversations could run at once.
+
+    Each process's own connection allows max_concurrency requests; only the
+    cluster-wide semaphore keeps the two processes together within it.
+    """
+    from tests.judge.chatserver import Reply, verdict
+
+    lab.write_config(max_concurrency=2)
+    for number in range(6):
+        lab.run(f"r{number}", repetition=number + 1)
+    good = {"note_usable": True, "cites_paths": True}
+    lab.respond(lambda _: Reply(body=verdict(good).body, delay=0.3))
+    done = lab.validate(
+        "--executor", "dask", "--executor-option", "workers=2", "--executor-option", "threads=3",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(lab.server.received) == 6
+    assert lab.server.peak == 2
+    assert all(lab.result(f"r{number}")["metrics"] == good for number in range(6))
