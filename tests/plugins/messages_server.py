@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import attrs
 
@@ -76,12 +76,18 @@ def thinking_block(text: str = "Weighing the note.") -> dict[str, Any]:
 
 def tool_use(arguments: Any, *, name: str = "verdict", thinking: bool = False) -> Reply:
     blocks: list[dict[str, Any]] = [thinking_block()] if thinking else []
-    blocks.append({"type": "tool_use", "id": f"toolu_{next(_ids):04d}", "name": name, "input": arguments})
+    blocks.append(
+        {"type": "tool_use", "id": f"toolu_{next(_ids):04d}", "name": name, "input": arguments}
+    )
     return message(blocks, stop_reason="tool_use")
 
 
-def verdict(values: Mapping[str, bool], reason: str = "because", *, thinking: bool = False) -> Reply:
-    return tool_use({m: {"reason": f"{reason} ({m})", "value": v} for m, v in values.items()}, thinking=thinking)
+def verdict(
+    values: Mapping[str, bool], reason: str = "because", *, thinking: bool = False
+) -> Reply:
+    return tool_use(
+        {m: {"reason": f"{reason} ({m})", "value": v} for m, v in values.items()}, thinking=thinking
+    )
 
 
 def prose(text: str = "I think the work is fine.", *, thinking: bool = False) -> Reply:
@@ -122,10 +128,15 @@ def refusal(body: Mapping[str, Any]) -> str | None:
         uses = [b.get("id") for b in previous["content"] if b.get("type") == "tool_use"]
         if sorted(results) != sorted(uses):
             return f"messages.{number}: each tool_result must answer a tool_use of the previous message"
-        if any(b.get("type") == "tool_result" for b in content[len(results):]):
+        if any(b.get("type") == "tool_result" for b in content[len(results) :]):
             return f"messages.{number}: tool_result blocks must come first"
-        if thinking is not None and previous["content"][0].get("type") not in ("thinking", "redacted_thinking"):
-            return f"messages.{number - 1}.content.0.type: Expected `thinking` or `redacted_thinking`"
+        if thinking is not None and previous["content"][0].get("type") not in (
+            "thinking",
+            "redacted_thinking",
+        ):
+            return (
+                f"messages.{number - 1}.content.0.type: Expected `thinking` or `redacted_thinking`"
+            )
     return None
 
 
@@ -154,7 +165,7 @@ class MessagesServer:
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 headers = {key.lower(): value for key, value in self.headers.items()}
                 request = Received(json.loads(raw), headers, time.monotonic())
@@ -167,8 +178,13 @@ class MessagesServer:
                     if self.path != "/v1/messages":
                         reply = error(404)
                     elif problem is not None:  # refused as the API would, and never scripted past
-                        reply = Reply(status=400, body={"type": "error", "error": {
-                            "type": "invalid_request_error", "message": problem}})
+                        reply = Reply(
+                            status=400,
+                            body={
+                                "type": "error",
+                                "error": {"type": "invalid_request_error", "message": problem},
+                            },
+                        )
                     else:
                         reply = server.responder(request)
                     if reply.delay:
@@ -203,7 +219,7 @@ class MessagesServer:
         host, port = self.httpd.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> MessagesServer:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from trysquare.testing import RunBuilder
 
 from tests.plugins.messages_server import (
@@ -41,7 +40,9 @@ ANTHROPIC_SRC = ROOT / "plugins" / "trysquare-anthropic" / "src"
 if str(ANTHROPIC_SRC) not in sys.path:
     sys.path.insert(0, str(ANTHROPIC_SRC))
 
-from trysquare_judge.providers import (  # noqa: E402
+from trysquare_anthropic import wire
+from trysquare_anthropic.connection import AnthropicConnection, messages_url
+from trysquare_judge.providers import (
     ChatRequest,
     Message,
     ProviderConfig,
@@ -49,10 +50,7 @@ from trysquare_judge.providers import (  # noqa: E402
     ToolCall,
     ToolSpec,
 )
-from trysquare_judge.verdict import verdict_schema  # noqa: E402
-
-from trysquare_anthropic import wire  # noqa: E402
-from trysquare_anthropic.connection import AnthropicConnection, messages_url  # noqa: E402
+from trysquare_judge.verdict import verdict_schema
 
 LOCAL = ["trysquare_core", "trysquare_judge", "plugins/trysquare-anthropic"]
 DISTRIBUTIONS = ["trysquare-core", "trysquare-judge", "trysquare-anthropic"]
@@ -75,13 +73,20 @@ class Venv:
         self.path = path
         self.bin = path / "bin"
 
-    def trysquare(self, *args: str | Path, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    def trysquare(
+        self, *args: str | Path, cwd: Path, **extra: str
+    ) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TRYSQUARE_", "PYTEST_"))}
         env.pop("PYTHONPATH", None)  # only what the environment installed
         env.update(VIRTUAL_ENV=str(self.path), XDG_CACHE_HOME=str(cwd / ".cache"), **extra)
         return subprocess.run(
             [str(self.bin / "trysquare"), *map(str, args)],
-            cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
 
 
@@ -91,19 +96,34 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     if uv is None:
         pytest.skip("uv is not installed (.ci/run installs it)")
     path = tmp_path_factory.mktemp("anthropic-venv") / "env"
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
+    }
 
     def uv_run(*args: str) -> None:
         done = subprocess.run(
-            [uv, *args], cwd=path.parent, env=env, capture_output=True, text=True, timeout=600, check=False
+            [uv, *args],
+            cwd=path.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
         )
         assert done.returncode == 0, f"uv {' '.join(args)} failed:\n{done.stderr}"
 
     uv_run("venv", "--quiet", "--python", sys.executable, str(path))
     # --refresh-package: uv would otherwise reuse a wheel built before the sources changed.
     refresh = [arg for name in DISTRIBUTIONS for arg in ("--refresh-package", name)]
-    uv_run("pip", "install", "--quiet", "--python", str(path / "bin" / "python"), *refresh,
-           *(str(ROOT / folder) for folder in LOCAL))
+    uv_run(
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        str(path / "bin" / "python"),
+        *refresh,
+        *(str(ROOT / folder) for folder in LOCAL),
+    )
     return Venv(path)
 
 
@@ -124,7 +144,8 @@ class Lab:
         (self.folder / "rubric.md").write_text(RUBRIC, encoding="utf-8")
         self.scenario = self.folder / "scenario.toml"
         self.write_scenario()
-        (root / "trysquare.toml").write_text(textwrap.dedent(f"""\
+        (root / "trysquare.toml").write_text(
+            textwrap.dedent(f"""\
             [providers.claude]
             type = "anthropic"
             base_url = "{server.base_url}"
@@ -132,10 +153,13 @@ class Lab:
             timeout = 5
             max_retries = 2
             retry_backoff = 0.05
-            """), encoding="utf-8")
+            """),
+            encoding="utf-8",
+        )
 
     def write_scenario(self, thinking: str = "off") -> None:
-        self.scenario.write_text(textwrap.dedent(f"""\
+        self.scenario.write_text(
+            textwrap.dedent(f"""\
             [[validation]]
             mode = "judge"
             provider = "claude"
@@ -144,13 +168,17 @@ class Lab:
             rubric = "rubric.md"
             pieces = ["prompt", "response", "diff"]
             metrics = {json.dumps(list(METRICS))}
-            """), encoding="utf-8")
+            """),
+            encoding="utf-8",
+        )
 
     def respond(self, replies: list[Reply]) -> None:
         self.server.responder = script(replies)
 
     def run(self) -> RunBuilder:
-        builder = RunBuilder(self.exp / "runs" / "r1", cell=CELL, prompt=PROMPT, model="vendor/agent-model")
+        builder = RunBuilder(
+            self.exp / "runs" / "r1", cell=CELL, prompt=PROMPT, model="vendor/agent-model"
+        )
         builder.base({"counter.py": "count = 1\n"})
         builder.repo.write("counter.py", "count = 0\n")
         builder.finish(response=RESPONSE)
@@ -168,7 +196,9 @@ class Lab:
         return json.loads((self.exp / "runs" / "r1" / "validation" / "judge.json").read_text())
 
     def transcript(self) -> dict[str, Any]:
-        return json.loads((self.exp / "runs" / "r1" / "validation" / "judge" / "transcript.json").read_text())
+        return json.loads(
+            (self.exp / "runs" / "r1" / "validation" / "judge" / "transcript.json").read_text()
+        )
 
 
 @pytest.fixture
@@ -207,8 +237,9 @@ def test_a_good_verdict_through_the_messages_api(lab: Lab) -> None:
     assert request.headers["anthropic-version"] == "2023-06-01"
     body = request.body
     assert body["model"] == "claude-judge-1" and body["stream"] is False
-    assert body["tools"] == [{"name": "verdict", "description": body["tools"][0]["description"],
-                              "input_schema": SCHEMA}]
+    assert body["tools"] == [
+        {"name": "verdict", "description": body["tools"][0]["description"], "input_schema": SCHEMA}
+    ]
     assert body["tool_choice"] == {"type": "tool", "name": "verdict"}
     assert "thinking" not in body and body["max_tokens"] == wire.ANSWER_TOKENS
     assert RUBRIC.strip() in body["system"]  # the top-level system field, not a message
@@ -230,7 +261,10 @@ def test_a_good_verdict_through_the_messages_api(lab: Lab) -> None:
 
 def test_thinking_sends_a_budget_and_a_corrected_call_keeps_its_thinking_blocks(lab: Lab) -> None:
     lab.write_scenario(thinking="high")
-    wrong = {"note_usable": {"reason": "clear", "value": "yes"}, "cites_paths": {"reason": "r", "value": True}}
+    wrong = {
+        "note_usable": {"reason": "clear", "value": "yes"},
+        "cites_paths": {"reason": "r", "value": True},
+    }
     first = tool_use(wrong, thinking=True)
     lab.respond([first, verdict(GOOD, thinking=True)])
     lab.validate()
@@ -238,14 +272,20 @@ def test_thinking_sends_a_budget_and_a_corrected_call_keeps_its_thinking_blocks(
 
     asked, corrected = (request.body for request in lab.server.received)
     for body in (asked, corrected):
-        assert body["thinking"] == {"type": "enabled", "budget_tokens": wire.THINKING_BUDGETS["high"]}
+        assert body["thinking"] == {
+            "type": "enabled",
+            "budget_tokens": wire.THINKING_BUDGETS["high"],
+        }
         assert body["max_tokens"] > body["thinking"]["budget_tokens"]
         # The API refuses thinking with a forced tool: documented fallback, verdict the only tool.
         assert body["tool_choice"] == {"type": "auto"}
         assert [tool["name"] for tool in body["tools"]] == ["verdict"]
     _, assistant, answer = corrected["messages"]
     sent = first.body["content"]
-    assert assistant == {"role": "assistant", "content": sent}  # thinking block first, signature intact
+    assert assistant == {
+        "role": "assistant",
+        "content": sent,
+    }  # thinking block first, signature intact
     [result] = answer["content"]
     assert result["type"] == "tool_result" and result["is_error"] is True
     assert result["tool_use_id"] == sent[1]["id"]
@@ -258,7 +298,10 @@ def test_a_prose_answer_is_corrected_within_the_conversation(lab: Lab) -> None:
     assert lab.result()["state"] == "valid"
     _, corrected = lab.server.received
     _, assistant, user = corrected.messages
-    assert assistant == {"role": "assistant", "content": [{"type": "text", "text": "Looks fine to me."}]}
+    assert assistant == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Looks fine to me."}],
+    }
     assert user["role"] == "user" and "verdict" in user["content"][0]["text"]
     assert corrected.body["tool_choice"] == {"type": "tool", "name": "verdict"}
 
@@ -291,7 +334,9 @@ def test_a_500_storm_ends_invalid_never_negative(lab: Lab) -> None:
 
 def request(thinking: str = "off", messages: tuple[Message, ...] = ()) -> ChatRequest:
     return ChatRequest(
-        model="m", thinking=thinking, system="sys",
+        model="m",
+        thinking=thinking,
+        system="sys",
         messages=messages or (Message(role="user", content="material"),),
         tool=ToolSpec("verdict", "record it", SCHEMA),
     )
@@ -317,7 +362,11 @@ def test_thinking_budgets_are_valid_for_the_api(thinking: str) -> None:
     budget = body["thinking"]["budget_tokens"]
     assert body["thinking"]["type"] == "enabled" and budget >= 1024
     assert body["max_tokens"] == budget + wire.ANSWER_TOKENS
-    assert wire.THINKING_BUDGETS["low"] < wire.THINKING_BUDGETS["medium"] < wire.THINKING_BUDGETS["high"]
+    assert (
+        wire.THINKING_BUDGETS["low"]
+        < wire.THINKING_BUDGETS["medium"]
+        < wire.THINKING_BUDGETS["high"]
+    )
 
 
 def test_tool_answers_and_a_user_message_fold_into_one_user_turn_results_first() -> None:
@@ -336,19 +385,28 @@ def test_tool_answers_and_a_user_message_fold_into_one_user_turn_results_first()
         {"type": "tool_use", "id": "toolu_b", "name": "verdict", "input": {"x": 1}},
     ]
     assert [(b["type"], b.get("tool_use_id"), b.get("is_error")) for b in turns[2]["content"]] == [
-        ("tool_result", "toolu_a", True), ("tool_result", "toolu_b", True), ("text", None, None),
+        ("tool_result", "toolu_a", True),
+        ("tool_result", "toolu_b", True),
+        ("text", None, None),
     ]
 
 
 def test_an_empty_assistant_reply_is_never_sent_empty() -> None:
-    turns = wire.messages((Message(role="user", content="m"), Message(role="assistant", content="")))
+    turns = wire.messages(
+        (Message(role="user", content="m"), Message(role="assistant", content=""))
+    )
     assert turns[1]["content"] == [{"type": "text", "text": wire.EMPTY_REPLY}]
 
 
 def test_a_reply_is_read_into_text_and_calls_carrying_their_thinking() -> None:
     block = thinking_block("hmm")
-    reply = {"content": [block, {"type": "text", "text": "Here: "},
-                         {"type": "tool_use", "id": "toolu_9", "name": "verdict", "input": {"a": [1]}}]}
+    reply = {
+        "content": [
+            block,
+            {"type": "text", "text": "Here: "},
+            {"type": "tool_use", "id": "toolu_9", "name": "verdict", "input": {"a": [1]}},
+        ]
+    }
     text, calls = wire.read_reply(reply)
     assert text == "Here: "
     [call] = calls
@@ -356,7 +414,7 @@ def test_a_reply_is_read_into_text_and_calls_carrying_their_thinking() -> None:
     assert isinstance(call, ToolCall)  # the judge sees a plain ToolCall
     echoed = wire.messages((Message(role="assistant", content=text, tool_calls=calls),))
     assert echoed[0]["content"] == reply["content"]
-    with pytest.raises(ValueError):
+    with pytest.raises(TypeError):
         wire.read_reply({"type": "error"})
 
 
@@ -373,9 +431,15 @@ def test_messages_url(base: str | None, url: str) -> None:
 
 
 def config(base_url: str, **overrides: Any) -> ProviderConfig:
-    values: dict[str, Any] = {"name": "claude", "type": "anthropic", "base_url": base_url,
-                              "api_key_env": KEY_ENV, "timeout": 5.0, "max_retries": 2,
-                              "retry_backoff": 0.01}
+    values: dict[str, Any] = {
+        "name": "claude",
+        "type": "anthropic",
+        "base_url": base_url,
+        "api_key_env": KEY_ENV,
+        "timeout": 5.0,
+        "max_retries": 2,
+        "retry_backoff": 0.01,
+    }
     values.update(overrides)
     return ProviderConfig(**values)
 
@@ -385,8 +449,10 @@ def test_concurrency_is_bounded_per_connection(monkeypatch: pytest.MonkeyPatch) 
     with MessagesServer(lambda _: Reply(**{**attrs_of(verdict(GOOD)), "delay": 0.15})) as server:
         connection = AnthropicConnection(config(server.base_url, max_concurrency=2))
         replies: list[Any] = []
-        threads = [threading.Thread(target=lambda: replies.append(connection.complete(request())))
-                   for _ in range(6)]
+        threads = [
+            threading.Thread(target=lambda: replies.append(connection.complete(request())))
+            for _ in range(6)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -400,7 +466,9 @@ def test_a_refusal_is_final_and_never_echoes_the_key(monkeypatch: pytest.MonkeyP
 
     def echo(received: Received) -> Reply:
         # A hostile server echoing the header it was sent.
-        return Reply(status=401, body={"type": "error", "error": {"message": received.headers["x-api-key"]}})
+        return Reply(
+            status=401, body={"type": "error", "error": {"message": received.headers["x-api-key"]}}
+        )
 
     with MessagesServer(echo) as server:
         connection = AnthropicConnection(config(server.base_url))

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-
 from trysquare_judge.providers import ChatReply, ChatRequest, ProviderConfig, ProviderError, api_key
 
 from trysquare_anthropic import wire
@@ -49,7 +48,9 @@ class AnthropicConnection:
             max_connections=config.max_concurrency, max_keepalive_connections=config.max_concurrency
         )
         # Redirects are never followed, so nothing can carry the key to another address.
-        self.client = httpx.Client(timeout=config.timeout, limits=limits, verify=not self.url.startswith("http://"))
+        self.client = httpx.Client(
+            timeout=config.timeout, limits=limits, verify=not self.url.startswith("http://")
+        )
 
     def body(self, request: ChatRequest) -> dict[str, Any]:
         return wire.body(request, self.config.tool_choice)
@@ -63,7 +64,10 @@ class AnthropicConnection:
         if key:
             headers["x-api-key"] = key
         for attempt in range(1, attempts + 1):
-            exchange: dict[str, Any] = {"attempt": attempt, "request": {"url": self.url, "body": body}}
+            exchange: dict[str, Any] = {
+                "attempt": attempt,
+                "request": {"url": self.url, "body": body},
+            }
             exchanges.append(exchange)
             started = time.monotonic()
             wait: float | None = None
@@ -73,7 +77,9 @@ class AnthropicConnection:
             except httpx.TimeoutException:
                 exchange["error"] = f"no reply within {self.config.timeout:g} s"
             except httpx.TransportError as error:
-                exchange["error"] = _scrub(f"connection failed: {type(error).__name__}: {error}", key)
+                exchange["error"] = _scrub(
+                    f"connection failed: {type(error).__name__}: {error}", key
+                )
             else:
                 exchange["response"] = _recorded(response, key)
                 if response.status_code == 200:
@@ -100,10 +106,12 @@ class AnthropicConnection:
         )
 
 
-def _reply(response: httpx.Response, exchanges: tuple[Mapping[str, Any], ...], key: str | None) -> ChatReply:
+def _reply(
+    response: httpx.Response, exchanges: tuple[Mapping[str, Any], ...], key: str | None
+) -> ChatReply:
     try:
         content, calls = wire.read_reply(response.json())
-    except ValueError as error:
+    except (ValueError, TypeError) as error:  # not JSON, or not a message
         raise ProviderError(
             f"unreadable reply from {response.url} ({error}): {_snippet(response, key)}", exchanges
         ) from None

@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-
 from trysquare_judge.providers import ChatRequest, Message, ToolCall
 
 __all__ = [
@@ -81,11 +80,13 @@ def body(request: ChatRequest, configured_tool_choice: str) -> dict[str, Any]:
         "max_tokens": ANSWER_TOKENS,
         "system": request.system,
         "messages": messages(request.messages),
-        "tools": [{
-            "name": request.tool.name,
-            "description": request.tool.description,
-            "input_schema": request.tool.parameters,
-        }],
+        "tools": [
+            {
+                "name": request.tool.name,
+                "description": request.tool.description,
+                "input_schema": request.tool.parameters,
+            }
+        ],
         "tool_choice": tool_choice(configured_tool_choice, request.thinking, request.tool.name),
         "stream": False,
     }
@@ -131,7 +132,9 @@ def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
     if message.content:
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
-        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call.arguments)})
+        blocks.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call.arguments)}
+        )
     if not blocks:
         blocks.append({"type": "text", "text": EMPTY_REPLY})
     return blocks
@@ -148,15 +151,15 @@ def _input(arguments: str) -> dict[str, Any]:
 
 
 def read_reply(data: Any) -> tuple[str, tuple[ToolCall, ...]]:
-    """``(text, tool calls)`` of a Messages reply; ``ValueError`` when it is not one."""
+    """``(text, tool calls)`` of a Messages reply; ``TypeError`` when it is not one."""
     if not isinstance(data, dict) or not isinstance(data.get("content"), list):
-        raise ValueError("no 'content' list in the reply")
+        raise TypeError("no 'content' list in the reply")
     texts: list[str] = []
     uses: list[dict[str, Any]] = []
     thinking: list[Any] = []
     for block in data["content"]:
         if not isinstance(block, dict):
-            raise ValueError(f"a content block is not an object: {block!r}")
+            raise TypeError(f"a content block is not an object: {block!r}")
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
