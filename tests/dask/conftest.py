@@ -15,7 +15,8 @@ from trysquare.testing import RunBuilder
 from tests.helpers import write_scenario, write_script
 
 # Scores a run; "bad" runs exit non-zero (invalid), "hang" runs outlive the timeout,
-# and a run holding kill-worker.txt kills the dask worker running it, once.
+# a run holding kill-worker.txt kills the dask worker running it once,
+# kill-worker-always.txt every time.
 SCORE = """\
 import json, os, signal, sys, time
 from pathlib import Path
@@ -23,6 +24,9 @@ from pathlib import Path
 context = json.load(open(sys.argv[1]))
 run = Path(context["repo"]).parent
 marker = Path(context["prompt"]).parent / "killed-worker.txt"
+if (run / "kill-worker-always.txt").exists():
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(30)
 if (run / "kill-worker.txt").exists() and not marker.exists():
     marker.write_text(str(os.getppid()))
     os.kill(os.getppid(), signal.SIGKILL)  # the validator's parent is the dask worker

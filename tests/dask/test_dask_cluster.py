@@ -164,3 +164,21 @@ def test_the_judge_concurrency_bound_holds_across_worker_processes(lab) -> None:
     assert len(lab.server.received) == 6
     assert lab.server.peak == 2
     assert all(lab.result(f"r{number}")["metrics"] == good for number in range(6))
+
+
+def test_a_task_whose_worker_always_dies_makes_its_run_invalid_saying_so(cli, matrix) -> None:
+    m: Matrix = matrix(["doom1"])
+    (m.exp / "runs" / "doom1" / "kill-worker-always.txt").write_text("")
+    done = cli(
+        "validate", m.scenario, m.exp, "--no-progress", "--only", "score",
+        "--executor", "dask", "--executor-option", "workers=1", "--executor-option", "threads=1",
+        # No second chance, so the test does not wait for worker restarts.
+        env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    result = m.results()[("doom1", "score")]
+    assert result["state"] == "invalid"
+    assert "the dask cluster could not run validator 'score' on this run: KilledWorker" in result["error"]
+    assert result["metrics"] == {}
+    assert "invalid: the dask cluster could not run" in done.stdout
+    assert m.leftovers() == []
