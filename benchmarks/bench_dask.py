@@ -43,7 +43,9 @@ def build(root: Path, count: int) -> tuple[Path, Path]:
     script.write_text(SLEEPER)
     script.chmod(0o755)
     scenario = scenario_dir / "scenario.toml"
-    scenario.write_text('[[validation]]\nmode = "script"\ncommand = "sleeper.py"\nmetrics = ["changed"]\n')
+    scenario.write_text(
+        '[[validation]]\nmode = "script"\ncommand = "sleeper.py"\nmetrics = ["changed"]\n'
+    )
     experiment = root / "exp"
     first = RunBuilder(experiment / "runs" / "r0000", cell="c0", repetition=0)
     first.base({"a.py": "a = 1\n", "b.py": "b = 1\n"})
@@ -60,9 +62,18 @@ def build(root: Path, count: int) -> tuple[Path, Path]:
 def validate(scenario: Path, experiment: Path, *extra: str) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "trysquare", "validate", str(scenario), str(experiment),
-         "--no-progress", *extra],
-        check=True, stdout=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "trysquare",
+            "validate",
+            str(scenario),
+            str(experiment),
+            "--no-progress",
+            *extra,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     return time.perf_counter() - started
 

@@ -98,7 +98,9 @@ class Matrix:
         """Every ``validation/*.json`` by (run, validator), parsed (a half file fails here)."""
         found = {}
         for path in sorted((exp or self.exp).glob("runs/*/validation/*.json")):
-            found[(path.parent.parent.name, path.stem)] = json.loads(path.read_text(encoding="utf-8"))
+            found[(path.parent.parent.name, path.stem)] = json.loads(
+                path.read_text(encoding="utf-8")
+            )
         return found
 
     def leftovers(self, exp: Path | None = None) -> list[Path]:
@@ -122,4 +124,4 @@ def comparable(document: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in document.items() if k not in ("duration", "context_digest")}
 
 
-from tests.judge.conftest import lab  # noqa: E402, F401 - the judge laboratory, for the judge's bound
+from tests.judge.conftest import lab  # noqa: F401 - the judge laboratory, for the judge's bound

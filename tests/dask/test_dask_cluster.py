@@ -21,8 +21,16 @@ from tests.dask.conftest import Matrix, comparable
 pytestmark = pytest.mark.slow
 
 # Two worker processes, as the issue asks: tasks really leave the client's process.
-CLUSTER = ("--executor", "dask", "--executor-option", "workers=2", "--executor-option", "threads=2",
-           "--executor-option", "processes=true")
+CLUSTER = (
+    "--executor",
+    "dask",
+    "--executor-option",
+    "workers=2",
+    "--executor-option",
+    "threads=2",
+    "--executor-option",
+    "processes=true",
+)
 
 
 def progress_lines(stdout: str) -> list[str]:
@@ -101,18 +109,33 @@ def test_an_existing_cluster_is_used_by_its_address(cli, matrix) -> None:
     m: Matrix = matrix(["r1", "bad1"])
     # Threads in this process: cheap, and still another process than the CLI's.
     with LocalCluster(
-        n_workers=1, threads_per_worker=2, processes=False, protocol="tcp", host="127.0.0.1",
+        n_workers=1,
+        threads_per_worker=2,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
         dashboard_address=None,
     ) as cluster:
         done = cli(
-            "validate", m.scenario, m.exp, "--no-progress", "--only", "score",
-            "--executor", "dask", "--executor-option", f"scheduler={cluster.scheduler_address}",
+            "validate",
+            m.scenario,
+            m.exp,
+            "--no-progress",
+            "--only",
+            "score",
+            "--executor",
+            "dask",
+            "--executor-option",
+            f"scheduler={cluster.scheduler_address}",
         )
     assert done.returncode == 1, done.stderr
     results = m.results()
     assert results[("r1", "score")]["state"] == "valid"
     assert results[("bad1", "score")]["state"] == "invalid"
-    assert done.stdout.splitlines()[-1] == "2 runs: 1 invalid, 1 pending (cell 'c1' is not publishable)"
+    assert (
+        done.stdout.splitlines()[-1]
+        == "2 runs: 1 invalid, 1 pending (cell 'c1' is not publishable)"
+    )
 
 
 def test_an_interrupted_validate_cancels_what_has_not_started(cli, matrix) -> None:
@@ -121,10 +144,27 @@ def test_an_interrupted_validate_cancels_what_has_not_started(cli, matrix) -> No
     for run_id in ids:
         (m.exp / "runs" / run_id / "delay.txt").write_text("1.0")
     process = subprocess.Popen(
-        [sys.executable, "-m", "trysquare", "validate", m.scenario, m.exp, "--no-progress",
-         "--only", "score", "--executor", "dask", "--executor-option", "workers=1",
-         "--executor-option", "threads=2"],
-        env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "trysquare",
+            "validate",
+            m.scenario,
+            m.exp,
+            "--no-progress",
+            "--only",
+            "score",
+            "--executor",
+            "dask",
+            "--executor-option",
+            "workers=1",
+            "--executor-option",
+            "threads=2",
+        ],
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while not list(m.exp.glob("runs/*/validation/score.json")):
@@ -158,7 +198,12 @@ def test_the_judge_concurrency_bound_holds_across_worker_processes(lab) -> None:
     good = {"note_usable": True, "cites_paths": True}
     lab.respond(lambda _: Reply(body=verdict(good).body, delay=0.3))
     done = lab.validate(
-        "--executor", "dask", "--executor-option", "workers=2", "--executor-option", "threads=3",
+        "--executor",
+        "dask",
+        "--executor-option",
+        "workers=2",
+        "--executor-option",
+        "threads=3",
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(lab.server.received) == 6
@@ -170,15 +215,28 @@ def test_a_task_whose_worker_always_dies_makes_its_run_invalid_saying_so(cli, ma
     m: Matrix = matrix(["doom1"])
     (m.exp / "runs" / "doom1" / "kill-worker-always.txt").write_text("")
     done = cli(
-        "validate", m.scenario, m.exp, "--no-progress", "--only", "score",
-        "--executor", "dask", "--executor-option", "workers=1", "--executor-option", "threads=1",
+        "validate",
+        m.scenario,
+        m.exp,
+        "--no-progress",
+        "--only",
+        "score",
+        "--executor",
+        "dask",
+        "--executor-option",
+        "workers=1",
+        "--executor-option",
+        "threads=1",
         # No second chance, so the test does not wait for worker restarts.
         env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"},
     )
     assert done.returncode == 1, done.stdout + done.stderr
     result = m.results()[("doom1", "score")]
     assert result["state"] == "invalid"
-    assert "the dask cluster could not run validator 'score' on this run: KilledWorker" in result["error"]
+    assert (
+        "the dask cluster could not run validator 'score' on this run: KilledWorker"
+        in result["error"]
+    )
     assert result["metrics"] == {}
     assert "invalid: the dask cluster could not run" in done.stdout
     assert m.leftovers() == []

@@ -76,7 +76,9 @@ def parse_options(options: Mapping[str, str]) -> DaskSettings:
     scheduler = options.get("scheduler")
     if scheduler is not None:
         if not scheduler.strip():
-            raise UsageError("--executor-option scheduler: is empty; give an address like tcp://host:8786")
+            raise UsageError(
+                "--executor-option scheduler: is empty; give an address like tcp://host:8786"
+            )
         local = [key for key in LOCAL_OPTIONS if key in options]
         if local:
             raise UsageError(
@@ -258,7 +260,11 @@ def record_cluster_failure(task: Task, cause: str) -> dict[str, Any]:
         f"the dask cluster could not run validator '{task.validation.name}' on this run: {cause}"
     )
     document = results.result_document(
-        task.validation, outcome, digest=task.digest, context_digest=task.context_digest, duration=0.0
+        task.validation,
+        outcome,
+        digest=task.digest,
+        context_digest=task.context_digest,
+        duration=0.0,
     )
     results.write_result(task.run, task.validation.name, document, None)
     return document

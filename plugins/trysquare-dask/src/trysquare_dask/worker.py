@@ -64,7 +64,9 @@ def _semaphore(name: str, limit: int) -> Semaphore:
         return semaphore
 
 
-def run_task(task: Task, *, stop_event: str, semaphore: tuple[str, int] | None) -> dict[str, Any] | None:
+def run_task(
+    task: Task, *, stop_event: str, semaphore: tuple[str, int] | None
+) -> dict[str, Any] | None:
     """Run one task on this worker; the result is written atomically into the run folder."""
     from distributed import Event
 
