@@ -10,8 +10,6 @@ plugin's source (it is not a workspace member, like hidden-tests).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -23,6 +21,7 @@ from typing import Any
 import pytest
 from trysquare.testing import RunBuilder
 
+from tests.venvs import Venv, build_venv
 from tests.plugins.messages_server import (
     MessagesServer,
     Received,
@@ -53,7 +52,6 @@ from trysquare_judge.providers import (
 from trysquare_judge.verdict import verdict_schema
 
 LOCAL = ["trysquare_core", "trysquare_judge", "plugins/trysquare-anthropic"]
-DISTRIBUTIONS = ["trysquare-core", "trysquare-judge", "trysquare-anthropic"]
 KEY_ENV = "TRYSQUARE_ANTHROPIC_TEST_KEY"
 KEY = "sk-ant-test-DO-NOT-WRITE-51c0de"
 CELL = "cell-heron-basalt"
@@ -68,63 +66,9 @@ SCHEMA = verdict_schema(METRICS)
 # -- the installed plugin ---------------------------------------------------------
 
 
-class Venv:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.bin = path / "bin"
-
-    def trysquare(
-        self, *args: str | Path, cwd: Path, **extra: str
-    ) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRYSQUARE_", "PYTEST_"))}
-        env.pop("PYTHONPATH", None)  # only what the environment installed
-        env.update(VIRTUAL_ENV=str(self.path), XDG_CACHE_HOME=str(cwd / ".cache"), **extra)
-        return subprocess.run(
-            [str(self.bin / "trysquare"), *map(str, args)],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
-
 @pytest.fixture(scope="session")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not installed (.ci/run installs it)")
-    path = tmp_path_factory.mktemp("anthropic-venv") / "env"
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
-    }
-
-    def uv_run(*args: str) -> None:
-        done = subprocess.run(
-            [uv, *args],
-            cwd=path.parent,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert done.returncode == 0, f"uv {' '.join(args)} failed:\n{done.stderr}"
-
-    uv_run("venv", "--quiet", "--python", sys.executable, str(path))
-    # --refresh-package: uv would otherwise reuse a wheel built before the sources changed.
-    refresh = [arg for name in DISTRIBUTIONS for arg in ("--refresh-package", name)]
-    uv_run(
-        "pip",
-        "install",
-        "--quiet",
-        "--python",
-        str(path / "bin" / "python"),
-        *refresh,
-        *(str(ROOT / folder) for folder in LOCAL),
-    )
-    return Venv(path)
+    return build_venv(tmp_path_factory.mktemp("anthropic-venv") / "env", LOCAL)
 
 
 def listing(venv: Venv, cwd: Path, **env: str) -> dict[str, dict[str, Any]]:
