@@ -164,7 +164,7 @@ def _discover(paths: Sequence[Path], *, replay: bool = False) -> Any:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from trysquare.runner import ValidateOptions, validate
+    from trysquare.runner import ValidateOptions
 
     scenario = _load(args.scenario, args.config)
     experiments = _discover(args.paths, replay=args.replay)

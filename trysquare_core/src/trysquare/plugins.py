@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -172,7 +171,7 @@ def _collect(state: _State, hook_name: str) -> tuple[dict[str, tuple[Any, str]],
         return found, by_plugin
     plugins = [(manager.get_name(p), p) for p in manager.get_plugins()]
     implementers = {impl.plugin_name for impl in hook.get_hookimpls()}
-    for plugin_name, plugin in sorted(plugins, key=lambda item: _order(item[0])):
+    for plugin_name in sorted((name for name, _ in plugins), key=_order):
         if plugin_name not in implementers or plugin_name in state.failures:
             continue
         others = [p for name, p in plugins if name != plugin_name]

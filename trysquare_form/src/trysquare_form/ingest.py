@@ -21,7 +21,7 @@ import attrs
 
 from trysquare import context as contexts, plugins, results
 from trysquare.errors import RunError, UsageError
-from trysquare.modes import PIECES, Outcome
+from trysquare.modes import PIECES
 from trysquare.runner import experiment_lock
 from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
