@@ -316,7 +316,10 @@ def validate(
                 print(line, file=out)
         errors: list[RunError] = []
         all_runs = [run for e in experiments for run in e.runs]
-        with ThreadPoolExecutor(max_workers=max(options.jobs, 1)) as pool:
+        # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
+        # which bounds the validators.
+        builders = max(options.jobs, min(8, 2 * (os.cpu_count() or 1)))
+        with ThreadPoolExecutor(max_workers=builders) as pool:
             tasks = plan(scenario, all_runs, validations, options, errors, pool)
         summary.skipped_runs.extend(errors)
         summary.reused = sum(len(e.runs) for e in experiments) * len(validations) - len(tasks)
