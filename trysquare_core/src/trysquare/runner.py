@@ -277,17 +277,18 @@ class Progress:
 
     def advance(self, task: Task, document: Mapping[str, Any]) -> None:
         self.done += 1
+        state = document.get("state")
+        detail = f": {document.get('error')}" if state == "invalid" else ""
+        line = (
+            f"[{self.done}/{self.total}] {task.run.id} ({task.run.cell} #{task.run.repetition}) "
+            f"{task.validation.name}: {state}{detail}"
+        )
         if self.bar is not None:
             self.bar.advance(self.task_id)
+            if state == "invalid":  # a failure stays on screen above the bar
+                self.bar.console.print(line, markup=False, highlight=False)
         elif self.plain:
-            state = document.get("state")
-            detail = f": {document.get('error')}" if state == "invalid" else ""
-            print(
-                f"[{self.done}/{self.total}] {task.run.id} ({task.run.cell} #{task.run.repetition}) "
-                f"{task.validation.name}: {state}{detail}",
-                file=self.stream,
-                flush=True,
-            )
+            print(line, file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
