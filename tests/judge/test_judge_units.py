@@ -12,7 +12,7 @@ import pytest
 
 from trysquare.demo import build_matrix
 from trysquare_judge import prompt
-from trysquare_judge.providers import openai as openai_provider
+from trysquare_judge.providers import http as http_transport
 from trysquare_judge.verdict import VerdictError, parse_verdict, verdict_schema
 
 from tests.judge.chatserver import ChatServer, by_turn, verdict
@@ -101,7 +101,7 @@ def test_the_system_message_carries_the_rubric_and_the_empty_material_rule() -> 
 @pytest.mark.parametrize(("header", "expected"), [("3", 3.0), ("0", 0.0), ("soon", None)])
 def test_retry_after_in_seconds(header: str, expected: float | None) -> None:
     response = httpx.Response(429, headers={"Retry-After": header})
-    assert openai_provider._retry_after(response) == expected
+    assert http_transport._retry_after(response) == expected
 
 
 def test_retry_after_as_an_http_date() -> None:
@@ -109,7 +109,7 @@ def test_retry_after_as_an_http_date() -> None:
     import time
 
     response = httpx.Response(503, headers={"Retry-After": email.utils.formatdate(time.time() + 5, usegmt=True)})
-    waited = openai_provider._retry_after(response)
+    waited = http_transport._retry_after(response)
     assert waited is not None and 3.0 <= waited <= 5.0
 
 
