@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trysquare.testing import RunBuilder
+from _matrix import build_matrix
 
 SLEEPER = f"""#!{sys.executable}
 import json, sys, time
@@ -36,27 +36,7 @@ CLUSTER = ["--executor", "dask", "--executor-option", "workers=2", "--executor-o
 
 
 def build(root: Path, count: int) -> tuple[Path, Path]:
-    """One real git run, copied ``count`` times (only cell and repetition differ)."""
-    scenario_dir = root / "scenario"
-    scenario_dir.mkdir()
-    script = scenario_dir / "sleeper.py"
-    script.write_text(SLEEPER)
-    script.chmod(0o755)
-    scenario = scenario_dir / "scenario.toml"
-    scenario.write_text(
-        '[[validation]]\nmode = "script"\ncommand = "sleeper.py"\nmetrics = ["changed"]\n'
-    )
-    experiment = root / "exp"
-    first = RunBuilder(experiment / "runs" / "r0000", cell="c0", repetition=0)
-    first.base({"a.py": "a = 1\n", "b.py": "b = 1\n"})
-    first.repo.write("a.py", "a = 2\n")
-    first.finish(response="done\n")
-    for index in range(1, count):
-        target = experiment / "runs" / f"r{index:04d}"
-        shutil.copytree(first.path, target, symlinks=True)
-        toml = (target / "run.toml").read_text().replace('cell = "c0"', f'cell = "c{index % 4}"')
-        (target / "run.toml").write_text(toml.replace("repetition = 0", f"repetition = {index}"))
-    return scenario, experiment
+    return build_matrix(root, count, "sleeper.py", SLEEPER)
 
 
 def validate(scenario: Path, experiment: Path, *extra: str) -> float:

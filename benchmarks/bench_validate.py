@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from trysquare.testing import RunBuilder
+from _matrix import build_matrix
 
 TRIVIAL = f"""#!{sys.executable}
 import json, sys
@@ -31,26 +30,7 @@ print(json.dumps({{"metrics": {{"changed": bool(context["touched"])}}}}))
 
 
 def build(root: Path, count: int) -> tuple[Path, Path]:
-    scenario_dir = root / "scenario"
-    scenario_dir.mkdir()
-    script = scenario_dir / "trivial.py"
-    script.write_text(TRIVIAL)
-    script.chmod(0o755)
-    scenario = scenario_dir / "scenario.toml"
-    scenario.write_text(
-        '[[validation]]\nmode = "script"\ncommand = "trivial.py"\nmetrics = ["changed"]\n'
-    )
-    experiment = root / "exp"
-    first = RunBuilder(experiment / "runs" / "r0000", cell="c0", repetition=0)
-    first.base({"a.py": "a = 1\n", "b.py": "b = 1\n"})
-    first.repo.write("a.py", "a = 2\n")
-    first.finish(response="done\n")
-    for index in range(1, count):
-        target = experiment / "runs" / f"r{index:04d}"
-        shutil.copytree(first.path, target, symlinks=True)
-        toml = (target / "run.toml").read_text().replace('cell = "c0"', f'cell = "c{index % 4}"')
-        (target / "run.toml").write_text(toml.replace("repetition = 0", f"repetition = {index}"))
-    return scenario, experiment
+    return build_matrix(root, count, "trivial.py", TRIVIAL)
 
 
 def trysquare(*args: str | Path) -> float:
