@@ -140,3 +140,44 @@ def test_importing_trysquare_loads_no_plugin() -> None:
     from trysquare import hookimpl
 
     assert hookimpl.project_name == "trysquare"
+
+
+CONTEXT_PLUGIN = """
+from trysquare import hookimpl
+
+@hookimpl
+def trysquare_build_context(run, validation, context):
+    if run.id == "bad":
+        raise ValueError("no ticket for this run")
+    if run.id == "clash":
+        return {"cell": "overwritten"}
+    return {"ticket": f"ticket-{run.id}"}
+"""
+
+
+def test_plugin_context_keys_and_a_broken_plugin_skip_only_their_run(cli, site, make_run, tmp_path: Path) -> None:
+    from tests.helpers import write_script
+
+    site("trysquare-tickets", "trysquare_tickets", CONTEXT_PLUGIN)
+    for run_id in ("good", "bad", "clash"):
+        run = make_run(run_id)
+        run.base({"a.py": "a = 1\n"})
+        run.finish()
+    write_script(tmp_path / "s", "echo.py", """
+        import json, sys
+        context = json.load(open(sys.argv[1]))
+        print(json.dumps({"metrics": {"ticket": context["ticket"]}}))
+    """)
+    scenario = write_scenario(tmp_path / "s", """
+        [[validation]]
+        mode = "script"
+        command = "echo.py"
+        metrics = ["ticket"]
+    """)
+    done = cli("validate", scenario, tmp_path / "exp", "--no-progress")
+    assert done.returncode == 1, done.stderr
+    assert "failed: ValueError: no ticket for this run" in done.stderr and "runs/bad" in done.stderr
+    assert "context key 'cell' would replace a core key" in done.stderr and "'clash'" in done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "1 run: 1 valid; 2 run folder(s) could not be read"
+    good = json.loads((tmp_path / "exp" / "runs" / "good" / "validation" / "script.json").read_text())
+    assert good["metrics"] == {"ticket": "ticket-good"}

@@ -283,3 +283,54 @@ def test_a_validator_deleting_files_in_the_clone_is_caught_by_path(cli, make_run
     assert recorded["state"] == "invalid" and "deleted README.md" in recorded["error"]
     history = (experiment / "runs" / "run0" / "validation" / "script.history.jsonl").read_text()
     assert json.loads(history)["metrics"] == {"changed": True}  # what it claimed is kept as evidence
+
+
+@pytest.mark.parametrize("damage", ['{"metrics": 5}', "{garbage", '["a list"]'])
+def test_a_damaged_result_file_is_invalid_and_revalidated(cli, make_run, tmp_path: Path, damage: str) -> None:
+    experiment = build_matrix(make_run, count=2)
+    scenario = scenario_for(tmp_path / "s", HEALTHY)
+    assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
+    damaged = experiment / "runs" / "run0" / "validation" / "script.json"
+    damaged.write_text(damage)
+    report = cli("report", scenario, experiment)
+    assert report.returncode == 1 and "Traceback" not in report.stderr, report.stderr
+    rows = {row["id"]: row for row in json.loads((experiment / "measures.json").read_text())}
+    assert rows["run0"]["state"] == "invalid"
+    assert "cannot be read" in rows["run0"]["errors"][0]["error"] or "not a trysquare result" in rows["run0"]["errors"][0]["error"]
+    assert rows["run1"]["state"] == "valid"
+    # The next validate runs it again; the damaged file is kept in the history.
+    again = cli("validate", scenario, experiment, "--no-progress")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert result(experiment / "runs" / "run0")["state"] == "valid"
+    history = (experiment / "runs" / "run0" / "validation" / "script.history.jsonl").read_text()
+    assert damage.strip("{}[]")[:4] in history
+
+
+def test_a_run_whose_context_cannot_be_built_is_named_and_not_counted(cli, make_run, tmp_path: Path) -> None:
+    experiment = build_matrix(make_run, count=2)
+    run_toml = experiment / "runs" / "run1" / "run.toml"
+    run_toml.write_text(run_toml.read_text().replace('tag = "etalon-v1"', 'tag = "no-such-tag"'))
+    scenario = scenario_for(tmp_path / "s", HEALTHY)
+    done = cli("validate", scenario, experiment, "--no-progress")
+    assert done.returncode == 1
+    assert f"trysquare: skipped: {run_toml}" in done.stderr and "no-such-tag" in done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "1 run: 1 valid; 1 run folder(s) could not be read"
+    # check, which spends nothing, finds it too.
+    checked = cli("check", scenario, experiment)
+    assert checked.returncode == 1 and "no-such-tag" in checked.stderr
+
+
+def test_replay_checks_the_clone_too(cli, make_run, tmp_path: Path) -> None:
+    experiment = build_matrix(make_run, count=1)
+    folder = tmp_path / "s"
+    scenario = scenario_for(folder, HEALTHY)
+    assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
+    write_script(folder, "score.py", """
+        import json, os, sys
+        context = json.load(open(sys.argv[1]))
+        os.remove(os.path.join(context["repo"], "README.md"))
+        print(json.dumps({"metrics": {"changed": True}}))
+    """)
+    done = cli("validate", scenario, experiment, "--no-progress", "--replay")
+    assert done.returncode == 1
+    assert "the measured clone changed during validation (deleted README.md)" in done.stdout

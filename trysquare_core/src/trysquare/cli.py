@@ -226,13 +226,23 @@ def _check(args: argparse.Namespace) -> int:
     )
     if not args.paths:
         return 0
+    from trysquare.context import preflight
+    from trysquare.errors import RunError
+
     experiments = _discover(args.paths)
-    runs = [run for experiment in experiments for run in experiment.runs]
+    runs = []
+    for run in (run for experiment in experiments for run in experiment.runs):
+        try:
+            preflight(run)
+            runs.append(run)
+        except RunError as error:
+            print(f"trysquare: skipped: {error.message}", file=sys.stderr)
     for validation in scenario.validations:
         for line in validation.check_runs(scenario, runs):
             print(line)
-    print(f"{len(runs)} run(s) readable")
-    return 1 if any(experiment.errors for experiment in experiments) else 0
+    unreadable = sum(len(e.errors) for e in experiments) + sum(len(e.runs) for e in experiments) - len(runs)
+    print(f"{len(runs)} run(s) readable" + (f", {unreadable} not" if unreadable else ""))
+    return 1 if unreadable else 0
 
 
 def _context(args: argparse.Namespace) -> int:

@@ -21,7 +21,17 @@ from trysquare.modes import Validation
 from trysquare.runs import Run
 from trysquare.scenario import Scenario
 
-__all__ = ["CORE_KEYS", "RunFacts", "build_context", "context_digest", "gather_facts"]
+__all__ = [
+    "CORE_KEYS",
+    "ClonePicture",
+    "RunFacts",
+    "build_context",
+    "clone_changes",
+    "context_digest",
+    "gather_facts",
+    "picture_clone",
+    "preflight",
+]
 
 DIFF_FILE = "diff.patch"
 RESPONSE_FILE = "response.md"
@@ -51,6 +61,7 @@ def gather_facts(run: Run) -> RunFacts:
     """
     if run.base_commit is None:
         raise RunError(f"{run.label}: loaded for --replay, so its context cannot be rebuilt")
+    preflight(run)
     try:
         touched, files = repo.touched_and_files(run.repo, run.base_commit)
         patch = repo.diff_patch(run.repo, run.base_commit)
@@ -70,19 +81,37 @@ def gather_facts(run: Run) -> RunFacts:
     )
 
 
-def clone_changes(run: Run, facts_touched: Sequence[str], facts_files: Sequence[str]) -> str | None:
-    """Say what changed in the measured clone since its facts were taken, or ``None``.
+@attrs.frozen
+class ClonePicture:
+    """What the measured clone looked like before validation: enough to see a change."""
+
+    base: str
+    touched: tuple[str, ...]
+    files: tuple[str, ...]
+
+
+def picture_clone(run: Run, base: Any) -> ClonePicture | None:
+    """The clone as it is now (for ``--replay``), or ``None`` when it is not there to look at."""
+    if not isinstance(base, str) or not run.repo.is_dir() or not repo.is_git_repo(run.repo):
+        return None
+    try:
+        touched, files = repo.touched_and_files(run.repo, base)
+    except RepoError:
+        return None
+    return ClonePicture(base, tuple(sorted(touched)), tuple(sorted(files)))
+
+
+def clone_changes(run: Run, before: ClonePicture) -> str | None:
+    """Say what changed in the measured clone since ``before``, or ``None``.
 
     Validation must write nothing there; a validator that deletes or adds a file
     in the clone is caught here and named by path.
     """
-    if run.base_commit is None:
-        return None
     try:
-        touched, files = repo.touched_and_files(run.repo, run.base_commit)
+        touched, files = repo.touched_and_files(run.repo, before.base)
     except RepoError as error:
         return f"the measured clone can no longer be read after validation ({error.message})"
-    before_files, before_touched = set(facts_files), set(facts_touched)
+    before_files, before_touched = set(before.files), set(before.touched)
     changes = [
         ("deleted", sorted(before_files - files)),
         ("added", sorted(files - before_files)),
@@ -90,6 +119,31 @@ def clone_changes(run: Run, facts_touched: Sequence[str], facts_files: Sequence[
     ]
     said = "; ".join(f"{word} {', '.join(paths)}" for word, paths in changes if paths)
     return f"the measured clone changed during validation ({said})" if said else None
+
+
+def preflight(run: Run) -> None:
+    """Refuse, writing nothing, a run whose context could not be built.
+
+    ``check SCENARIO PATH`` calls it to spend nothing; :func:`gather_facts`
+    calls it first, so both refuse the same runs with the same sentence.
+    """
+    where = run.dir / "run.toml"
+    if run.etalon is not None:
+        if run.etalon.checkout is not None:
+            if not run.etalon.checkout.is_dir():
+                raise RunError(f"{where}: etalon checkout {run.etalon.checkout} is not a folder")
+        else:
+            try:
+                repo.resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
+            except RepoError as error:
+                raise RunError(f"{where}: {error.message}") from None
+    if run.session is not None:
+        from trysquare import sessions
+
+        try:
+            sessions.open_session(run.session, format=run.session_format, repo=run.repo)
+        except RunError as error:
+            raise RunError(f"{where}: {error.message}") from None
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -152,9 +206,14 @@ def _plugin_keys(run: Run, validation: Validation, context: Mapping[str, Any]) -
     from trysquare import plugins
 
     added: dict[str, Any] = {}
-    answers = plugins.call_hook(
-        "trysquare_build_context", run=run, validation=validation, context=dict(context)
-    )
+    try:
+        answers = plugins.call_hook(
+            "trysquare_build_context", run=run, validation=validation, context=dict(context)
+        )
+    except Exception as error:  # noqa: BLE001 - a broken plugin skips this run, not the matrix
+        raise RunError(
+            f"{run.label}: a plugin's trysquare_build_context failed: {type(error).__name__}: {error}"
+        ) from None
     for answer in answers:
         if not answer:
             continue
@@ -185,14 +244,15 @@ def context_digest(context_text: str, context: Mapping[str, Any]) -> str:
     return "sha256:" + hasher.hexdigest()
 
 
-def load_archived(path: Path) -> dict[str, Any]:
-    """An archived ``context.json``, for ``--replay``."""
+def load_archived(path: Path) -> tuple[dict[str, Any], str]:
+    """An archived ``context.json`` and its text, for ``--replay``."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        value = json.loads(text)
     except FileNotFoundError:
         raise RunError(f"{path}: no archived context to replay (validate once without --replay)") from None
     except (OSError, ValueError) as error:
         raise RunError(f"{path}: the archived context cannot be read ({error})") from None
     if not isinstance(value, dict):
         raise RunError(f"{path}: the archived context is not a JSON object")
-    return value
+    return value, text

@@ -6,6 +6,10 @@ traceback is shown only under ``--debug``.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # not `typing`: trysquare.assay imports this module
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 class TrysquareError(Exception):
     """A refusal worth one plain sentence to the user."""
@@ -42,6 +46,10 @@ class RunError(TrysquareError):
     """A run folder could not be read; it is reported and skipped (exit 1)."""
 
     exit_code = 1
+
+    def __init__(self, message: str, *, run_dir: Path | None = None) -> None:
+        super().__init__(message)
+        self.run_dir = run_dir  # the run it concerns, when it was found at all
 
 
 class NoRunsError(TrysquareError):

@@ -16,7 +16,15 @@ from trysquare.modes import Outcome, Validation
 from trysquare.runs import Run
 from trysquare.scenario import Scenario
 
-__all__ = ["MEASURES_FILE", "build_measures", "read_result", "result_path", "write_result"]
+__all__ = [
+    "MEASURES_FILE",
+    "UnreadableResult",
+    "build_measures",
+    "load_result",
+    "read_result",
+    "result_path",
+    "write_result",
+]
 
 MEASURES_FILE = "measures.json"
 
@@ -29,13 +37,49 @@ def archive_dir(run: Run, name: str) -> Path:
     return run.validation_dir / name
 
 
+class UnreadableResult(Exception):
+    """A result file exists but cannot be trusted: it is never read as a measurement."""
+
+
 def read_result(run: Run, name: str) -> dict[str, Any] | None:
-    """The recorded result, or ``None`` when there is none (or it cannot be read)."""
+    """The recorded result, or ``None`` when there is none or it cannot be trusted.
+
+    A damaged file reads as no result here, so that ``validate`` runs that
+    validator again (the damaged file goes to the history); :func:`run_row`
+    reports it.
+    """
     try:
-        value = json.loads(result_path(run, name).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return load_result(run, name)
+    except UnreadableResult:
         return None
-    return value if isinstance(value, dict) else None
+
+
+def load_result(run: Run, name: str) -> dict[str, Any] | None:
+    """The recorded result; ``None`` when there is none; :class:`UnreadableResult` when damaged."""
+    path = result_path(run, name)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise UnreadableResult(f"{path} cannot be read ({type(error).__name__})") from None
+    problem = _shape_problem(value)
+    if problem:
+        raise UnreadableResult(f"{path} is not a trysquare result ({problem})")
+    return value
+
+
+def _shape_problem(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    if value.get("state") not in ("valid", "invalid", "pending"):
+        return "no state valid, invalid or pending"
+    if not isinstance(value.get("metrics"), dict):
+        return "'metrics' is not an object"
+    reasons = value.get("reasons", {})
+    if not isinstance(reasons, dict) or not all(isinstance(r, str) for r in reasons.values()):
+        return "'reasons' is not an object of strings"
+    return None
 
 
 def result_document(
@@ -85,7 +129,13 @@ def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | N
     stale: list[str] = []
     invalid = False
     for validation in scenario.validations:
-        result = read_result(run, validation.name)
+        try:
+            result = load_result(run, validation.name)
+        except UnreadableResult as damaged:
+            # Never a measurement, never quietly pending: the run cannot be trusted as it is.
+            invalid = True
+            errors.append({"validator": validation.name, "error": f"{damaged}; run validate again"})
+            continue
         if result is None:
             pending.extend(validation.metrics)  # not validated yet
             continue
@@ -94,10 +144,10 @@ def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | N
             invalid = True
             errors.append({"validator": validation.name, "error": str(result.get("error"))})
             continue
-        recorded = result.get("metrics") or {}
+        recorded = result["metrics"]
         for metric, value in recorded.items():
             metrics[metric] = value
-        for metric, reason in (result.get("reasons") or {}).items():
+        for metric, reason in result.get("reasons", {}).items():
             reasons[metric] = reason
         pending.extend(m for m in validation.metrics if m not in recorded)
         if current_digests is not None:

@@ -52,6 +52,9 @@ class Task:
     previous: Mapping[str, Any] | None
     # Metrics other validators declare: a stray one of those is dropped, the declarer wins.
     declared_elsewhere: Mapping[str, str]
+    # The measured clone before validation (base, touched, files), to catch a validator
+    # writing into it; None when the clone is not there to look at (a --replay without it).
+    clone_before: contexts.ClonePicture | None = None
 
 
 @attrs.define
@@ -187,7 +190,7 @@ def plan(
         try:
             return _tasks_for_run(scenario, run, validations, digests, owners, options)
         except RunError as error:
-            return error
+            return RunError(error.message, run_dir=run.dir)
 
     tasks: list[Task] = []
     for outcome in pool.map(for_run, runs):
@@ -207,13 +210,17 @@ def _tasks_for_run(
     options: ValidateOptions,
 ) -> list[Task]:
     facts = None if options.replay else contexts.gather_facts(run)
+    clone_before = None if facts is None else contexts.ClonePicture(
+        run.base_commit or "", facts.touched, facts.files
+    )
     tasks = []
     for validation in validations:
         archive = results.archive_dir(run, validation.name)
         context_path = archive / "context.json"
         if facts is None:
-            context = contexts.load_archived(context_path)
-            text = context_path.read_text(encoding="utf-8")
+            context, text = contexts.load_archived(context_path)
+            if clone_before is None:
+                clone_before = contexts.picture_clone(run, context.get("base"))
         else:
             context = contexts.build_context(scenario, run, validation, facts)
             text = contexts.dump_context(context)
@@ -231,6 +238,7 @@ def _tasks_for_run(
             digest=digests[validation.name],
             previous=previous,
             declared_elsewhere={m: v.name for m, v in owners.items() if v.name != validation.name},
+            clone_before=clone_before,
         ))
     return tasks
 
@@ -322,7 +330,10 @@ def validate(
         builders = max(options.jobs, min(8, 2 * (os.cpu_count() or 1)))
         with ThreadPoolExecutor(max_workers=builders) as pool:
             tasks = plan(scenario, all_runs, validations, options, errors, pool)
+        for error in errors:
+            print(f"trysquare: skipped: {error.message}", file=sys.stderr)
         summary.skipped_runs.extend(errors)
+        skipped_dirs = {error.run_dir for error in errors if error.run_dir is not None}
         summary.reused = sum(len(e.runs) for e in experiments) * len(validations) - len(tasks)
         progress = Progress(len(tasks), options.progress, out)
         observers = plugins.get_manager().hook.trysquare_metrics_collected
@@ -335,15 +346,17 @@ def validate(
                 _notify(observers, task, document)
         finally:
             progress.close()
-        if not options.replay:
-            for run_tasks in executed.values():
-                _check_clone(run_tasks, out)
+        for run_tasks in executed.values():
+            _check_clone(run_tasks, out)
         summary.interrupted = should_stop()
         current = {v.name: v.digest() for v in scenario.validations}
         for experiment in experiments:
             rows = results.build_measures(scenario, experiment.runs, current)
             results.write_measures(experiment.root, rows)
+            counted = {run.id for run in experiment.runs if run.dir not in skipped_dirs}
             for row in rows:
+                if row["id"] not in counted:
+                    continue  # reported above as a run that could not be read
                 summary.runs += 1
                 summary.states[row["state"]] += 1
                 if row["state"] == "invalid" and row["cell"] not in summary.unpublishable:
@@ -354,9 +367,9 @@ def validate(
 def _check_clone(run_tasks: Sequence[Task], out: TextIO) -> None:
     """A validator that wrote into the measured clone spoils its run's results, by path."""
     first = run_tasks[0]
-    problem = contexts.clone_changes(
-        first.run, first.context.get("touched", ()), first.context.get("files", ())
-    )
+    if first.clone_before is None:
+        return
+    problem = contexts.clone_changes(first.run, first.clone_before)
     if problem is None:
         return
     print(f"trysquare: {first.run.label}: {problem}", file=out)
