@@ -107,9 +107,22 @@ def test_bad_runs_are_reported_by_path_and_skipped(cli, make_run, tmp_path: Path
 
 def test_no_run_found_is_exit_2(cli, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    done = cli("validate", scenario(tmp_path / "s"), tmp_path / "empty")
+    path = scenario(tmp_path / "s")
+    done = cli("validate", path, tmp_path / "empty")
     assert done.returncode == 2
     assert "no run found under" in done.stderr
+    context = cli("context", path, tmp_path / "empty")
+    assert context.returncode == 2 and "no run.toml here" in context.stderr
+
+
+def test_a_path_named_twice_or_inside_another_is_validated_once(cli, make_run, tmp_path: Path) -> None:
+    run_dir = finished_run(make_run)
+    experiment = run_dir.parents[1]
+    done = cli("validate", scenario(tmp_path / "s"), experiment, experiment, run_dir, "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "1 run: 1 valid"
+    history = run_dir / "validation" / "script.history.jsonl"
+    assert not history.exists()  # validated once, not twice
 
 
 def test_record_writes_a_loadable_run(cli, make_run, tmp_path: Path) -> None:
@@ -122,14 +135,29 @@ def test_record_writes_a_loadable_run(cli, make_run, tmp_path: Path) -> None:
     import tomllib
 
     written = tomllib.loads((run.path / "run.toml").read_text())
-    assert written == {"cell": "rule", "repetition": 2, "repo": "repo", "base": "HEAD",
+    assert written == {"cell": "rule", "repetition": 2, "repo": "repo", "base": run.repo.head(),
                        "prompt": "prompt.txt", "model": "ilaas/gemma", "given": ["b.py"],
-                       "etalon": {"tag": "etalon-v1"}}
+                       "etalon": {"tag": "etalon-v1"}}  # HEAD is pinned to the commit it named
     again = cli("record", run.path, "--cell", "x", "--repetition", "1", "--prompt", "prompt.txt")
     assert again.returncode == 2 and "exists already" in again.stderr
     bad = cli("record", run.path, "--cell", "x", "--repetition", "1", "--prompt", "missing.txt", "--force")
-    assert bad.returncode == 1 and "prompt 'missing.txt' does not exist" in bad.stderr
+    assert bad.returncode == 2 and "prompt 'missing.txt' does not exist" in bad.stderr
     assert tomllib.loads((run.path / "run.toml").read_text()) == written  # the old one is kept
+    for flags, said in [
+        (["--cell", " "], "cell is empty"),
+        (["--cell", "x", "--repetition", "-4"], "repetition must be 0 or more"),
+        (["--cell", "x", "--session-format", "nope", "--session", "prompt.txt"], "unknown session format 'nope'"),
+        (["--cell", "x", "--etalon-tag", "nope"], "etalon tag 'nope' does not resolve"),
+        (["--cell", "x", "--base", "nope"], "base 'nope' does not resolve"),
+    ]:
+        flags = flags if "--repetition" in flags else [*flags, "--repetition", "1"]
+        refused = cli("record", run.path, *flags, "--prompt", "prompt.txt", "--force")
+        assert refused.returncode == 2 and said in refused.stderr, (flags, refused.stderr)
+        assert tomllib.loads((run.path / "run.toml").read_text()) == written
+    fresh = tmp_path / "exp" / "runs" / "never"
+    refused = cli("record", fresh, "--cell", "x", "--repetition", "1", "--prompt", "p.txt")
+    assert refused.returncode == 2 and "is not a git repository" in refused.stderr
+    assert not fresh.exists()  # nothing left behind
 
 
 def test_check_loads_and_reads_runs_spending_nothing(cli, make_run, tmp_path: Path) -> None:

@@ -240,3 +240,8 @@ def test_check_exits_2_with_one_plain_sentence(cli, folder: Path, text: str, nam
 def test_debug_shows_the_traceback(cli, folder: Path) -> None:
     done = cli("--debug", "check", write_scenario(folder, "[taks]\n"))
     assert done.returncode != 0 and "Traceback" in done.stderr
+
+
+def test_a_metric_listed_twice_by_one_validator_is_said_so(folder: Path) -> None:
+    message = refusal(folder, "[[validation]]\nmode = 'script'\ncommand = 'score.py'\nmetrics = ['a', 'a']\n")
+    assert message == "scenario.toml: [[validation]][1].metrics: 'a' is declared twice"

@@ -45,7 +45,7 @@ def test_unclosed_quotes_are_refused(command: str) -> None:
 @pytest.mark.parametrize(
     "command",
     ["a && b", "a || b", "a | b", "a; b", "a &", "a > f", "a >> f", "a < f", "a 2>&1", "echo $X",
-     "echo ${X}", "echo $(x)", "echo `x`", "ls *.py", "ls ?.py", "ls [a].py", "~/x", "X=1 y",
+     "echo ${X}", "echo $(x)", "echo `x`", "ls *.py", "ls ?.py", "ls [a].py", "~/x", "X=1 y", "! make",
      'echo "$X"', 'echo "`x`"', "echo {a,b}", "a # comment"],
 )
 def test_shell_only_words_are_refused(command: str) -> None:

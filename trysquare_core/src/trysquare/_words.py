@@ -141,6 +141,8 @@ def split_command(command: str) -> list[str]:
             raise _refuse(_name_operator(command, i))
         if ch == "#" and not in_word:
             raise _refuse("a comment '#'")
+        if ch == "!" and not in_word and not words and (i + 1 == n or command[i + 1] in " \t"):
+            raise _refuse("a leading '!'")
         if ch == "~" and not in_word:
             raise _refuse("a leading '~'")
         if ch == "{":

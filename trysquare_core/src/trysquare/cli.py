@@ -253,6 +253,8 @@ def _context(args: argparse.Namespace) -> int:
     if not scenario.validations:
         raise UsageError(f"{scenario.path.name} declares no [[validation]]")
     validation = scenario.validation(args.validator) if args.validator else scenario.validations[0]
+    if not (args.run_dir / RUN_FILE).is_file():
+        raise NoRunsError(f"{args.run_dir}: no {RUN_FILE} here (a run is a folder holding {RUN_FILE})")
     run = load_run(args.run_dir / RUN_FILE)
     facts = contexts.gather_facts(run)
     sys.stdout.write(contexts.dump_context(contexts.build_context(scenario, run, validation, facts)))
@@ -268,15 +270,23 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from trysquare import _atomic
+    from trysquare import _atomic, repo
+    from trysquare.context import preflight
+    from trysquare.errors import RepoError
     from trysquare.runs import RUN_FILE, load_run, run_toml
 
     target = args.run_dir / RUN_FILE
     if target.exists() and not args.force:
         raise UsageError(f"{target} exists already (use --force to replace it)")
-    etalon = None
     if args.etalon_checkout and not args.etalon_tag:
         raise UsageError("--etalon-checkout needs --etalon-tag")
+    clone = Path(args.repo) if Path(args.repo).is_absolute() else args.run_dir / args.repo
+    try:
+        # Pinned: `HEAD` now is the commit meant; HEAD later may be another.
+        base = repo.resolve_commit(clone, args.base)
+    except RepoError as error:
+        raise UsageError(f"--repo {args.repo} / --base {args.base}: {error.message}") from None
+    etalon = None
     if args.etalon_tag:
         etalon = {"tag": args.etalon_tag}
         if args.etalon_checkout:
@@ -286,7 +296,7 @@ def _record(args: argparse.Namespace) -> int:
         "cell": args.cell,
         "repetition": args.repetition,
         "repo": args.repo,
-        "base": args.base,
+        "base": base,
         "prompt": args.prompt,
         "session": args.session,
         "session_format": args.session_format,
@@ -299,14 +309,15 @@ def _record(args: argparse.Namespace) -> int:
     _atomic.write_text(target, text)
     try:
         run = load_run(target)
-    except TrysquareError:
-        # Never leave a run.toml behind that trysquare itself cannot read.
+        preflight(run)
+    except TrysquareError as error:
+        # Never leave a run.toml behind that trysquare itself cannot use.
         if previous is None:
             target.unlink()
         else:
             _atomic.write_bytes(target, previous)
-        raise
-    print(f"wrote {target} (run '{run.id}', cell '{run.cell}', base {(run.base_commit or '')[:12]})")
+        raise UsageError(error.message) from None
+    print(f"wrote {target} (run '{run.id}', cell '{run.cell}', base {base[:12]})")
     return 0
 
 

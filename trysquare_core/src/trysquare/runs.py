@@ -108,6 +108,10 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
         table = _convert.structure(data, _RunFile, file=run_file, label=str(run_file))
     except ScenarioError as error:
         raise RunError(error.message) from None
+    if not table.cell.strip():
+        raise RunError(f"{run_file}: cell is empty; name the configuration this run belongs to")
+    if table.repetition < 0:
+        raise RunError(f"{run_file}: repetition must be 0 or more, not {table.repetition}")
     repo_path = _resolve(folder, table.repo)
     try:
         base_commit = None if replay else _base_commit(run_file, repo_path, table)
@@ -178,10 +182,15 @@ def _run_files(root: Path) -> Iterator[Path]:
 def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]:
     """Find the runs below each path; unreadable runs are collected, not raised."""
     experiments = []
+    seen_roots: set[Path] = set()
+    seen_run_files: set[Path] = set()
     for path in paths:
         root = Path(path).absolute()
         if not root.is_dir():
             raise RunError(f"{path}: no such folder")
+        if root.resolve() in seen_roots:
+            continue  # the same folder named twice is one experiment
+        seen_roots.add(root.resolve())
         runs: list[Run] = []
         errors: list[RunError] = []
 
@@ -193,7 +202,12 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
 
         # Loading asks git about each clone: overlap those calls, keep the order.
         with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:
-            for loaded in pool.map(load, sorted(_run_files(root))):
+            # A folder inside one already named holds runs already found: each is validated once.
+            run_files = [f for f in sorted(_run_files(root)) if f.resolve() not in seen_run_files]
+            seen_run_files.update(f.resolve() for f in run_files)
+            if not run_files and experiments:
+                continue
+            for loaded in pool.map(load, run_files):
                 if isinstance(loaded, RunError):
                     errors.append(loaded)
                 else:

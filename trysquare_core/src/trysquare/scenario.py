@@ -210,6 +210,8 @@ def _check_validations(scenario: Scenario) -> None:
                 raise ScenarioError(
                     f"{where}.metrics: '{metric}' is the name of a piece; rename the metric"
                 )
+            if metric in owners and owners[metric] == validation.name:
+                raise ScenarioError(f"{where}.metrics: '{metric}' is declared twice")
             if metric in owners:
                 raise ScenarioError(
                     f"{where}.metrics: '{metric}' is also declared by validator "
