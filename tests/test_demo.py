@@ -19,6 +19,8 @@ def test_demo_builds_validates_fills_and_reports(cli, tmp_path: Path) -> None:
     assert "| nothing (reference) | 3 | 3/3 | 2/3 | 2/3 | 2/3 |" in done.stdout
     assert "| rule | 3 | 2/3 | 3/3 | 2/3 | 3/3 |" in done.stdout
     assert "form form.toml: 6 merged, 0 still pending, 0 refused" in done.stdout
+    # validator.py also prints `touched`, which no scenario declares: named, never scored.
+    assert "`touched` (list, undeclared)" in done.stdout
     runs = sorted((target / "runs").iterdir())
     assert [run.name for run in runs] == ["nothing-1", "nothing-2", "nothing-3", "rule-1", "rule-2", "rule-3"]
     for run in runs:

@@ -202,6 +202,11 @@ def build_report(
     numbers = [m for m in layout.metrics if kinds[m] == "number"]
     diagnostics = [{"metric": m, "kind": kinds[m]} for m in layout.metrics
                    if kinds[m] not in ("boolean", "number")]
+    # What validators recorded beyond their declared metrics (e.g. `touched`): named, never scored.
+    declared = set(layout.metrics)
+    extras = sorted({m for row in rows for m in row["metrics"] if m not in declared})
+    extra_kinds = metric_kinds(extras, rows)
+    diagnostics += [{"metric": m, "kind": f"{extra_kinds[m]}, undeclared"} for m in extras]
     criteria = list(layout.criteria) if layout.criteria is not None else booleans
     rests_on = list(dict.fromkeys([*criteria, *layout.validity]))
     notes: list[str] = [f"run folder skipped (could not be read): {path}" for path in skipped]
