@@ -155,8 +155,8 @@ def _discover(paths: Sequence[Path], *, replay: bool = False) -> Any:
     except RunError as error:
         raise NoRunsError(error.message) from None
     for experiment in experiments:
-        for error in experiment.errors:
-            print(f"trysquare: skipped: {error.message}", file=sys.stderr)
+        for unreadable in experiment.errors:
+            print(f"trysquare: skipped: {unreadable.message}", file=sys.stderr)
     if not any(experiment.runs for experiment in experiments):
         where = ", ".join(str(p) for p in paths)
         raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")

@@ -117,7 +117,8 @@ def run_demo(target: Path, *, progress: bool = True) -> int:
 def _fill_the_form(scenario: Any, experiment: Any, examples: Path, target: Path) -> None:
     """Export the blind form, answer it as a person would (editing its text), ingest it."""
     try:
-        from trysquare_form import export_form, ingest_form
+        from trysquare_form.export import export_form
+        from trysquare_form.ingest import ingest_form
     except ImportError:
         raise UsageError("the demo needs the form mode: pip install trysquare-form") from None
     answers = {

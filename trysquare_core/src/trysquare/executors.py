@@ -58,7 +58,7 @@ class _LocalPool:
         from trysquare.runner import execute_task
 
         pending = iter(tasks)
-        running: dict[Future[dict[str, Any]], Task] = {}
+        running: dict[Future[dict[str, Any] | None], Task] = {}
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             # Submit no more than the pool can start, so a stop takes effect at once.
             while True:

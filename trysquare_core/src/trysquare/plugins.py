@@ -169,16 +169,16 @@ def _collect(state: _State, hook_name: str) -> tuple[dict[str, tuple[Any, str]],
     hook = getattr(manager.hook, hook_name, None)
     if hook is None:
         return found, by_plugin
-    plugins = [(manager.get_name(p), p) for p in manager.get_plugins()]
+    plugins = [(_name(manager, p), p) for p in manager.get_plugins()]
     implementers = {impl.plugin_name for impl in hook.get_hookimpls()}
     for plugin_name in sorted((name for name, _ in plugins), key=_order):
         if plugin_name not in implementers or plugin_name in state.failures:
             continue
         others = [p for name, p in plugins if name != plugin_name]
         caller = manager.subset_hook_caller(hook_name, remove_plugins=others)
-        mine: list[tuple[str, Any]] = []
+        mine: list[tuple[Any, Any]] = []
 
-        def register(item: Any, _mine: list[tuple[str, Any]] = mine) -> None:
+        def register(item: Any, _mine: list[tuple[Any, Any]] = mine) -> None:
             _mine.append((getattr(item, "name", None), item))
 
         try:
@@ -199,6 +199,13 @@ def _collect(state: _State, hook_name: str) -> tuple[dict[str, tuple[Any, str]],
             found[name] = (item, plugin_name)
         by_plugin[plugin_name] = [name for name, _ in mine]
     return found, by_plugin
+
+
+def _name(manager: pluggy.PluginManager, plugin: Any) -> str:
+    # Every plugin is registered here under a name; pluggy types it as optional.
+    name = manager.get_name(plugin)
+    assert name is not None
+    return name
 
 
 def _order(plugin_name: str) -> tuple[int, str]:
@@ -226,7 +233,7 @@ def infos() -> list[PluginInfo]:
         registry(hook_name)
     manager = state.manager
     result = []
-    names = {manager.get_name(p) for p in manager.get_plugins()} | set(state.failures)
+    names = {_name(manager, p) for p in manager.get_plugins()} | set(state.failures)
     for name in sorted(names, key=_order):
         plugin = manager.get_plugin(name)
         hooks = tuple(sorted(

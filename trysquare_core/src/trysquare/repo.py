@@ -853,7 +853,8 @@ def copy_tree(repo: Path, dest: Path) -> Path:
         if stat.S_ISLNK(info.st_mode):
             os.symlink(os.readlink(src), dst)
         elif stat.S_ISDIR(info.st_mode):
-            shutil.copytree(src, dst, symlinks=True, ignore=_skip_git)
+            # bytes paths: names that are not valid UTF-8 are copied as they are.
+            shutil.copytree(src, dst, symlinks=True, ignore=_skip_git)  # type: ignore[type-var, arg-type]
         elif stat.S_ISREG(info.st_mode):
             shutil.copyfile(src, dst)  # sendfile/copy_file_range: no Python-level loop
             os.chmod(dst, stat.S_IMODE(info.st_mode))

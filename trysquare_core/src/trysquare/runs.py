@@ -181,7 +181,7 @@ def _run_files(root: Path) -> Iterator[Path]:
 
 def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]:
     """Find the runs below each path; unreadable runs are collected, not raised."""
-    experiments = []
+    experiments: list[Experiment] = []
     seen_roots: set[Path] = set()
     seen_run_files: set[Path] = set()
     for path in paths:

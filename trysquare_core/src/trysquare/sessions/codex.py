@@ -137,13 +137,15 @@ def _call_arguments(item: dict[str, Any]) -> dict[str, Any]:
 
 def _logged_arguments(entry: dict[str, Any], key: str | None) -> dict[str, Any]:
     """A call's arguments, read back from its line (wrapped in a payload or bare)."""
-    item = entry.get("payload") if isinstance(entry.get("payload"), dict) else entry
+    payload = entry.get("payload")
+    item: dict[str, Any] = payload if isinstance(payload, dict) else entry
     return _call_arguments(item)
 
 
 def _output_text(entry: dict[str, Any], key: str | None) -> str:
     """A call's output text, read back from its line (wrapped in a payload or bare)."""
-    item = entry.get("payload") if isinstance(entry.get("payload"), dict) else entry
+    payload = entry.get("payload")
+    item: dict[str, Any] = payload if isinstance(payload, dict) else entry
     return _output(item.get("output"))[0]
 
 

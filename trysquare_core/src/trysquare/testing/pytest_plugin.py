@@ -145,7 +145,9 @@ def _validate(
     from trysquare.runs import load_run
     from trysquare.scenario import load_scenario
 
-    folder = Path(getattr(built, "path", built))
+    from trysquare.testing.builders import RunBuilder
+
+    folder = built.path if isinstance(built, RunBuilder) else Path(built)
     run_file = folder if folder.name == "run.toml" else folder / "run.toml"
     scenario = load_scenario(scenario_path, modes)
     validation = scenario.validation(name) if name is not None else scenario.validations[0]
@@ -183,7 +185,9 @@ def _validate(
         stderr=stderr,
         document=json.loads(json.dumps(document)),
         context=context,
-        clone_changes=contexts.clone_changes(run, facts.touched, facts.files),
+        clone_changes=contexts.clone_changes(
+            run, contexts.ClonePicture(run.base_commit or "", facts.touched, facts.files)
+        ),
     )
 
 
