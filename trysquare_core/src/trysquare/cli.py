@@ -14,12 +14,15 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trysquare import __version__
 from trysquare.errors import NoRunsError, TrysquareError, UsageError
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from trysquare.runs import Experiment
+
+__all__ = ["load_experiments", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -146,7 +149,12 @@ def _load(path: Path, config: Path | None = None) -> Any:
     return load_scenario(path, config=config)
 
 
-def _discover(paths: Sequence[Path], *, replay: bool = False) -> Any:
+def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Experiment]:
+    """The experiments below ``paths``, as every command reads them (plugin commands too).
+
+    Unreadable run folders are reported on stderr and skipped; no run at all is a
+    :class:`NoRunsError` (exit 2).
+    """
     from trysquare.errors import RunError
     from trysquare.runs import discover
 
@@ -167,7 +175,7 @@ def _validate(args: argparse.Namespace) -> int:
     from trysquare.runner import ValidateOptions
 
     scenario = _load(args.scenario, args.config)
-    experiments = _discover(args.paths, replay=args.replay)
+    experiments = load_experiments(args.paths, replay=args.replay)
     options = ValidateOptions(
         only=tuple(args.only),
         jobs=args.jobs,
@@ -229,7 +237,7 @@ def _check(args: argparse.Namespace) -> int:
     from trysquare.context import preflight
     from trysquare.errors import RunError
 
-    experiments = _discover(args.paths)
+    experiments = load_experiments(args.paths)
     runs = []
     for run in (run for experiment in experiments for run in experiment.runs):
         try:
@@ -265,7 +273,7 @@ def _report(args: argparse.Namespace) -> int:
     from trysquare.report import run_report
 
     scenario = _load(args.scenario)
-    experiments = _discover([args.path])
+    experiments = load_experiments([args.path])
     return run_report(scenario, experiments[0], args.format)
 
 

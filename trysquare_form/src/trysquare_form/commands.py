@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trysquare.errors import NoRunsError, RunError, UsageError
+from trysquare.errors import UsageError
 
 __all__ = ["register"]
 
@@ -53,18 +53,11 @@ def _seed(text: str) -> int:
 
 
 def _load(scenario_path: Path, path: Path) -> tuple[Any, Any]:
-    from trysquare.runs import discover
+    from trysquare.cli import load_experiments
     from trysquare.scenario import load_scenario
 
     scenario = load_scenario(scenario_path)
-    try:
-        (experiment,) = discover([path])
-    except RunError as error:
-        raise NoRunsError(error.message) from None
-    for error in experiment.errors:
-        print(f"trysquare: skipped: {error.message}", file=sys.stderr)
-    if not experiment.runs:
-        raise NoRunsError(f"no run found under {path} (a run is a folder holding run.toml)")
+    (experiment,) = load_experiments([path])
     return scenario, experiment
 
 

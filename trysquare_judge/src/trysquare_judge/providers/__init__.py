@@ -234,14 +234,14 @@ def resolve_provider(
     name: str,
     scenario_file: Path,
     refuse: Callable[[str, str], Exception],
-    config: Path | None = None,
+    config_file: Path | None = None,
 ) -> ProviderConfig:
     """What a scenario's ``provider = NAME`` means: a config section, else a registered type.
 
-    ``config`` is the file named by ``--config``; without it, the nearest
+    ``config_file`` is the file named by ``--config``; without it, the nearest
     ``trysquare.toml`` walking up from the scenario.
     """
-    config_path = config or find_config(scenario_file.parent)
+    config_path = config_file or find_config(scenario_file.parent)
     types = provider_types()
     if config_path is not None:
         sections = load_config(config_path)
