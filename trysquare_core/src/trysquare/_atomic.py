@@ -12,7 +12,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["append_line", "dump_json", "write_bytes", "write_json", "write_text"]
+__all__ = [
+    "append_line",
+    "dump_json",
+    "write_bytes",
+    "write_json",
+    "write_text",
+    "write_text_if_changed",
+]
 
 # mkstemp creates files 0600; what we write should get the mode any new file gets.
 _UMASK = os.umask(0)
@@ -39,6 +46,16 @@ def write_bytes(path: Path, data: bytes) -> None:
 
 def write_text(path: Path, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
+
+
+def write_text_if_changed(path: Path, text: str) -> None:
+    """Write only when the content differs, so an unchanged file keeps its mtime."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    write_text(path, text)
 
 
 def dump_json(value: Any) -> str:

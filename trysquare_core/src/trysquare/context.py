@@ -71,7 +71,7 @@ def gather_facts(run: Run) -> RunFacts:
     except RepoError as error:
         raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
     diff_path = run.dir / DIFF_FILE
-    _write_if_changed(diff_path, patch)
+    _atomic.write_text_if_changed(diff_path, patch)
     return RunFacts(
         touched=tuple(sorted(touched)),
         files=tuple(sorted(files)),
@@ -144,15 +144,6 @@ def preflight(run: Run) -> None:
             sessions.open_session(run.session, format=run.session_format, repo=run.repo)
         except RunError as error:
             raise RunError(f"{where}: {error.message}") from None
-
-
-def _write_if_changed(path: Path, text: str) -> None:
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return
-    except (OSError, UnicodeDecodeError):
-        pass
-    _atomic.write_text(path, text)
 
 
 def _response(run: Run) -> Path | None:

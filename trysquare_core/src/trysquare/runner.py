@@ -67,6 +67,14 @@ class Summary:
     reused: int = 0
     interrupted: bool = False
 
+    def count(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Add measures rows to the closing line's counts."""
+        for row in rows:
+            self.runs += 1
+            self.states[row["state"]] += 1
+            if row["state"] == "invalid" and row["cell"] not in self.unpublishable:
+                self.unpublishable.append(row["cell"])
+
     @property
     def exit_code(self) -> int:
         return 1 if self.states["invalid"] or self.skipped_runs else 0
@@ -224,7 +232,7 @@ def _tasks_for_run(
         else:
             context = contexts.build_context(scenario, run, validation, facts)
             text = contexts.dump_context(context)
-            _write_if_changed(context_path, text)
+            _atomic.write_text_if_changed(context_path, text)
         context_digest = contexts.context_digest(text, context)
         previous = results.read_result(run, validation.name)
         if previous is not None and not _must_run(previous, digests[validation.name], context_digest, validation, options):
@@ -254,15 +262,6 @@ def _must_run(
         return True
     recorded = previous.get("validator") or {}
     return recorded.get("digest") != digest or previous.get("context_digest") != context_digest
-
-
-def _write_if_changed(path: Path, text: str) -> None:
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return
-    except OSError:
-        pass
-    _atomic.write_text(path, text)
 
 
 class Progress:
@@ -319,49 +318,63 @@ def validate(
     summary = Summary()
     for experiment in experiments:
         summary.skipped_runs.extend(experiment.errors)
-    with _locks([e.root for e in experiments]):
+    all_runs = [run for experiment in experiments for run in experiment.runs]
+    with _locks([experiment.root for experiment in experiments]):
         for validation in validations:
-            for line in validation.check_runs(scenario, [r for e in experiments for r in e.runs]):
+            for line in validation.check_runs(scenario, all_runs):  # e.g. the judge's blinding line
                 print(line, file=out)
-        errors: list[RunError] = []
-        all_runs = [run for e in experiments for run in e.runs]
-        # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
-        # which bounds the validators.
-        builders = max(options.jobs, min(8, 2 * (os.cpu_count() or 1)))
-        with ThreadPoolExecutor(max_workers=builders) as pool:
-            tasks = plan(scenario, all_runs, validations, options, errors, pool)
-        for error in errors:
-            print(f"trysquare: skipped: {error.message}", file=sys.stderr)
-        summary.skipped_runs.extend(errors)
-        skipped_dirs = {error.run_dir for error in errors if error.run_dir is not None}
-        summary.reused = sum(len(e.runs) for e in experiments) * len(validations) - len(tasks)
-        progress = Progress(len(tasks), options.progress, out)
-        observers = plugins.get_manager().hook.trysquare_metrics_collected
-        executed: dict[Path, list[Task]] = {}
-        try:
-            for task, document in executor.run(tasks, should_stop=should_stop):
-                summary.executed += 1
-                executed.setdefault(task.run.dir, []).append(task)
-                progress.advance(task, document)
-                _notify(observers, task, document)
-        finally:
-            progress.close()
-        for run_tasks in executed.values():
-            _check_clone(run_tasks, out)
+        tasks, unbuilt = _plan_all(scenario, all_runs, validations, options)
+        summary.skipped_runs.extend(unbuilt)
+        summary.reused = len(all_runs) * len(validations) - len(tasks)
+        _execute(executor, tasks, options, summary, out, should_stop)
         summary.interrupted = should_stop()
+        skipped_dirs = {error.run_dir for error in unbuilt}
         current = {v.name: v.digest() for v in scenario.validations}
         for experiment in experiments:
             rows = results.build_measures(scenario, experiment.runs, current)
             results.write_measures(experiment.root, rows)
             counted = {run.id for run in experiment.runs if run.dir not in skipped_dirs}
-            for row in rows:
-                if row["id"] not in counted:
-                    continue  # reported above as a run that could not be read
-                summary.runs += 1
-                summary.states[row["state"]] += 1
-                if row["state"] == "invalid" and row["cell"] not in summary.unpublishable:
-                    summary.unpublishable.append(row["cell"])
+            summary.count([row for row in rows if row["id"] in counted])
     return summary
+
+
+def _plan_all(
+    scenario: Scenario, runs: Sequence[Run], validations: Sequence[Validation], options: ValidateOptions
+) -> tuple[list[Task], list[RunError]]:
+    """Every task that must run; runs whose context could not be built are reported by path."""
+    unbuilt: list[RunError] = []
+    # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
+    # which bounds the validators.
+    builders = max(options.jobs, min(8, 2 * (os.cpu_count() or 1)))
+    with ThreadPoolExecutor(max_workers=builders) as pool:
+        tasks = plan(scenario, runs, validations, options, unbuilt, pool)
+    for error in unbuilt:
+        print(f"trysquare: skipped: {error.message}", file=sys.stderr)
+    return tasks, unbuilt
+
+
+def _execute(
+    executor: Any,
+    tasks: Sequence[Task],
+    options: ValidateOptions,
+    summary: Summary,
+    out: TextIO,
+    should_stop: Callable[[], bool],
+) -> None:
+    """Run the tasks, showing progress and telling observers; then re-read each clone."""
+    progress = Progress(len(tasks), options.progress, out)
+    observers = plugins.get_manager().hook.trysquare_metrics_collected
+    executed: dict[Path, list[Task]] = {}
+    try:
+        for task, document in executor.run(tasks, should_stop=should_stop):
+            summary.executed += 1
+            executed.setdefault(task.run.dir, []).append(task)
+            progress.advance(task, document)
+            _notify(observers, task, document)
+    finally:
+        progress.close()
+    for run_tasks in executed.values():
+        _check_clone(run_tasks, out)
 
 
 def _check_clone(run_tasks: Sequence[Task], out: TextIO) -> None:
