@@ -99,3 +99,28 @@ def test_a_second_validate_is_refused_by_the_lock(cli, make_run, tmp_path: Path)
     assert second.returncode == 1
     assert "another trysquare validate is running on" in second.stderr
     assert "Traceback" not in second.stderr
+
+
+@pytest.mark.parametrize("second_path", ["a run inside", "the folder above"])
+def test_overlapping_paths_are_refused_too(cli, make_run, tmp_path: Path, second_path: str) -> None:
+    experiment = matrix(make_run, 2)
+    write_script(tmp_path / "s", "slow.py", SLOW.replace("0.6", "3"))  # outlasts the second start
+    scenario = write_scenario(tmp_path / "s", """
+        [[validation]]
+        name = "slow"
+        mode = "script"
+        command = "slow.py"
+        metrics = ["done"]
+    """)
+    inner = experiment / "runs" / "r01"
+    first_path, other = (experiment, inner) if second_path == "a run inside" else (inner, experiment)
+    first = start_validate(cli, scenario, first_path)
+    deadline = time.monotonic() + 60
+    while not (first_path / ".trysquare" / "validate.lock").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    second = cli("validate", scenario, other, "--no-progress")
+    first.communicate(timeout=60)
+    assert first.returncode == 0
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "another trysquare validate is running on" in second.stderr

@@ -145,12 +145,23 @@ def _drop_foreign_metrics(outcome: Outcome, task: Task) -> Outcome:
     )
 
 
+LOCK_FILE = Path(".trysquare") / "validate.lock"
+# Locks this process holds (several experiments in one command): never "another validate".
+_held_here: set[Path] = set()
+
+
 @contextmanager
-def experiment_lock(root: Path) -> Iterator[None]:
-    """Refuse a second ``validate`` on the same experiment while one runs."""
+def experiment_lock(root: Path, runs: Sequence[Run] = ()) -> Iterator[None]:
+    """Refuse a second ``validate`` (or ``form ingest``) on the same runs while one works.
+
+    The lock is ``<root>/.trysquare/validate.lock``. A process working on a folder
+    above ``root``, or on one between ``root`` and one of ``runs``, holds the same
+    runs: its lock is looked for too, once this one is held, so of two processes
+    starting together at least one sees the other.
+    """
     import fcntl
 
-    lock_path = root / ".trysquare" / "validate.lock"
+    lock_path = root / LOCK_FILE
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(lock_path, "a+")
     try:
@@ -160,13 +171,48 @@ def experiment_lock(root: Path) -> Iterator[None]:
             raise LockedError(
                 f"another trysquare validate is running on {root} (it holds {lock_path})"
             ) from None
+        for other in _nearby_locks(root, runs):
+            if other.resolve() not in _held_here and _held(other):
+                raise LockedError(
+                    f"another trysquare validate is running on {other.parent.parent}, "
+                    f"which holds runs of {root} (it holds {other})"
+                )
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
         handle.flush()
+        _held_here.add(lock_path.resolve())
         yield
     finally:
+        _held_here.discard(lock_path.resolve())
         handle.close()
+
+
+def _nearby_locks(root: Path, runs: Sequence[Run]) -> Iterator[Path]:
+    folders = set(root.parents)
+    for run in runs:
+        folder = run.dir
+        while folder != root and root in folder.parents:
+            folders.add(folder)
+            folder = folder.parent
+    for folder in sorted(folders):
+        candidate = folder / LOCK_FILE
+        if candidate.exists():
+            yield candidate
+
+
+def _held(lock_path: Path) -> bool:
+    import fcntl
+
+    try:
+        with open(lock_path, "a+") as probe:
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+    except OSError:
+        return False
+    return False
 
 
 def select_validations(scenario: Scenario, only: Sequence[str]) -> tuple[Validation, ...]:
@@ -319,7 +365,7 @@ def validate(
     for experiment in experiments:
         summary.skipped_runs.extend(experiment.errors)
     all_runs = [run for experiment in experiments for run in experiment.runs]
-    with _locks([experiment.root for experiment in experiments]):
+    with _locks(experiments):
         for validation in validations:
             for line in validation.check_runs(scenario, all_runs):  # e.g. the judge's blinding line
                 print(line, file=out)
@@ -409,9 +455,10 @@ def _notify(observers: Any, task: Task, document: Mapping[str, Any]) -> None:
 
 
 @contextmanager
-def _locks(roots: Sequence[Path]) -> Iterator[None]:
-    if not roots:
+def _locks(experiments: Sequence[Experiment]) -> Iterator[None]:
+    if not experiments:
         yield
         return
-    with experiment_lock(roots[0]), _locks(roots[1:]):
+    first = experiments[0]
+    with experiment_lock(first.root, first.runs), _locks(experiments[1:]):
         yield
