@@ -13,14 +13,11 @@ Another path answers 404, as the API does.
 from __future__ import annotations
 
 import itertools
-import json
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-import attrs
+from tests import loopback
+from tests.loopback import JsonServer, Received, Reply, Responder
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -32,26 +29,6 @@ ERROR_TYPES = {
 _ids = itertools.count(1)
 
 
-@attrs.frozen
-class Reply:
-    status: int = 200
-    body: Any = None
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-    delay: float = 0.0
-
-
-@attrs.frozen
-class Received:
-    body: dict[str, Any]
-    headers: dict[str, str]  # names lower-cased
-    at: float  # time.monotonic() on arrival
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return self.body["messages"]
-
-
-Responder = Callable[[Received], Reply]
 
 
 def message(blocks: Sequence[Mapping[str, Any]], stop_reason: str = "end_turn") -> Reply:
@@ -142,87 +119,26 @@ def refusal(body: Mapping[str, Any]) -> str | None:
 
 def script(replies: Iterable[Reply]) -> Responder:
     """Answer the n-th request with the n-th reply; past the end, 599."""
-    queue = list(replies)
-    lock = threading.Lock()
-
-    def respond(_: Received) -> Reply:
-        with lock:
-            return queue.pop(0) if queue else error(599)
-
-    return respond
+    return loopback.script(replies, lambda: error(599))
 
 
-class MessagesServer:
+def _refused(request: Received) -> Reply | None:
+    """The API's own 400 for what it refuses: never scripted past."""
+    problem = refusal(request.body)
+    if problem is None:
+        return None
+    return Reply(
+        status=400,
+        body={"type": "error", "error": {"type": "invalid_request_error", "message": problem}},
+    )
+
+
+class MessagesServer(JsonServer):
     def __init__(self, responder: Responder) -> None:
-        self.responder = responder
-        self.received: list[Received] = []
-        self.lock = threading.Lock()
-        self.in_flight = 0
-        self.peak = 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                headers = {key.lower(): value for key, value in self.headers.items()}
-                request = Received(json.loads(raw), headers, time.monotonic())
-                with server.lock:
-                    server.received.append(request)
-                    server.in_flight += 1
-                    server.peak = max(server.peak, server.in_flight)
-                try:
-                    problem = refusal(request.body)
-                    if self.path != "/v1/messages":
-                        reply = error(404)
-                    elif problem is not None:  # refused as the API would, and never scripted past
-                        reply = Reply(
-                            status=400,
-                            body={
-                                "type": "error",
-                                "error": {"type": "invalid_request_error", "message": problem},
-                            },
-                        )
-                    else:
-                        reply = server.responder(request)
-                    if reply.delay:
-                        time.sleep(reply.delay)
-                finally:
-                    with server.lock:
-                        server.in_flight -= 1
-                data = json.dumps(reply.body).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for key, value in reply.headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 128
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        super().__init__(
+            "/v1/messages", responder, lambda: error(404), gate=_refused, lower_case_headers=True
+        )
 
     @property
     def base_url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return self.root_url
