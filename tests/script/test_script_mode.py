@@ -334,3 +334,25 @@ def test_replay_checks_the_clone_too(cli, make_run, tmp_path: Path) -> None:
     done = cli("validate", scenario, experiment, "--no-progress", "--replay")
     assert done.returncode == 1
     assert "the measured clone changed during validation (deleted README.md)" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("action", "said"),
+    [
+        ("open(os.path.join(context['repo'], 'stray.txt'), 'w').write('x')", "(added stray.txt)"),
+        ("open(os.path.join(context['repo'], 'README.md'), 'a').write('x')", "(changed README.md)"),
+    ],
+    ids=["adds", "edits"],
+)
+def test_a_validator_writing_into_the_clone_is_caught(cli, make_run, tmp_path: Path, action: str, said: str) -> None:
+    experiment = build_matrix(make_run, count=1)
+    scenario = scenario_for(tmp_path / "s", f"""
+        import json, os, sys
+        context = json.load(open(sys.argv[1]))
+        {action}
+        print(json.dumps({{"metrics": {{"changed": True}}}}))
+    """)
+    done = cli("validate", scenario, experiment, "--no-progress")
+    assert done.returncode == 1
+    assert f"the measured clone changed during validation {said}" in done.stdout
+    assert result(experiment / "runs" / "run0")["state"] == "invalid"

@@ -83,42 +83,43 @@ def gather_facts(run: Run) -> RunFacts:
 
 @attrs.frozen
 class ClonePicture:
-    """What the measured clone looked like before validation: enough to see a change."""
+    """What ``git status`` said of the measured clone before validation."""
 
-    base: str
-    touched: tuple[str, ...]
-    files: tuple[str, ...]
+    status: Mapping[str, str]
 
 
-def picture_clone(run: Run, base: Any) -> ClonePicture | None:
-    """The clone as it is now (for ``--replay``), or ``None`` when it is not there to look at."""
-    if not isinstance(base, str) or not run.repo.is_dir() or not repo.is_git_repo(run.repo):
+def picture_clone(run: Run) -> ClonePicture | None:
+    """The clone as it is now, or ``None`` when it is not there to look at (a --replay)."""
+    if not run.repo.is_dir():
         return None
     try:
-        touched, files = repo.touched_and_files(run.repo, base)
+        return ClonePicture(repo.worktree_status(run.repo))
     except RepoError:
         return None
-    return ClonePicture(base, tuple(sorted(touched)), tuple(sorted(files)))
 
 
 def clone_changes(run: Run, before: ClonePicture) -> str | None:
     """Say what changed in the measured clone since ``before``, or ``None``.
 
-    Validation must write nothing there; a validator that deletes or adds a file
-    in the clone is caught here and named by path.
+    Validation must write nothing there; a validator that deletes, adds or
+    changes a file in the clone is caught here and named by path. (A further edit
+    to a file the agent had already changed leaves ``git status`` as it was, and
+    is not seen.)
     """
     try:
-        touched, files = repo.touched_and_files(run.repo, before.base)
+        after = repo.worktree_status(run.repo)
     except RepoError as error:
         return f"the measured clone can no longer be read after validation ({error.message})"
-    before_files, before_touched = set(before.files), set(before.touched)
-    changes = [
-        ("deleted", sorted(before_files - files)),
-        ("added", sorted(files - before_files)),
-        ("changed", sorted((touched ^ before_touched) - (files ^ before_files))),
-    ]
-    said = "; ".join(f"{word} {', '.join(paths)}" for word, paths in changes if paths)
-    return f"the measured clone changed during validation ({said})" if said else None
+    moved = sorted(path for path in set(before.status) | set(after) if before.status.get(path) != after.get(path))
+    if not moved:
+        return None
+    deleted = [p for p in moved if "D" in after.get(p, "") and "D" not in before.status.get(p, "")]
+    added = [p for p in moved if after.get(p) == "??" and p not in before.status]
+    changed = [p for p in moved if p not in deleted and p not in added]
+    said = "; ".join(
+        f"{word} {', '.join(paths)}" for word, paths in (("deleted", deleted), ("added", added), ("changed", changed)) if paths
+    )
+    return f"the measured clone changed during validation ({said})"
 
 
 def preflight(run: Run) -> None:

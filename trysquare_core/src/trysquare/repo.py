@@ -47,6 +47,7 @@ __all__ = [
     "materialise_etalon",
     "resolve_commit",
     "touched_and_files",
+    "worktree_status",
     "working_files",
 ]
 
@@ -457,6 +458,19 @@ def changed_files(repo: Path, base: str) -> frozenset[str]:
     and then undid in the working tree touches nothing.
     """
     return frozenset(_snapshot(Path(repo), base, files=False)[0])
+
+
+def worktree_status(repo: Path) -> dict[str, str]:
+    """Every path ``git status`` reports, with its two-letter code (one git call, no write).
+
+    Not a fact of the run (that is :func:`changed_files`): a cheap picture of the
+    clone, taken before and after validation, to see a validator writing into it.
+    """
+    out = git(Path(repo), "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+    status: dict[str, str] = {}
+    for item in _names(out):
+        status[item[3:]] = item[:2]
+    return status
 
 
 def working_files(repo: Path) -> frozenset[str]:

@@ -52,8 +52,8 @@ class Task:
     previous: Mapping[str, Any] | None
     # Metrics other validators declare: a stray one of those is dropped, the declarer wins.
     declared_elsewhere: Mapping[str, str]
-    # The measured clone before validation (base, touched, files), to catch a validator
-    # writing into it; None when the clone is not there to look at (a --replay without it).
+    # The measured clone before validation, to catch a validator writing into it;
+    # None when the clone is not there to look at (a --replay once it is gone).
     clone_before: contexts.ClonePicture | None = None
 
 
@@ -264,17 +264,14 @@ def _tasks_for_run(
     options: ValidateOptions,
 ) -> list[Task]:
     facts = None if options.replay else contexts.gather_facts(run)
-    clone_before = None if facts is None else contexts.ClonePicture(
-        run.base_commit or "", facts.touched, facts.files
-    )
+    # Taken whatever the validators: a --replay can damage a clone as much as a first run.
+    clone_before = contexts.picture_clone(run)
     tasks = []
     for validation in validations:
         archive = results.archive_dir(run, validation.name)
         context_path = archive / "context.json"
         if facts is None:
             context, text = contexts.load_archived(context_path)
-            if clone_before is None:
-                clone_before = contexts.picture_clone(run, context.get("base"))
         else:
             context = contexts.build_context(scenario, run, validation, facts)
             text = contexts.dump_context(context)
@@ -419,18 +416,24 @@ def _execute(
             _notify(observers, task, document)
     finally:
         progress.close()
-    for run_tasks in executed.values():
-        _check_clone(run_tasks, out)
+    # Each check is a git call: overlap them.
+    with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:
+        problems = list(pool.map(_clone_problem, executed.values()))
+    for run_tasks, problem in zip(executed.values(), problems):
+        if problem is not None:
+            _spoil(run_tasks, problem, out)
 
 
-def _check_clone(run_tasks: Sequence[Task], out: TextIO) -> None:
-    """A validator that wrote into the measured clone spoils its run's results, by path."""
+def _clone_problem(run_tasks: Sequence[Task]) -> str | None:
     first = run_tasks[0]
     if first.clone_before is None:
-        return
-    problem = contexts.clone_changes(first.run, first.clone_before)
-    if problem is None:
-        return
+        return None
+    return contexts.clone_changes(first.run, first.clone_before)
+
+
+def _spoil(run_tasks: Sequence[Task], problem: str, out: TextIO) -> None:
+    """A validator that wrote into the measured clone spoils its run's results, by path."""
+    first = run_tasks[0]
     print(f"trysquare: {first.run.label}: {problem}", file=out)
     for task in run_tasks:
         document = results.read_result(task.run, task.validation.name)

@@ -154,6 +154,7 @@ def _validate(
     run = load_run(run_file)
     validation.check_runs(scenario, [run])  # the refusals `check SCENARIO PATH` makes
     facts = contexts.gather_facts(run)
+    clone_before = contexts.picture_clone(run)
     context = contexts.build_context(scenario, run, validation, facts)
     text = contexts.dump_context(context)
     context_path = results.archive_dir(run, validation.name) / "context.json"
@@ -185,9 +186,7 @@ def _validate(
         stderr=stderr,
         document=json.loads(json.dumps(document)),
         context=context,
-        clone_changes=contexts.clone_changes(
-            run, contexts.ClonePicture(run.base_commit or "", facts.touched, facts.files)
-        ),
+        clone_changes=None if clone_before is None else contexts.clone_changes(run, clone_before),
     )
 
 
