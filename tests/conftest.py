@@ -9,6 +9,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# On CI, property tests explore the same examples every run: a failure there is
+# reproducible, never a coin toss. Locally they keep exploring.
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 from trysquare import plugins
 from trysquare.testing import RunBuilder
