@@ -58,19 +58,8 @@ def iter_entries(file: Path, counter: LineCounter) -> Iterator[dict[str, Any]]:
     Blank lines are passed over silently; a line that is not JSON (a truncated last
     line included) or not an object adds one to ``counter.skipped``.
     """
-    loads = json.loads
-    with file.open("rb") as stream:
-        for line in stream:
-            try:
-                entry = loads(line)
-            except ValueError:
-                if line.strip():
-                    counter.skipped += 1
-                continue
-            if isinstance(entry, dict):
-                yield entry
-            else:
-                counter.skipped += 1
+    for _, entry in iter_positioned(file, counter):
+        yield entry
 
 
 def iter_positioned(file: Path, counter: LineCounter) -> Iterator[tuple[int, dict[str, Any]]]:
