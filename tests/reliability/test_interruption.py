@@ -20,6 +20,18 @@ print(json.dumps({"metrics": {"done": True}}))
 """
 
 
+def slow_scenario(folder: Path, seconds: float = 0.6) -> Path:
+    """One script validator, `slow`, that sleeps ``seconds`` before it answers."""
+    write_script(folder, "slow.py", SLOW.replace("0.6", str(seconds)))
+    return write_scenario(folder, """
+        [[validation]]
+        name = "slow"
+        mode = "script"
+        command = "slow.py"
+        metrics = ["done"]
+    """)
+
+
 def matrix(make_run, count: int) -> Path:
     first = make_run("r00")
     first.base({"a.py": "a = 1\n"})
@@ -52,14 +64,7 @@ def wait_for_results(experiment: Path, count: int, timeout: float = 60) -> None:
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_keeps_finished_results_and_resumes(cli, make_run, tmp_path: Path, signum, code) -> None:
     experiment = matrix(make_run, 8)
-    write_script(tmp_path / "s", "slow.py", SLOW)
-    scenario = write_scenario(tmp_path / "s", """
-        [[validation]]
-        name = "slow"
-        mode = "script"
-        command = "slow.py"
-        metrics = ["done"]
-    """)
+    scenario = slow_scenario(tmp_path / "s")
     process = start_validate(cli, scenario, experiment)
     wait_for_results(experiment, 2)
     process.send_signal(signum)
@@ -83,14 +88,7 @@ def test_signal_keeps_finished_results_and_resumes(cli, make_run, tmp_path: Path
 
 def test_a_second_validate_is_refused_by_the_lock(cli, make_run, tmp_path: Path) -> None:
     experiment = matrix(make_run, 3)
-    write_script(tmp_path / "s", "slow.py", SLOW)
-    scenario = write_scenario(tmp_path / "s", """
-        [[validation]]
-        name = "slow"
-        mode = "script"
-        command = "slow.py"
-        metrics = ["done"]
-    """)
+    scenario = slow_scenario(tmp_path / "s")
     first = start_validate(cli, scenario, experiment)
     wait_for_results(experiment, 1)
     second = cli("validate", scenario, experiment, "--no-progress")
@@ -104,14 +102,7 @@ def test_a_second_validate_is_refused_by_the_lock(cli, make_run, tmp_path: Path)
 @pytest.mark.parametrize("second_path", ["a run inside", "the folder above"])
 def test_overlapping_paths_are_refused_too(cli, make_run, tmp_path: Path, second_path: str) -> None:
     experiment = matrix(make_run, 2)
-    write_script(tmp_path / "s", "slow.py", SLOW.replace("0.6", "3"))  # outlasts the second start
-    scenario = write_scenario(tmp_path / "s", """
-        [[validation]]
-        name = "slow"
-        mode = "script"
-        command = "slow.py"
-        metrics = ["done"]
-    """)
+    scenario = slow_scenario(tmp_path / "s", seconds=3)  # outlasts the second start
     inner = experiment / "runs" / "r01"
     first_path, other = (experiment, inner) if second_path == "a run inside" else (inner, experiment)
     first = start_validate(cli, scenario, first_path)
