@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trysquare._process import run_process
+from trysquare._process import ProcessResult, run_process
 from trysquare._words import split_command
 
 if TYPE_CHECKING:
@@ -194,32 +194,31 @@ def run_suite(
     steps = [_words(step) for step in prepare]
     deadline = time.monotonic() + timeout
     env = dict(os.environ)
+    def step(argv: list[str], what: str) -> ProcessResult | Metric:
+        """The finished process, or the unjudged Metric saying why there is none."""
+        try:
+            done = run_process(argv, cwd=copy, timeout=max(deadline - time.monotonic(), 0.0), env=env)
+        except OSError as error:
+            return Metric.unjudged(f"{what} could not start: {error.strerror or error}")
+        if done.timed_out:
+            return Metric.unjudged(f"{what} did not finish within {timeout:g} s")
+        return done
+
     with tempfile.TemporaryDirectory(prefix="trysquare-tests-") as scratch:
         copy = repo_module.copy_tree(Path(repo), Path(scratch) / "repo")
         for argv in steps:
-            shown = " ".join(argv)
-            try:
-                done = run_process(
-                    argv, cwd=copy, timeout=max(deadline - time.monotonic(), 0.0), env=env
-                )
-            except OSError as error:
-                return Metric.unjudged(f"prepare `{shown}` could not start: {error.strerror or error}")
-            if done.timed_out:
-                return Metric.unjudged(f"prepare `{shown}` did not finish within {timeout:g} s")
+            done = step(argv, f"prepare `{' '.join(argv)}`")
+            if isinstance(done, Metric):
+                return done
             if done.returncode != 0:
                 return Metric.unjudged(
-                    f"prepare `{shown}` failed (exit {done.returncode}), so nobody judged the "
-                    f"suite:\n{tail(_output(done))}"
+                    f"prepare `{' '.join(argv)}` failed (exit {done.returncode}), so nobody "
+                    f"judged the suite:\n{tail(_output(done))}"
                 )
         shown = " ".join(suite)
-        try:
-            done = run_process(
-                suite, cwd=copy, timeout=max(deadline - time.monotonic(), 0.0), env=env
-            )
-        except OSError as error:
-            return Metric.unjudged(f"the suite `{shown}` could not start: {error.strerror or error}")
-    if done.timed_out:
-        return Metric.unjudged(f"the suite `{shown}` did not finish within {timeout:g} s")
+        done = step(suite, f"the suite `{shown}`")
+        if isinstance(done, Metric):
+            return done
     output = _output(done)
     count = count_tests(output)
     if count == 0:
