@@ -15,13 +15,13 @@ The verdict rules (DESIGN §5):
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trysquare._env import child_environment
 from trysquare._process import ProcessResult, run_process
 from trysquare._words import split_command
 
@@ -176,12 +176,15 @@ def run_suite(
     prepare: Sequence[str | Sequence[str]] = (),
     *,
     timeout: float = 600.0,
+    pass_env: Sequence[str] = (),
 ) -> Metric:
     """Run ``prepare`` then ``test_command`` in a throwaway copy of ``repo``; return the verdict.
 
     ``timeout`` bounds the whole of it, prepare included. The measured clone is
     never written to: everything runs in a copy under a temporary folder that is
-    removed afterwards.
+    removed afterwards. The suite is the measured agent's code: it gets this
+    process's environment minus every secret-looking variable not named in
+    ``pass_env`` (the scenario's ``[task] pass_env``).
     """
     import time
 
@@ -193,7 +196,7 @@ def run_suite(
         raise ValueError("the scenario's test_command is empty: there is no suite to run")
     steps = [_words(step) for step in prepare]
     deadline = time.monotonic() + timeout
-    env = dict(os.environ)
+    env = child_environment(passed=pass_env)
     def step(argv: list[str], what: str) -> ProcessResult | Metric:
         """The finished process, or the unjudged Metric saying why there is none."""
         try:

@@ -411,7 +411,10 @@ class Assay:
             raise ValueError("the scenario's test_command is empty: there is no suite to run")
         from trysquare._suite import run_suite  # lazy: subprocess and friends
 
-        verdict = run_suite(self.repo, command, self.prepare, timeout=timeout)
+        # Secret-looking variables the scenario lets the suite see; inside a script
+        # validator, judge keys and everything else are already out of the environment.
+        passed = [n for n in self._context.get("pass_env") or () if isinstance(n, str)]
+        verdict = run_suite(self.repo, command, self.prepare, timeout=timeout, pass_env=passed)
         self._cache["tests"] = verdict
         return verdict
 

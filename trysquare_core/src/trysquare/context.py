@@ -188,6 +188,8 @@ def build_context(
     }
     if task.test_command is not None:  # absent is a different fact from empty
         context["test_command"] = task.test_command
+    if task.pass_env:  # present only when declared, so older contexts stay current
+        context["pass_env"] = list(task.pass_env)
     context.update(_plugin_keys(run, validation, context))
     for key in validation.withheld_context_keys:
         context.pop(key, None)

@@ -15,6 +15,7 @@ import pluggy
 
 if TYPE_CHECKING:
     import argparse
+    from pathlib import Path
 
     from trysquare.modes import Mode, Outcome, Validation
     from trysquare.runs import Run
@@ -131,4 +132,25 @@ def trysquare_register_executors(register: Callable[[Any], None]) -> None:
         @hookimpl
         def trysquare_register_executors(register):
             register(DaskExecutor())
+    """
+
+
+@hookspec
+def trysquare_protected_env(scenario_file: Path, config: Path | None) -> Mapping[str, str] | None:
+    """Name the environment variables that hold secrets a plugin guards (a judge's keys).
+
+    The core never imports a plugin to learn them: at load, every answer is
+    gathered, and those variables are removed from the environment of script
+    validators and the suite, and refused in any ``pass_env``.
+
+    :param scenario_file: the scenario being loaded (absolute).
+    :param config: the ``trysquare.toml`` named by ``--config``, or ``None``.
+    :return: ``{variable name: where it is configured}`` (the text goes into the
+        refusal of a ``pass_env`` naming it), or ``None``.
+
+    Example::
+
+        @hookimpl
+        def trysquare_protected_env(scenario_file, config):
+            return {"MY_SERVICE_TOKEN": "my-plugin's service key"}
     """

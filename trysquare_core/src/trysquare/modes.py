@@ -110,6 +110,11 @@ class Job:
     context_path: Path  # validation/<name>/context.json, what a script is handed
     archive: Path  # validation/<name>/, where a mode may keep evidence (transcripts)
     previous: Mapping[str, Any] | None  # the result this one would replace, if any
+    # Variables a child of this job must never get (a judge provider's key), whatever pass_env says.
+    protected_env: frozenset[str] = frozenset()
+    # Secret-looking variables the scenario's suite may see ([task] pass_env), from the
+    # scenario itself: never from an archived context, which lies inside the run folder.
+    suite_pass_env: tuple[str, ...] = ()
 
 
 @attrs.frozen

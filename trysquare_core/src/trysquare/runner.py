@@ -55,6 +55,9 @@ class Task:
     # The measured clone before validation, to catch a validator writing into it;
     # None when the clone is not there to look at (a --replay once it is gone).
     clone_before: contexts.ClonePicture | None = None
+    # The scenario's guarded variables (a judge's keys): never in a validator's environment.
+    protected_env: frozenset[str] = frozenset()
+    suite_pass_env: tuple[str, ...] = ()  # [task] pass_env
 
 
 @attrs.define
@@ -107,6 +110,8 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
         context_path=task.context_path,
         archive=results.archive_dir(task.run, task.validation.name),
         previous=task.previous,
+        protected_env=task.protected_env,
+        suite_pass_env=task.suite_pass_env,
     )
     try:
         outcome = task.validation.evaluate(job)
@@ -290,6 +295,8 @@ def _tasks_for_run(
             previous=previous,
             declared_elsewhere={m: v.name for m, v in owners.items() if v.name != validation.name},
             clone_before=clone_before,
+            protected_env=frozenset(scenario.protected_env),
+            suite_pass_env=scenario.task.pass_env,
         ))
     return tasks
 

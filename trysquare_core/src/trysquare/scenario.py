@@ -38,6 +38,8 @@ class Task:
     test_command: str | None = None
     prepare: tuple[str, ...] = ()
     artefacts: tuple[str, ...] = ()
+    # Secret-looking variables the suite may see all the same (never a provider's key).
+    pass_env: tuple[str, ...] = ()
     # Describe how runs were produced: accepted, not interpreted.
     repo: Any = None
     etalon: Any = None
@@ -86,6 +88,8 @@ class Scenario:
     verdict: Verdict
     axes: Any = None
     variants: Any = None
+    # Variables no validator or suite may see: {name: where it is configured} (a judge's keys).
+    protected_env: Mapping[str, str] = attrs.field(factory=dict, hash=False)
 
     @property
     def folder(self) -> Path:
@@ -138,7 +142,9 @@ def load_scenario(
         verdict=raw.verdict or Verdict(),
         axes=raw.axes,
         variants=raw.variants,
+        protected_env=_protected_env(path, config),
     )
+    _check_pass_env(scenario)
     _check_validations(scenario)
     _check_verdict(scenario)
     for index, validation in enumerate(scenario.validations, start=1):
@@ -157,6 +163,40 @@ def _check_task(path: Path, task: Task) -> None:
         if not command.strip():
             raise ScenarioError(f"{path.name}: task.prepare[{index}] is empty")
         _vet_command(path, f"task.prepare[{index}]", command)
+
+
+def _protected_env(path: Path, config: Path | None) -> dict[str, str]:
+    """Every variable a plugin guards (a judge provider's key), gathered through a hook."""
+    from trysquare import plugins
+
+    protected: dict[str, str] = {}
+    for answer in plugins.call_hook("trysquare_protected_env", scenario_file=path, config=config):
+        for name, where in (answer or {}).items():
+            protected.setdefault(name, where)
+    return protected
+
+
+def _check_pass_env(scenario: Scenario) -> None:
+    """Refuse a ``pass_env`` that is not a list of names, or that names a guarded key."""
+    from trysquare._env import is_env_name
+
+    tables = [("task.pass_env", scenario.task.pass_env)] + [
+        (f"[[validation]][{index}].pass_env", getattr(validation, "pass_env", ()))
+        for index, validation in enumerate(scenario.validations, start=1)
+    ]
+    for key, names in tables:
+        for name in names:
+            if not is_env_name(name):
+                raise ScenarioError(
+                    f"{scenario.path.name}: {key}: '{name}' is not a variable name "
+                    "(letters, digits, '_')"
+                )
+            if name in scenario.protected_env:
+                raise ScenarioError(
+                    f"{scenario.path.name}: {key}: '{name}' is a judge provider's key "
+                    f"({scenario.protected_env[name]}); a provider's key never reaches "
+                    "validators or the suite"
+                )
 
 
 def _vet_command(path: Path, key: str, command: str) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from trysquare import hookimpl
 from trysquare.modes import Mode
@@ -10,9 +11,23 @@ from trysquare_judge import hookspecs as trysquare_hookspecs
 from trysquare_judge.builtin import trysquare_register_judge_providers
 from trysquare_judge.mode import JudgeMode
 
-__all__ = ["JudgeMode", "trysquare_hookspecs", "trysquare_register_judge_providers"]
+__all__ = [
+    "JudgeMode",
+    "trysquare_hookspecs",
+    "trysquare_protected_env",
+    "trysquare_register_judge_providers",
+]
 
 
 @hookimpl
 def trysquare_register_modes(register: Callable[[Mode], None]) -> None:
     register(JudgeMode())
+
+
+@hookimpl
+def trysquare_protected_env(scenario_file: Path, config: Path | None) -> Mapping[str, str]:
+    # Every key this machine's judges could use, whether this scenario judges or not:
+    # a validator or the suite must not find any of them in its environment.
+    from trysquare_judge.providers import protected_keys
+
+    return protected_keys(scenario_file, config)

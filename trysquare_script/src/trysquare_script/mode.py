@@ -12,12 +12,13 @@ import hashlib
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from trysquare._env import child_environment
 from trysquare._process import DEFAULT_CAP, run_process
 from trysquare.modes import Job, Outcome, TableSource, Validation
 from trysquare.outputs import parse_validator_output
@@ -32,6 +33,7 @@ class _ScriptTable:
     metrics: tuple[str, ...]
     name: str = ""
     timeout: float = DEFAULT_TIMEOUT
+    pass_env: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -41,6 +43,9 @@ class ScriptValidation(Validation):
     command: str
     executable: Path
     timeout: float = DEFAULT_TIMEOUT
+    # Secret-looking variables this script may see all the same (checked at load:
+    # never a judge provider's key).
+    pass_env: tuple[str, ...] = ()
 
     def digest(self) -> str:
         # The executable's bytes identify it: an edited script makes results stale.
@@ -49,7 +54,11 @@ class ScriptValidation(Validation):
             hasher.update(self.executable.read_bytes())
         except OSError:
             hasher.update(b"<unreadable>")
-        hasher.update(repr((sorted(self.metrics), self.timeout)).encode())
+        # pass_env only once set, so results recorded before it existed stay current.
+        table: tuple[object, ...] = (sorted(self.metrics), self.timeout)
+        if self.pass_env:
+            table += (sorted(self.pass_env),)
+        hasher.update(repr(table).encode())
         return "sha256:" + hasher.hexdigest()
 
     def evaluate(self, job: Job) -> Outcome:
@@ -59,7 +68,7 @@ class ScriptValidation(Validation):
                     [str(self.executable), str(job.context_path)],
                     cwd=workdir,
                     timeout=self.timeout,
-                    env=_environment(),
+                    env=_environment(self.pass_env, job),
                 )
             except OSError as error:
                 return Outcome.invalid(f"script {self.command} could not be started: {error.strerror}")
@@ -89,8 +98,11 @@ def _exit_description(code: int | None) -> str:
     return f"exited with code {code}"
 
 
-def _environment() -> Mapping[str, str]:
-    env = dict(os.environ)
+def _environment(pass_env: Sequence[str], job: Job) -> Mapping[str, str]:
+    # The script gets trysquare's environment minus every judge key and every
+    # secret-looking variable, except those passed by name: its own pass_env, and
+    # the suite's ([task] pass_env, which run.tests() inside it hands on).
+    env = child_environment(passed=[*pass_env, *job.suite_pass_env], protected=job.protected_env)
     # `#!/usr/bin/env python3` must find the interpreter trysquare runs in (and so
     # trysquare.assay), even when its virtual environment is not activated.
     interpreter_dir = os.path.dirname(sys.executable)
@@ -119,4 +131,5 @@ class ScriptMode:
             command=raw.command,
             executable=executable,
             timeout=raw.timeout,
+            pass_env=raw.pass_env,
         )

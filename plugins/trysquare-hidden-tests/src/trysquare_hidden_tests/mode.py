@@ -19,7 +19,6 @@ reason), never a pass and never a fail.
 from __future__ import annotations
 
 import hashlib
-import os
 import posixpath
 import tempfile
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from trysquare._env import child_environment
 from trysquare._process import run_process
 from trysquare.errors import RepoError
 from trysquare.modes import Job, Outcome, TableSource, Validation
@@ -119,7 +119,10 @@ class HiddenTestsValidation(Validation):
                 return self._unjudged(problem)
             report = Path(scratch) / "junit.xml"
             argv = [word.replace(_SENTINEL, str(report)) for word in self.argv]
-            problem = _run_steps(prepare, argv, copy, self.timeout, evidence)
+            # The agent's test code runs here, inside trysquare's process tree: no judge
+            # key and no secret-looking variable unless [task] pass_env names it.
+            env = child_environment(passed=job.suite_pass_env, protected=job.protected_env)
+            problem = _run_steps(prepare, argv, copy, self.timeout, evidence, env)
             stderr = b"".join(evidence)
             if problem is not None:
                 return attrs.evolve(self._unjudged(problem), stderr=stderr)
@@ -178,10 +181,10 @@ def _run_steps(
     cwd: Path,
     timeout: float,
     evidence: list[bytes],
+    env: Mapping[str, str],
 ) -> str | None:
     """Run ``prepare`` then the command within ``timeout``; say why nobody can judge, or None."""
     deadline = time.monotonic() + timeout
-    env = dict(os.environ)  # as run.tests() does: the suite sees trysquare's environment
     steps = [("prepare", list(step)) for step in prepare] + [("the command", list(argv))]
     for kind, words in steps:
         shown = " ".join(words)

@@ -171,6 +171,8 @@ def _validate(
         declared_elsewhere={
             m: v.name for m, v in scenario.declared_metrics.items() if v.name != validation.name
         },
+        protected_env=frozenset(scenario.protected_env),
+        suite_pass_env=scenario.task.pass_env,
     )
     document = execute_task(task)
     assert document is not None  # only an interruption records nothing

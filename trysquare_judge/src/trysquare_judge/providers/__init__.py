@@ -39,6 +39,7 @@ __all__ = [
     "connection_for",
     "find_config",
     "load_config",
+    "protected_keys",
     "provider_types",
     "resolve_provider",
 ]
@@ -269,6 +270,26 @@ def resolve_provider(
         f"'{name}' is neither a provider section ({looked}) nor an installed provider type "
         f"(installed: {known})",
     )
+
+
+def protected_keys(scenario_file: Path, config_file: Path | None = None) -> dict[str, str]:
+    """``{variable: where}`` for every key a judge could read: each ``[providers.NAME]``
+    of the ``trysquare.toml`` in force (used by the scenario or not) and each
+    installed provider type's default ``api_key_env``."""
+    keys: dict[str, str] = {}
+    config_path = config_file or find_config(scenario_file.parent)
+    if config_path is not None:
+        for name, section in load_config(config_path).items():
+            if section.api_key_env:
+                keys.setdefault(section.api_key_env, f"{config_path} [providers.{name}].api_key_env")
+    for name, provider in sorted(provider_types().items()):
+        try:
+            variable = provider.defaults().get("api_key_env")
+        except Exception:  # noqa: BLE001 - a broken provider plugin names no key; it fails where used
+            continue
+        if isinstance(variable, str) and variable:
+            keys.setdefault(variable, f"the default api_key_env of provider type '{name}'")
+    return keys
 
 
 def api_key(config: ProviderConfig) -> str | None:

@@ -1,0 +1,91 @@
+"""The environment a validator or the suite is handed: trysquare's, minus the secrets.
+
+Script validators and the suite run code that is not trysquare's to trust (a
+validator may print what it sees; the suite runs the measured agent's test
+code), so neither gets a judge provider's key nor any variable whose name
+looks like a credential — unless the scenario passes it by name (``pass_env``).
+Dependency-free: ``trysquare.assay`` reaches it through ``run.tests()``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+
+__all__ = ["SECRET_PATTERNS", "child_environment", "is_env_name", "looks_secret", "withheld_names"]
+
+# A name containing one of these (case-insensitive) looks like a credential.
+SECRET_WORDS: tuple[str, ...] = (
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "AUTH",  # GITHUB_AUTH, SSH_AUTH_SOCK (a live ssh agent is a credential too); not AUTHOR
+    "COOKIE",
+    "SESSION_ID",
+)
+# Cloud providers' credential families, matched by prefix (case-insensitive).
+SECRET_PREFIXES: tuple[str, ...] = (
+    "AWS_",
+    "AZURE_",
+    "ARM_",  # Terraform's Azure credentials
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_",
+    "GCLOUD_",
+    "CLOUDSDK_",
+    "DIGITALOCEAN_",
+    "OCI_",  # Oracle cloud
+)
+# What the docs print: the rule in one line.
+SECRET_PATTERNS: tuple[str, ...] = tuple(f"*{w}*" for w in SECRET_WORDS) + tuple(
+    f"{p}*" for p in SECRET_PREFIXES
+)
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def is_env_name(name: object) -> bool:
+    """Whether ``name`` is a plain environment variable name (letters, digits, ``_``)."""
+    return isinstance(name, str) and bool(_NAME.match(name))
+
+
+def looks_secret(name: str) -> bool:
+    """Whether a variable named ``name`` is withheld unless passed by name.
+
+    >>> looks_secret("ILAAS_API_KEY"), looks_secret("AWS_REGION"), looks_secret("PATH")
+    (True, True, False)
+    """
+    upper = name.upper().replace("AUTHOR", "")  # GIT_AUTHOR_NAME names a person, not a key
+    return any(word in upper for word in SECRET_WORDS) or upper.startswith(SECRET_PREFIXES)
+
+
+def withheld_names(
+    environ: Mapping[str, str], *, passed: Iterable[str] = (), protected: Iterable[str] = ()
+) -> list[str]:
+    """The names of ``environ`` a child does not get, sorted."""
+    allowed = set(passed) - set(protected)
+    blocked = set(protected)
+    return sorted(
+        name for name in environ if name in blocked or (looks_secret(name) and name not in allowed)
+    )
+
+
+def child_environment(
+    *,
+    passed: Iterable[str] = (),
+    protected: Iterable[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """``environ`` (default: this process's) minus what a validator or the suite must not see.
+
+    ``protected`` names (every configured judge provider's ``api_key_env``) are
+    always removed; names that look secret (:data:`SECRET_PATTERNS`) are removed
+    unless listed in ``passed``.
+    """
+    source = os.environ if environ is None else environ
+    dropped = set(withheld_names(source, passed=passed, protected=protected))
+    return {name: value for name, value in source.items() if name not in dropped}
