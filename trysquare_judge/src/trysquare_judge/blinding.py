@@ -1,9 +1,14 @@
 """Whether the judge can tell the cells apart from what it is handed.
 
-The context carries no cell name, but a piece leaks the cell when it varies
-between cells while staying the same within each one: the prompt, when the
-treatment is the prompt. Decided from the runs being scored, piece by piece,
-by comparing file contents; said out loud rather than pretended away.
+The context carries no cell name, but what is sent leaks the cell when some part
+of it varies between cells while staying the same within each one: the prompt,
+when the treatment is the prompt; or one file's section of the diff, when each
+cell's runs carry the same file (a given file committed after the recorded
+base, a harness's injected instructions) while the rest of the diff varies.
+Decided from the runs being scored and from what would actually be sent —
+each piece whole, and the diff file by file; a run whose piece is over the
+judge's byte cap sends nothing and is left out — said out loud rather than
+pretended away.
 """
 
 from __future__ import annotations
@@ -20,31 +25,76 @@ RESPONSE_FILE = "response.md"
 DIFF_FILE = "diff.patch"
 
 
-def leaking_pieces(runs: Sequence[Run], pieces: Sequence[str]) -> list[str]:
-    """The pieces that identify the cell: one value per cell, not the same value in all."""
-    by_cell: dict[str, list[Run]] = {}
+def leaking_pieces(
+    runs: Sequence[Run], pieces: Sequence[str], *, max_piece_bytes: int | None = None
+) -> list[str]:
+    """What identifies the cell: one value per cell, not the same value in all.
+
+    A piece leaks whole (``"prompt"``), or, for the diff, one file's section of
+    it does (``"diff (src/probe.test.js)"``) — absent from a run's diff counts as
+    a value too. Runs with a piece over ``max_piece_bytes`` send nothing and are
+    left out.
+    """
+    sent: dict[str, list[dict[str, bytes]]] = {}
     for run in runs:
-        by_cell.setdefault(run.cell, []).append(run)
-    if len(by_cell) < 2:
+        texts = {piece: _READERS[piece](run, max_piece_bytes) for piece in pieces}
+        if any(
+            isinstance(t, _Oversized) or (max_piece_bytes is not None and len(t) > max_piece_bytes)
+            for t in texts.values()
+        ):
+            continue  # unjudged for its size: nothing of it reaches the judge
+        sent.setdefault(run.cell, []).append(_parts(texts))
+    if len(sent) < 2:
         return []
+    names: list[str] = []
+    for per_run in sent.values():
+        for parts in per_run:
+            names.extend(name for name in parts if name not in names)
     leaking = []
-    for piece in pieces:
-        read = _READERS[piece]
-        values: set[str] = set()
-        for cell_runs in by_cell.values():
-            seen = {_digest(read(run)) for run in cell_runs}
+    for name in names:
+        values: set[bytes] = set()
+        for cell_parts in sent.values():
+            seen = {parts.get(name, b"<absent>") for parts in cell_parts}
             if len(seen) > 1:
                 break  # it varies within a cell: it cannot name the cell
             values |= seen
         else:
             if len(values) > 1:
-                leaking.append(piece)
-    return leaking
+                leaking.append(name)
+    whole = [name for name in leaking if name in pieces]
+    # A piece that leaks whole is named once, not again file by file.
+    return whole + [name for name in leaking if name not in pieces and name.split(" ")[0] not in whole]
 
 
-def blinding_line(runs: Sequence[Run], pieces: Sequence[str]) -> str:
+def _parts(texts: dict[str, bytes]) -> dict[str, bytes]:
+    """The digest of each piece whole, and of each file's section of the diff."""
+    parts = {piece: _digest(text) for piece, text in texts.items()}
+    if "diff" in texts:
+        for path, section in _diff_sections(texts["diff"]).items():
+            parts[f"diff ({path})"] = _digest(section)
+    return parts
+
+
+def _diff_sections(patch: bytes) -> dict[str, bytes]:
+    """A git patch cut at each ``diff --git a/X b/Y`` header, keyed by the new path."""
+    sections: dict[str, bytes] = {}
+    for chunk in patch.split(b"\ndiff --git "):
+        body = chunk[len(b"diff --git "):] if chunk.startswith(b"diff --git ") else chunk
+        header = body.split(b"\n", 1)[0]
+        marker = header.rfind(b" b/")
+        if marker < 0:
+            continue
+        path = header[marker + 3:].decode("utf-8", "replace").strip('"')
+        sections[path] = sections.get(path, b"") + body
+    return sections
+
+
+def blinding_line(
+    runs: Sequence[Run], pieces: Sequence[str], *, max_piece_bytes: int | None = None
+) -> str:
+    """The line ``check`` and ``validate`` print: blind, or what identifies the treatment."""
     cells = len({run.cell for run in runs})
-    leaking = leaking_pieces(runs, pieces)
+    leaking = leaking_pieces(runs, pieces, max_piece_bytes=max_piece_bytes)
     if not leaking:
         return f"judge: blind over {cells} cell{'s' if cells != 1 else ''} (pieces: {', '.join(pieces)})"
     verb = "varies" if len(leaking) == 1 else "vary"
@@ -58,34 +108,42 @@ def _digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-def _read(path: Path | None) -> bytes:
+class _Oversized(bytes):
+    """A piece over the byte cap, stood for by its size alone: it was never read."""
+
+
+def _read(path: Path | None, cap: int | None) -> bytes:
     if path is None:
         return b""
     try:
+        size = path.stat().st_size
+        if cap is not None and size > cap:
+            return _Oversized()  # stat first: a 100 MB file is not read to find out
         return path.read_bytes()
     except OSError:
         return b""
 
 
-def _prompt(run: Run) -> bytes:
-    return _read(run.prompt)
+def _prompt(run: Run, cap: int | None) -> bytes:
+    return _read(run.prompt, cap)
 
 
-def _response(run: Run) -> bytes:
+def _response(run: Run, cap: int | None) -> bytes:
     # What the context will point at: response.md when written, else the session's last prose.
     path = run.dir / RESPONSE_FILE
     if path.exists() or run.session is None:
-        return _read(path if path.exists() else None)
+        return _read(path if path.exists() else None, cap)
     from trysquare import sessions
 
     try:
         text = sessions.final_response(run.session, format=run.session_format, repo=run.repo)
     except Exception:  # noqa: BLE001 - an unreadable session is reported when contexts are built
         return b""
-    return (text or "").encode("utf-8")
+    # surrogatepass: a lone surrogate in a session's prose must not crash `check`.
+    return (text or "").encode("utf-8", "surrogatepass")
 
 
-def _diff(run: Run) -> bytes:
+def _diff(run: Run, cap: int | None) -> bytes:
     # Computed afresh (diff.patch may be stale or absent before validate); git writes nothing.
     from trysquare import repo
     from trysquare.errors import RepoError
@@ -93,7 +151,11 @@ def _diff(run: Run) -> bytes:
     try:
         return repo.diff_patch(run.repo, run.base_commit).encode("utf-8")
     except RepoError:
-        return _read(run.dir / DIFF_FILE)
+        return _read(run.dir / DIFF_FILE, cap)
 
 
-_READERS: dict[str, Callable[[Run], bytes]] = {"prompt": _prompt, "response": _response, "diff": _diff}
+_READERS: dict[str, Callable[[Run, int | None], bytes]] = {
+    "prompt": _prompt,
+    "response": _response,
+    "diff": _diff,
+}

@@ -22,7 +22,7 @@ import attrs
 from trysquare import _atomic
 from trysquare.errors import ScenarioError
 from trysquare.modes import PIECES, Job, Outcome, TableSource, Validation
-from trysquare_judge import blinding, prompt
+from trysquare_judge import blinding, prompt, scrub
 from trysquare_judge.providers import (
     THINKING,
     ChatReply,
@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 __all__ = ["JudgeMode", "JudgeValidation"]
 
 DEFAULT_MAX_TURNS = 3
+# A piece larger than this is not sent: the judge result is unjudged for that run.
+# 1 MiB is already some 250k tokens, beyond most judges' context windows.
+DEFAULT_MAX_PIECE_BYTES = 1024 * 1024
 TRANSCRIPT = "transcript.json"
 TRANSCRIPT_HISTORY = "transcript.history.jsonl"
 NEVER_CALLED = "judge never called the verdict tool"
@@ -68,6 +71,7 @@ class _JudgeTable:
     metrics: tuple[str, ...]
     name: str = ""
     max_turns: int = DEFAULT_MAX_TURNS
+    max_piece_bytes: int = DEFAULT_MAX_PIECE_BYTES
 
 
 @attrs.frozen(kw_only=True)
@@ -82,8 +86,13 @@ class JudgeValidation(Validation):
     max_turns: int = DEFAULT_MAX_TURNS
     rubric_text: str = ""
     endpoint: ProviderConfig | None = None
+    # Not part of the digest: raising the cap must not re-pay every verdict already given
+    # (the runs it left unjudged are asked again with --rejudge).
+    max_piece_bytes: int = DEFAULT_MAX_PIECE_BYTES
 
-    withheld_context_keys: ClassVar[frozenset[str]] = frozenset({"cell", "given"})
+    # pass_env too: the suite's settings are no business of the judge, and a context
+    # that gains them must not make a paid verdict stale.
+    withheld_context_keys: ClassVar[frozenset[str]] = frozenset({"cell", "given", "pass_env"})
     costly: ClassVar[bool] = True  # a paid verdict is asked again only under --rejudge
 
     # -- identity -------------------------------------------------------------
@@ -125,7 +134,7 @@ class JudgeValidation(Validation):
             )
         if not runs:
             return []
-        return [blinding.blinding_line(runs, self.pieces)]
+        return [blinding.blinding_line(runs, self.pieces, max_piece_bytes=self.max_piece_bytes)]
 
     # -- one run ----------------------------------------------------------------
 
@@ -139,22 +148,37 @@ class JudgeValidation(Validation):
             "digest": self.digest(),
             "exchanges": [],
         }
+        # Every key this machine's judges hold, scrubbed in every encoding from all
+        # that is written or printed: the transcript, the reasons, the error.
+        keys = scrub.keys_from_environment(
+            [self.endpoint.api_key_env if self.endpoint else None, *sorted(job.protected_env)]
+        )
         # Written even when the conversation crashes: the exchanges so far are the evidence.
         outcome = Outcome.invalid(f"judge '{self.name}' stopped before its conversation ended")
         try:
             outcome = self._converse(job, transcript["exchanges"])
         finally:
+            outcome = _scrubbed(outcome, keys)
             transcript["outcome"] = {"state": outcome.state, "error": outcome.error}
-            _write_transcript(job.archive, transcript)
+            _write_transcript(job.archive, scrub.scrub_value(transcript, keys))
         return outcome
 
     def _converse(self, job: Job, exchanges: list[Mapping[str, Any]]) -> Outcome:
         assert self.endpoint is not None
+        texts: dict[str, str] = {}
+        for piece in self.pieces:
+            text, size = prompt.read_piece_capped(job.context, piece, self.max_piece_bytes)
+            if text is None:
+                # Nothing is sent: a judge handed a truncated piece would judge something else.
+                return self._unjudged(
+                    f"the {piece} piece is {size:,} bytes, over max_piece_bytes = "
+                    f"{self.max_piece_bytes:,}; nothing was sent to the judge"
+                )
+            texts[piece] = text
         if self.endpoint.api_key_env and self.endpoint.api_key_env not in os.environ:
             return Outcome.invalid(
                 f"judge provider '{self.provider}': the variable {self.endpoint.api_key_env} is not set"
             )
-        texts = {piece: prompt.read_piece(job.context, piece) for piece in self.pieces}
         schema = verdict_schema(self.metrics)
         tool = ToolSpec(TOOL_NAME, TOOL_DESCRIPTION, schema)
         system = prompt.system_message(self.rubric_text, self.metrics)
@@ -186,6 +210,19 @@ class JudgeValidation(Validation):
         if last_error is None:
             return Outcome.invalid(NEVER_CALLED)
         return Outcome.invalid(f"verdict failed validation: {last_error}")
+
+
+    def _unjudged(self, reason: str) -> Outcome:
+        return Outcome(metrics=dict.fromkeys(self.metrics), reasons=dict.fromkeys(self.metrics, reason))
+
+
+def _scrubbed(outcome: Outcome, keys: Sequence[str]) -> Outcome:
+    """``outcome`` with no key in its reasons or error, and every text safe to write."""
+    return attrs.evolve(
+        outcome,
+        reasons={name: scrub.scrub(text, keys) for name, text in outcome.reasons.items()},
+        error=None if outcome.error is None else scrub.scrub(outcome.error, keys),
+    )
 
 
 def _read_reply(
@@ -245,6 +282,8 @@ class JudgeMode:
             raise source.refuse("pieces", "names a piece twice")
         if raw.max_turns < 1:
             raise source.refuse("max_turns", "must be at least 1")
+        if raw.max_piece_bytes < 1:
+            raise source.refuse("max_piece_bytes", "must be a positive number of bytes")
         if not raw.model.strip():
             raise source.refuse("model", "is empty; pin the judge's model")
         rubric_path = source.resolve(raw.rubric)
@@ -268,6 +307,7 @@ class JudgeMode:
             rubric=raw.rubric,
             pieces=raw.pieces,
             max_turns=raw.max_turns,
+            max_piece_bytes=raw.max_piece_bytes,
             rubric_text=rubric_text,
             endpoint=endpoint,
         )

@@ -8,6 +8,7 @@ fence and pass itself off as trysquare's words.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,7 +16,17 @@ from typing import Any
 
 from trysquare_judge.verdict import TOOL_NAME
 
-__all__ = ["PIECE_LABELS", "TEMPLATE", "correction_for_prose", "fence", "read_piece", "system_message", "user_message"]
+__all__ = [
+    "PIECE_LABELS",
+    "TEMPLATE",
+    "correction_for_prose",
+    "fence",
+    "piece_size",
+    "read_piece",
+    "read_piece_capped",
+    "system_message",
+    "user_message",
+]
 
 PIECE_LABELS: Mapping[str, str] = {
     "prompt": "the task the agent was given",
@@ -74,6 +85,40 @@ def read_piece(context: Mapping[str, Any], piece: str) -> str:
         return Path(value).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def piece_size(context: Mapping[str, Any], piece: str) -> int | None:
+    """The size in bytes of a piece's file, from ``stat`` alone; ``None`` when there is none."""
+    value = context.get(piece)
+    if not isinstance(value, str):
+        return None
+    try:
+        return os.stat(value).st_size
+    except OSError:
+        return None
+
+
+def read_piece_capped(context: Mapping[str, Any], piece: str, cap: int) -> tuple[str | None, int]:
+    """``(text, size)``; ``text`` is ``None`` when the piece is over ``cap`` bytes.
+
+    The size comes from ``stat`` first, so a 100 MB ``diff.patch`` is never read
+    to find out; at most ``cap + 1`` bytes are read, so a file that grows after
+    the ``stat`` is caught too. Absent or unreadable material is empty, as in
+    :func:`read_piece`.
+    """
+    size = piece_size(context, piece)
+    if size is None:
+        return read_piece(context, piece), 0
+    if size > cap:
+        return None, size
+    try:
+        with open(context[piece], "rb") as handle:
+            data = handle.read(cap + 1)
+    except OSError:
+        return "", 0
+    if len(data) > cap:
+        return None, len(data)
+    return data.decode("utf-8", errors="replace"), len(data)
 
 
 def user_message(texts: Mapping[str, str], pieces: Sequence[str]) -> str:

@@ -12,7 +12,6 @@ of runs or threads. Imported only when a provider connects (httpx is not cheap).
 from __future__ import annotations
 
 import email.utils
-import json
 import random
 import threading
 import time
@@ -22,6 +21,8 @@ from typing import Any
 import httpx
 
 from trysquare_judge.providers import ChatReply, ProviderConfig, ProviderError
+from trysquare_judge.scrub import scrub as scrub_text
+from trysquare_judge.scrub import scrub_value
 
 __all__ = ["HttpEndpoint", "scrub", "snippet"]
 
@@ -102,8 +103,8 @@ class HttpEndpoint:
         except ValueError:
             body = scrub(response.text, key)
         else:
-            if key:
-                body = json.loads(scrub(json.dumps(body), key))
+            # String by string: a key holding `"` or `\` is escaped in JSON text.
+            body = scrub_value(body, [key])
         recorded: dict[str, Any] = {"status": response.status_code, "body": body}
         for header, field in self.recorded_headers.items():
             if header in response.headers:
@@ -129,10 +130,12 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 def snippet(response: httpx.Response, key: str | None) -> str:
     """The start of an error body, for a message (scrubbed of the key)."""
-    text = " ".join(response.text.split())
-    return scrub(text[:SNIPPET] + ("..." if len(text) > SNIPPET else ""), key) or "(empty body)"
+    # Scrubbed before it is cut, so no half of a key survives at the cut.
+    text = scrub(" ".join(response.text.split()), key)
+    return text[:SNIPPET] + ("..." if len(text) > SNIPPET else "") or "(empty body)"
 
 
 def scrub(text: str, key: str | None) -> str:
+    """``text`` without the key in any encoding (see :mod:`trysquare_judge.scrub`)."""
     # A server that echoes the request headers must not put the key in a file.
-    return text.replace(key, "***") if key else text
+    return scrub_text(text, [key])
