@@ -76,17 +76,18 @@ def _parts(texts: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def _diff_sections(patch: bytes) -> dict[str, bytes]:
-    """A git patch cut at each ``diff --git a/X b/Y`` header, keyed by the new path."""
-    sections: dict[str, bytes] = {}
-    for chunk in patch.split(b"\ndiff --git "):
-        body = chunk[len(b"diff --git "):] if chunk.startswith(b"diff --git ") else chunk
-        header = body.split(b"\n", 1)[0]
-        marker = header.rfind(b" b/")
-        if marker < 0:
-            continue
-        path = header[marker + 3:].decode("utf-8", "replace").strip('"')
-        sections[path] = sections.get(path, b"") + body
-    return sections
+    """A git patch cut at each ``diff --git a/X b/Y`` line, keyed by the new path."""
+    sections: dict[str, list[bytes]] = {}
+    current: list[bytes] | None = None
+    for line in patch.splitlines(keepends=True):
+        if line.startswith(b"diff --git "):
+            header = line.rstrip(b"\n")
+            marker = header.rfind(b" b/")
+            path = header[marker + 3:] if marker >= 0 else header
+            current = sections.setdefault(path.decode("utf-8", "replace").strip('"'), [])
+        if current is not None:
+            current.append(line)
+    return {path: b"".join(lines) for path, lines in sections.items()}
 
 
 def blinding_line(
