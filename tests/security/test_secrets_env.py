@@ -88,13 +88,13 @@ def _agent_run(make_run, dump: Path):
     return run
 
 
-def _validate(scenario_path: Path, experiment: Path, modes=None) -> tuple[int, str]:
+def _validate(scenario_path: Path, experiment: Path, modes=None, *, force: bool = False) -> tuple[int, str]:
     scenario = load_scenario(scenario_path, modes)
     out = io.StringIO()
     summary = runner.validate(
         scenario,
         discover([experiment]),
-        runner.ValidateOptions(jobs=1, progress=False),
+        runner.ValidateOptions(jobs=1, progress=False, force=force),
         out=out,
     )
     return summary.exit_code, out.getvalue()
@@ -131,6 +131,10 @@ def test_agent_test_printing_provider_key_leaks_nothing(keys, make_run, tmp_path
     run = _agent_run(make_run, dump)
     scenario = _suite_scenario(tmp_path / "s")
     code, printed = _validate(scenario, tmp_path / "exp")
+    # Once more, so that the first result goes to the history too.
+    _, printed_again = _validate(scenario, tmp_path / "exp", force=True)
+    printed += printed_again
+    assert (run.path / "validation" / "script.history.jsonl").exists()
     seen = dump.read_text()
     for name, value in keys.items():
         assert name not in seen, f"the agent's test saw {name}"
