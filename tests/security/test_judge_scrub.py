@@ -109,3 +109,32 @@ def test_key_of_another_configured_provider_echoed_is_scrubbed(lab_with_key, mon
     assert other not in written(lab.exp) + printed
 
 
+
+
+def _encodings(key: str) -> dict[str, str]:
+    data = key.encode()
+    return {
+        "raw": key,
+        "json": json.dumps(key)[1:-1],
+        "json-ascii-twice": json.dumps(json.dumps(key))[1:-1],
+        "url": urllib.parse.quote(key, safe=""),
+        "url-plus": urllib.parse.quote_plus(key, safe=""),
+        "hex": data.hex(),
+        "base64": base64.b64encode(data).decode(),
+        "base64-urlsafe": base64.urlsafe_b64encode(data).decode(),
+        "basic-offset-1": base64.b64encode(b"u:" + data).decode(),
+        "basic-offset-2": base64.b64encode(b"us:" + data).decode(),
+    }
+
+
+def test_scrub_removes_every_encoding_of_a_key_with_quote_backslash_and_space() -> None:
+    from trysquare_judge.scrub import scrub, scrub_value
+
+    key = 'sk "odd\\key+/=é-77'
+    for name, form in _encodings(key).items():
+        text = f"before {form} after"
+        cleaned = scrub(text, [key])
+        assert form not in cleaned, name
+        assert cleaned.startswith("before ") and "***" in cleaned, name
+        # Inside a JSON-like value, keys of maps included.
+        assert form not in json.dumps(scrub_value({form: [text]}, [key]), ensure_ascii=False), name
