@@ -237,7 +237,7 @@ def read_head(files: Sequence[Path], limit: int = HEAD_LINES) -> list[dict[str, 
                     continue
                 try:
                     entry = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # not UTF-8, not JSON, nested too deep
                     continue
                 if isinstance(entry, dict):
                     head.append(entry)
