@@ -13,7 +13,6 @@ import pytest
 from sessionlogs import FORMATS, WriteLog, session_entries
 from trysquare.assay import Unjudged
 from trysquare.sessions import SessionFormat, open_session
-from trysquare.sessions._shell import shell_effects
 
 
 def _reading(write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str, steps: list[tuple[Any, ...]]):
@@ -148,14 +147,20 @@ class TestShellEffects:
         ],
     )
     def test_writes(self, command: str, writes: tuple[str, ...]) -> None:
+        from trysquare.sessions._shell import shell_effects
+
         effects = shell_effects(command)
         assert effects.writes == writes
         assert effects.unclear is None
 
     def test_an_unknown_program_keeps_what_it_was_given(self) -> None:
+        from trysquare.sessions._shell import shell_effects
+
         effects = shell_effects("python3 - <<'EOF'\nopen('src/a.js', 'w').write('x')\nEOF")
         assert effects.writes == () and "a.js" in effects.mentions
 
     @pytest.mark.parametrize("command", ["git stash", "git checkout main", "patch -p1 < fix.diff", "find . -delete"])
     def test_unclear(self, command: str) -> None:
+        from trysquare.sessions._shell import shell_effects
+
         assert shell_effects(command).unclear is not None
