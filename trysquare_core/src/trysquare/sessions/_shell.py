@@ -325,7 +325,7 @@ def _script_effects(script: str, depth: int) -> ShellEffects:
         if why and unclear is None:
             unclear = why
         if unknown:
-            for word in (*args, body):
+            for word in (*_named_by(program, args), body):
                 mentions.update(_basename(t) for t in _TOKENS.findall(word))
                 if len(mentions) > _MENTIONS_CAP:
                     return ShellEffects(
@@ -334,6 +334,53 @@ def _script_effects(script: str, depth: int) -> ShellEffects:
                     )
     mentions.discard("")
     return ShellEffects(tuple(dict.fromkeys(writes)), unclear, frozenset(mentions))
+
+
+_INTERPRETERS = frozenset(
+    {"python", "python3", "node", "deno", "bun", "ruby", "perl", "php", "tsx", "ts-node", "bash", "sh", "zsh"}
+)
+_TEST_RUNNERS = frozenset({"pytest", "py.test", "jest", "vitest", "mocha", "ava", "tap"})
+
+
+def _named_by(program: str, args: list[str]) -> list[str]:
+    """The words of an unknown program that may name a file it writes.
+
+    The script an interpreter runs, and the tests a runner runs, are what it
+    executes, not what it writes: ``node a.test.js`` and ``pytest tests/x.py``
+    name no file they may write. Code given inline (``python -c CODE``) and every
+    other operand may.
+    """
+    if program in {"npx", "bunx", "pnpx"} and args:
+        return _named_by(posixpath.basename(args[0]), args[1:])
+    if program in {"uv", "poetry", "pipenv", "pdm", "hatch"} and args[:1] == ["run"] and len(args) > 1:
+        return _named_by(posixpath.basename(args[1]), args[2:])
+    if "-m" in args[:-1] and args[args.index("-m") + 1] in _TEST_RUNNERS:
+        return []
+    if program in _TEST_RUNNERS or (program in {"node", "deno", "bun"} and "--test" in args):
+        return [word for word in args if word.startswith("-") and "=" in word]
+    if program.rstrip("0123456789.") in _INTERPRETERS:
+        kept: list[str] = []
+        script_seen = False
+        skip = False
+        for word in args:
+            if skip:
+                skip = False
+                if kept and kept[-1] == "-m":
+                    kept.pop()
+                    script_seen = True  # a module is the program: what follows are its operands
+                    continue
+                kept.append(word)
+                continue
+            if word in {"-c", "-e", "--eval", "-m", "-p", "--print"}:
+                kept.append(word)
+                skip = True
+                continue
+            if not script_seen and not word.startswith("-"):
+                script_seen = True
+                continue
+            kept.append(word)
+        return kept
+    return args
 
 
 def _join(cwd: str | None, path: str) -> str:

@@ -249,7 +249,6 @@ class CallCollector:
     def __init__(self, file: Path | None = None) -> None:
         self._calls: list[list[Any]] = []
         self._by_id: dict[str, int] = {}
-        self._paired: dict[int, tuple[bool, int]] = {}
         self._early: dict[str, tuple[str | LoggedValue, bool, int]] = {}
         self._where = f"{file.name}: " if file is not None else ""
         self._orphans: list[str] = []
@@ -271,7 +270,8 @@ class CallCollector:
     ) -> int:
         """Record a call; returns its index. A repeated ``key`` makes the history ambiguous."""
         index = len(self._calls)
-        self._calls.append([name, arguments, None, True, reads, writes, shell, unclear, mentions])
+        # The last slot: the line of the result paired with it (-1: none yet).
+        self._calls.append([name, arguments, None, True, reads, writes, shell, unclear, mentions, -1])
         if key is not None:
             if key in self._by_id:
                 self.doubts.append(
@@ -303,9 +303,8 @@ class CallCollector:
 
     def _pair(self, index: int, text: str | LoggedValue, failed: bool, line: int) -> None:
         record = self._calls[index]
-        earlier = self._paired.get(index)
-        if earlier is not None:
-            first_failed, first_line = earlier
+        if record[9] != -1:
+            first_failed, first_line = record[3], record[9]
             if first_failed != failed:
                 self.doubts.append(
                     f"{self._where}call {index} ({record[0]}) has two results that disagree on "
@@ -317,7 +316,7 @@ class CallCollector:
                     "ignored: the first result counts"
                 )
             return
-        self._paired[index] = (failed, line)
+        record[9] = line
         record[2] = text
         record[3] = failed
 
@@ -364,7 +363,7 @@ class CallCollector:
                 unclear=unclear,
                 mentions=mentions,
             )
-            for offset, (name, arguments, result, failed, reads, writes, shell, unclear, mentions) in enumerate(
+            for offset, (name, arguments, result, failed, reads, writes, shell, unclear, mentions, _) in enumerate(
                 self._calls
             )
         ]
@@ -383,7 +382,6 @@ class CallCollector:
         self._by_id = {}
         self._early = {}
         self._orphans = []
-        self._paired = {}
         return calls
 
 
@@ -533,12 +531,11 @@ class LoggedReading:
         """The text of the last assistant message that carried text.
 
         ``None`` when none did, or when the log does not let it be trusted as the
-        last one (a line after it could not be read, the history is ambiguous).
+        last one (a line after it could not be read; pi: reused entry ids).
         Lone surrogates (``"\\ud83d"`` in the JSON) become U+FFFD, so the text can
         always be written as UTF-8.
         """
-        digest = self.digest()
-        return None if digest.doubts else digest.final_response
+        return self.digest().final_response
 
     def skills_expanded(self) -> frozenset[str]:
         """Skills whose body arrived expanded in a message; ``Unjudged`` when ambiguous."""

@@ -84,15 +84,18 @@ _KNOWN_TOOLS = frozenset({"read", "write", "edit", "bash", "grep", "find", "ls"}
 """pi's built-in tools; ``grep``, ``find`` and ``ls`` write nothing."""
 
 
+_NOTHING_MORE: dict[str, Any] = {}  # shared: most calls need no more (it is never changed)
+
+
 def _tool_paths(
     name: str, arguments: dict[str, Any], paths: PathResolver
 ) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, Any]]:
     """(reads, writes, what else :meth:`CallCollector.call` needs) of one pi tool call."""
     target = arguments.get("path", arguments.get("file_path"))
     if name == "read":
-        return paths.resolve_all(target), (), {}
+        return paths.resolve_all(target), (), _NOTHING_MORE
     if name in {"write", "edit"}:
-        return (), paths.resolve_all(target), {}
+        return (), paths.resolve_all(target), _NOTHING_MORE
     if name == "bash":
         command = arguments.get("command")
         effects = shell_effects(command)
@@ -102,7 +105,7 @@ def _tool_paths(
             {"shell": True, "unclear": effects.unclear, "mentions": effects.mentions},
         )
     if name in _KNOWN_TOOLS:
-        return (), (), {}
+        return (), (), _NOTHING_MORE
     return (), (), {"unclear": f"{name!r} is a tool the pi reader does not know"}
 
 
