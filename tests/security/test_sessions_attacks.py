@@ -242,3 +242,17 @@ def test_no_session_and_no_response_is_null(tmp_path: Path) -> None:
         return {"note": words}
 
     assert note.evaluate(assay) == ({"note": None}, {"note": "no response was recorded"})
+
+
+def test_session_notes_stay_off_metrics_that_did_not_read_it(hostile_run: Callable[..., Path]) -> None:
+    work = _honest_work()
+    run = _assay(hostile_run([*work[:3], b"\xff\xfe\n", *work[3:]]), declared=["edited_first", "small"])
+
+    @validator
+    def mixed(run: Assay) -> dict[str, Any]:
+        return {"edited_first": lambda: run.first_write("src/a.py") == 0, "small": lambda: Metric(True, "one file")}
+
+    metrics, reasons = mixed.evaluate(run)
+    assert metrics == {"edited_first": True, "small": True}
+    assert "line 5: not UTF-8" in reasons["edited_first"]
+    assert reasons["small"] == "one file"

@@ -82,9 +82,12 @@ class LineCounter:
         if len(self.named) < _NAMED_LINES:
             self.named.append(f"line {self.line}: {why}")
 
-    def response_unknown(self, file: Path, final_offset: int | None) -> str | None:
-        """Why the final response read is not known to be the last: a broken line after it."""
-        if self.last_broken_offset > (-1 if final_offset is None else final_offset):
+    def response_unknown(self, file: Path, final_line: int | None) -> str | None:
+        """Why the final response read (from line ``final_line``) is not known to be the last.
+
+        A line after it that could not be read may have been the real last message.
+        """
+        if self.last_broken_line > (0 if final_line is None else final_line):
             return (
                 f"{file.name} line {self.last_broken_line} could not be read and comes after "
                 "the last message that was"

@@ -147,7 +147,7 @@ class ClaudeCodeReading(LoggedReading):
         paths = PathResolver.for_session(cwd, self.repo)
         counter = LineCounter()
         calls = CallCollector(file)
-        final_offset: int | None = None
+        final_line: int | None = None
         skills: set[str] = set()
         skill_bodies: set[int] = set()
         final_id: object = None
@@ -178,7 +178,7 @@ class ClaudeCodeReading(LoggedReading):
                         if message.get("id") != final_id or final_id is None:
                             final_id, final_parts = message.get("id"), []
                         final_parts.append(text)
-                        final_offset = offset
+                        final_line = counter.line
                     elif block.get("type") == "tool_use":
                         self._call(block, calls, paths, file, offset, counter.line)
                 continue
@@ -208,7 +208,7 @@ class ClaudeCodeReading(LoggedReading):
             skipped=counter.skipped,
             notes=(*counter.notes(file), *calls.notes),
             doubts=tuple(calls.doubts),
-            response_unknown=counter.response_unknown(file, final_offset),
+            response_unknown=counter.response_unknown(file, final_line),
         )
 
     @staticmethod

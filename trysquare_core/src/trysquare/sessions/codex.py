@@ -188,7 +188,7 @@ class CodexReading(LoggedReading):
         skills: set[str] = set()
         failed_ids: set[str] = set()
         final: str | None = None
-        final_offset: int | None = None
+        final_line: int | None = None
         cwd: str | None = None
         paths = PathResolver.for_session(None, self.repo)
 
@@ -228,7 +228,7 @@ class CodexReading(LoggedReading):
                 text = text_of(item.get("content"), _TEXT_KINDS)
                 if item.get("role") == "assistant":
                     if text.strip():
-                        final, final_offset = text, offset
+                        final, final_line = text, counter.line
                 elif item.get("role") == "user":
                     skills.update(skill_tags(text))
                     if cwd is None and "<cwd>" in text:
@@ -268,7 +268,7 @@ class CodexReading(LoggedReading):
             skipped=counter.skipped,
             notes=(*counter.notes(file), *calls.notes),
             doubts=tuple(calls.doubts),
-            response_unknown=counter.response_unknown(file, final_offset),
+            response_unknown=counter.response_unknown(file, final_line),
         )
 
     @staticmethod

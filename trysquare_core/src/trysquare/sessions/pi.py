@@ -147,9 +147,9 @@ class PiReading(LoggedReading):
                     is_tree = isinstance(version, int) and version >= 2
                     if header:
                         continue
-                effect = state.extract(entry, file, position, counter.line)
+                effect = state.extract(entry, file, position)
                 if not is_tree:
-                    state.apply(effect)
+                    state.apply(effect, counter.line)
                     continue
                 entry_id = entry.get("id")
                 if not isinstance(entry_id, str):
@@ -182,7 +182,7 @@ class PiReading(LoggedReading):
             left_lines: list[int] = []
             for entry_id, (_, effect, number) in tree.items():
                 if entry_id in active:
-                    state.apply(effect)
+                    state.apply(effect, number)
                 elif effect is not None and effect[0] in {"call", "result"}:
                     left_lines.append(number)
                     left_calls += len(effect[1]) if effect[0] == "call" else 0
@@ -202,7 +202,7 @@ class PiReading(LoggedReading):
             skipped=state.skipped + counter.skipped,
             notes=(*counter.notes(file), *state.calls.notes, *notes),
             doubts=(*doubts, *state.calls.doubts),
-            response_unknown=counter.response_unknown(file, state.final_offset)
+            response_unknown=counter.response_unknown(file, state.final_line)
             or (doubts[0] if doubts else None),
         )
 
@@ -245,12 +245,12 @@ class _State:
         self.paths = paths
         self.calls = CallCollector(file)
         self.final: str | None = None
-        self.final_offset: int | None = None
+        self.final_line: int | None = None
         self.skills: set[str] = set()
         self.skipped = 0
 
-    def extract(self, entry: dict[str, Any], file: Path, offset: int, line: int = 0) -> _Effect:
-        """What ``entry`` (at ``offset`` in ``file``, line ``line``) would add, without adding it yet."""
+    def extract(self, entry: dict[str, Any], file: Path, offset: int) -> _Effect:
+        """What ``entry`` (at ``offset`` in ``file``) would add, without adding it yet."""
         kind = entry.get("type")
         if kind != "message":
             return None if kind in _ENTRY_TYPES else ("skip",)
@@ -260,44 +260,44 @@ class _State:
         role = message.get("role")
         content = message.get("content")
         if role == "assistant":
-            return self._assistant(message, content, file, offset, line)
+            return self._assistant(message, content, file, offset)
         if role == "toolResult":
             call_id = message.get("toolCallId")
             text = kept_or_logged(text_of(content), file, offset, None, _result_text)
-            return ("result", call_id, text, bool(message.get("isError")), line)
+            return ("result", call_id, text, bool(message.get("isError")))
         if role == "user":
             skills = skill_tags(text_of(content))
             return ("user", skills) if skills else None
         return None if role in _ROLES else ("skip",)
 
-    def apply(self, effect: _Effect) -> None:
-        """Add what an entry on the branch contributes."""
+    def apply(self, effect: _Effect, line: int = 0) -> None:
+        """Add what the entry on line ``line``, on the branch, contributes."""
         if effect is None:
             return
         kind = effect[0]
         if kind == "call":
             for call_id, name, arguments, reads, writes, more in effect[1]:
-                self.calls.call(call_id, name, arguments, reads, writes, line=effect[4], **more)
+                self.calls.call(call_id, name, arguments, reads, writes, line=line, **more)
             if effect[2] is not None:
                 self.final = effect[2]
-                self.final_offset = effect[3]
+                self.final_line = line
         elif kind == "result":
-            self.calls.result(effect[1], effect[2], effect[3], line=effect[4])
+            self.calls.result(effect[1], effect[2], effect[3], line=line)
         elif kind == "user":
             self.skills.update(effect[1])
         else:
             self.skipped += 1
 
     def _assistant(
-        self, message: dict[str, Any], content: object, file: Path, offset: int, line: int = 0
+        self, message: dict[str, Any], content: object, file: Path, offset: int
     ) -> _Effect:
         # A turn that ended (no call, stopped) with no text is a real empty answer: "".
         ended = message.get("stopReason") in {"stop", "end_turn", "length"}
         if isinstance(content, str):
             final = content if content.strip() else ("" if ended else None)
-            return ("call", [], final, offset, line)
+            return ("call", [], final)
         if not isinstance(content, list):
-            return ("call", [], "" if ended else None, offset, line)
+            return ("call", [], "" if ended else None)
         texts: list[str] = []
         calls: list[tuple[Any, ...]] = []
         for block in content:
@@ -317,7 +317,7 @@ class _State:
             final: str | None = "\n".join(texts)
         else:
             final = "" if ended and not calls else None
-        return ("call", calls, final, offset, line)
+        return ("call", calls, final)
 
 
 __all__ = ["PiFormat", "PiReading"]
