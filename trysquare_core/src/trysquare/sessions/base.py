@@ -237,6 +237,9 @@ def skill_tags(text: str) -> list[str]:
     return [name for name in names if name]
 
 
+_GONE: list[Any] = []  # what a collected record is replaced with (shared, never changed)
+
+
 class CallCollector:
     """Calls in the order they were made, their results paired by id in any order.
 
@@ -353,23 +356,25 @@ class CallCollector:
 
         Results that never found their call are added to :attr:`notes` here.
         """
-        calls = [
-            ToolCall(
-                index=start + offset,
-                name=name,
-                arguments=arguments,
-                result=result,
-                failed=failed,
-                reads=reads,
-                writes=writes,
-                shell=shell,
-                unclear=unclear,
-                mentions=mentions,
+        records, self._calls = self._calls, []
+        calls: list[ToolCall] = []
+        for offset, record in enumerate(records):
+            name, arguments, result, failed, reads, writes, shell, unclear, mentions, _ = record
+            calls.append(
+                ToolCall(
+                    index=start + offset,
+                    name=name,
+                    arguments=arguments,
+                    result=result,
+                    failed=failed,
+                    reads=reads,
+                    writes=writes,
+                    shell=shell,
+                    unclear=unclear,
+                    mentions=mentions,
+                )
             )
-            for offset, (name, arguments, result, failed, reads, writes, shell, unclear, mentions, _) in enumerate(
-                self._calls
-            )
-        ]
+            records[offset] = _GONE  # each record goes as its call comes: the two never all coexist
         orphans = self._orphans + [f"{key!r}{_at(line)}" for key, (_, _, line) in self._early.items()]
         if orphans:
             shown = ", ".join(orphans[:_NAMED_LINES]) + (", ..." if len(orphans) > _NAMED_LINES else "")
@@ -381,7 +386,6 @@ class CallCollector:
             # The sentences were written with the file's own indexes: number them on.
             self.notes = [_renumber(note, start) for note in self.notes]
             self.doubts = [_renumber(note, start) for note in self.doubts]
-        self._calls = []
         self._by_id = {}
         self._early = {}
         self._orphans = []
