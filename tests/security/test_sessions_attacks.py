@@ -24,7 +24,13 @@ CWD_PLACEHOLDER = "@REPO@"
 def _message(entry_id: str | None, parent: str | None, message: dict[str, Any]) -> dict[str, Any]:
     entry: dict[str, Any] = {"type": "message", "timestamp": "t", "message": message}
     if entry_id is not None:
-        entry = {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "t", "message": message}
+        entry = {
+            "type": "message",
+            "id": entry_id,
+            "parentId": parent,
+            "timestamp": "t",
+            "message": message,
+        }
     return entry
 
 
@@ -62,7 +68,13 @@ def hostile_run(tmp_path: Path) -> Callable[..., Path]:
         run = RunBuilder(tmp_path / "runs" / "r1")
         run.base({"src/a.py": "a = 1\n"})
         run.repo.write("src/a.py", "a = 2\n")
-        header = {"type": "session", "version": version, "id": "s", "timestamp": "t", "cwd": str(run.repo.path)}
+        header = {
+            "type": "session",
+            "version": version,
+            "id": "s",
+            "timestamp": "t",
+            "cwd": str(run.repo.path),
+        }
         with (run.path / "session.jsonl").open("wb") as stream:
             for line in (header, *lines):
                 stream.write(line if isinstance(line, bytes) else json.dumps(line).encode() + b"\n")
@@ -97,13 +109,17 @@ def _process(run: Assay) -> dict[str, Any]:
 def _honest_work() -> list[dict[str, Any]]:
     return [
         _message("u1", None, _user("Fix a.py")),
-        _message("a1", "u1", _assistant(_call("c1", "edit", path="src/a.py", oldText="1", newText="2"))),
+        _message(
+            "a1", "u1", _assistant(_call("c1", "edit", path="src/a.py", oldText="1", newText="2"))
+        ),
         _message("r1", "a1", _result("c1")),
         _message("a2", "r1", _assistant(_text("Fixed a.py."), stop="stop")),
     ]
 
 
-def test_forged_branch_that_abandons_recorded_work_is_named(hostile_run: Callable[..., Path]) -> None:
+def test_forged_branch_that_abandons_recorded_work_is_named(
+    hostile_run: Callable[..., Path],
+) -> None:
     # One appended entry whose parentId points at the first message: the active
     # branch now holds no call, and its text replaces the response.
     forged = _message("zz", "u1", _assistant(_text("I was told to do nothing."), stop="stop"))
@@ -131,7 +147,9 @@ def test_result_placed_before_its_call_pairs(hostile_run: Callable[..., Path]) -
     lines = [
         _message("u1", None, _user("Fix a.py")),
         _message("r1", "u1", _result("c1")),
-        _message("a1", "r1", _assistant(_call("c1", "edit", path="src/a.py", oldText="1", newText="2"))),
+        _message(
+            "a1", "r1", _assistant(_call("c1", "edit", path="src/a.py", oldText="1", newText="2"))
+        ),
         _message("a2", "a1", _assistant(_text("Fixed."), stop="stop")),
     ]
     metrics, reasons = _process.evaluate(_assay(hostile_run(lines)))
@@ -139,7 +157,9 @@ def test_result_placed_before_its_call_pairs(hostile_run: Callable[..., Path]) -
     assert reasons == {}
 
 
-def test_late_error_result_does_not_flip_a_successful_call(hostile_run: Callable[..., Path]) -> None:
+def test_late_error_result_does_not_flip_a_successful_call(
+    hostile_run: Callable[..., Path],
+) -> None:
     late = _message("r2", "a2", _result("c1", "Error: nothing matched", error=True))
     metrics, reasons = _process.evaluate(_assay(hostile_run([*_honest_work(), late])))
     # Two results that disagree: which one is true cannot be told, so nothing is scored.
@@ -165,14 +185,21 @@ def test_undecodable_session_line_is_named(hostile_run: Callable[..., Path]) -> 
 
 def test_undecodable_last_message_leaves_no_response(hostile_run: Callable[..., Path]) -> None:
     work = _honest_work()
-    last = json.dumps(work[3]).replace("Fixed a.py.", "Fixed caf\\u00e9").encode().replace(b"\\u00e9", b"\xe9")
+    last = (
+        json.dumps(work[3])
+        .replace("Fixed a.py.", "Fixed caf\\u00e9")
+        .encode()
+        .replace(b"\\u00e9", b"\xe9")
+    )
     run_dir = hostile_run([*work[:3], last + b"\n"])
     run = _assay(run_dir)
     assert run.response is None  # unknown, never "" (and never an older message)
     assert not (run_dir / "response.md").exists()
 
 
-def test_lone_surrogate_in_the_last_text_is_written_safely(hostile_run: Callable[..., Path]) -> None:
+def test_lone_surrogate_in_the_last_text_is_written_safely(
+    hostile_run: Callable[..., Path],
+) -> None:
     work = _honest_work()
     work[3] = _message("a2", "r1", _assistant(_text("Done \ud83d"), stop="stop"))
     run_dir = hostile_run(work)  # json.dumps writes the lone surrogate as \ud83d
@@ -193,9 +220,13 @@ def test_nested_brackets_line_is_skipped_and_counted(hostile_run: Callable[..., 
 def test_failed_edit_is_not_the_first_write(hostile_run: Callable[..., Path]) -> None:
     lines = [
         _message("u1", None, _user("Fix a.py")),
-        _message("a1", "u1", _assistant(_call("c1", "edit", path="src/a.py", oldText="x", newText="y"))),
+        _message(
+            "a1", "u1", _assistant(_call("c1", "edit", path="src/a.py", oldText="x", newText="y"))
+        ),
         _message("r1", "a1", _result("c1", "Could not find the exact text", error=True)),
-        _message("a2", "r1", _assistant(_call("c2", "edit", path="src/a.py", oldText="1", newText="2"))),
+        _message(
+            "a2", "r1", _assistant(_call("c2", "edit", path="src/a.py", oldText="1", newText="2"))
+        ),
         _message("r2", "a2", _result("c2")),
     ]
     assert _assay(hostile_run(lines)).first_write("src/a.py") == 1
@@ -204,9 +235,15 @@ def test_failed_edit_is_not_the_first_write(hostile_run: Callable[..., Path]) ->
 def test_shell_heredoc_write_is_the_first_write(hostile_run: Callable[..., Path]) -> None:
     lines = [
         _message("u1", None, _user("Fix a.py")),
-        _message("a1", "u1", _assistant(_call("c1", "bash", command="cat > src/a.py <<'EOF'\na = 2\nEOF"))),
+        _message(
+            "a1",
+            "u1",
+            _assistant(_call("c1", "bash", command="cat > src/a.py <<'EOF'\na = 2\nEOF")),
+        ),
         _message("r1", "a1", _result("c1", "")),
-        _message("a2", "r1", _assistant(_call("c2", "edit", path="src/a.py", oldText="2", newText="3"))),
+        _message(
+            "a2", "r1", _assistant(_call("c2", "edit", path="src/a.py", oldText="2", newText="3"))
+        ),
         _message("r2", "a2", _result("c2")),
     ]
     assert _assay(hostile_run(lines)).first_write("src/a.py") == 0
@@ -217,7 +254,9 @@ def test_unknown_tool_write_is_unjudged(hostile_run: Callable[..., Path]) -> Non
         _message("u1", None, _user("Fix a.py")),
         _message("a1", "u1", _assistant(_call("c1", "subagent", task="fix src/a.py"))),
         _message("r1", "a1", _result("c1", "done")),
-        _message("a2", "r1", _assistant(_call("c2", "edit", path="src/a.py", oldText="2", newText="3"))),
+        _message(
+            "a2", "r1", _assistant(_call("c2", "edit", path="src/a.py", oldText="2", newText="3"))
+        ),
         _message("r2", "a2", _result("c2")),
     ]
     metrics, reasons = _process.evaluate(_assay(hostile_run(lines)))
@@ -244,13 +283,20 @@ def test_no_session_and_no_response_is_null(tmp_path: Path) -> None:
     assert note.evaluate(assay) == ({"note": None}, {"note": "no response was recorded"})
 
 
-def test_session_notes_stay_off_metrics_that_did_not_read_it(hostile_run: Callable[..., Path]) -> None:
+def test_session_notes_stay_off_metrics_that_did_not_read_it(
+    hostile_run: Callable[..., Path],
+) -> None:
     work = _honest_work()
-    run = _assay(hostile_run([*work[:3], b"\xff\xfe\n", *work[3:]]), declared=["edited_first", "small"])
+    run = _assay(
+        hostile_run([*work[:3], b"\xff\xfe\n", *work[3:]]), declared=["edited_first", "small"]
+    )
 
     @validator
     def mixed(run: Assay) -> dict[str, Any]:
-        return {"edited_first": lambda: run.first_write("src/a.py") == 0, "small": lambda: Metric(True, "one file")}
+        return {
+            "edited_first": lambda: run.first_write("src/a.py") == 0,
+            "small": lambda: Metric(True, "one file"),
+        }
 
     metrics, reasons = mixed.evaluate(run)
     assert metrics == {"edited_first": True, "small": True}

@@ -109,7 +109,12 @@ def codex_meta(cwd: str = "/home/me/repo") -> dict[str, Any]:
 def codex_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return codex_line(
         "response_item",
-        {"type": "function_call", "name": name, "arguments": json.dumps(arguments), "call_id": call_id},
+        {
+            "type": "function_call",
+            "name": name,
+            "arguments": json.dumps(arguments),
+            "call_id": call_id,
+        },
     )
 
 
@@ -151,9 +156,20 @@ def session_entries(fmt: str, steps: Iterable[tuple[Any, ...]]) -> list[dict[str
             if fmt == "pi":
                 pi_add(pi_assistant(pi_text(step[1]), stop="stop"))
             elif fmt == "claude-code":
-                entries.append(cc_entry("assistant", [{"type": "text", "text": step[1]}], msg=call_id))
+                entries.append(
+                    cc_entry("assistant", [{"type": "text", "text": step[1]}], msg=call_id)
+                )
             else:
-                entries.append(codex_line("response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": step[1]}]}))
+                entries.append(
+                    codex_line(
+                        "response_item",
+                        {
+                            "type": "message",
+                            "role": "assistant",
+                            "content": [{"type": "output_text", "text": step[1]}],
+                        },
+                    )
+                )
             continue
         if kind == "orphan":
             _, orphan_id, ok = step
@@ -170,7 +186,12 @@ def session_entries(fmt: str, steps: Iterable[tuple[Any, ...]]) -> list[dict[str
             name, arguments = {
                 "pi": ("edit", {"path": path, "oldText": "a", "newText": "b"}),
                 "claude-code": ("Edit", {"file_path": path, "old_string": "a", "new_string": "b"}),
-                "codex": ("apply_patch", {"input": f"*** Begin Patch\n*** Update File: {path}\n@@\n-a\n+b\n*** End Patch"}),
+                "codex": (
+                    "apply_patch",
+                    {
+                        "input": f"*** Begin Patch\n*** Update File: {path}\n@@\n-a\n+b\n*** End Patch"
+                    },
+                ),
             }[fmt]
         elif kind == "shell":
             name, arguments = {
@@ -182,10 +203,18 @@ def session_entries(fmt: str, steps: Iterable[tuple[Any, ...]]) -> list[dict[str
             name, arguments = step[1], step[2]
         if fmt == "pi":
             pi_add(pi_assistant(pi_call(call_id, name, **arguments)))
-            pi_add(pi_result(call_id, "ok" if ok else "Command exited with code 1", error=not ok, name=name))
+            pi_add(
+                pi_result(
+                    call_id, "ok" if ok else "Command exited with code 1", error=not ok, name=name
+                )
+            )
         elif fmt == "claude-code":
             entries.append(cc_entry("assistant", [cc_use(call_id, name, **arguments)], msg=call_id))
-            entries.append(cc_entry("user", [cc_result(call_id, "ok" if ok else "Error: failed", is_error=not ok)]))
+            entries.append(
+                cc_entry(
+                    "user", [cc_result(call_id, "ok" if ok else "Error: failed", is_error=not ok)]
+                )
+            )
         else:
             entries.append(codex_call(call_id, name, arguments))
             if name == "apply_patch" and not ok:

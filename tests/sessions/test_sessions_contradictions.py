@@ -9,7 +9,18 @@ result for no call is counted and named; a second result that agrees is ignored
 from __future__ import annotations
 
 import pytest
-from sessionlogs import FORMATS, WriteLog, pi_assistant, pi_call, pi_entry, pi_header, pi_result, pi_text, pi_user, session_entries
+from sessionlogs import (
+    FORMATS,
+    WriteLog,
+    pi_assistant,
+    pi_call,
+    pi_entry,
+    pi_header,
+    pi_result,
+    pi_text,
+    pi_user,
+    session_entries,
+)
 from trysquare.assay import Unjudged
 from trysquare.sessions import SessionFormat, open_session
 
@@ -19,11 +30,15 @@ def fmt(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-def _open(write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str, entries: list) -> object:
+def _open(
+    write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str, entries: list
+) -> object:
     return open_session(write_log(entries), format=fmt, formats=formats)
 
 
-def test_a_result_before_its_call_pairs(write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str) -> None:
+def test_a_result_before_its_call_pairs(
+    write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str
+) -> None:
     entries = session_entries(fmt, [("edit", "a.py", True)])
     entries[-2], entries[-1] = entries[-1], entries[-2]
     if fmt == "pi":  # keep the tree's chain in file order
@@ -34,8 +49,15 @@ def test_a_result_before_its_call_pairs(write_log: WriteLog, formats: dict[str, 
     assert reading.notes == ()
 
 
-def test_a_result_for_no_call_is_named(write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str) -> None:
-    reading = _open(write_log, formats, fmt, session_entries(fmt, [("edit", "a.py", True), ("orphan", "ghost", True)]))
+def test_a_result_for_no_call_is_named(
+    write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str
+) -> None:
+    reading = _open(
+        write_log,
+        formats,
+        fmt,
+        session_entries(fmt, [("edit", "a.py", True), ("orphan", "ghost", True)]),
+    )
     assert len(reading.tool_calls()) == 1
     [note] = reading.notes
     assert "1 tool result answers no call ('ghost' on line" in note
@@ -44,7 +66,12 @@ def test_a_result_for_no_call_is_named(write_log: WriteLog, formats: dict[str, S
 def test_a_second_agreeing_result_is_ignored_and_named(
     write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str
 ) -> None:
-    reading = _open(write_log, formats, fmt, session_entries(fmt, [("edit", "a.py", True), ("orphan", "call0", True)]))
+    reading = _open(
+        write_log,
+        formats,
+        fmt,
+        session_entries(fmt, [("edit", "a.py", True), ("orphan", "call0", True)]),
+    )
     assert reading.first_write("a.py") == 0
     assert any("call 0 (" in note and "second result" in note for note in reading.notes)
 
@@ -52,7 +79,12 @@ def test_a_second_agreeing_result_is_ignored_and_named(
 def test_a_later_disagreeing_result_makes_the_history_ambiguous(
     write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str
 ) -> None:
-    reading = _open(write_log, formats, fmt, session_entries(fmt, [("edit", "a.py", True), ("orphan", "call0", False)]))
+    reading = _open(
+        write_log,
+        formats,
+        fmt,
+        session_entries(fmt, [("edit", "a.py", True), ("orphan", "call0", False)]),
+    )
     with pytest.raises(Unjudged, match="two results that disagree"):
         reading.tool_calls()
     with pytest.raises(Unjudged, match="two results that disagree"):
@@ -61,7 +93,9 @@ def test_a_later_disagreeing_result_makes_the_history_ambiguous(
         reading.skills_expanded()
 
 
-def test_broken_lines_are_named_by_number(write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str) -> None:
+def test_broken_lines_are_named_by_number(
+    write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str
+) -> None:
     entries = session_entries(fmt, [("edit", "a.py", True), ("text", "Done.")])
     entries.insert(1, "{not json")
     entries.insert(2, "[" * 50_000)
@@ -85,7 +119,9 @@ def test_a_broken_line_after_the_last_message_leaves_no_response(
     assert any("no final response is read" in note for note in reading.notes)
 
 
-def test_calls_sharing_an_id_are_ambiguous(write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str) -> None:
+def test_calls_sharing_an_id_are_ambiguous(
+    write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str
+) -> None:
     entries = session_entries(fmt, [("edit", "a.py", True), ("edit", "b.py", True)])
     text = [str(entry) for entry in entries]
     assert any("call1" in line for line in text)
@@ -104,23 +140,33 @@ def _rename(value: object, old: str, new: str) -> object:
 
 
 class TestPiResponse:
-    def test_a_really_empty_last_answer_is_empty(self, write_log: WriteLog, formats: dict[str, SessionFormat]) -> None:
+    def test_a_really_empty_last_answer_is_empty(
+        self, write_log: WriteLog, formats: dict[str, SessionFormat]
+    ) -> None:
         log = write_log(
             [
                 pi_header(),
                 pi_entry("a", None, pi_user("go")),
-                pi_entry("b", "a", pi_assistant(pi_text("Working on it."), pi_call("1", "read", path="a"))),
+                pi_entry(
+                    "b",
+                    "a",
+                    pi_assistant(pi_text("Working on it."), pi_call("1", "read", path="a")),
+                ),
                 pi_entry("c", "b", pi_result("1", "x")),
                 pi_entry("d", "c", pi_assistant(pi_text("  "), stop="stop")),
             ]
         )
         assert open_session(log, formats=formats).final_response() == ""
 
-    def test_no_assistant_text_is_none(self, write_log: WriteLog, formats: dict[str, SessionFormat]) -> None:
+    def test_no_assistant_text_is_none(
+        self, write_log: WriteLog, formats: dict[str, SessionFormat]
+    ) -> None:
         log = write_log([pi_header(), pi_entry("a", None, pi_user("go"))])
         assert open_session(log, formats=formats).final_response() is None
 
-    def test_an_aborted_turn_keeps_the_last_text(self, write_log: WriteLog, formats: dict[str, SessionFormat]) -> None:
+    def test_an_aborted_turn_keeps_the_last_text(
+        self, write_log: WriteLog, formats: dict[str, SessionFormat]
+    ) -> None:
         log = write_log(
             [
                 pi_header(),

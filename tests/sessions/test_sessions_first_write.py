@@ -15,7 +15,9 @@ from trysquare.assay import Unjudged
 from trysquare.sessions import SessionFormat, open_session
 
 
-def _reading(write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str, steps: list[tuple[Any, ...]]):
+def _reading(
+    write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str, steps: list[tuple[Any, ...]]
+):
     log = write_log(session_entries(fmt, steps))
     return open_session(log, format=fmt, formats=formats)
 
@@ -25,13 +27,19 @@ def fmt(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-def test_a_failed_edit_never_wrote(write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str) -> None:
-    reading = _reading(write_log, formats, fmt, [("edit", "src/a.js", False), ("edit", "src/a.js", True)])
+def test_a_failed_edit_never_wrote(
+    write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str
+) -> None:
+    reading = _reading(
+        write_log, formats, fmt, [("edit", "src/a.js", False), ("edit", "src/a.js", True)]
+    )
     assert [call.failed for call in reading.tool_calls()] == [True, False]
     assert reading.first_write("src/a.js") == 1
 
 
-def test_a_call_with_no_result_never_wrote(write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str) -> None:
+def test_a_call_with_no_result_never_wrote(
+    write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str
+) -> None:
     entries = session_entries(fmt, [("edit", "src/a.js", True)])
     entries.pop()  # the result never came (an aborted turn)
     reading = open_session(write_log(entries), format=fmt, formats=formats)
@@ -55,7 +63,10 @@ def test_a_shell_write_the_reader_can_see_counts(
     write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str, command: str
 ) -> None:
     reading = _reading(
-        write_log, formats, fmt, [("shell", "ls src", True), ("shell", command, True), ("edit", "src/a.js", True)]
+        write_log,
+        formats,
+        fmt,
+        [("shell", "ls src", True), ("shell", command, True), ("edit", "src/a.js", True)],
     )
     assert reading.first_write("src/a.js") == 1
 
@@ -63,7 +74,10 @@ def test_a_shell_write_the_reader_can_see_counts(
 def test_a_shell_command_that_only_reads_is_no_write(
     write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str
 ) -> None:
-    steps = [("shell", "cat src/a.js && grep -n a src/a.js && sed -n 1,5p src/a.js", True), ("edit", "src/a.js", True)]
+    steps = [
+        ("shell", "cat src/a.js && grep -n a src/a.js && sed -n 1,5p src/a.js", True),
+        ("edit", "src/a.js", True),
+    ]
     assert _reading(write_log, formats, fmt, steps).first_write("src/a.js") == 1
 
 
@@ -106,19 +120,29 @@ def test_a_failed_shell_write_may_have_written(
     write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str
 ) -> None:
     # `cat > a.js <<EOF ... EOF && node a.js` exiting 1: the file was written before the failure.
-    steps = [("shell", "cat > src/a.js <<'EOF'\nx\nEOF\nnode src/a.js", False), ("edit", "src/a.js", True)]
+    steps = [
+        ("shell", "cat > src/a.js <<'EOF'\nx\nEOF\nnode src/a.js", False),
+        ("edit", "src/a.js", True),
+    ]
     with pytest.raises(Unjudged, match="exited with an error"):
         _reading(write_log, formats, fmt, steps).first_write("src/a.js")
 
 
-def test_a_subagent_call_is_unjudged(write_log: WriteLog, formats: dict[str, SessionFormat]) -> None:
-    steps = [("tool", "Task", {"description": "fix", "prompt": "fix the bug"}, True), ("edit", "src/a.js", True)]
+def test_a_subagent_call_is_unjudged(
+    write_log: WriteLog, formats: dict[str, SessionFormat]
+) -> None:
+    steps = [
+        ("tool", "Task", {"description": "fix", "prompt": "fix the bug"}, True),
+        ("edit", "src/a.js", True),
+    ]
     reading = _reading(write_log, formats, "claude-code", steps)
     with pytest.raises(Unjudged, match="subagent"):
         reading.first_write("src/a.js")
 
 
-def test_known_quiet_tools_are_no_doubt(write_log: WriteLog, formats: dict[str, SessionFormat]) -> None:
+def test_known_quiet_tools_are_no_doubt(
+    write_log: WriteLog, formats: dict[str, SessionFormat]
+) -> None:
     steps = [
         ("tool", "Grep", {"pattern": "a", "path": "src/a.js"}, True),
         ("tool", "TodoWrite", {"todos": []}, True),
@@ -143,7 +167,7 @@ class TestShellEffects:
             ("git checkout -- a.js", ("a.js",)),
             ("cd src; touch x.js", ("src/x.js",)),
             ("bash -lc 'echo x > c.txt'", ("c.txt",)),
-            ("git commit -m \"it's\nfixed\"", ()),
+            ('git commit -m "it\'s\nfixed"', ()),
         ],
     )
     def test_writes(self, command: str, writes: tuple[str, ...]) -> None:
@@ -159,7 +183,9 @@ class TestShellEffects:
         effects = shell_effects("python3 - <<'EOF'\nopen('src/a.js', 'w').write('x')\nEOF")
         assert effects.writes == () and "a.js" in effects.mentions
 
-    @pytest.mark.parametrize("command", ["git stash", "git checkout main", "patch -p1 < fix.diff", "find . -delete"])
+    @pytest.mark.parametrize(
+        "command", ["git stash", "git checkout main", "patch -p1 < fix.diff", "find . -delete"]
+    )
     def test_unclear(self, command: str) -> None:
         from trysquare.sessions._shell import shell_effects
 

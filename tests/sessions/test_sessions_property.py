@@ -16,18 +16,34 @@ _HOSTILE = st.one_of(
     st.binary(max_size=40).filter(lambda raw: b"\n" not in raw),
     st.integers(1, 30_000).map(lambda depth: b"[" * depth),
     st.integers(1, 3_000).map(lambda depth: b'{"a":' * depth),
-    st.text(max_size=20).map(lambda text: json.dumps({"type": "message", "message": {"role": "assistant", "content": text}}).encode()),
-    st.just(b'{"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "x\\ud83d"}]}}'),
+    st.text(max_size=20).map(
+        lambda text: json.dumps(
+            {"type": "message", "message": {"role": "assistant", "content": text}}
+        ).encode()
+    ),
+    st.just(
+        b'{"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "x\\ud83d"}]}}'
+    ),
     st.just(b"null"),
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(fmt=st.sampled_from(FORMATS), hostile=st.lists(st.tuples(st.integers(0, 6), _HOSTILE), max_size=4))
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    fmt=st.sampled_from(FORMATS),
+    hostile=st.lists(st.tuples(st.integers(0, 6), _HOSTILE), max_size=4),
+)
 def test_any_lines_are_survived(tmp_path: Path, fmt: str, hostile: list[tuple[int, bytes]]) -> None:
-    lines = [json.dumps(entry).encode() for entry in session_entries(fmt, [("edit", "a.py", True), ("text", "Done.")])]
+    lines = [
+        json.dumps(entry).encode()
+        for entry in session_entries(fmt, [("edit", "a.py", True), ("text", "Done.")])
+    ]
     for position, raw in hostile:
-        lines.insert(min(position + 1, len(lines)), raw)  # after the first line: the format is still told
+        lines.insert(
+            min(position + 1, len(lines)), raw
+        )  # after the first line: the format is still told
     path = tmp_path / f"{fmt}.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     reading = open_session(path, format=fmt, formats=builtin_formats())

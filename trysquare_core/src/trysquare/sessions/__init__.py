@@ -128,7 +128,9 @@ class ToolCall:
 
     def wrote(self, path: str) -> bool:
         """Whether ``path`` (or a folder holding it) is among :attr:`writes`."""
-        return any(path == written or path.startswith(written.rstrip("/") + "/") for written in self.writes)
+        return any(
+            path == written or path.startswith(written.rstrip("/") + "/") for written in self.writes
+        )
 
     @property
     def arguments(self) -> dict[str, Any]:

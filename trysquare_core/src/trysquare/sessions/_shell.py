@@ -194,31 +194,148 @@ class ShellEffects:
 
 _NEVER_WRITE = frozenset(
     {
-        "cat", "head", "tail", "nl", "less", "more", "bat", "grep", "egrep", "fgrep", "rg",
-        "ag", "ls", "stat", "wc", "file", "diff", "cmp", "echo", "printf", "pwd", "test",
-        "[", "[[", "true", "false", "which", "type", "realpath", "readlink", "dirname",
-        "basename", "du", "df", "tree", "cut", "tr", "xxd", "od", "hexdump", "md5sum",
-        "sha1sum", "sha256sum", "sha512sum", "date", "sleep", "export", "set", "unset",
-        "exit", "return", "read", "whoami", "id", "uname", "env", "printenv", "column",
-        "fold", "rev", "seq", "yes", "jq", "ps", "kill", "wait", "history", "alias",
-        "local", "declare", "shopt", "clear", "hash", "command", "sort", "uniq",
+        "cat",
+        "head",
+        "tail",
+        "nl",
+        "less",
+        "more",
+        "bat",
+        "grep",
+        "egrep",
+        "fgrep",
+        "rg",
+        "ag",
+        "ls",
+        "stat",
+        "wc",
+        "file",
+        "diff",
+        "cmp",
+        "echo",
+        "printf",
+        "pwd",
+        "test",
+        "[",
+        "[[",
+        "true",
+        "false",
+        "which",
+        "type",
+        "realpath",
+        "readlink",
+        "dirname",
+        "basename",
+        "du",
+        "df",
+        "tree",
+        "cut",
+        "tr",
+        "xxd",
+        "od",
+        "hexdump",
+        "md5sum",
+        "sha1sum",
+        "sha256sum",
+        "sha512sum",
+        "date",
+        "sleep",
+        "export",
+        "set",
+        "unset",
+        "exit",
+        "return",
+        "read",
+        "whoami",
+        "id",
+        "uname",
+        "env",
+        "printenv",
+        "column",
+        "fold",
+        "rev",
+        "seq",
+        "yes",
+        "jq",
+        "ps",
+        "kill",
+        "wait",
+        "history",
+        "alias",
+        "local",
+        "declare",
+        "shopt",
+        "clear",
+        "hash",
+        "command",
+        "sort",
+        "uniq",
     }
 )
 _PREFIXES = frozenset({"sudo", "time", "nohup", "exec", "builtin", "nice", "stdbuf", "doas"})
 _GIT_QUIET = frozenset(
     {
-        "status", "diff", "log", "show", "add", "commit", "branch", "tag", "fetch", "remote",
-        "rev-parse", "ls-files", "blame", "grep", "config", "init", "describe", "shortlog",
-        "reflog", "cat-file", "ls-tree", "help", "version", "diff-tree", "diff-index",
-        "merge-base", "rev-list", "name-rev", "check-ignore", "show-ref", "for-each-ref",
-        "count-objects", "fsck", "--version", "--help", "notes", "format-patch",
+        "status",
+        "diff",
+        "log",
+        "show",
+        "add",
+        "commit",
+        "branch",
+        "tag",
+        "fetch",
+        "remote",
+        "rev-parse",
+        "ls-files",
+        "blame",
+        "grep",
+        "config",
+        "init",
+        "describe",
+        "shortlog",
+        "reflog",
+        "cat-file",
+        "ls-tree",
+        "help",
+        "version",
+        "diff-tree",
+        "diff-index",
+        "merge-base",
+        "rev-list",
+        "name-rev",
+        "check-ignore",
+        "show-ref",
+        "for-each-ref",
+        "count-objects",
+        "fsck",
+        "--version",
+        "--help",
+        "notes",
+        "format-patch",
     }
 )
 _GIT_REWRITES = frozenset(
     {
-        "checkout", "restore", "reset", "stash", "apply", "am", "merge", "rebase",
-        "cherry-pick", "pull", "revert", "switch", "clean", "read-tree", "checkout-index",
-        "worktree", "clone", "submodule", "bisect", "filter-branch",
+        "checkout",
+        "restore",
+        "reset",
+        "stash",
+        "apply",
+        "am",
+        "merge",
+        "rebase",
+        "cherry-pick",
+        "pull",
+        "revert",
+        "switch",
+        "clean",
+        "read-tree",
+        "checkout-index",
+        "worktree",
+        "clone",
+        "submodule",
+        "bisect",
+        "filter-branch",
     }
 )
 _REDIRECT_WRITES = frozenset({">", ">>", "&>", ">&"})
@@ -274,7 +391,7 @@ def _commands_with_bodies(script: str) -> list[tuple[list[str], str]] | None:
             commands.append((current, ""))
     if pending:
         return None
-    for delimiter, body, owner in heredocs:  # a body never closed runs to the end
+    for _, body, owner in heredocs:  # a body never closed runs to the end
         commands[owner] = (commands[owner][0], "\n".join(body))
     return commands
 
@@ -295,7 +412,8 @@ def _script_effects(script: str, depth: int) -> ShellEffects:
     if commands is None:
         # Quotes that never balance: what it runs cannot be told, but what it names can.
         return ShellEffects(
-            unclear=None, mentions=frozenset(_basename(t) for t in _TOKENS.findall(script)[:_MENTIONS_CAP])
+            unclear=None,
+            mentions=frozenset(_basename(t) for t in _TOKENS.findall(script)[:_MENTIONS_CAP]),
         )
     writes: list[str] = []
     unclear: str | None = None
@@ -312,7 +430,11 @@ def _script_effects(script: str, depth: int) -> ShellEffects:
         args = words[1:]
         if program == "cd":
             target = next((a for a in args if not a.startswith("-")), "~")
-            cwd = target if target.startswith(("/", "~")) or cwd is None else posixpath.join(cwd, target)
+            cwd = (
+                target
+                if target.startswith(("/", "~")) or cwd is None
+                else posixpath.join(cwd, target)
+            )
             continue
         if program in _SHELLS and len(args) >= 2 and args[-2] in {"-c", "-lc", "-ic"} and depth < 3:
             inner = _script_effects(args[-1], depth + 1)
@@ -337,7 +459,21 @@ def _script_effects(script: str, depth: int) -> ShellEffects:
 
 
 _INTERPRETERS = frozenset(
-    {"python", "python3", "node", "deno", "bun", "ruby", "perl", "php", "tsx", "ts-node", "bash", "sh", "zsh"}
+    {
+        "python",
+        "python3",
+        "node",
+        "deno",
+        "bun",
+        "ruby",
+        "perl",
+        "php",
+        "tsx",
+        "ts-node",
+        "bash",
+        "sh",
+        "zsh",
+    }
 )
 _TEST_RUNNERS = frozenset({"pytest", "py.test", "jest", "vitest", "mocha", "ava", "tap"})
 
@@ -352,7 +488,11 @@ def _named_by(program: str, args: list[str]) -> list[str]:
     """
     if program in {"npx", "bunx", "pnpx"} and args:
         return _named_by(posixpath.basename(args[0]), args[1:])
-    if program in {"uv", "poetry", "pipenv", "pdm", "hatch"} and args[:1] == ["run"] and len(args) > 1:
+    if (
+        program in {"uv", "poetry", "pipenv", "pdm", "hatch"}
+        and args[:1] == ["run"]
+        and len(args) > 1
+    ):
         return _named_by(posixpath.basename(args[1]), args[2:])
     if "-m" in args[:-1] and args[args.index("-m") + 1] in _TEST_RUNNERS:
         return []
@@ -436,7 +576,9 @@ def _copy_targets(program: str, args: list[str]) -> list[str]:
             target_dir = args[position + 1]
         elif word.startswith("--target-directory="):
             target_dir = word.split("=", 1)[1]
-    operands = _operands(args, frozenset({"-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "-g"}))
+    operands = _operands(
+        args, frozenset({"-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "-g"})
+    )
     if target_dir is not None:
         sources, targets = operands, [posixpath.join(target_dir, _basename(s)) for s in operands]
     elif len(operands) >= 2:
@@ -451,7 +593,9 @@ def _copy_targets(program: str, args: list[str]) -> list[str]:
     return [*targets, *(sources if program == "mv" else [])]
 
 
-def _program_effects(program: str, args: list[str], body: str) -> tuple[list[str], str | None, bool]:
+def _program_effects(
+    program: str, args: list[str], body: str
+) -> tuple[list[str], str | None, bool]:
     """(files written, why it may rewrite unnamed files, whether it is an unknown program)."""
     if program == "tee":
         return _operands(args), None, False
@@ -471,18 +615,36 @@ def _program_effects(program: str, args: list[str], body: str) -> tuple[list[str
         in_place = any(
             word == "--in-place"
             or word.startswith("--in-place=")
-            or (word.startswith("-") and not word.startswith("--") and "i" in word[1:].split(".")[0])
+            or (
+                word.startswith("-") and not word.startswith("--") and "i" in word[1:].split(".")[0]
+            )
             for word in args
         )
         if not in_place:
             return [], None, program == "perl"
-        operands = _operands(args, frozenset({"-e", "-f", "--expression", "--file", "-E"} if program == "sed" else {"-e", "-E", "-M", "-m", "-I"}))
-        scripted = any(word in {"-e", "-f", "--expression", "--file", "-E"} or word.startswith(("--expression=", "--file=")) for word in args)
+        operands = _operands(
+            args,
+            frozenset(
+                {"-e", "-f", "--expression", "--file", "-E"}
+                if program == "sed"
+                else {"-e", "-E", "-M", "-m", "-I"}
+            ),
+        )
+        scripted = any(
+            word in {"-e", "-f", "--expression", "--file", "-E"}
+            or word.startswith(("--expression=", "--file="))
+            for word in args
+        )
         if program == "perl":
-            scripted = scripted or any(w.startswith("-") and not w.startswith("--") and "e" in w for w in args)
+            scripted = scripted or any(
+                w.startswith("-") and not w.startswith("--") and "e" in w for w in args
+            )
         return (operands if scripted else operands[1:]), None, False
     if program == "find":
-        if any(word in {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprintf"} for word in args):
+        if any(
+            word in {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprintf"}
+            for word in args
+        ):
             return [], "`find` with -delete or -exec changes files it does not name", False
         return [], None, False
     if program == "patch":
@@ -508,10 +670,18 @@ def _git_effects(args: list[str]) -> tuple[list[str], str | None, bool]:
     if sub == "mv":
         return _copy_targets("mv", rest), None, False
     if sub == "restore" and "--staged" not in rest or sub == "checkout" and "--" in rest:
-        paths = rest[rest.index("--") + 1 :] if "--" in rest else _operands(rest, frozenset({"-s", "--source"}))
+        paths = (
+            rest[rest.index("--") + 1 :]
+            if "--" in rest
+            else _operands(rest, frozenset({"-s", "--source"}))
+        )
         if paths:
             return paths, None, False
-    if sub in {"checkout", "switch"} and (rest[:1] in (["-b"], ["-B"], ["-c"], ["-C"])) and len(_operands(rest)) <= 2:
+    if (
+        sub in {"checkout", "switch"}
+        and (rest[:1] in (["-b"], ["-B"], ["-c"], ["-C"]))
+        and len(_operands(rest)) <= 2
+    ):
         return [], None, False
     if sub == "stash" and rest[:1] in (["list"], ["show"]):
         return [], None, False

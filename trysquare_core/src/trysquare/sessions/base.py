@@ -277,7 +277,9 @@ class CallCollector:
         """Record a call; returns its index. A repeated ``key`` makes the history ambiguous."""
         index = len(self._calls)
         # The last slot: the line of the result paired with it (-1: none yet).
-        self._calls.append([name, arguments, None, True, reads, writes, shell, unclear, mentions, -1])
+        self._calls.append(
+            [name, arguments, None, True, reads, writes, shell, unclear, mentions, -1]
+        )
         if key is not None:
             if key in self._by_id:
                 self.doubts.append(
@@ -375,9 +377,13 @@ class CallCollector:
                 )
             )
             records[offset] = _GONE  # each record goes as its call comes: the two never all coexist
-        orphans = self._orphans + [f"{key!r}{_at(line)}" for key, (_, _, line) in self._early.items()]
+        orphans = self._orphans + [
+            f"{key!r}{_at(line)}" for key, (_, _, line) in self._early.items()
+        ]
         if orphans:
-            shown = ", ".join(orphans[:_NAMED_LINES]) + (", ..." if len(orphans) > _NAMED_LINES else "")
+            shown = ", ".join(orphans[:_NAMED_LINES]) + (
+                ", ..." if len(orphans) > _NAMED_LINES else ""
+            )
             self.notes.append(
                 f"{self._where}{len(orphans)} tool result{'s' if len(orphans) != 1 else ''} "
                 f"answer{'s' if len(orphans) == 1 else ''} no call ({shown})"
@@ -498,7 +504,12 @@ class LoggedReading:
         elif final is not None:
             final = _clean_text(final)
         return Digest(
-            tuple(calls), final, frozenset(skills), skipped, tuple(doubts) + tuple(notes), tuple(doubts)
+            tuple(calls),
+            final,
+            frozenset(skills),
+            skipped,
+            tuple(doubts) + tuple(notes),
+            tuple(doubts),
         )
 
     @property

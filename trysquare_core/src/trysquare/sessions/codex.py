@@ -53,7 +53,14 @@ _LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_con
 _SHELLS = frozenset({"shell", "container.exec", "shell_command", "exec_command", "local_shell"})
 _READ_TOOLS = frozenset({"read_file", "view_image"})
 _QUIET_TOOLS = frozenset(
-    {"update_plan", "web_search", "list_dir", "grep_files", "list_mcp_resources", "read_mcp_resource"}
+    {
+        "update_plan",
+        "web_search",
+        "list_dir",
+        "grep_files",
+        "list_mcp_resources",
+        "read_mcp_resource",
+    }
 )
 """Tools that write no file of the repo."""
 _EXIT = re.compile(r"^(?:Exit code:|Process exited with code)\s*(-?\d+)", re.MULTILINE)
@@ -170,11 +177,19 @@ def _paths_of(
         reads = paths.resolve_all(shell_reads(script), base)
         effects = shell_effects(script)
         writes = paths.resolve_all([*patch_files(script), *effects.writes], base)
-        return reads, writes, {"shell": True, "unclear": effects.unclear, "mentions": effects.mentions}
+        return (
+            reads,
+            writes,
+            {"shell": True, "unclear": effects.unclear, "mentions": effects.mentions},
+        )
     if name in _QUIET_TOOLS:
         return (), (), {}
     if name == "write_stdin":
-        return (), (), {"unclear": "'write_stdin' types into a running command, whose writes are not named"}
+        return (
+            (),
+            (),
+            {"unclear": "'write_stdin' types into a running command, whose writes are not named"},
+        )
     return (), (), {"unclear": f"{name!r} is a tool the codex reader does not know"}
 
 
@@ -240,7 +255,9 @@ class CodexReading(LoggedReading):
                 arguments = _call_arguments(item)
                 reads, writes, more = _paths_of(name, arguments, paths)
                 kept = arguments_kept_or_logged(arguments, file, offset, None, _logged_arguments)
-                calls.call(item.get("call_id"), name, kept, reads, writes, line=counter.line, **more)
+                calls.call(
+                    item.get("call_id"), name, kept, reads, writes, line=counter.line, **more
+                )
             elif item_type == "local_shell_call":
                 arguments = _call_arguments(item)
                 reads, writes, more = _paths_of("local_shell", arguments, paths)

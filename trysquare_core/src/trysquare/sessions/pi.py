@@ -167,8 +167,12 @@ class PiReading(LoggedReading):
                 leaf = entry_id
         if state is None:
             return FilePart(
-                calls=[], final_response=None, skills=frozenset(), skipped=counter.skipped,
-                notes=counter.notes(file), response_unknown=counter.response_unknown(file, None),
+                calls=[],
+                final_response=None,
+                skills=frozenset(),
+                skipped=counter.skipped,
+                notes=counter.notes(file),
+                response_unknown=counter.response_unknown(file, None),
             )
         notes: list[str] = []
         if is_tree:
