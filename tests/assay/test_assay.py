@@ -38,12 +38,16 @@ def test_scalars(write_context: Write) -> None:
     assert run.test_command is None and run.prepare == []
 
 
-def test_the_response_is_empty_when_the_agent_left_none(write_context: Write) -> None:
-    assert Assay.load(write_context()).response == ""  # path given, file absent
-    assert Assay.load(write_context(response=None)).response == ""
+def test_the_response_is_none_when_none_was_recorded(write_context: Write) -> None:
+    # Unknown is None, never "": a metric about the note must not score "0 words".
+    assert Assay.load(write_context()).response is None  # path given, file absent
+    assert Assay.load(write_context(response=None)).response is None
     path = write_context()
     Path(json.loads(path.read_text())["response"]).write_text("Fixed it.", encoding="utf-8")
     assert Assay.load(path).response == "Fixed it."
+    empty = write_context()
+    Path(json.loads(empty.read_text())["response"]).write_text("", encoding="utf-8")
+    assert Assay.load(empty).response == ""  # a last message that really was empty
 
 
 def test_a_run_without_an_etalon(write_context: Write) -> None:

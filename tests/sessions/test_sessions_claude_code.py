@@ -251,6 +251,7 @@ class TestHandBuilt:
                     msg="m",
                 ),
                 _entry("assistant", [_use("4", "Read", file_path="/etc/hosts")], msg="m"),
+                _entry("user", [_result(key, "ok") for key in "1234"]),
             ]
         )
         reading = ClaudeCodeFormat().read([log], None)

@@ -210,6 +210,7 @@ class Assay:
             raise TypeError(f"a context is a JSON object, not {type(context).__name__}") from None
         self.source = source  # the context file, when read from one
         self._cache: dict[str, Any] = {}
+        self._session_reads = 0  # process-metric reads, so their reasons carry the session's notes
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Assay:
@@ -330,11 +331,17 @@ class Assay:
         return self._text("prompt")
 
     @property
-    def response(self) -> str:
-        """The agent's final prose; ``""`` when it left none (no ``response.md``)."""
+    def response(self) -> str | None:
+        """The agent's final prose; ``None`` when no response was recorded.
+
+        ``None`` (no ``response.md`` and no session, or a session whose last message
+        could not be read) is "unknown": a metric about the note should then be
+        ``Metric.unjudged("no response was recorded")``, never ``False``. ``""``
+        only when the agent's last message really was empty.
+        """
         location = self._get("response")
         if location is None or not os.path.exists(location):
-            return ""
+            return None
         return self._text("response")
 
     @property
@@ -440,29 +447,63 @@ class Assay:
     def tool_calls(self) -> list[Any]:
         """Every tool call the agent made, in order (read from the session on first use).
 
-        Raises ``Unjudged`` when the run has no session log.
+        Raises ``Unjudged`` when the run has no session log, or when the log
+        contradicts itself (a reused entry id, results that disagree).
         """
+        self._session_reads += 1
         cached = self._cache.get("tool_calls")
         if cached is None:
             cached = self._cache["tool_calls"] = list(self._session().tool_calls())
         return list(cached)
 
     def first_write(self, path: str) -> int | None:
-        """The index of the first call that wrote ``path``, else ``None``.
+        """The index of the first call that *wrote* ``path``; ``None`` when none did.
 
-        ``path`` is repo-relative, or absolute inside the repo. Raises ``Unjudged``
-        when the run has no session log.
+        ``path`` is repo-relative, or absolute inside the repo. A failed call never
+        wrote; a shell command that visibly writes the file counts (``>``, ``tee``,
+        ``sed -i``, ``cp``/``mv`` onto it; a deletion is a write). Raises ``Unjudged``
+        when the run has no session log, or when a call before any write may have
+        written the file and the reader cannot tell (an unknown tool, a subagent):
+        the reason names that call.
         """
+        self._session_reads += 1
         # The session reader owns what "wrote" means for its agent's tools.
         return self._session().first_write(self._relative(path))
 
     @property
     def skills_expanded(self) -> frozenset[str]:
         """Skills whose body arrived in the prompt (``/skill:<name>``): nothing left to read."""
+        self._session_reads += 1
         cached = self._cache.get("skills_expanded")
         if cached is None:
             cached = self._cache["skills_expanded"] = frozenset(self._session().skills_expanded())
         return cached
+
+    @property
+    def session_notes(self) -> tuple[str, ...]:
+        """What the session log says against itself, one sentence each (empty when nothing).
+
+        Lines that could not be read, results that answer no call, recorded work the
+        active branch leaves out... ``@validator`` adds them to the reason of every
+        metric whose computation read the session (a callable metric: while it ran;
+        a plain value: while the function's body ran).
+        """
+        if self._context.get("session") is None:
+            return ()
+        return tuple(getattr(self._session(), "notes", ()))
+
+    def _session_noted(self, reason: str, read: bool) -> str:
+        """``reason`` with the session's notes added, when the metric read the session."""
+        if not read or self._context.get("session") is None:
+            return reason
+        try:
+            notes = [note for note in self.session_notes if note not in reason]
+        except Exception:  # noqa: BLE001 - an unreadable log already spoke through the metric
+            return reason
+        if not notes:
+            return reason
+        said = "session: " + "; ".join(notes)
+        return f"{reason} ({said})" if reason else said
 
     def _relative(self, path: str | os.PathLike[str]) -> str:
         text = os.fspath(path).replace(os.sep, "/")
@@ -573,10 +614,14 @@ class _Validator:
             )
         metrics: dict[str, Any] = {}
         reasons: dict[str, str] = {}
+        body_read = run._session_reads > 0
         for name, value in returned.items():
             if not isinstance(name, str) or not name:
                 raise _ValidatorBug(f"{self.name}() returned a metric named {name!r}")
+            reads = run._session_reads
             metrics[name], reason = _resolve(name, value)
+            lazy = callable(value) and not isinstance(value, type)
+            reason = run._session_noted(reason, run._session_reads > reads if lazy else body_read)
             if reason:
                 reasons[name] = reason
         return metrics, reasons

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -148,7 +149,13 @@ def preflight(run: Run) -> None:
 
 
 def _response(run: Run) -> Path | None:
-    """``response.md``: used as it is when present, else read from the session once."""
+    """``response.md``: used as it is when present, else read from the session once.
+
+    ``None`` (the context's ``response`` is null) when no response was recorded: no
+    session, or a session whose last message is missing or could not be read. An
+    empty file is written only for a last message that really was empty. Lone
+    surrogates in the session's text become U+FFFD, so the file is always UTF-8.
+    """
     path = run.dir / RESPONSE_FILE
     if path.exists():
         return path
@@ -157,8 +164,13 @@ def _response(run: Run) -> Path | None:
     from trysquare import sessions
 
     text = sessions.final_response(run.session, format=run.session_format, repo=run.repo)
-    _atomic.write_text(path, text or "")
+    if text is None:
+        return None
+    _atomic.write_text(path, _LONE_SURROGATE.sub("\ufffd", text))
     return path
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def build_context(

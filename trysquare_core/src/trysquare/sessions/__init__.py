@@ -100,7 +100,37 @@ class ToolCall:
     reads: tuple[str, ...] = ()
     """Files it read: repo-relative POSIX paths; paths outside the repo stay absolute."""
     writes: tuple[str, ...] = ()
-    """Files it wrote, edited, created or deleted, in the same form as ``reads``."""
+    """Files it wrote, edited, created or deleted, in the same form as ``reads``.
+
+    A shell command's writes are those its words show (a redirection, ``tee``,
+    ``sed -i``, ``cp``/``mv`` onto a file, ``rm``...); see ``docs/sessions.md``.
+    """
+    shell: bool = False
+    """The call ran a shell command: its failure (an exit code) does not undo its writes."""
+    unclear: str | None = None
+    """Why the call may have written files it does not name (an unknown tool, a subagent,
+    ``git stash``); ``None`` when the reader can tell."""
+    mentions: frozenset[str] = frozenset()
+    """File names (last path components) a program the reader does not know was given:
+    it may have written any of them."""
+
+    def may_have_written(self, path: str) -> str | None:
+        """Why this call may have written ``path`` although the reader cannot tell, or ``None``.
+
+        ``None`` also when the call plainly wrote it (see :attr:`writes`).
+        """
+        if self.unclear is not None:
+            return self.unclear
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if name in self.mentions:
+            return f"`{self.name}` ran a program the reader does not know, given {name!r}"
+        return None
+
+    def wrote(self, path: str) -> bool:
+        """Whether ``path`` (or a folder holding it) is among :attr:`writes`."""
+        return any(
+            path == written or path.startswith(written.rstrip("/") + "/") for written in self.writes
+        )
 
     @property
     def arguments(self) -> dict[str, Any]:
@@ -153,7 +183,11 @@ class SessionReading(Protocol):
         ...
 
     def first_write(self, path: str) -> int | None:
-        """Index of the first call that wrote ``path`` (repo-relative), or ``None``."""
+        """Index of the first call that wrote ``path`` (repo-relative), or ``None``.
+
+        Raises :class:`trysquare.assay.Unjudged` when a call before any write may
+        have written it and the reader cannot tell.
+        """
         ...
 
 
@@ -205,7 +239,7 @@ def read_head(files: Sequence[Path], limit: int = HEAD_LINES) -> list[dict[str, 
                     continue
                 try:
                     entry = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # not UTF-8, not JSON, nested too deep
                     continue
                 if isinstance(entry, dict):
                     head.append(entry)

@@ -23,6 +23,7 @@ from trysquare.sessions._paths import PathResolver
 __all__ = [
     "CallCollector",
     "Digest",
+    "FilePart",
     "LineCounter",
     "LoggedReading",
     "PathResolver",
@@ -30,6 +31,7 @@ __all__ = [
     "iter_entries",
     "iter_positioned",
     "kept_or_logged",
+    "parse_line",
     "skill_tags",
     "text_of",
 ]
@@ -43,23 +45,97 @@ class Digest:
     final_response: str | None
     skills_expanded: frozenset[str]
     skipped: int
+    notes: tuple[str, ...] = ()
+    """What a reader of a process metric must know about the log (see :attr:`LoggedReading.notes`)."""
+    doubts: tuple[str, ...] = ()
+    """Why the history is ambiguous: process metrics are unjudged with these reasons."""
+
+
+_NAMED_LINES = 5
+"""How many broken lines a note names by number (the count is always whole)."""
 
 
 @attrs.define
 class LineCounter:
-    """How many lines a pass skipped (malformed, truncated, unknown)."""
+    """How many lines a pass skipped (malformed, truncated, unknown), and which could not be read.
+
+    ``skipped`` counts every line passed over; the lines that could not be *read*
+    (not UTF-8, not JSON, nested too deep, not an object, cut off) are also counted
+    in ``broken`` and the first few named by number in ``named``, so a metric's
+    reason can say which. ``line`` is the number (1-based) of the line last read.
+    """
 
     skipped: int = 0
+    broken: int = 0
+    named: list[str] = attrs.Factory(list)
+    line: int = 0
+    last_broken_offset: int = -1
+    """Byte offset of the last line that could not be read (``-1``: none)."""
+    last_broken_line: int = 0
+
+    def broke(self, why: str, offset: int) -> None:
+        """Count the current line as unreadable, for ``why``."""
+        self.skipped += 1
+        self.broken += 1
+        self.last_broken_offset = offset
+        self.last_broken_line = self.line
+        if len(self.named) < _NAMED_LINES:
+            self.named.append(f"line {self.line}: {why}")
+
+    def response_unknown(self, file: Path, final_line: int | None) -> str | None:
+        """Why the final response read (from line ``final_line``) is not known to be the last.
+
+        A line after it that could not be read may have been the real last message.
+        """
+        if self.last_broken_line > (0 if final_line is None else final_line):
+            return (
+                f"{file.name} line {self.last_broken_line} could not be read and comes after "
+                "the last message that was"
+            )
+        return None
+
+    def notes(self, file: Path) -> tuple[str, ...]:
+        """:meth:`note` as a tuple (empty when every line was read)."""
+        note = self.note(file)
+        return () if note is None else (note,)
+
+    def note(self, file: Path) -> str | None:
+        """The sentence naming this file's unreadable lines, or ``None`` when there were none."""
+        if not self.broken:
+            return None
+        more = "; ..." if self.broken > len(self.named) else ""
+        lines = "line" if self.broken == 1 else "lines"
+        return (
+            f"{file.name}: {self.broken} {lines} could not be read and "
+            f"{'was' if self.broken == 1 else 'were'} skipped ({'; '.join(self.named)}{more})"
+        )
 
 
 def iter_entries(file: Path, counter: LineCounter) -> Iterator[dict[str, Any]]:
     """The JSON objects of a JSONL file, one line at a time; broken lines are counted, not fatal.
 
-    Blank lines are passed over silently; a line that is not JSON (a truncated last
-    line included) or not an object adds one to ``counter.skipped``.
+    Blank lines are passed over silently; a line that is not UTF-8, not JSON (a
+    truncated last line included), nested too deep to parse, or not an object adds
+    one to ``counter.skipped`` and is named in ``counter.named``.
     """
     for _, entry in iter_positioned(file, counter):
         yield entry
+
+
+def parse_line(line: bytes, counter: LineCounter, offset: int) -> Any:
+    """One line parsed, or ``None`` (counted and named in ``counter``) when it cannot be."""
+    try:
+        return json.loads(line)
+    except UnicodeDecodeError:
+        counter.broke("not UTF-8", offset)
+    except RecursionError:
+        # json's C scanner refuses ~thousands of nested "[": a hostile line must not
+        # crash the reader (nor `check`), only be skipped.
+        counter.broke("nested too deep to read", offset)
+    except ValueError:
+        if line.strip():
+            counter.broke("cut off" if not line.endswith(b"\n") else "not JSON", offset)
+    return None
 
 
 def iter_positioned(file: Path, counter: LineCounter) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -70,16 +146,17 @@ def iter_positioned(file: Path, counter: LineCounter) -> Iterator[tuple[int, dic
         for line in stream:
             start = offset
             offset += len(line)
+            counter.line += 1
             try:
                 entry = loads(line)
-            except ValueError:
-                if line.strip():
-                    counter.skipped += 1
-                continue
+            except (ValueError, RecursionError):
+                entry = parse_line(line, counter, start)
+                if entry is None:
+                    continue
             if isinstance(entry, dict):
                 yield start, entry
             else:
-                counter.skipped += 1
+                counter.broke("not a JSON object", start)
 
 
 INLINE_SIZE = 1024
@@ -160,16 +237,29 @@ def skill_tags(text: str) -> list[str]:
     return [name for name in names if name]
 
 
+_GONE: list[Any] = []  # what a collected record is replaced with (shared, never changed)
+
+
 class CallCollector:
     """Calls in the order they were made, their results paired by id in any order.
 
     A call whose result never comes is kept with ``result=None`` and ``failed=True``.
-    A result for an id never called (another branch's, a lost line's) is ignored.
+    A result may come before its call (it pairs when the call arrives). What does
+    not add up is written down rather than guessed, for the reasons of every
+    process metric: a result for an id never called is counted in :attr:`notes`;
+    a second result for a call is ignored (the first wins) and named; two results
+    that disagree on whether the call failed, or two calls sharing one id, make the
+    history ambiguous (:attr:`doubts`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, file: Path | None = None) -> None:
         self._calls: list[list[Any]] = []
         self._by_id: dict[str, int] = {}
+        self._early: dict[str, tuple[str | LoggedValue, bool, int]] = {}
+        self._where = f"{file.name}: " if file is not None else ""
+        self._orphans: list[str] = []
+        self.notes: list[str] = []
+        self.doubts: list[str] = []
 
     def call(
         self,
@@ -178,23 +268,65 @@ class CallCollector:
         arguments: dict[str, Any] | LoggedValue,
         reads: tuple[str, ...] = (),
         writes: tuple[str, ...] = (),
+        *,
+        shell: bool = False,
+        unclear: str | None = None,
+        mentions: frozenset[str] = frozenset(),
+        line: int = 0,
     ) -> int:
-        """Record a call; returns its index. A repeated ``key`` replaces the earlier pairing."""
+        """Record a call; returns its index. A repeated ``key`` makes the history ambiguous."""
         index = len(self._calls)
-        self._calls.append([name, arguments, None, True, reads, writes])
+        # The last slot: the line of the result paired with it (-1: none yet).
+        self._calls.append(
+            [name, arguments, None, True, reads, writes, shell, unclear, mentions, -1]
+        )
         if key is not None:
+            if key in self._by_id:
+                self.doubts.append(
+                    f"{self._where}calls {self._by_id[key]} and {index} share the id {key!r}"
+                    f"{_at(line)}, so which one a result answers cannot be told"
+                )
             self._by_id[key] = index
+            early = self._early.pop(key, None)
+            if early is not None:
+                self._pair(index, *early)
         return index
 
-    def result(self, key: str | None, text: str | LoggedValue, failed: bool) -> int | None:
-        """Pair a result with the call of id ``key``; returns that call's index, if any."""
-        index = self._by_id.get(key) if key is not None else None
-        if index is None:
+    def result(
+        self, key: str | None, text: str | LoggedValue, failed: bool, *, line: int = 0
+    ) -> int | None:
+        """Pair a result with the call of id ``key``; returns that call's index, if any yet."""
+        if key is None:
+            self._orphans.append(f"an unnamed result{_at(line)}")
             return None
+        index = self._by_id.get(key)
+        if index is None:
+            if key in self._early:
+                self._orphans.append(f"a second result for {key!r}{_at(line)}")
+            else:
+                self._early[key] = (text, failed, line)
+            return None
+        self._pair(index, text, failed, line)
+        return index
+
+    def _pair(self, index: int, text: str | LoggedValue, failed: bool, line: int) -> None:
         record = self._calls[index]
+        if record[9] != -1:
+            first_failed, first_line = record[3], record[9]
+            if first_failed != failed:
+                self.doubts.append(
+                    f"{self._where}call {index} ({record[0]}) has two results that disagree on "
+                    f"whether it failed{_at(first_line)} and{_at(line, ' ')}"
+                )
+            else:
+                self.notes.append(
+                    f"{self._where}call {index} ({record[0]}) has a second result{_at(line)}, "
+                    "ignored: the first result counts"
+                )
+            return
+        record[9] = line
         record[2] = text
         record[3] = failed
-        return index
 
     def index_of(self, key: str) -> int | None:
         """The index of the call of id ``key``, if it was recorded."""
@@ -222,22 +354,65 @@ class CallCollector:
         return len(self._calls)
 
     def finish(self, start: int = 0) -> list[ToolCall]:
-        """The collected calls as records, numbered from ``start``; the collector is emptied."""
-        calls = [
-            ToolCall(
-                index=start + offset,
-                name=name,
-                arguments=arguments,
-                result=result,
-                failed=failed,
-                reads=reads,
-                writes=writes,
+        """The collected calls as records, numbered from ``start``; the collector is emptied.
+
+        Results that never found their call are added to :attr:`notes` here.
+        """
+        records, self._calls = self._calls, []
+        calls: list[ToolCall] = []
+        for offset, record in enumerate(records):
+            name, arguments, result, failed, reads, writes, shell, unclear, mentions, _ = record
+            calls.append(
+                ToolCall(
+                    index=start + offset,
+                    name=name,
+                    arguments=arguments,
+                    result=result,
+                    failed=failed,
+                    reads=reads,
+                    writes=writes,
+                    shell=shell,
+                    unclear=unclear,
+                    mentions=mentions,
+                )
             )
-            for offset, (name, arguments, result, failed, reads, writes) in enumerate(self._calls)
+            records[offset] = _GONE  # each record goes as its call comes: the two never all coexist
+        orphans = self._orphans + [
+            f"{key!r}{_at(line)}" for key, (_, _, line) in self._early.items()
         ]
-        self._calls = []
+        if orphans:
+            shown = ", ".join(orphans[:_NAMED_LINES]) + (
+                ", ..." if len(orphans) > _NAMED_LINES else ""
+            )
+            self.notes.append(
+                f"{self._where}{len(orphans)} tool result{'s' if len(orphans) != 1 else ''} "
+                f"answer{'s' if len(orphans) == 1 else ''} no call ({shown})"
+            )
+        if start:
+            # The sentences were written with the file's own indexes: number them on.
+            self.notes = [_renumber(note, start) for note in self.notes]
+            self.doubts = [_renumber(note, start) for note in self.doubts]
         self._by_id = {}
+        self._early = {}
+        self._orphans = []
         return calls
+
+
+_CALL_NUMBER = re.compile(r"\bcalls? (\d+)(?: and (\d+))?")
+
+
+def _renumber(sentence: str, start: int) -> str:
+    def shift(match: re.Match[str]) -> str:
+        text = match.group(0)
+        for number in filter(None, match.groups()):
+            text = text.replace(number, str(int(number) + start), 1)
+        return text
+
+    return _CALL_NUMBER.sub(shift, sentence, count=1)
+
+
+def _at(line: int, lead: str = " ") -> str:
+    return f"{lead}on line {line}" if line else ""
 
 
 @attrs.frozen
@@ -248,6 +423,29 @@ class FilePart:
     final_response: str | None
     skills: frozenset[str]
     skipped: int
+    notes: tuple[str, ...] = ()
+    """Sentences for the reasons of every process metric (broken lines, orphan results...)."""
+    doubts: tuple[str, ...] = ()
+    """Why this file's history is ambiguous (process metrics are then unjudged)."""
+    response_unknown: str | None = None
+    """Why the final response cannot be trusted to be the last one (it is then ``None``)."""
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _clean_text(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (JSON allows them; UTF-8 does not)."""
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def _cannot_tell(call: ToolCall, path: str, why: str) -> None:
+    from trysquare.assay import Unjudged
+
+    raise Unjudged(
+        f"whether call {call.index} ({call.name}) wrote {path} cannot be told: {why}; "
+        "no earlier call wrote it"
+    )
 
 
 class LoggedReading:
@@ -284,39 +482,107 @@ class LoggedReading:
     def _read_all(self) -> Digest:
         calls: list[ToolCall] = []
         final: str | None = None
+        unknown: str | None = None
         skills: set[str] = set()
         skipped = 0
+        notes: list[str] = []
+        doubts: list[str] = []
         for file in self.files:
             part = self.read_file(file, len(calls))
             calls.extend(part.calls)
             if part.final_response is not None:
-                final = part.final_response
+                final, unknown = part.final_response, None
+            if part.response_unknown is not None:
+                unknown = part.response_unknown
             skills.update(part.skills)
             skipped += part.skipped
-        return Digest(tuple(calls), final, frozenset(skills), skipped)
+            notes.extend(part.notes)
+            doubts.extend(part.doubts)
+        if unknown is not None:
+            final = None
+            notes.append(f"no final response is read: {unknown}")
+        elif final is not None:
+            final = _clean_text(final)
+        return Digest(
+            tuple(calls),
+            final,
+            frozenset(skills),
+            skipped,
+            tuple(doubts) + tuple(notes),
+            tuple(doubts),
+        )
 
     @property
     def skipped(self) -> int:
         """Malformed lines, unknown entries and truncated last lines passed over."""
         return self.digest().skipped
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What a reader of a process metric must know about this log, one sentence each.
+
+        Lines that could not be read (by number), tool results that answer no call,
+        a second result for a call, recorded work the active branch leaves out, and
+        everything in :attr:`doubts`. ``trysquare.assay`` adds them to the reason of
+        every metric that read the session.
+        """
+        return self.digest().notes
+
+    @property
+    def doubts(self) -> tuple[str, ...]:
+        """Why the history is ambiguous (reused ids, results that disagree); empty when it is not."""
+        return self.digest().doubts
+
+    def _unambiguous(self) -> Digest:
+        digest = self.digest()
+        if digest.doubts:
+            from trysquare.assay import Unjudged
+
+            raise Unjudged("the session log contradicts itself: " + "; ".join(digest.doubts))
+        return digest
+
     def tool_calls(self) -> list[ToolCall]:
-        """Every call, in order."""
-        return list(self.digest().calls)
+        """Every call, in order; raises ``Unjudged`` when the history is ambiguous."""
+        return list(self._unambiguous().calls)
 
     def final_response(self) -> str | None:
-        """The text of the last assistant message that carried text."""
+        """The text of the last assistant message that carried text.
+
+        ``None`` when none did, or when the log does not let it be trusted as the
+        last one (a line after it could not be read; pi: reused entry ids).
+        Lone surrogates (``"\\ud83d"`` in the JSON) become U+FFFD, so the text can
+        always be written as UTF-8.
+        """
         return self.digest().final_response
 
     def skills_expanded(self) -> frozenset[str]:
-        """Skills whose body arrived expanded in a message."""
-        return self.digest().skills_expanded
+        """Skills whose body arrived expanded in a message; ``Unjudged`` when ambiguous."""
+        return self._unambiguous().skills_expanded
 
     def first_write(self, path: str) -> int | None:
-        """Index of the first call that wrote ``path`` (repo-relative POSIX), or ``None``."""
-        for call in self.digest().calls:
-            if path in call.writes:
-                return call.index
+        """Index of the first call that wrote ``path`` (repo-relative POSIX), or ``None``.
+
+        A call wrote the file when it did not fail and :meth:`ToolCall.wrote` says so
+        (a deletion is a write, as in ``touched``). A failed call never wrote —
+        except a shell command that plainly writes it: its exit code says nothing of
+        whether the write ran before the failure, so it *may* have written. A call
+        that may have written the file and cannot be told (an unknown tool, a
+        subagent, ``git stash``, an unknown program given the file's name, that
+        failed shell command) raises ``Unjudged`` naming the call, unless an
+        earlier call already wrote the file.
+        """
+        for call in self._unambiguous().calls:
+            if call.wrote(path):
+                if not call.failed:
+                    return call.index
+                if call.shell:
+                    _cannot_tell(call, path, "it writes the file but exited with an error")
+                continue
+            if call.failed and not call.shell:
+                continue  # a tool that refused wrote nothing
+            why = call.may_have_written(path)
+            if why is not None:
+                _cannot_tell(call, path, why)
         return None
 
     def __repr__(self) -> str:

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trysquare.sessions._shell import shell_reads
+from trysquare.sessions._shell import shell_effects, shell_reads
 from trysquare.sessions.base import (
     CallCollector,
     FilePart,
@@ -53,6 +53,41 @@ _ENTRY_TYPES = frozenset(
 )
 _SKILL_BASE = re.compile(r"^\s*Base directory for this skill:\s*(\S[^\n]*?)\s*$", re.MULTILINE)
 _READS = {"Read": "file_path", "NotebookRead": "notebook_path"}
+_QUIET_TOOLS = frozenset(
+    {
+        "Read",
+        "NotebookRead",
+        "Bash",
+        "BashOutput",
+        "KillShell",
+        "KillBash",
+        "Glob",
+        "Grep",
+        "LS",
+        "WebFetch",
+        "WebSearch",
+        "TodoWrite",
+        "TodoRead",
+        "ExitPlanMode",
+        "EnterPlanMode",
+        "Skill",
+        "SlashCommand",
+        "AskUserQuestion",
+        "ListMcpResourcesTool",
+        "ReadMcpResourceTool",
+        "ToolSearch",
+        "TaskGet",
+        "TaskUpdate",
+        "TaskList",
+        "TaskCreate",
+        "TaskOutput",
+        "TaskStop",
+        "Monitor",
+        "CronList",
+    }
+)
+"""Tools that write no file of the repo (``Bash`` is read for what it writes)."""
+_SUBAGENTS = frozenset({"Task", "Agent"})
 _WRITES = {
     "Write": "file_path",
     "Edit": "file_path",
@@ -135,7 +170,8 @@ class ClaudeCodeReading(LoggedReading):
         own_chain, cwd = _prescan(file)
         paths = PathResolver.for_session(cwd, self.repo)
         counter = LineCounter()
-        calls = CallCollector()
+        calls = CallCollector(file)
+        final_line: int | None = None
         skills: set[str] = set()
         skill_bodies: set[int] = set()
         final_id: object = None
@@ -166,8 +202,9 @@ class ClaudeCodeReading(LoggedReading):
                         if message.get("id") != final_id or final_id is None:
                             final_id, final_parts = message.get("id"), []
                         final_parts.append(text)
+                        final_line = counter.line
                     elif block.get("type") == "tool_use":
-                        self._call(block, calls, paths, file, offset)
+                        self._call(block, calls, paths, file, offset, counter.line)
                 continue
             if isinstance(content, str):
                 self._user_text(entry, content, calls, paths, skills, skill_bodies)
@@ -184,6 +221,7 @@ class ClaudeCodeReading(LoggedReading):
                         use_id,
                         kept_or_logged(text, file, offset, use_id, _result_text),
                         block.get("is_error") is True,
+                        line=counter.line,
                     )
                 elif block.get("type") == "text" and isinstance(block.get("text"), str):
                     self._user_text(entry, block["text"], calls, paths, skills, skill_bodies)
@@ -192,25 +230,42 @@ class ClaudeCodeReading(LoggedReading):
             final_response="\n".join(final_parts) if final_parts else None,
             skills=frozenset(skills),
             skipped=counter.skipped,
+            notes=(*counter.notes(file), *calls.notes),
+            doubts=tuple(calls.doubts),
+            response_unknown=counter.response_unknown(file, final_line),
         )
 
     @staticmethod
     def _call(
-        block: dict[str, Any], calls: CallCollector, paths: PathResolver, file: Path, offset: int
+        block: dict[str, Any],
+        calls: CallCollector,
+        paths: PathResolver,
+        file: Path,
+        offset: int,
+        line: int = 0,
     ) -> None:
         name = str(block.get("name", ""))
         arguments = _input_of(block)
         reads: tuple[str, ...] = ()
         writes: tuple[str, ...] = ()
+        more: dict[str, Any] = {}
         if name in _READS:
             reads = paths.resolve_all(arguments.get(_READS[name]))
         elif name in _WRITES:
             writes = paths.resolve_all(arguments.get(_WRITES[name]))
         elif name == "Bash":
-            reads = paths.resolve_all(shell_reads(arguments.get("command")))
+            command = arguments.get("command")
+            reads = paths.resolve_all(shell_reads(command))
+            effects = shell_effects(command)
+            writes = paths.resolve_all(list(effects.writes))
+            more = {"shell": True, "unclear": effects.unclear, "mentions": effects.mentions}
+        elif name in _SUBAGENTS:
+            more = {"unclear": f"{name!r} runs a subagent, whose edits are not this log's calls"}
+        elif name not in _QUIET_TOOLS:
+            more = {"unclear": f"{name!r} is a tool the claude-code reader does not know"}
         use_id = block.get("id")
         kept = arguments_kept_or_logged(arguments, file, offset, use_id, _logged_input)
-        calls.call(use_id, name, kept, reads, writes)
+        calls.call(use_id, name, kept, reads, writes, line=line, **more)
 
     @staticmethod
     def _user_text(

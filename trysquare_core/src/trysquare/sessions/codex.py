@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trysquare.sessions._shell import patch_files, script_of, shell_reads
+from trysquare.sessions._shell import patch_files, script_of, shell_effects, shell_reads
 from trysquare.sessions.base import (
     CallCollector,
     FilePart,
@@ -52,6 +52,17 @@ _ITEM_TYPES = frozenset(
 _LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _SHELLS = frozenset({"shell", "container.exec", "shell_command", "exec_command", "local_shell"})
 _READ_TOOLS = frozenset({"read_file", "view_image"})
+_QUIET_TOOLS = frozenset(
+    {
+        "update_plan",
+        "web_search",
+        "list_dir",
+        "grep_files",
+        "list_mcp_resources",
+        "read_mcp_resource",
+    }
+)
+"""Tools that write no file of the repo."""
 _EXIT = re.compile(r"^(?:Exit code:|Process exited with code)\s*(-?\d+)", re.MULTILINE)
 _CWD = re.compile(r"<cwd>([^<]+)</cwd>")
 _TEXT_KINDS = frozenset({"input_text", "output_text", "text"})
@@ -151,22 +162,35 @@ def _output_text(entry: dict[str, Any], key: str | None) -> str:
 
 def _paths_of(
     name: str, arguments: dict[str, Any], paths: PathResolver
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(reads, writes) of one Codex call."""
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, Any]]:
+    """(reads, writes, what else :meth:`CallCollector.call` needs) of one Codex call."""
     if name == "apply_patch":
         patch = arguments.get("input", arguments.get("patch", arguments.get("arguments")))
-        return (), paths.resolve_all(patch_files(patch))
+        return (), paths.resolve_all(patch_files(patch)), {}
     if name in _READ_TOOLS:
-        return paths.resolve_all(arguments.get("path", arguments.get("file_path"))), ()
+        return paths.resolve_all(arguments.get("path", arguments.get("file_path"))), (), {}
     if name in _SHELLS:
         command = arguments.get("command", arguments.get("cmd"))
         workdir = arguments.get("workdir", arguments.get("working_directory"))
         base = workdir if isinstance(workdir, str) else None
         script = script_of(command)
         reads = paths.resolve_all(shell_reads(script), base)
-        writes = paths.resolve_all(patch_files(script), base)
-        return reads, writes
-    return (), ()
+        effects = shell_effects(script)
+        writes = paths.resolve_all([*patch_files(script), *effects.writes], base)
+        return (
+            reads,
+            writes,
+            {"shell": True, "unclear": effects.unclear, "mentions": effects.mentions},
+        )
+    if name in _QUIET_TOOLS:
+        return (), (), {}
+    if name == "write_stdin":
+        return (
+            (),
+            (),
+            {"unclear": "'write_stdin' types into a running command, whose writes are not named"},
+        )
+    return (), (), {"unclear": f"{name!r} is a tool the codex reader does not know"}
 
 
 class CodexReading(LoggedReading):
@@ -175,10 +199,11 @@ class CodexReading(LoggedReading):
     def read_file(self, file: Path, start: int) -> FilePart:
         """Read one rollout in a single pass."""
         counter = LineCounter()
-        calls = CallCollector()
+        calls = CallCollector(file)
         skills: set[str] = set()
         failed_ids: set[str] = set()
         final: str | None = None
+        final_line: int | None = None
         cwd: str | None = None
         paths = PathResolver.for_session(None, self.repo)
 
@@ -218,7 +243,7 @@ class CodexReading(LoggedReading):
                 text = text_of(item.get("content"), _TEXT_KINDS)
                 if item.get("role") == "assistant":
                     if text.strip():
-                        final = text
+                        final, final_line = text, counter.line
                 elif item.get("role") == "user":
                     skills.update(skill_tags(text))
                     if cwd is None and "<cwd>" in text:
@@ -228,19 +253,27 @@ class CodexReading(LoggedReading):
             elif item_type in {"function_call", "custom_tool_call"}:
                 name = str(item.get("name", ""))
                 arguments = _call_arguments(item)
-                reads, writes = _paths_of(name, arguments, paths)
+                reads, writes, more = _paths_of(name, arguments, paths)
                 kept = arguments_kept_or_logged(arguments, file, offset, None, _logged_arguments)
-                calls.call(item.get("call_id"), name, kept, reads, writes)
+                calls.call(
+                    item.get("call_id"), name, kept, reads, writes, line=counter.line, **more
+                )
             elif item_type == "local_shell_call":
                 arguments = _call_arguments(item)
-                reads, writes = _paths_of("local_shell", arguments, paths)
+                reads, writes, more = _paths_of("local_shell", arguments, paths)
                 calls.call(
-                    item.get("call_id") or item.get("id"), "local_shell", arguments, reads, writes
+                    item.get("call_id") or item.get("id"),
+                    "local_shell",
+                    arguments,
+                    reads,
+                    writes,
+                    line=counter.line,
+                    **more,
                 )
             elif item_type in {"function_call_output", "custom_tool_call_output"}:
                 text, failed = _output(item.get("output"))
                 logged = kept_or_logged(text, file, offset, None, _output_text)
-                calls.result(item.get("call_id"), logged, failed)
+                calls.result(item.get("call_id"), logged, failed, line=counter.line)
             elif item_type not in _ITEM_TYPES:
                 counter.skipped += 1
         for call_id in failed_ids:
@@ -250,6 +283,9 @@ class CodexReading(LoggedReading):
             final_response=final,
             skills=frozenset(skills),
             skipped=counter.skipped,
+            notes=(*counter.notes(file), *calls.notes),
+            doubts=tuple(calls.doubts),
+            response_unknown=counter.response_unknown(file, final_line),
         )
 
     @staticmethod

@@ -16,14 +16,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trysquare.sessions._shell import shell_reads
+from trysquare.sessions._shell import shell_effects, shell_reads
 from trysquare.sessions.base import (
     CallCollector,
     FilePart,
+    LineCounter,
     LoggedReading,
     PathResolver,
     arguments_kept_or_logged,
     kept_or_logged,
+    parse_line,
     skill_tags,
     text_of,
 )
@@ -78,18 +80,33 @@ class PiFormat:
         return PiReading(files, repo)
 
 
+_KNOWN_TOOLS = frozenset({"read", "write", "edit", "bash", "grep", "find", "ls"})
+"""pi's built-in tools; ``grep``, ``find`` and ``ls`` write nothing."""
+
+
+_NOTHING_MORE: dict[str, Any] = {}  # shared: most calls need no more (it is never changed)
+
+
 def _tool_paths(
     name: str, arguments: dict[str, Any], paths: PathResolver
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(reads, writes) of one pi built-in tool call."""
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, Any]]:
+    """(reads, writes, what else :meth:`CallCollector.call` needs) of one pi tool call."""
     target = arguments.get("path", arguments.get("file_path"))
     if name == "read":
-        return paths.resolve_all(target), ()
+        return paths.resolve_all(target), (), _NOTHING_MORE
     if name in {"write", "edit"}:
-        return (), paths.resolve_all(target)
+        return (), paths.resolve_all(target), _NOTHING_MORE
     if name == "bash":
-        return paths.resolve_all(shell_reads(arguments.get("command"))), ()
-    return (), ()
+        command = arguments.get("command")
+        effects = shell_effects(command)
+        return (
+            paths.resolve_all(shell_reads(command)),
+            paths.resolve_all(list(effects.writes)),
+            {"shell": True, "unclear": effects.unclear, "mentions": effects.mentions},
+        )
+    if name in _KNOWN_TOOLS:
+        return (), (), _NOTHING_MORE
+    return (), (), {"unclear": f"{name!r} is a tool the pi reader does not know"}
 
 
 class PiReading(LoggedReading):
@@ -98,30 +115,33 @@ class PiReading(LoggedReading):
     def read_file(self, file: Path, start: int) -> FilePart:
         """Read one pi log: its active branch when it is a tree, else every entry."""
         state: _State | None = None
-        tree: dict[str, tuple[str | None, _Effect]] = {}
+        tree: dict[str, tuple[str | None, _Effect, int]] = {}
         leaf: str | None = None
         is_tree = False
-        skipped = 0
+        counter = LineCounter()
+        doubts: list[str] = []
         loads = json.loads
         offset = 0
         with file.open("rb") as stream:
             for line in stream:
                 position = offset
                 offset += len(line)
+                counter.line += 1
                 try:
                     entry = loads(line)
-                except ValueError:
-                    if line.strip():
-                        skipped += 1  # malformed, or a last line cut off mid-write
-                    continue
+                except (ValueError, RecursionError):
+                    entry = parse_line(line, counter, position)  # counted and named
+                    if entry is None:
+                        continue
                 if not isinstance(entry, dict):
-                    skipped += 1
+                    counter.broke("not a JSON object", position)
                     continue
                 if state is None:
                     header = entry if entry.get("type") == "session" else {}
                     cwd = header.get("cwd")
                     state = _State(
-                        PathResolver.for_session(cwd if isinstance(cwd, str) else None, self.repo)
+                        PathResolver.for_session(cwd if isinstance(cwd, str) else None, self.repo),
+                        file,
                     )
                     version = header.get("version", 1)
                     is_tree = isinstance(version, int) and version >= 2
@@ -129,31 +149,65 @@ class PiReading(LoggedReading):
                         continue
                 effect = state.extract(entry, file, position)
                 if not is_tree:
-                    state.apply(effect)
+                    state.apply(effect, counter.line)
                     continue
                 entry_id = entry.get("id")
                 if not isinstance(entry_id, str):
-                    skipped += 1  # a tree entry with no place in the tree
+                    counter.broke("a tree entry with no id", position)
                     continue
                 parent = entry.get("parentId")
-                tree[entry_id] = (parent if isinstance(parent, str) else None, effect)
+                if entry_id in tree:
+                    # Which of the two is the real entry cannot be told: both stay out
+                    # of nothing, and every process metric says so.
+                    doubts.append(
+                        f"{file.name}: lines {tree[entry_id][2]} and {counter.line} both use "
+                        f"the entry id {entry_id!r}, so which entry the history holds cannot be told"
+                    )
+                tree[entry_id] = (parent if isinstance(parent, str) else None, effect, counter.line)
                 leaf = entry_id
         if state is None:
-            return FilePart(calls=[], final_response=None, skills=frozenset(), skipped=skipped)
+            return FilePart(
+                calls=[],
+                final_response=None,
+                skills=frozenset(),
+                skipped=counter.skipped,
+                notes=counter.notes(file),
+                response_unknown=counter.response_unknown(file, None),
+            )
+        notes: list[str] = []
         if is_tree:
             # The active branch: the parent chain of the last entry, replayed in file order.
             active: set[str] = set()
+            last = leaf
             while leaf is not None and leaf in tree and leaf not in active:
                 active.add(leaf)
                 leaf = tree[leaf][0]
-            for entry_id, (_, effect) in tree.items():
+            left_calls = 0
+            left_lines: list[int] = []
+            for entry_id, (_, effect, number) in tree.items():
                 if entry_id in active:
-                    state.apply(effect)
+                    state.apply(effect, number)
+                elif effect is not None and effect[0] in {"call", "result"}:
+                    left_lines.append(number)
+                    left_calls += len(effect[1]) if effect[0] == "call" else 0
+            if left_lines:
+                notes.append(
+                    f"{file.name}: the active branch (the parent chain of the last entry, "
+                    f"line {tree[last][2] if last in tree else '?'}) leaves out {len(left_lines)} "
+                    f"recorded {'entry' if len(left_lines) == 1 else 'entries'} holding "
+                    f"{left_calls} tool call{'s' if left_calls != 1 else ''} (lines "
+                    f"{min(left_lines)}-{max(left_lines)}); they are not counted"
+                )
+        calls = state.calls.finish(start)
         return FilePart(
-            calls=state.calls.finish(start),
+            calls=calls,
             final_response=state.final,
             skills=frozenset(state.skills),
-            skipped=state.skipped + skipped,
+            skipped=state.skipped + counter.skipped,
+            notes=(*counter.notes(file), *state.calls.notes, *notes),
+            doubts=(*doubts, *state.calls.doubts),
+            response_unknown=counter.response_unknown(file, state.final_line)
+            or (doubts[0] if doubts else None),
         )
 
 
@@ -191,10 +245,11 @@ def _result_text(entry: dict[str, Any], key: str | None) -> str:
 class _State:
     """What one file's entries add up to."""
 
-    def __init__(self, paths: PathResolver) -> None:
+    def __init__(self, paths: PathResolver, file: Path) -> None:
         self.paths = paths
-        self.calls = CallCollector()
+        self.calls = CallCollector(file)
         self.final: str | None = None
+        self.final_line: int | None = None
         self.skills: set[str] = set()
         self.skipped = 0
 
@@ -209,7 +264,7 @@ class _State:
         role = message.get("role")
         content = message.get("content")
         if role == "assistant":
-            return self._assistant(content, file, offset)
+            return self._assistant(message, content, file, offset)
         if role == "toolResult":
             call_id = message.get("toolCallId")
             text = kept_or_logged(text_of(content), file, offset, None, _result_text)
@@ -219,28 +274,34 @@ class _State:
             return ("user", skills) if skills else None
         return None if role in _ROLES else ("skip",)
 
-    def apply(self, effect: _Effect) -> None:
-        """Add what an entry on the branch contributes."""
+    def apply(self, effect: _Effect, line: int = 0) -> None:
+        """Add what the entry on line ``line``, on the branch, contributes."""
         if effect is None:
             return
         kind = effect[0]
         if kind == "call":
-            for call_id, name, arguments, reads, writes in effect[1]:
-                self.calls.call(call_id, name, arguments, reads, writes)
+            for call_id, name, arguments, reads, writes, more in effect[1]:
+                self.calls.call(call_id, name, arguments, reads, writes, line=line, **more)
             if effect[2] is not None:
                 self.final = effect[2]
+                self.final_line = line
         elif kind == "result":
-            self.calls.result(effect[1], effect[2], effect[3])
+            self.calls.result(effect[1], effect[2], effect[3], line=line)
         elif kind == "user":
             self.skills.update(effect[1])
         else:
             self.skipped += 1
 
-    def _assistant(self, content: object, file: Path, offset: int) -> _Effect:
+    def _assistant(
+        self, message: dict[str, Any], content: object, file: Path, offset: int
+    ) -> _Effect:
+        # A turn that ended (no call, stopped) with no text is a real empty answer: "".
+        ended = message.get("stopReason") in {"stop", "end_turn", "length"}
         if isinstance(content, str):
-            return ("call", [], content if content.strip() else None)
+            final = content if content.strip() else ("" if ended else None)
+            return ("call", [], final)
         if not isinstance(content, list):
-            return None
+            return ("call", [], "" if ended else None)
         texts: list[str] = []
         calls: list[tuple[Any, ...]] = []
         for block in content:
@@ -252,11 +313,14 @@ class _State:
             elif kind == "toolCall":
                 name = str(block.get("name", ""))
                 arguments = _arguments_of(block)
-                reads, writes = _tool_paths(name, arguments, self.paths)
+                reads, writes, more = _tool_paths(name, arguments, self.paths)
                 call_id = block.get("id")
                 kept = arguments_kept_or_logged(arguments, file, offset, call_id, _logged_arguments)
-                calls.append((call_id, name, kept, reads, writes))
-        final = "\n".join(texts) if any(text.strip() for text in texts) else None
+                calls.append((call_id, name, kept, reads, writes, more))
+        if any(text.strip() for text in texts):
+            final: str | None = "\n".join(texts)
+        else:
+            final = "" if ended and not calls else None
         return ("call", calls, final)
 
 
