@@ -123,3 +123,19 @@ def test_check_prints_the_honest_line(lab_with_key) -> None:
     done = lab.check(lab.exp)
     assert "diff (HARNESS_RULES.md) varies between cells" in done.stdout + done.stderr
     assert os.environ.get("TRYSQUARE_JUDGE_TEST_KEY") not in done.stdout + done.stderr
+
+
+def test_run_with_no_recorded_response_is_unjudged_nothing_sent(lab_with_key) -> None:
+    # No session and no response.md: the note is unknown, so the judge must not be
+    # shown "(empty)" and score it as a poor note.
+    lab = lab_with_key("sk-null-response-0001")
+    lab.write_scenario(text=SCENARIO_WITH_CAP)
+    lab.run("silent", response=None)
+    lab.run("spoke")
+    lab.respond(lambda _: verdict(dict.fromkeys(METRICS, False)))
+    validate_in_process(lab)
+    result = lab.result("silent")
+    assert result["metrics"] == dict.fromkeys(METRICS)
+    assert "no response was recorded" in result["reasons"]["note_usable"]
+    assert len(lab.server.received) == 1  # only the run that has a response
+    assert lab.result("spoke")["metrics"] == dict.fromkeys(METRICS, False)

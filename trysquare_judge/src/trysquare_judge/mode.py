@@ -167,6 +167,11 @@ class JudgeValidation(Validation):
         assert self.endpoint is not None
         texts: dict[str, str] = {}
         for piece in self.pieces:
+            if job.context.get(piece) is None:
+                # Unknown is not empty: a judge shown "(empty)" would score a note nobody saw.
+                return self._unjudged(
+                    f"no {piece} was recorded for this run; nothing was sent to the judge"
+                )
             text, size = prompt.read_piece_capped(job.context, piece, self.max_piece_bytes)
             if text is None:
                 # Nothing is sent: a judge handed a truncated piece would judge something else.
