@@ -173,7 +173,7 @@ def test_a_4xx_is_not_retried(lab: JudgeLab) -> None:
 
 def test_empty_material_is_sent_as_empty_and_thinking_is_mapped(lab: JudgeLab) -> None:
     lab.write_scenario(thinking="high", pieces='["response"]')
-    lab.run(response=None)  # no session, no response.md
+    lab.run(response="")  # a response.md that is really empty (unknown is tested in security/)
     lab.respond(script([verdict(GOOD)]))
     assert lab.validate().returncode == 0
     [request] = lab.server.received
