@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("scenario", type=Path)
     report.add_argument("path", type=Path)
     report.add_argument("--format", choices=("md", "json", "csv"), default="md")
+    report.add_argument(
+        "--runs", action="store_true",
+        help="print only the runs with an invalid result or an unjudged or pending metric, and why",
+    )
     report.set_defaults(handler=_report)
 
     record = commands.add_parser("record", help="write a run.toml from flags")
@@ -274,7 +278,7 @@ def _report(args: argparse.Namespace) -> int:
 
     scenario = _load(args.scenario)
     experiments = load_experiments([args.path])
-    return run_report(scenario, experiments[0], args.format)
+    return run_report(scenario, experiments[0], args.format, runs_only=args.runs)
 
 
 def _record(args: argparse.Namespace) -> int:
