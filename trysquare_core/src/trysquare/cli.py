@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trysquare import __version__
+from trysquare._shown import shown
 from trysquare.errors import NoRunsError, TrysquareError, UsageError
 
 if TYPE_CHECKING:
@@ -129,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrysquareError as error:
         if debug:
             raise
-        print(f"trysquare: {error.message}", file=sys.stderr)
+        # Messages name paths, cells and values from run folders: never raw on a terminal.
+        print(f"trysquare: {shown(error.message, newlines=True)}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("trysquare: interrupted", file=sys.stderr)
@@ -140,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             raise
         print(
-            f"trysquare: internal error: {type(error).__name__}: {error} "
+            f"trysquare: internal error: {type(error).__name__}: {shown(error)} "
             "(this is a bug in trysquare or a plugin; --debug shows the traceback)",
             file=sys.stderr,
         )
@@ -168,7 +170,7 @@ def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Exp
         raise NoRunsError(error.message) from None
     for experiment in experiments:
         for unreadable in experiment.errors:
-            print(f"trysquare: skipped: {unreadable.message}", file=sys.stderr)
+            print(f"trysquare: skipped: {shown(unreadable.message)}", file=sys.stderr)
     if not any(experiment.runs for experiment in experiments):
         where = ", ".join(str(p) for p in paths)
         raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
@@ -248,10 +250,10 @@ def _check(args: argparse.Namespace) -> int:
             preflight(run)
             runs.append(run)
         except RunError as error:
-            print(f"trysquare: skipped: {error.message}", file=sys.stderr)
+            print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
     for validation in scenario.validations:
         for line in validation.check_runs(scenario, runs):
-            print(line)
+            print(shown(line))
     unreadable = sum(len(e.errors) for e in experiments) + sum(len(e.runs) for e in experiments) - len(runs)
     print(f"{len(runs)} run(s) readable" + (f", {unreadable} not" if unreadable else ""))
     return 1 if unreadable else 0
@@ -329,7 +331,7 @@ def _record(args: argparse.Namespace) -> int:
         else:
             _atomic.write_bytes(target, previous)
         raise UsageError(error.message) from None
-    print(f"wrote {target} (run '{run.id}', cell '{run.cell}', base {base[:12]})")
+    print(shown(f"wrote {target} (run '{run.id}', cell '{run.cell}', base {base[:12]})"))
     return 0
 
 
