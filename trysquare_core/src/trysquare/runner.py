@@ -376,10 +376,13 @@ def validate(
         skipped_dirs = {error.run_dir for error in unbuilt}
         current = {v.name: v.digest() for v in scenario.validations}
         for experiment in experiments:
-            rows = results.build_measures(scenario, experiment.runs, current)
+            rows = results.build_measures(
+                scenario, experiment.runs, current, unusable=experiment.errors
+            )
             results.write_measures(experiment.root, rows)
             counted = {run.id for run in experiment.runs if run.dir not in skipped_dirs}
-            summary.count([row for row in rows if row["id"] in counted])
+            # An unusable run that names its cell is counted there, invalid.
+            summary.count([row for row in rows if row["id"] in counted or row.get("unusable")])
     return summary
 
 

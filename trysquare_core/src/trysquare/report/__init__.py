@@ -45,7 +45,7 @@ def run_report(scenario: Any, experiment: Any, fmt: str = "md", *, runs_only: bo
     from trysquare import _atomic, results
 
     current = {v.name: v.digest() for v in scenario.validations}
-    rows = results.build_measures(scenario, experiment.runs, current)
+    rows = results.build_measures(scenario, experiment.runs, current, unusable=experiment.errors)
     results.write_measures(experiment.root, rows)
     report = build_report(
         Layout.from_scenario(scenario),

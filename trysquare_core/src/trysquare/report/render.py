@@ -221,14 +221,15 @@ def _short(text: object) -> str:
 def _run_lines(detail: Mapping[str, Any], *, capped: bool = True) -> list[str]:
     """One run's entry: its line (naming the first error when invalid), then one line per item."""
     cut = _short if capped else str
-    head = f"run {md_code(detail['run'])} (#{detail['repetition']}): {detail['state']}"
+    repetition = "?" if detail["repetition"] is None else detail["repetition"]
+    head = f"run {md_code(detail['run'])} (#{repetition}): {detail['state']}"
     errors = detail["errors"]
     if errors:
         first = errors[0]
-        head += f", first error: {md(first['validator'] or '?')}: {md(cut(first['error']))}"
+        head += f", first error: {md(first['validator'] or 'run.toml')}: {md(cut(first['error']))}"
     lines = [head]
     for error in errors[1:]:
-        lines.append(f"  - invalid: {md(error['validator'] or '?')}: {md(cut(error['error']))}")
+        lines.append(f"  - invalid: {md(error['validator'] or 'run.toml')}: {md(cut(error['error']))}")
     for item in detail["unjudged"]:
         lines.append(
             f"  - `{item['metric']}` ({md(item['validator'] or 'undeclared')}) unjudged: "

@@ -145,7 +145,7 @@ def _blocking(row: Row, rests_on: Sequence[str]) -> list[str]:
     """Why this run blocks its cell's publication (empty: it does not)."""
     if row["state"] == "invalid":
         return [
-            f"invalid: {error.get('validator')}: {_first_line(str(error.get('error')))}"
+            f"invalid: {error.get('validator') or 'run.toml'}: {_first_line(str(error.get('error')))}"
             for error in row.get("errors") or [{"validator": "?", "error": ""}]
         ]
     pending = [m for m in row.get("pending") or () if m in rests_on]
@@ -200,7 +200,11 @@ def run_details(layout: Layout, rows: Sequence[Row], order: Sequence[str]) -> li
     """
     rank = {cell: index for index, cell in enumerate(order)}
     details = []
-    for row in sorted(rows, key=lambda r: (rank.get(r["cell"], len(rank)), r["repetition"], str(r["id"]))):
+    def position(r: Row) -> tuple[int, int, str]:
+        repetition = r["repetition"] if isinstance(r.get("repetition"), int) else -1
+        return rank.get(r["cell"], len(rank)), repetition, str(r["id"])
+
+    for row in sorted(rows, key=position):
         reasons = row.get("reasons") or {}
         unjudged = [
             {"metric": metric, "validator": layout.owners.get(metric), "reason": reasons.get(metric, "")}
