@@ -182,6 +182,7 @@ def _validate(args: argparse.Namespace) -> int:
 
     scenario = _load(args.scenario, args.config)
     experiments = load_experiments(args.paths, replay=args.replay)
+    _refuse_duplicates(experiments)
     options = ValidateOptions(
         only=tuple(args.only),
         jobs=args.jobs,
@@ -254,9 +255,31 @@ def _check(args: argparse.Namespace) -> int:
     for validation in scenario.validations:
         for line in validation.check_runs(scenario, runs):
             print(shown(line))
+    problems = _matrix_problems(scenario, experiments)
+    for problem in problems:
+        print(f"trysquare: {shown(problem)}", file=sys.stderr)
     unreadable = sum(len(e.errors) for e in experiments) + sum(len(e.runs) for e in experiments) - len(runs)
     print(f"{len(runs)} run(s) readable" + (f", {unreadable} not" if unreadable else ""))
-    return 1 if unreadable else 0
+    return 1 if unreadable or problems else 0
+
+
+def _matrix_problems(scenario: Any, experiments: Sequence[Experiment]) -> list[str]:
+    """Typos that would change the table (a reference no run has, a cell one edit from another...)."""
+    from trysquare._matrix import matrix_problems
+    from trysquare.report.tables import declared_cells
+
+    problems = []
+    for experiment in experiments:
+        declared = declared_cells(scenario.axes, scenario.variants)
+        problems += matrix_problems(scenario, experiment.runs, declared)
+    return problems
+
+
+def _refuse_duplicates(experiments: Sequence[Experiment]) -> None:
+    from trysquare._matrix import refuse_duplicates
+
+    for experiment in experiments:
+        refuse_duplicates(experiment.runs)
 
 
 def _context(args: argparse.Namespace) -> int:
@@ -280,6 +303,7 @@ def _report(args: argparse.Namespace) -> int:
 
     scenario = _load(args.scenario)
     experiments = load_experiments([args.path])
+    _refuse_duplicates(experiments)
     return run_report(scenario, experiments[0], args.format, runs_only=args.runs)
 
 
