@@ -109,9 +109,11 @@ def render_md(report: Report) -> str:
         scores = [_fraction(cell["scores"][m]) for m in metrics["boolean"]]
         rows.append([_cell_label(cell), runs, *scores])
     lines += _table(["cell", "runs", *map(_declared, metrics["boolean"])], rows)
-    lines += ["", "`x/n`: true out of the runs that could judge it; invalid runs are left out. "
-              "`· k unjudged`: runs whose validator could not answer it (null, with a reason); "
-              "`· k pending`: runs with no value yet. Neither is in n."]
+    note = "`x/n`: true out of the runs that could judge it; invalid runs are left out."
+    if any(s.get("unjudged") or s.get("pending") for c in cells for s in c["scores"].values()):
+        note += (" `· k unjudged`: runs whose validator could not answer it (null, with a "
+                 "reason, listed under By run); `· k pending`: runs with no value yet. Neither is in n.")
+    lines += ["", note]
 
     if metrics["number"]:
         lines += ["", "### Numbers", "", "Median [95% bootstrap interval] (n)."]
