@@ -159,8 +159,8 @@ def test_plugin_context_keys_and_a_broken_plugin_skip_only_their_run(cli, site, 
     from tests.helpers import write_script
 
     site("trysquare-tickets", "trysquare_tickets", CONTEXT_PLUGIN)
-    for run_id in ("good", "bad", "clash"):
-        run = make_run(run_id)
+    for repetition, run_id in enumerate(("good", "bad", "clash"), start=1):
+        run = make_run(run_id, repetition=repetition)
         run.base({"a.py": "a = 1\n"})
         run.finish()
     write_script(tmp_path / "s", "echo.py", """

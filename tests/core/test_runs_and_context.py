@@ -101,7 +101,11 @@ def test_bad_runs_are_reported_by_path_and_skipped(cli, make_run, tmp_path: Path
     assert str(bad_base / "run.toml") in done.stderr and "no-such-" in done.stderr
     assert f"{malformed / 'run.toml'}: repetiton: unknown key (did you mean 'repetition'?)" in done.stderr
     assert "Traceback" not in done.stderr
-    assert "1 run: 1 valid; 3 run folder(s) could not be read" in done.stdout
+    # Each names its cell, so each counts there as invalid (issue 14.7), besides being reported.
+    assert (
+        "4 runs: 1 valid, 3 invalid (cells 'c', 'default' are not publishable); "
+        "3 run folder(s) could not be read"
+    ) in done.stdout
     assert json.loads((experiment / "runs" / "good" / "validation" / "script.json").read_text())["state"] == "valid"
 
 
