@@ -31,11 +31,13 @@ def scenario(folder: Path, task: str = "") -> Path:
 
 def finished_run(make_run, run_id: str = "r1", **kwargs) -> Path:
     run = make_run(run_id, **kwargs)
-    run.base({"src/a.py": "a = 1\n", "README.md": "x\n"}, given={"tests/test_probe.py": "probe\n"})
+    run.base(
+        {"src/a.py": "a = 1\n", "README.md": "x\n", ".gitignore": "*.log\n"},
+        given={"tests/test_probe.py": "probe\n"},
+    )
     run.repo.write("src/a.py", "a = 2\n")
     run.repo.write("src/new.py", "n = 1\n")
-    run.repo.ignore("*.log")
-    run.repo.write("debug.log", "ignored\n")
+    run.repo.write("debug.log", "ignored at base\n")
     return run.finish(response="Done: changed src/a.py.\n")
 
 
@@ -46,7 +48,7 @@ def test_context_is_the_page_keys_with_absolute_paths(cli, make_run, tmp_path: P
     context = json.loads(done.stdout)
     assert set(context) == PAGE_KEYS | {"test_command"}
     assert context["cell"] == "rule / high" and context["repetition"] == 3
-    assert context["touched"] == [".gitignore", "src/a.py", "src/new.py"]
+    assert context["touched"] == ["src/a.py", "src/new.py"]
     assert "debug.log" not in context["files"] and "tests/test_probe.py" in context["files"]
     assert context["given"] == ["tests/test_probe.py"]
     assert context["declared"] == ["ok"]
@@ -127,7 +129,7 @@ def test_a_path_named_twice_or_inside_another_is_validated_once(cli, make_run, t
 
 def test_record_writes_a_loadable_run(cli, make_run, tmp_path: Path) -> None:
     run = make_run("rec")
-    run.base({"a.py": "1\n"})
+    run.base({"a.py": "1\n"}, given={"b.py": "given\n"})
     (run.path / "prompt.txt").write_text("do it")
     done = cli("record", run.path, "--cell", "rule", "--repetition", "2", "--prompt", "prompt.txt",
                "--model", "ilaas/gemma", "--given", "b.py", "--etalon-tag", "etalon-v1")

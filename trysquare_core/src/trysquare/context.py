@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ __all__ = [
     "build_context",
     "clone_changes",
     "context_digest",
+    "diff_size",
+    "dump_context",
     "gather_facts",
     "picture_clone",
     "preflight",
@@ -62,16 +65,19 @@ def gather_facts(run: Run) -> RunFacts:
     if run.base_commit is None:
         raise RunError(f"{run.label}: loaded for --replay, so its context cannot be rebuilt")
     preflight(run)
+    diff_path = run.dir / DIFF_FILE
     try:
-        touched, files = repo.touched_and_files(run.repo, run.base_commit)
-        patch = repo.diff_patch(run.repo, run.base_commit)
+        touched, files = repo.touched_and_files(run.repo, run.base_commit, run.excluded)
+        # Streamed to disk: a 2 GB file in the clone must not become 2 GB of memory.
+        _atomic.write_stream(
+            diff_path, lambda out: repo.write_diff_patch(run.repo, run.base_commit, out, run.excluded)
+        )
         checkout = None
         if run.etalon is not None:
             checkout = run.etalon.checkout or repo.materialise_etalon(run.repo, run.etalon.tag)
     except RepoError as error:
         raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
-    diff_path = run.dir / DIFF_FILE
-    _atomic.write_text_if_changed(diff_path, patch)
+    _pin_base(run)
     return RunFacts(
         touched=tuple(sorted(touched)),
         files=tuple(sorted(files)),
@@ -79,6 +85,23 @@ def gather_facts(run: Run) -> RunFacts:
         response=_response(run),
         etalon_checkout=checkout,
     )
+
+
+def _pin_base(run: Run) -> None:
+    """Record the base commit at first measurement (``.trysquare/base.json``).
+
+    ``run.toml`` may name ``base`` by a tag or branch, which the agent can move;
+    :func:`trysquare.runs.load_run` refuses the run once it resolves elsewhere.
+    """
+    from trysquare.runs import BASE_PIN, read_pinned_base
+
+    if read_pinned_base(run.dir) is None:
+        _atomic.write_json(run.dir / BASE_PIN, {"base": run.base_commit, "rev": run.base})
+
+
+def diff_size(facts: RunFacts) -> int:
+    """The size of ``diff.patch`` in bytes, without reading it (judge caps use it)."""
+    return facts.diff.stat().st_size
 
 
 @attrs.frozen
@@ -218,8 +241,18 @@ def _plugin_keys(run: Run, validation: Validation, context: Mapping[str, Any]) -
     return added
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dump_context(context: Mapping[str, Any]) -> str:
-    return _atomic.dump_json(context)
+    """``context.json``'s text. A path that is not UTF-8 (``caf\\xe9.py``) is carried
+    losslessly: its undecodable bytes are lone surrogates (:func:`os.fsdecode`),
+    written as ``\\udcXX`` JSON escapes, so ``os.fsencode(json.load(...)[...])``
+    gives the file's real name back.
+    """
+    text = _atomic.dump_json(context)
+    # Surrogates occur only inside JSON strings: escaping them there is exact.
+    return _SURROGATE.sub(lambda found: "\\u%04x" % ord(found.group()), text)
 
 
 def context_digest(context_text: str, context: Mapping[str, Any]) -> str:

@@ -86,6 +86,7 @@ __all__ = [
     "git",
     "is_git_repo",
     "materialise_etalon",
+    "missing_at",
     "resolve_commit",
     "touched_and_files",
     "worktree_status",
@@ -608,6 +609,27 @@ def _names(data: bytes) -> list[str]:
     if items and items[-1] == "":
         items.pop()
     return items
+
+
+def missing_at(repo: Path, commit: str, paths: Iterable[str]) -> list[str]:
+    """The ``paths`` that are not files (or links) in ``commit``'s tree, in order.
+
+    One ``cat-file --batch-check`` fed on stdin: no path reaches a command line.
+    """
+    wanted = [p for p in paths]
+    if not wanted:
+        return []
+    if any("\n" in p for p in wanted):
+        raise RepoError(f"a path holding a newline cannot be looked up in {repo}")
+    with _Refs(Path(repo)) as refs:
+        done = refs.run(
+            "cat-file", "--batch-check=%(objecttype)",
+            input=b"".join(f"{commit}:{p}\n".encode("utf-8", "surrogateescape") for p in wanted),
+        )
+    if done.returncode != 0:
+        raise _failure(Path(repo), ("cat-file",), done)
+    answers = done.stdout.decode("ascii", "replace").splitlines()
+    return [p for p, kind in zip(wanted, answers, strict=True) if kind != "blob"]
 
 
 # --- touched and files -----------------------------------------------------------------
