@@ -87,6 +87,9 @@ __all__ = [
     "is_git_repo",
     "materialise_etalon",
     "missing_at",
+    "commits_between",
+    "parent_of",
+    "paths_between",
     "resolve_commit",
     "touched_and_files",
     "worktree_status",
@@ -630,6 +633,28 @@ def missing_at(repo: Path, commit: str, paths: Iterable[str]) -> list[str]:
         raise _failure(Path(repo), ("cat-file",), done)
     answers = done.stdout.decode("ascii", "replace").splitlines()
     return [p for p, kind in zip(wanted, answers, strict=True) if kind != "blob"]
+
+
+def parent_of(repo: Path, commit: str) -> str | None:
+    """The first parent of ``commit`` (as stored: no replace refs, no grafts), or None."""
+    done = _refs_run(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^1")
+    return done.stdout.decode("ascii").strip() if done.returncode == 0 else None
+
+
+def paths_between(repo: Path, old: str, new: str) -> set[str]:
+    """Paths that differ between two commits' trees."""
+    out = git(repo, "diff-tree", "-r", "-z", "--name-only", "--no-renames", "--end-of-options", old, new)
+    return set(_names(out))
+
+
+def commits_between(repo: Path, old: str, new: str) -> int:
+    """How many commits ``new`` is past ``old`` (``git rev-list --count old..new``)."""
+    return int(git(repo, "rev-list", "--count", "--end-of-options", f"{old}..{new}").strip() or 0)
+
+
+def _refs_run(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    with _Refs(Path(repo)) as refs:
+        return refs.run(*args)
 
 
 # --- touched and files -----------------------------------------------------------------
