@@ -64,6 +64,7 @@ Paths are POSIX, relative to the repository root, decoded with
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import os
@@ -573,13 +574,26 @@ def _git_many(git_dir: Path, repo: Path, *calls: Sequence[str]) -> list[bytes]:
     return out
 
 
+_UNREADABLE = (
+    "warning: could not open directory",
+    "warning: unable to access",
+    "error: could not open",
+    "error: unable to",
+    "warning: could not stat",
+    "error: could not lstat",
+)
+
+
 def _check_warnings(repo: Path, stderr: bytes) -> None:
-    """git's complaints about paths it could not read make the read fail, named."""
+    """git's complaints about paths it could not read (a path longer than PATH_MAX,
+    500 nested folders) fail the read, naming the path: a part of the work tree git
+    skipped would silently be missing from ``touched``."""
     for line in stderr.decode("utf-8", "backslashreplace").splitlines():
-        if line.startswith(("warning: could not open directory", "error: could not open",
-                            "warning: unable to access", "error: unable to",
-                            "warning: could not stat", "error: could not lstat")):
-            raise RepoError(f"git could not read part of {repo}: {line.split(':', 1)[1].strip()}")
+        if line.startswith(_UNREADABLE):
+            said = line.split(":", 1)[1].strip()
+            if len(said) > 300:  # name it, but keep the sentence readable
+                said = f"{said[:140]}...{said[-140:]} ({len(said)} characters)"
+            raise RepoError(f"git could not read part of {repo}: {said}")
 
 
 def resolve_commit(repo: Path, rev: str, *, what: str = "base") -> str:
@@ -1259,6 +1273,53 @@ def _materialise(repo: Path, tree: str, cache: Path | None, refs: _Refs) -> Path
 # --- a throwaway copy for a test suite -------------------------------------------------
 
 
+# A sparse file is copied hole for hole where the kernel says where the data is
+# (SEEK_DATA/SEEK_HOLE); where it cannot, a sparse file above this size is refused
+# rather than written out as gigabytes of zeros.
+SPARSE_COPY_LIMIT = 256 * 1024 * 1024
+
+
+def _copy_sparse(src: bytes, dst: bytes, size: int) -> None:
+    """Copy only the data extents of ``src``: the copy takes no more disk than the original."""
+    source = os.open(src, os.O_RDONLY)
+    try:
+        target = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.ftruncate(target, size)
+            offset = 0
+            while offset < size:
+                try:
+                    start = os.lseek(source, offset, os.SEEK_DATA)
+                except OSError as error:
+                    if error.errno == errno.ENXIO:
+                        break  # only a hole remains
+                    raise
+                end = os.lseek(source, start, os.SEEK_HOLE)
+                os.lseek(source, start, os.SEEK_SET)
+                os.lseek(target, start, os.SEEK_SET)
+                left = end - start
+                while left > 0:
+                    block = os.read(source, min(_BLOCK, left))
+                    if not block:
+                        break
+                    os.write(target, block)
+                    left -= len(block)
+                offset = end
+        finally:
+            os.close(target)
+    except (AttributeError, OSError) as error:
+        if isinstance(error, OSError) and error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+        if size > SPARSE_COPY_LIMIT:
+            raise RepoError(
+                f"refusing to copy {os.fsdecode(src)!r}: a sparse file of {size} bytes, and this "
+                "file system cannot say where its holes are"
+            ) from None
+        shutil.copyfile(src, dst)
+    finally:
+        os.close(source)
+
+
 def _skip_git(_folder: object, names: list[bytes] | list[str]) -> set[bytes | str]:
     return {name for name in names if name in (".git", b".git")}
 
@@ -1295,7 +1356,10 @@ def copy_tree(repo: Path, dest: Path) -> Path:
             # bytes paths: names that are not valid UTF-8 are copied as they are.
             shutil.copytree(src, dst, symlinks=True, ignore=_skip_git)  # type: ignore[type-var, arg-type]
         elif stat.S_ISREG(info.st_mode):
-            shutil.copyfile(src, dst)  # sendfile/copy_file_range: no Python-level loop
+            if info.st_blocks * 512 < info.st_size:
+                _copy_sparse(src, dst, info.st_size)  # holes stay holes
+            else:
+                shutil.copyfile(src, dst)  # sendfile/copy_file_range: no Python-level loop
             os.chmod(dst, stat.S_IMODE(info.st_mode))
 
     # Copying is system-call bound: threads overlap it well.
