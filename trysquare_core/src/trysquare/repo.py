@@ -404,6 +404,18 @@ class _Shadow:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
 
+    @classmethod
+    def existing(cls, repo: Path, commit: str, excluded: Sequence[str]) -> _Shadow | None:
+        """The shadow already built for ``commit``, or None."""
+        _git_dir, common = _git_dirs(repo)
+        folder = _cache_root() / "shadow" / _shadow_key(repo, common, commit, excluded)
+        if not (folder / "index").is_file():
+            return None
+        shadow = cls.__new__(cls)
+        shadow.repo, shadow.commit, shadow.dir = Path(repo), commit, folder
+        shadow.exclude = folder / "info" / "exclude"
+        return shadow
+
     def run(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         return _run(self.dir, self.repo, self.repo, args, input)
 
@@ -726,6 +738,12 @@ def _open_shadow(repo: Path, base: str, excluded: Sequence[str]) -> _Shadow:
     repo = Path(repo)
     if not is_git_repo(repo):
         raise RepoError(f"{repo} is not a git repository")
+    if _HEX.match(base.encode("ascii", "replace")):
+        # A full id whose shadow exists was checked to be a commit when it was built:
+        # no need to read the clone's refs again (the common case: a pinned base).
+        shadow = _Shadow.existing(repo, base, excluded)
+        if shadow is not None:
+            return shadow
     return _Shadow(repo, resolve_commit(repo, base), excluded)
 
 
