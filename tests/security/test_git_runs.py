@@ -137,3 +137,16 @@ def test_excluded_that_is_not_a_pattern_is_refused(tmp_path: Path) -> None:
     run = finished(tmp_path, excluded=["ok", "two\nlines"])
     with pytest.raises(RunError, match="excluded 'two\\\\nlines' is not a gitignore-style pattern"):
         load_run(run.path / "run.toml")
+
+
+def test_etalon_tag_moved_after_first_measurement(tmp_path: Path) -> None:
+    run = finished(tmp_path)
+    loaded = load_run(run.path / "run.toml")
+    contexts.gather_facts(loaded)
+    before = run.repo.git("rev-parse", "etalon-v1^{commit}").strip()
+    run.repo.write("counter.py", "def count():\n    return 2\n")
+    moved = run.repo.commit("agent")
+    run.repo.git("tag", "-f", "etalon-v1", "HEAD")  # the reference now holds the answer
+    with pytest.raises(RunError) as caught:
+        contexts.gather_facts(load_run(run.path / "run.toml"))
+    assert before in caught.value.message and moved in caught.value.message

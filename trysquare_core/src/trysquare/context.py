@@ -96,7 +96,11 @@ def _pin_base(run: Run) -> None:
     from trysquare.runs import BASE_PIN, read_pinned_base
 
     if read_pinned_base(run.dir) is None:
-        _atomic.write_json(run.dir / BASE_PIN, {"base": run.base_commit, "rev": run.base})
+        pin: dict[str, Any] = {"base": run.base_commit, "rev": run.base}
+        if run.etalon is not None and run.etalon.checkout is None:
+            pin["etalon"] = repo.resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
+            pin["etalon_tag"] = run.etalon.tag
+        _atomic.write_json(run.dir / BASE_PIN, pin)
 
 
 def diff_size(facts: RunFacts) -> int:
@@ -158,9 +162,10 @@ def preflight(run: Run) -> None:
                 raise RunError(f"{where}: etalon checkout {run.etalon.checkout} is not a folder")
         else:
             try:
-                repo.resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
+                etalon = repo.resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
             except RepoError as error:
                 raise RunError(f"{where}: {error.message}") from None
+            _check_pinned_etalon(run, etalon)
     if run.session is not None:
         from trysquare import sessions
 
@@ -168,6 +173,20 @@ def preflight(run: Run) -> None:
             sessions.open_session(run.session, format=run.session_format, repo=run.repo)
         except RunError as error:
             raise RunError(f"{where}: {error.message}") from None
+
+
+def _check_pinned_etalon(run: Run, etalon: str) -> None:
+    """A moved etalon tag would change the reference the run is compared with."""
+    from trysquare.runs import BASE_PIN, read_pinned_base
+
+    pinned = read_pinned_base(run.dir)
+    tag = run.etalon.tag if run.etalon is not None else None
+    if pinned is None or pinned.get("etalon_tag") != tag or pinned.get("etalon") in (None, etalon):
+        return
+    raise RunError(
+        f"{run.dir / 'run.toml'}: etalon tag '{tag}' now names {etalon}, but it was "
+        f"{pinned['etalon']} at first measurement ({run.dir / BASE_PIN})"
+    )
 
 
 def _response(run: Run) -> Path | None:
