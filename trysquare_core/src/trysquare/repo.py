@@ -1091,8 +1091,6 @@ def write_diff_patch(
     Writes nothing into the clone: ``diff-files -p`` against the shadow index.
     """
     shadow = _open_shadow(Path(repo), base, excluded)
-    # Ours to write: fresh stat info, so unchanged files never show as empty chunks.
-    shadow.run("update-index", "-q", "--refresh")
     width = len(shadow.commit)
     written = 0
 
