@@ -723,3 +723,25 @@ def test_orphan_branch_with_no_commit_yet(g: GitRepo) -> None:
     g.delete("docs/guide.md")
     touched, _ = check_against_git(g, base)
     assert touched == {"src/app.py", "docs/guide.md"}
+
+
+def test_nested_gitignore_at_base_ignores_as_git_does(g: GitRepo) -> None:
+    # The base's .gitignore files are anchored to their folders in one exclude file;
+    # with the work tree's .gitignore untouched, git's own reading must agree.
+    g.write(".gitignore", "*.log\n/top-only.txt\nbuild/\n")
+    g.write("src/.gitignore", "*.tmp\n!keep.tmp\n/anchored.txt\ndeep/x.txt\ncache/\n")
+    g.write("src/pkg/.gitignore", "!*.log\n*.gen\n")
+    g.commit("ignore rules at base")
+    base = g.head()
+    for rel in [
+        "a.log", "src/b.log", "src/pkg/c.log", "top-only.txt", "src/top-only.txt",
+        "build/out.o", "src/build/out.o", "src/x.tmp", "src/keep.tmp", "src/pkg/y.tmp",
+        "src/anchored.txt", "src/pkg/anchored.txt", "src/deep/x.txt", "src/pkg/deep/x.txt",
+        "src/cache/z", "src/pkg/cache/z", "cache/z", "src/pkg/w.gen", "w.gen", "[x]/y.txt",
+    ]:  # fmt: skip
+        g.write(rel, "agent\n")
+    touched, files = R.touched_and_files(g.path, base)
+    expected = z_paths(plain_git(g.path, "ls-files", "-z", "--others", "--exclude-standard"))
+    assert touched == expected
+    assert files == expected | set(BASE_FILES) | {".gitignore", "src/.gitignore", "src/pkg/.gitignore"}
+    assert "src/pkg/c.log" in touched and "src/keep.tmp" in touched and "a.log" not in touched

@@ -231,3 +231,10 @@ def test_check_loads_and_reads_runs_spending_nothing(cli, make_run, tmp_path: Pa
     with_runs = cli("check", path, run_dir.parents[1])
     assert with_runs.returncode == 0 and "1 run(s) readable" in with_runs.stdout
     assert not (run_dir / "validation").exists()
+
+
+def test_record_help_says_where_paths_are_relative_to(cli) -> None:
+    done = cli("record", "--help")
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0 and "relative to the current directory" in text
+    assert "stored relative to the run folder" in text and "--exclude PATTERN" in text
