@@ -282,10 +282,19 @@ def context_digest(context_text: str, context: Mapping[str, Any]) -> str:
         hasher.update(f"\0{key}\0".encode())
         if isinstance(value, str):
             try:
-                hasher.update(hashlib.sha256(Path(value).read_bytes()).digest())
+                hasher.update(_file_digest(Path(value)))
             except OSError:
                 hasher.update(b"<missing>")
     return "sha256:" + hasher.hexdigest()
+
+
+def _file_digest(path: Path) -> bytes:
+    """sha256 of a file read in blocks: diff.patch can be gigabytes, never held whole."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.digest()
 
 
 def load_archived(path: Path) -> tuple[dict[str, Any], str]:
