@@ -745,3 +745,17 @@ def test_nested_gitignore_at_base_ignores_as_git_does(g: GitRepo) -> None:
     assert touched == expected
     assert files == expected | set(BASE_FILES) | {".gitignore", "src/.gitignore", "src/pkg/.gitignore"}
     assert "src/pkg/c.log" in touched and "src/keep.tmp" in touched and "a.log" not in touched
+
+
+def test_a_sha256_repository(tmp_path: Path) -> None:
+    g = GitRepo(tmp_path / "sha256")
+    g.path.mkdir()
+    g.git("init", "-q", "--object-format=sha256", "-b", "main")
+    g.write_files(BASE_FILES)
+    base = g.commit("base")
+    assert len(base) == 64
+    g.write("src/app.py", "changed\n")
+    g.write("new.txt", "n\n")
+    assert R.changed_files(g.path, base) == {"src/app.py", "new.txt"}
+    patch = R.diff_patch(g.path, base)
+    assert chunk_paths(patch) == ["new.txt", "src/app.py"]
