@@ -759,3 +759,13 @@ def test_a_sha256_repository(tmp_path: Path) -> None:
     assert R.changed_files(g.path, base) == {"src/app.py", "new.txt"}
     patch = R.diff_patch(g.path, base)
     assert chunk_paths(patch) == ["new.txt", "src/app.py"]
+
+
+def test_a_linked_worktree_is_read_through_its_gitfile(g: GitRepo, tmp_path: Path) -> None:
+    g.git("worktree", "add", "-q", "-b", "agent", str(tmp_path / "linked"), "etalon-v1")
+    linked = tmp_path / "linked"
+    assert R.is_git_repo(linked)
+    (linked / "src/app.py").write_text("agent\n")
+    (linked / "extra.py").write_text("x\n")
+    assert R.changed_files(linked, "etalon-v1") == {"src/app.py", "extra.py"}
+    assert R.resolve_commit(linked, "HEAD") == g.git("rev-parse", "etalon-v1^{commit}").strip()
