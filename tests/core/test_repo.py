@@ -42,18 +42,29 @@ def z_paths(data: bytes) -> set[str]:
     return {os.fsdecode(p.rstrip(b"/")) for p in data.split(b"\0") if p}
 
 
+def base_excludes(path: Path, base: str) -> str:
+    """`--exclude-from` of the root .gitignore as it is at ``base`` (ignore rules are
+    the base commit's, never the work tree's)."""
+    rules = path.parent / f"oracle-exclude-{base.replace('/', '_')}"
+    done = subprocess.run(
+        ["git", "-C", str(path), "show", f"{base}:.gitignore"], capture_output=True, check=False
+    )
+    rules.write_bytes(done.stdout if done.returncode == 0 else b"")
+    return f"--exclude-from={rules}"
+
+
 def oracle_touched(path: Path, base: str) -> set[str]:
-    """`git diff --name-only --no-renames <base>` plus untracked-not-ignored files."""
+    """`git diff --name-only --no-renames <base>` plus untracked files not ignored at base."""
     tracked = plain_git(path, "diff", "--name-only", "-z", "--no-renames", base, "--")
-    others = plain_git(path, "ls-files", "-z", "--others", "--exclude-standard")
+    others = plain_git(path, "ls-files", "-z", "--others", base_excludes(path, base))
     return z_paths(tracked) | z_paths(others)
 
 
 def oracle_files(path: Path) -> set[str]:
-    """`git ls-files` (tracked) plus untracked-not-ignored, minus deleted from disk."""
+    """`git ls-files` (tracked) plus untracked not ignored at HEAD, minus deleted from disk."""
     cached = z_paths(plain_git(path, "ls-files", "-z"))
     deleted = z_paths(plain_git(path, "ls-files", "-z", "--deleted"))
-    others = z_paths(plain_git(path, "ls-files", "-z", "--others", "--exclude-standard"))
+    others = z_paths(plain_git(path, "ls-files", "-z", "--others", base_excludes(path, "HEAD")))
     return (cached - deleted) | others
 
 
@@ -86,7 +97,8 @@ def test_clean_clone_touches_nothing(g: GitRepo) -> None:
 
 
 def test_every_kind_of_change(g: GitRepo) -> None:
-    base = g.head()
+    g.ignore("*.log", "build/")
+    base = g.commit("ignore rules at base")
     g.write("src/app.py", "def main():\n    return 2\n")  # unstaged
     g.write("src/util.py", "X = 2\n")
     g.stage("src/util.py")  # staged
@@ -94,13 +106,14 @@ def test_every_kind_of_change(g: GitRepo) -> None:
     g.git("rm", "-q", "tests/test_app.py")  # deleted, staged
     g.rename("README.md", "README.rst")  # renamed: both paths
     g.write("src/new.py", "new\n")  # untracked
-    g.ignore("*.log", "build/")
+    g.ignore("*.tmp")  # the agent's own ignore rule hides nothing
+    g.write("hidden.tmp", "agent work\n")
     g.write("debug.log", "noise\n")  # ignored
     g.write("build/out.bin", b"\0\1")  # ignored folder
     touched, files = check_against_git(g, base)
     assert touched == {
         "src/app.py", "src/util.py", "docs/guide.md", "tests/test_app.py",
-        "README.md", "README.rst", "src/new.py", ".gitignore",
+        "README.md", "README.rst", "src/new.py", ".gitignore", "hidden.tmp",
     }  # fmt: skip
     assert files == {
         "README.rst",
@@ -109,6 +122,7 @@ def test_every_kind_of_change(g: GitRepo) -> None:
         "run.sh",
         "src/new.py",
         ".gitignore",
+        "hidden.tmp",
     }
 
 
@@ -181,12 +195,14 @@ def test_removed_from_the_index_but_left_on_disk(g: GitRepo) -> None:
     assert R.touched_and_files(g.path, "HEAD") == ({"src/app.py", "run.sh"}, set(BASE_FILES))
 
 
-def test_removed_from_the_index_and_ignored_is_gone(g: GitRepo) -> None:
+def test_removed_from_the_index_and_ignored_after_base_is_still_a_file(g: GitRepo) -> None:
+    # The index and the agent's own ignore rules say nothing: the file is on disk,
+    # unchanged since base. Only the .gitignore edit is the agent's work.
     g.git("rm", "-q", "--cached", "docs/guide.md")
     g.ignore("docs/")
     touched, files = R.touched_and_files(g.path, "HEAD")
-    assert touched == {"docs/guide.md", ".gitignore"}
-    assert "docs/guide.md" not in files
+    assert touched == {".gitignore"}
+    assert "docs/guide.md" in files
 
 
 def test_base_as_tag_short_sha_and_expression(g: GitRepo) -> None:
@@ -396,7 +412,8 @@ def checkout_base_and_apply(g: GitRepo, base: str, patch: str, dest: Path) -> No
 
 
 def test_patch_applies_to_base_and_reproduces_the_tree(g: GitRepo, tmp_path: Path) -> None:
-    base = g.head()
+    g.ignore("*.log")
+    base = g.commit("ignore logs at base")
     g.write("src/app.py", "def main():\n    return 2\n")
     g.commit("agent commit")
     g.write("src/util.py", "X = 3\n")
@@ -411,7 +428,6 @@ def test_patch_applies_to_base_and_reproduces_the_tree(g: GitRepo, tmp_path: Pat
     g.write("with space/und ünïcode.txt", "ü\r\nwindows line\r\n")
     g.write("tab\tname.txt", "t\n")
     os.symlink("src/app.py", g.path / "shortcut")
-    g.ignore("*.log")
     g.write("skip.log", "never in the patch\n")
     patch = R.diff_patch(g.path, base)
     assert "skip.log" not in patch
@@ -437,7 +453,7 @@ def test_patch_skips_a_file_only_removed_from_the_index(g: GitRepo, tmp_path: Pa
     g.write("src/app.py", "rewritten\n")
     patch = R.diff_patch(g.path, "HEAD")
     assert "src/util.py" not in patch
-    assert chunk_paths(patch) == ["src/app.py", "src/app.py"]  # deleted, then created
+    assert chunk_paths(patch) == ["src/app.py"]  # the index is not read: a modification
     applied = tmp_path / "applied"
     checkout_base_and_apply(g, "HEAD", patch, applied)
     assert (applied / "src/app.py").read_text() == "rewritten\n"
@@ -481,9 +497,12 @@ def test_untracked_files_render_exactly_as_git_diff_no_index(g: GitRepo) -> None
         g.write(name, content)
     g.write("exec.sh", "#!/bin/sh\n", mode=0o755)
     os.symlink("plain.txt", g.path / "link")
+    # Attributes count as they are at base (the work tree's are the agent's).
     g.write(".gitattributes", "forced-binary.txt -diff\nforced-text.dat diff\n")
+    g.stage(".gitattributes")
+    g.commit("attributes at base", all=False)
     patch = R.diff_patch(g.path, "HEAD").encode("utf-8")
-    names = [*UNTRACKED_CASES, "exec.sh", "link", ".gitattributes"]
+    names = [*UNTRACKED_CASES, "exec.sh", "link"]
     for name in names:
         done = subprocess.run(
             ["git", "-c", "core.quotepath=off", "diff", "--no-index", "--no-color", "--abbrev=12",
@@ -599,7 +618,7 @@ def test_etalon_is_the_tree_exactly(g: GitRepo, tmp_path: Path) -> None:
 
 
 def test_etalon_cache_is_content_addressed_and_reused(g: GitRepo, tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
+    cache = tmp_path / "etalons"
     first = R.materialise_etalon(g.path, "etalon-v1", cache)
     marker = first / "src" / "marker"
     marker.write_text("reused")
@@ -626,7 +645,7 @@ def test_etalon_default_cache_honours_xdg(
 
 
 def test_concurrent_materialisers_agree(g: GitRepo, tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
+    cache = tmp_path / "etalons"
     results: list[Path] = []
     errors: list[BaseException] = []
 
@@ -667,6 +686,8 @@ def test_copy_tree_holds_exactly_the_files(g: GitRepo, tmp_path: Path) -> None:
     g.delete("docs/guide.md")
     os.symlink("../src/app.py", g.path / "src/alias.py")
     g.ignore("node_modules/")
+    g.stage(".gitignore")
+    g.commit("ignore rules at HEAD", all=False)
     g.write("node_modules/dep/index.js", "ignored\n")
     dest = R.copy_tree(g.path, tmp_path / "copy")
     expected = oracle_files(g.path)
@@ -702,3 +723,49 @@ def test_orphan_branch_with_no_commit_yet(g: GitRepo) -> None:
     g.delete("docs/guide.md")
     touched, _ = check_against_git(g, base)
     assert touched == {"src/app.py", "docs/guide.md"}
+
+
+def test_nested_gitignore_at_base_ignores_as_git_does(g: GitRepo) -> None:
+    # The base's .gitignore files are anchored to their folders in one exclude file;
+    # with the work tree's .gitignore untouched, git's own reading must agree.
+    g.write(".gitignore", "*.log\n/top-only.txt\nbuild/\n")
+    g.write("src/.gitignore", "*.tmp\n!keep.tmp\n/anchored.txt\ndeep/x.txt\ncache/\n")
+    g.write("src/pkg/.gitignore", "!*.log\n*.gen\n")
+    g.commit("ignore rules at base")
+    base = g.head()
+    for rel in [
+        "a.log", "src/b.log", "src/pkg/c.log", "top-only.txt", "src/top-only.txt",
+        "build/out.o", "src/build/out.o", "src/x.tmp", "src/keep.tmp", "src/pkg/y.tmp",
+        "src/anchored.txt", "src/pkg/anchored.txt", "src/deep/x.txt", "src/pkg/deep/x.txt",
+        "src/cache/z", "src/pkg/cache/z", "cache/z", "src/pkg/w.gen", "w.gen", "[x]/y.txt",
+    ]:  # fmt: skip
+        g.write(rel, "agent\n")
+    touched, files = R.touched_and_files(g.path, base)
+    expected = z_paths(plain_git(g.path, "ls-files", "-z", "--others", "--exclude-standard"))
+    assert touched == expected
+    assert files == expected | set(BASE_FILES) | {".gitignore", "src/.gitignore", "src/pkg/.gitignore"}
+    assert "src/pkg/c.log" in touched and "src/keep.tmp" in touched and "a.log" not in touched
+
+
+def test_a_sha256_repository(tmp_path: Path) -> None:
+    g = GitRepo(tmp_path / "sha256")
+    g.path.mkdir()
+    g.git("init", "-q", "--object-format=sha256", "-b", "main")
+    g.write_files(BASE_FILES)
+    base = g.commit("base")
+    assert len(base) == 64
+    g.write("src/app.py", "changed\n")
+    g.write("new.txt", "n\n")
+    assert R.changed_files(g.path, base) == {"src/app.py", "new.txt"}
+    patch = R.diff_patch(g.path, base)
+    assert chunk_paths(patch) == ["new.txt", "src/app.py"]
+
+
+def test_a_linked_worktree_is_read_through_its_gitfile(g: GitRepo, tmp_path: Path) -> None:
+    g.git("worktree", "add", "-q", "-b", "agent", str(tmp_path / "linked"), "etalon-v1")
+    linked = tmp_path / "linked"
+    assert R.is_git_repo(linked)
+    (linked / "src/app.py").write_text("agent\n")
+    (linked / "extra.py").write_text("x\n")
+    assert R.changed_files(linked, "etalon-v1") == {"src/app.py", "extra.py"}
+    assert R.resolve_commit(linked, "HEAD") == g.git("rev-parse", "etalon-v1^{commit}").strip()

@@ -31,11 +31,13 @@ def scenario(folder: Path, task: str = "") -> Path:
 
 def finished_run(make_run, run_id: str = "r1", **kwargs) -> Path:
     run = make_run(run_id, **kwargs)
-    run.base({"src/a.py": "a = 1\n", "README.md": "x\n"}, given={"tests/test_probe.py": "probe\n"})
+    run.base(
+        {"src/a.py": "a = 1\n", "README.md": "x\n", ".gitignore": "*.log\n"},
+        given={"tests/test_probe.py": "probe\n"},
+    )
     run.repo.write("src/a.py", "a = 2\n")
     run.repo.write("src/new.py", "n = 1\n")
-    run.repo.ignore("*.log")
-    run.repo.write("debug.log", "ignored\n")
+    run.repo.write("debug.log", "ignored at base\n")
     return run.finish(response="Done: changed src/a.py.\n")
 
 
@@ -46,7 +48,7 @@ def test_context_is_the_page_keys_with_absolute_paths(cli, make_run, tmp_path: P
     context = json.loads(done.stdout)
     assert set(context) == PAGE_KEYS | {"test_command"}
     assert context["cell"] == "rule / high" and context["repetition"] == 3
-    assert context["touched"] == [".gitignore", "src/a.py", "src/new.py"]
+    assert context["touched"] == ["src/a.py", "src/new.py"]
     assert "debug.log" not in context["files"] and "tests/test_probe.py" in context["files"]
     assert context["given"] == ["tests/test_probe.py"]
     assert context["declared"] == ["ok"]
@@ -131,10 +133,10 @@ def test_a_path_named_twice_or_inside_another_is_validated_once(cli, make_run, t
 
 def test_record_writes_a_loadable_run(cli, make_run, tmp_path: Path) -> None:
     run = make_run("rec")
-    run.base({"a.py": "1\n"})
+    run.base({"a.py": "1\n"}, given={"b.py": "given\n"})
     (run.path / "prompt.txt").write_text("do it")
     done = cli("record", run.path, "--cell", "rule", "--repetition", "2", "--prompt", "prompt.txt",
-               "--model", "ilaas/gemma", "--given", "b.py", "--etalon-tag", "etalon-v1")
+               "--model", "ilaas/gemma", "--given", "b.py", "--etalon-tag", "etalon-v1", cwd=run.path)
     assert done.returncode == 0, done.stderr
     import tomllib
 
@@ -142,9 +144,10 @@ def test_record_writes_a_loadable_run(cli, make_run, tmp_path: Path) -> None:
     assert written == {"cell": "rule", "repetition": 2, "repo": "repo", "base": run.repo.head(),
                        "prompt": "prompt.txt", "model": "ilaas/gemma", "given": ["b.py"],
                        "etalon": {"tag": "etalon-v1"}}  # HEAD is pinned to the commit it named
-    again = cli("record", run.path, "--cell", "x", "--repetition", "1", "--prompt", "prompt.txt")
+    again = cli("record", run.path, "--cell", "x", "--repetition", "1", "--prompt", "prompt.txt", cwd=run.path)
     assert again.returncode == 2 and "exists already" in again.stderr
-    bad = cli("record", run.path, "--cell", "x", "--repetition", "1", "--prompt", "missing.txt", "--force")
+    bad = cli("record", run.path, "--cell", "x", "--repetition", "1", "--prompt", "missing.txt", "--force",
+              "--base", "HEAD", cwd=run.path)
     assert bad.returncode == 2 and "prompt 'missing.txt' does not exist" in bad.stderr
     assert tomllib.loads((run.path / "run.toml").read_text()) == written  # the old one is kept
     for flags, said in [
@@ -155,13 +158,73 @@ def test_record_writes_a_loadable_run(cli, make_run, tmp_path: Path) -> None:
         (["--cell", "x", "--base", "nope"], "base 'nope' does not resolve"),
     ]:
         flags = flags if "--repetition" in flags else [*flags, "--repetition", "1"]
-        refused = cli("record", run.path, *flags, "--prompt", "prompt.txt", "--force")
+        flags = flags if "--base" in flags else [*flags, "--base", "HEAD"]
+        refused = cli("record", run.path, *flags, "--prompt", "prompt.txt", "--force", cwd=run.path)
         assert refused.returncode == 2 and said in refused.stderr, (flags, refused.stderr)
         assert tomllib.loads((run.path / "run.toml").read_text()) == written
     fresh = tmp_path / "exp" / "runs" / "never"
-    refused = cli("record", fresh, "--cell", "x", "--repetition", "1", "--prompt", "p.txt")
+    refused = cli("record", fresh, "--cell", "x", "--repetition", "1", "--prompt", "p.txt", "--base", "HEAD")
     assert refused.returncode == 2 and "is not a git repository" in refused.stderr
     assert not fresh.exists()  # nothing left behind
+
+
+def test_record_refuses_to_guess_a_base_past_the_etalon(cli, make_run, tmp_path: Path) -> None:
+    run = make_run("rec")
+    run.base({"a.py": "1\n"})
+    (run.path / "prompt.txt").write_text("do it")
+    run.repo.write("a.py", "agent\n")
+    run.repo.commit("agent work, committed")
+    run.repo.write("b.py", "more\n")
+    run.repo.commit("more agent work")
+    flags = ["--cell", "x", "--repetition", "1", "--prompt", "prompt.txt", "--etalon-tag", "etalon-v1"]
+    refused = cli("record", run.path, *flags, cwd=run.path)
+    assert refused.returncode == 2 and "2 commits past the etalon 'etalon-v1'" in refused.stderr
+    assert "--base" in refused.stderr and not (run.path / "run.toml").exists()
+    no_etalon = cli("record", run.path, "--cell", "x", "--repetition", "1", "--prompt", "prompt.txt", cwd=run.path)
+    assert no_etalon.returncode == 2 and "--base is needed" in no_etalon.stderr
+    done = cli("record", run.path, *flags, "--base", "etalon-v1", cwd=run.path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_record_takes_the_commit_of_the_given_files(cli, make_run) -> None:
+    run = make_run("rec")
+    base = run.base({"a.py": "1\n"}, given={"tests/probe.py": "probe\n"})
+    (run.path / "prompt.txt").write_text("do it")
+    flags = ["--cell", "x", "--repetition", "1", "--prompt", "prompt.txt", "--etalon-tag", "etalon-v1"]
+    done = cli("record", run.path, *flags, "--given", "tests/probe.py", cwd=run.path)
+    assert done.returncode == 0, done.stderr
+    import tomllib
+
+    assert tomllib.loads((run.path / "run.toml").read_text())["base"] == base
+    missing = cli("record", run.path, *flags, "--given", "nope.py", "--base", base, "--force", cwd=run.path)
+    assert missing.returncode == 2 and f"--given nope.py: not a file at base {base}" in missing.stderr
+
+
+def test_record_paths_are_relative_to_the_current_directory(cli, make_run, tmp_path: Path) -> None:
+    run = make_run("rec")
+    run.base({"a.py": "1\n"})
+    prompts = tmp_path / "exp" / "prompts"
+    prompts.mkdir(parents=True)
+    (prompts / "p.txt").write_text("do it")
+    (run.path / "session.jsonl").write_text("")
+    here = run.path.parent  # typed from the runs folder
+    done = cli(
+        "record", "rec", "--cell", "x", "--repetition", "1", "--prompt", "rec/../../prompts/p.txt",
+        "--repo", "rec/repo", "--base", "HEAD", "--exclude", "AGENTS.md", "--exclude", ".pi/", cwd=here,
+    )
+    # the prompt lies outside the run folder and its clone: refused for the run, named
+    assert done.returncode == 2 and "prompt '../../prompts/p.txt' resolves outside" in done.stderr
+    (run.path / "p.txt").write_text("do it")
+    done = cli(
+        "record", "rec", "--cell", "x", "--repetition", "1", "--prompt", "rec/p.txt",
+        "--repo", "rec/repo", "--base", "HEAD", "--exclude", "AGENTS.md", "--exclude", ".pi/", cwd=here,
+    )
+    assert done.returncode == 0, done.stderr
+    import tomllib
+
+    written = tomllib.loads((run.path / "run.toml").read_text())
+    assert written["prompt"] == "p.txt" and written["repo"] == "repo"
+    assert written["excluded"] == ["AGENTS.md", ".pi/"]
 
 
 def test_check_loads_and_reads_runs_spending_nothing(cli, make_run, tmp_path: Path) -> None:
@@ -172,3 +235,10 @@ def test_check_loads_and_reads_runs_spending_nothing(cli, make_run, tmp_path: Pa
     with_runs = cli("check", path, run_dir.parents[1])
     assert with_runs.returncode == 0 and "1 run(s) readable" in with_runs.stdout
     assert not (run_dir / "validation").exists()
+
+
+def test_record_help_says_where_paths_are_relative_to(cli) -> None:
+    done = cli("record", "--help")
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0 and "relative to the current directory" in text
+    assert "stored relative to the run folder" in text and "--exclude PATTERN" in text

@@ -9,14 +9,16 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 __all__ = [
     "append_line",
     "dump_json",
     "write_bytes",
     "write_json",
+    "write_stream",
     "write_text",
     "write_text_if_changed",
 ]
@@ -73,3 +75,31 @@ def append_line(path: Path, value: Any) -> None:
     line = json.dumps(value, sort_keys=True, ensure_ascii=False) + "\n"
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(line)
+
+
+def write_stream(path: Path, fill: Callable[[BinaryIO], object]) -> bool:
+    """Replace ``path`` atomically with what ``fill(handle)`` writes, never held in memory.
+
+    Like :func:`write_text_if_changed`: when the result equals the file already
+    there (compared in blocks), the old file stays and keeps its mtime. Returns
+    whether ``path`` was replaced.
+    """
+    import filecmp
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            fill(handle)
+            os.fchmod(handle.fileno(), _FILE_MODE)
+        if path.is_file() and not path.is_symlink() and filecmp.cmp(tmp, path, shallow=False):
+            os.unlink(tmp)
+            return False
+        os.replace(tmp, path)
+        return True
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

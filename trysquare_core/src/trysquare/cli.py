@@ -79,18 +79,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(handler=_report)
 
-    record = commands.add_parser("record", help="write a run.toml from flags")
+    record = commands.add_parser(
+        "record",
+        help="write a run.toml from flags",
+        description="Write RUN_DIR/run.toml. Paths on this command line (--repo, --prompt, "
+        "--session, --trace, --etalon-checkout) are relative to the current directory, as in "
+        "every command, and stored relative to the run folder; --given and --exclude name "
+        "paths inside the clone.",
+    )
     record.add_argument("run_dir", type=Path, help="the run folder (run.toml is written there)")
     record.add_argument("--cell", required=True)
     record.add_argument("--repetition", type=int, required=True)
-    record.add_argument("--repo", default="repo", help="the measured clone (default: repo)")
-    record.add_argument("--base", default="HEAD", help="commit the agent started from (default: HEAD)")
+    record.add_argument("--repo", help="the measured clone (default: RUN_DIR/repo)")
+    record.add_argument(
+        "--base",
+        help="commit the agent started from (default: the etalon's commit, or the commit "
+        "adding the --given files on top of it, when HEAD is that commit; otherwise required)",
+    )
+    record.add_argument(
+        "--exclude", action="append", default=[], metavar="PATTERN",
+        help="gitignore-style pattern of a file the harness injected into the clone, not the "
+        "agent's work (repeatable), e.g. AGENTS.md or .pi/",
+    )  # fmt: skip
     record.add_argument("--prompt", required=True, help="the prompt file")
     record.add_argument("--session", help="the agent's log: a .jsonl file or a folder of them")
     record.add_argument("--session-format")
     record.add_argument("--trace")
     record.add_argument("--model", help="the model under test, e.g. provider/model")
-    record.add_argument("--given", action="append", default=[], metavar="PATH")
+    record.add_argument(
+        "--given", action="append", default=[], metavar="PATH",
+        help="a file the agent was given, as a path in the clone; it must exist at base",
+    )  # fmt: skip
     record.add_argument("--etalon-tag")
     record.add_argument("--etalon-checkout")
     record.add_argument("--id")
@@ -318,29 +337,39 @@ def _record(args: argparse.Namespace) -> int:
         raise UsageError(f"{target} exists already (use --force to replace it)")
     if args.etalon_checkout and not args.etalon_tag:
         raise UsageError("--etalon-checkout needs --etalon-tag")
-    clone = Path(args.repo) if Path(args.repo).is_absolute() else args.run_dir / args.repo
-    try:
-        # Pinned: `HEAD` now is the commit meant; HEAD later may be another.
-        base = repo.resolve_commit(clone, args.base)
-    except RepoError as error:
-        raise UsageError(f"--repo {args.repo} / --base {args.base}: {error.message}") from None
+    folder = args.run_dir.absolute()
+    stored = {
+        flag: None if value is None else _relative_to_run(folder, value)
+        for flag, value in (
+            ("repo", args.repo), ("prompt", args.prompt), ("session", args.session),
+            ("trace", args.trace), ("etalon_checkout", args.etalon_checkout),
+        )
+    }  # fmt: skip
+    repo_text = stored["repo"] or "repo"
+    clone = folder / repo_text
+    # Pinned: `HEAD` now is the commit meant; HEAD later may be another.
+    base = _record_base(clone, repo_text, args.base, args.etalon_tag, args.given)
+    missing = repo.missing_at(clone, base, args.given) if args.given else []
+    if missing:
+        raise UsageError(f"--given {missing[0]}: not a file at base {base} in {clone}")
     etalon = None
     if args.etalon_tag:
         etalon = {"tag": args.etalon_tag}
-        if args.etalon_checkout:
-            etalon["checkout"] = args.etalon_checkout
+        if stored["etalon_checkout"]:
+            etalon["checkout"] = stored["etalon_checkout"]
     text = run_toml({
         "id": args.id,
         "cell": args.cell,
         "repetition": args.repetition,
-        "repo": args.repo,
+        "repo": repo_text,
         "base": base,
-        "prompt": args.prompt,
-        "session": args.session,
+        "prompt": stored["prompt"],
+        "session": stored["session"],
         "session_format": args.session_format,
-        "trace": args.trace,
+        "trace": stored["trace"],
         "model": args.model,
         "given": sorted(set(args.given)),
+        "excluded": list(dict.fromkeys(args.exclude)) or None,
         "etalon": etalon,
     })
     previous = target.read_bytes() if target.exists() else None
@@ -357,6 +386,44 @@ def _record(args: argparse.Namespace) -> int:
         raise UsageError(error.message) from None
     print(shown(f"wrote {target} (run '{run.id}', cell '{run.cell}', base {base[:12]})"))
     return 0
+
+
+def _relative_to_run(folder: Path, value: str) -> str:
+    """A path typed relative to the current directory, as run.toml stores it: relative
+    to the run folder (POSIX separators), so the run folder can move as a whole."""
+    path = Path(value).expanduser()
+    return Path(os.path.relpath(path.absolute(), folder)).as_posix()
+
+
+def _record_base(clone: Path, repo_text: str, base: str | None, tag: str | None, given: list[str]) -> str:
+    """The commit ``record`` pins: ``--base`` as named, else HEAD only when HEAD is the
+    etalon's commit or the one commit adding the given files on top of it."""
+    from trysquare import repo
+    from trysquare.errors import RepoError
+
+    try:
+        if base is not None:
+            return repo.resolve_commit(clone, base)
+        head = repo.resolve_commit(clone, "HEAD", what="HEAD")
+        if tag is None:
+            raise UsageError(
+                f"--base is needed: without --etalon-tag, record cannot tell whether HEAD "
+                f"({head[:12]}) of {repo_text} is where the agent started or the agent's own commit"
+            )
+        etalon = repo.resolve_commit(clone, tag, what="etalon tag")
+    except RepoError as error:
+        raise UsageError(f"--repo {repo_text} / --base {base or 'HEAD'}: {error.message}") from None
+    if head == etalon:
+        return head
+    if given and repo.parent_of(clone, head) == etalon and repo.paths_between(clone, etalon, head) <= set(given):
+        return head  # the harness's commit of the given files, on top of the etalon
+    ahead = repo.commits_between(clone, etalon, head)
+    raise UsageError(
+        f"HEAD of {repo_text} is {ahead} commit{'s' if ahead != 1 else ''} past the etalon "
+        f"'{tag}' ({etalon[:12]}) and is not the commit adding the given files: it may hold the "
+        "agent's committed work, so record will not guess; name the commit the agent started "
+        "from with --base"
+    )
 
 
 def _plugins(args: argparse.Namespace) -> int:

@@ -29,6 +29,8 @@ __all__ = [
     "build_context",
     "clone_changes",
     "context_digest",
+    "diff_size",
+    "dump_context",
     "gather_facts",
     "picture_clone",
     "preflight",
@@ -63,16 +65,19 @@ def gather_facts(run: Run) -> RunFacts:
     if run.base_commit is None:
         raise RunError(f"{run.label}: loaded for --replay, so its context cannot be rebuilt")
     preflight(run)
+    diff_path = run.dir / DIFF_FILE
     try:
-        touched, files = repo.touched_and_files(run.repo, run.base_commit)
-        patch = repo.diff_patch(run.repo, run.base_commit)
+        touched, files = repo.touched_and_files(run.repo, run.base_commit, run.excluded)
+        # Streamed to disk: a 2 GB file in the clone must not become 2 GB of memory.
+        _atomic.write_stream(
+            diff_path, lambda out: repo.write_diff_patch(run.repo, run.base_commit, out, run.excluded)
+        )
         checkout = None
         if run.etalon is not None:
             checkout = run.etalon.checkout or repo.materialise_etalon(run.repo, run.etalon.tag)
     except RepoError as error:
         raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
-    diff_path = run.dir / DIFF_FILE
-    _atomic.write_text_if_changed(diff_path, patch)
+    _pin_base(run)
     return RunFacts(
         touched=tuple(sorted(touched)),
         files=tuple(sorted(files)),
@@ -80,6 +85,27 @@ def gather_facts(run: Run) -> RunFacts:
         response=_response(run),
         etalon_checkout=checkout,
     )
+
+
+def _pin_base(run: Run) -> None:
+    """Record the base commit at first measurement (``.trysquare/base.json``).
+
+    ``run.toml`` may name ``base`` by a tag or branch, which the agent can move;
+    :func:`trysquare.runs.load_run` refuses the run once it resolves elsewhere.
+    """
+    from trysquare.runs import BASE_PIN, read_pinned_base
+
+    if read_pinned_base(run.dir) is None:
+        pin: dict[str, Any] = {"base": run.base_commit, "rev": run.base}
+        if run.etalon is not None and run.etalon.checkout is None:
+            pin["etalon"] = repo.resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
+            pin["etalon_tag"] = run.etalon.tag
+        _atomic.write_json(run.dir / BASE_PIN, pin)
+
+
+def diff_size(facts: RunFacts) -> int:
+    """The size of ``diff.patch`` in bytes, without reading it (judge caps use it)."""
+    return facts.diff.stat().st_size
 
 
 @attrs.frozen
@@ -136,9 +162,10 @@ def preflight(run: Run) -> None:
                 raise RunError(f"{where}: etalon checkout {run.etalon.checkout} is not a folder")
         else:
             try:
-                repo.resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
+                etalon = repo.resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
             except RepoError as error:
                 raise RunError(f"{where}: {error.message}") from None
+            _check_pinned_etalon(run, etalon)
     if run.session is not None:
         from trysquare import sessions
 
@@ -146,6 +173,20 @@ def preflight(run: Run) -> None:
             sessions.open_session(run.session, format=run.session_format, repo=run.repo)
         except RunError as error:
             raise RunError(f"{where}: {error.message}") from None
+
+
+def _check_pinned_etalon(run: Run, etalon: str) -> None:
+    """A moved etalon tag would change the reference the run is compared with."""
+    from trysquare.runs import BASE_PIN, read_pinned_base
+
+    pinned = read_pinned_base(run.dir)
+    tag = run.etalon.tag if run.etalon is not None else None
+    if pinned is None or pinned.get("etalon_tag") != tag or pinned.get("etalon") in (None, etalon):
+        return
+    raise RunError(
+        f"{run.dir / 'run.toml'}: etalon tag '{tag}' now names {etalon}, but it was "
+        f"{pinned['etalon']} at first measurement ({run.dir / BASE_PIN})"
+    )
 
 
 def _response(run: Run) -> Path | None:
@@ -232,8 +273,18 @@ def _plugin_keys(run: Run, validation: Validation, context: Mapping[str, Any]) -
     return added
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dump_context(context: Mapping[str, Any]) -> str:
-    return _atomic.dump_json(context)
+    """``context.json``'s text. A path that is not UTF-8 (``caf\\xe9.py``) is carried
+    losslessly: its undecodable bytes are lone surrogates (:func:`os.fsdecode`),
+    written as ``\\udcXX`` JSON escapes, so ``os.fsencode(json.load(...)[...])``
+    gives the file's real name back.
+    """
+    text = _atomic.dump_json(context)
+    # Surrogates occur only inside JSON strings: escaping them there is exact.
+    return _SURROGATE.sub(lambda found: "\\u%04x" % ord(found.group()), text)
 
 
 def context_digest(context_text: str, context: Mapping[str, Any]) -> str:
@@ -244,10 +295,19 @@ def context_digest(context_text: str, context: Mapping[str, Any]) -> str:
         hasher.update(f"\0{key}\0".encode())
         if isinstance(value, str):
             try:
-                hasher.update(hashlib.sha256(Path(value).read_bytes()).digest())
+                hasher.update(_file_digest(Path(value)))
             except OSError:
                 hasher.update(b"<missing>")
     return "sha256:" + hasher.hexdigest()
+
+
+def _file_digest(path: Path) -> bytes:
+    """sha256 of a file read in blocks: diff.patch can be gigabytes, never held whole."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.digest()
 
 
 def load_archived(path: Path) -> tuple[dict[str, Any], str]:

@@ -1,33 +1,74 @@
 """The one core module that knows git: what a measured clone holds and how it changed.
 
 Everything trysquare reads from a measured clone goes through here, and nothing
-here writes into it — ``.git`` included. Only commands that never write are used:
-``git status`` under ``GIT_OPTIONAL_LOCKS=0`` (it refreshes stale stat info in
-memory only), plumbing (``diff-index``, ``diff-tree``, ``ls-files``, ``ls-tree``,
-``cat-file``, ``hash-object`` without ``-w``) — never the porcelain ``git diff``,
-which rewrites ``.git/index`` whatever the environment says. Every call also runs
-with ``core.fsmonitor`` off (an agent can edit ``.git/config``; it must not make us
-run a program) and without the caller's repository-locating variables (a
-``GIT_DIR`` inherited from a hook must not redirect us).
+here writes into it — ``.git`` included.
+
+**The clone's ``.git`` is hostile** (DESIGN §8): the measured agent wrote it. Its
+config can name programs (``filter.*.clean``/``smudge``/``process``,
+``diff.*.textconv``/``command``, ``diff.external``, ``core.fsmonitor``,
+``core.pager``, ``core.hooksPath``, ``include.path`` to a FIFO that hangs us), its
+index can hide work (``assume-unchanged``, ``skip-worktree``, a forged index), and
+its refs can lie (``refs/replace/``, ``info/grafts``, a moved tag). So no git
+command ever runs with the clone's ``.git`` as its repository. Instead each call
+runs against a *shadow* ``GIT_DIR`` that trysquare builds in its own cache
+(``$XDG_CACHE_HOME/trysquare/shadow/``, never in the run folder, which the agent
+could pre-plant):
+
+- ``config`` written by us (no drivers, ``core.fsmonitor=false``, hooks at
+  ``/dev/null``); ``GIT_CONFIG_NOSYSTEM=1``, ``GIT_CONFIG_GLOBAL=/dev/null`` and
+  no inherited ``GIT_*`` variable, so no other config is read at all;
+- ``objects/info/alternates`` naming the clone's object store (found by reading
+  ``.git``, a ``gitdir:`` file and ``commondir`` in Python): objects are
+  content-addressed, so borrowing them is safe;
+- no replace refs, no grafts, no shallow file (``GIT_NO_REPLACE_OBJECTS=1`` too);
+  for resolving a symbolic ``base`` once, the clone's refs are read in Python
+  (``refs/replace/`` skipped) into a throwaway shadow's ``packed-refs``;
+- an index made by ``read-tree <base>``: a stat cache of the base commit, which
+  ``git status`` refreshes and keeps (the shadow is ours to write), so
+  ``status``/``diff-files`` compare the *working tree with the base commit
+  object* directly — the clone's index, its flags and its HEAD play no part;
+- ``info/exclude``: the ``.gitignore`` files *as they are at base* (a nested one
+  anchored to its folder) plus run.toml's ``excluded`` patterns, given to
+  ``ls-files --others --exclude-from`` — never ``--exclude-standard``, which would
+  read the work tree's ``.gitignore`` (the agent's edits), ``.git/info/exclude``
+  and ``core.excludesFile``;
+- ``info/attributes`` (the highest-precedence attributes file): first a line
+  resetting ``text``/``eol``/``crlf``/``ident``/``filter``/``diff``/
+  ``working-tree-encoding`` for every path, then the ``.gitattributes`` files *as
+  they are at base*. So the work tree's ``.gitattributes`` never changes how a
+  file is hashed or diffed: the agent's edit of ``.gitattributes`` is itself a
+  touched file (seen in ``touched`` and the patch), not a lens over the others.
+  Base attributes are kept because a project's own ``eol``/``text`` rules decide
+  what its checked-out files look like. With no driver in our config, a
+  ``filter=``/``diff=`` attribute names nothing that could run.
+
+A submodule counts as touched when its checked-out commit moves (read from its
+refs in Python); its uncommitted edits are not inspected, since that would run git
+with the submodule's own config.
 
 Paths are POSIX, relative to the repository root, decoded with
-:func:`os.fsdecode`. Stdlib only: ``trysquare.assay`` imports this module.
+:func:`os.fsdecode` (undecodable bytes survive as surrogates). Stdlib only:
+``trysquare.assay`` imports this module.
 
 - ``touched`` (:func:`changed_files`) compares ``base`` with the working tree, never
   the history: an agent commit reverted in the working tree touches nothing.
 - ``files`` (:func:`working_files`) is what the working tree holds now.
 - :func:`touched_and_files` computes both from one ``git status`` pass: what a
   context build should call.
-- :func:`diff_patch` is ``git diff <base>`` (as ``diff-index -p``) plus untracked
-  files rendered exactly as ``git diff --no-index /dev/null <file>`` renders them.
+- :func:`diff_patch` is ``git diff <base>`` plus untracked files rendered exactly
+  as ``git diff --no-index /dev/null <file>`` renders them.
 - :func:`materialise_etalon` writes a reference tree into a shared cache, never a
   worktree of the clone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
+import io
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -35,6 +76,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from trysquare.errors import RepoError
 
@@ -45,44 +87,53 @@ __all__ = [
     "git",
     "is_git_repo",
     "materialise_etalon",
+    "missing_at",
+    "commits_between",
+    "parent_of",
+    "paths_between",
     "resolve_commit",
     "touched_and_files",
     "worktree_status",
+    "write_diff_patch",
     "working_files",
 ]
 
-# Variables that would point git at another repository, index or object store
-# (`git rev-parse --local-env-vars`): an inherited one must never redirect us.
-_LOCAL_ENV_VARS = frozenset(
-    {
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_COMMON_DIR",
-        "GIT_CONFIG",
-        "GIT_CONFIG_COUNT",
-        "GIT_CONFIG_PARAMETERS",
-        "GIT_DIR",
-        "GIT_GRAFT_FILE",
-        "GIT_IMPLICIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_INTERNAL_SUPER_PREFIX",
-        "GIT_NAMESPACE",
-        "GIT_NO_REPLACE_OBJECTS",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_PREFIX",
-        "GIT_REPLACE_REF_BASE",
-        "GIT_SHALLOW_FILE",
-        "GIT_WORK_TREE",
-    }
-)
-
-# Config pinned on every call; the repository's own settings still apply otherwise.
+# Config pinned on every call, on top of the shadow's own config file.
 _CONFIG = (
-    "-c", "core.fsmonitor=false",  # never run a hook program named by the clone's config
+    "-c", "core.fsmonitor=false",
     "-c", "core.quotepath=off",  # readable non-ASCII paths in the patch
     "-c", "diff.suppressBlankEmpty=false",
     "-c", "diff.noprefix=false",
     "-c", "diff.mnemonicPrefix=false",
 )  # fmt: skip
+
+# The shadow repository's whole configuration: nothing here names a program.
+_SHADOW_CONFIG = """\
+[core]
+\trepositoryformatversion = {version}
+\tbare = false
+\tfilemode = true
+\tsymlinks = true
+\tignorecase = false
+\tprecomposeunicode = false
+\tautocrlf = false
+\tsafecrlf = false
+\tfsmonitor = false
+\tuntrackedCache = false
+\tsplitIndex = false
+\tsparseCheckout = false
+\thooksPath = /dev/null
+\tquotepath = off
+\tlogAllRefUpdates = false
+[gc]
+\tauto = 0
+[index]
+\tversion = 2
+{extensions}"""
+
+# Resets every attribute that could change how a path is hashed or diffed; the
+# base commit's own .gitattributes follow it in the same (highest-precedence) file.
+_ATTRIBUTE_RESET = b"* !text !eol !crlf !ident !filter !diff !working-tree-encoding\n"
 
 # The patch's options, pinned so a user's diff.* settings cannot change it.
 _PATCH_OPTIONS = (
@@ -90,7 +141,7 @@ _PATCH_OPTIONS = (
     "--no-ext-diff",
     "--no-textconv",
     "--no-renames",  # same view as `touched`: a rename is a deletion plus an addition
-    "--ignore-submodules=none",
+    "--ignore-submodules=dirty",  # "none" would run `git status` inside the submodule
     "--submodule=short",
     "--src-prefix=a/",
     "--dst-prefix=b/",
@@ -107,36 +158,376 @@ _ABBREV = 12
 _BIG_FILE = 512 * 1024 * 1024
 # git's binary sniff: a NUL byte within the first 8000 bytes.
 _SNIFF = 8000
+_HEX = re.compile(rb"\A(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+_SMALL = 4096  # .git/HEAD, a gitfile, a loose ref: anything longer is not one
 
 
-def _env() -> dict[str, str]:
-    # Built per call (cheap): a caller that changes os.environ later is honoured.
-    env = {k: v for k, v in os.environ.items() if k not in _LOCAL_ENV_VARS}
+def _env(git_dir: Path, work_tree: Path | None, index: Path | None = None) -> dict[str, str]:
+    # Built per call (cheap): a caller that changes os.environ later is honoured. Every
+    # inherited GIT_* variable is dropped: none may point us at another repository,
+    # config (GIT_CONFIG_PARAMETERS, GIT_CONFIG_COUNT) or program (GIT_EXTERNAL_DIFF).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(
-        GIT_OPTIONAL_LOCKS="0",  # status/diff must not refresh and rewrite .git/index
+        GIT_DIR=os.fspath(git_dir),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_ATTR_NOSYSTEM="1",
+        GIT_NO_REPLACE_OBJECTS="1",
         GIT_LITERAL_PATHSPECS="1",  # every path we pass is a path, never a pattern
         GIT_TERMINAL_PROMPT="0",
         GIT_PAGER="cat",
         PAGER="cat",
         LC_ALL="C",  # stable, parseable messages
     )
+    if work_tree is not None:
+        env["GIT_WORK_TREE"] = os.fspath(work_tree)
+    if index is not None:
+        env["GIT_INDEX_FILE"] = os.fspath(index)
     return env
 
 
-def _argv(repo: Path, args: Sequence[str]) -> list[str]:
-    return ["git", "-C", os.fspath(repo), *_CONFIG, *args]
+# --- the clone's .git, read without git ----------------------------------------------------
+
+
+def _read_small(path: Path) -> bytes | None:
+    """A small regular file's bytes (never through a FIFO or device), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, _SMALL + 1)[:_SMALL]
+    finally:
+        os.close(fd)
+
+
+def _git_dirs(repo: Path) -> tuple[Path, Path]:
+    """(git dir, common dir) of the work tree at ``repo``: read, never run.
+
+    ``.git`` is a folder, or a ``gitdir:`` file (a linked worktree or a submodule),
+    whose folder may name a ``commondir`` holding the shared objects and refs.
+    """
+    dot = Path(repo) / ".git"
+    if dot.is_dir():
+        git_dir = dot
+    else:
+        text = _read_small(dot)
+        if text is None or not text.startswith(b"gitdir:"):
+            raise RepoError(f"{repo} is not a git repository")
+        git_dir = Path(repo) / os.fsdecode(text[len(b"gitdir:") :].strip())
+    common = git_dir
+    pointer = _read_small(git_dir / "commondir")
+    if pointer is not None and pointer.strip():
+        common = git_dir / os.fsdecode(pointer.strip())
+    if not (git_dir / "HEAD").is_file() or not (common / "objects").is_dir():
+        raise RepoError(f"{repo} is not a git repository")
+    return git_dir, common
+
+
+def _object_format(common: Path) -> str:
+    """sha1 or sha256, read from the clone's config as text (never included or run)."""
+    text = _read_small(common / "config") or b""
+    found = re.search(rb"(?im)^\s*objectformat\s*=\s*(\w+)", text)
+    return "sha256" if found and found.group(1).lower() == b"sha256" else "sha1"
+
+
+def _clone_refs(git_dir: Path, common: Path) -> tuple[dict[str, bytes], bytes]:
+    """The clone's refs ({name: object id}) and its HEAD line, read as files.
+
+    ``refs/replace/`` is never read (replace refs must not change what a commit
+    is); a malformed entry is skipped, never trusted.
+    """
+    refs: dict[str, bytes] = {}
+    packed = common / "packed-refs"
+    data = b""
+    try:
+        if packed.is_file() and not packed.is_symlink():
+            data = packed.read_bytes()
+    except OSError:
+        data = b""
+    for line in data.splitlines():
+        oid, _, name = line.partition(b" ")
+        if _HEX.match(oid) and _good_ref(name):
+            refs[name.decode("ascii")] = oid
+    symbolic: dict[str, str] = {}
+    for current, folders, files in os.walk(common / "refs"):
+        folders[:] = [f for f in folders if not (Path(current) / f).is_symlink()]
+        for file in files:
+            full = Path(current) / file
+            name = full.relative_to(common).as_posix()
+            if not _good_ref(name.encode("utf-8", "surrogateescape")):
+                continue
+            text = (_read_small(full) or b"").strip()
+            if _HEX.match(text):
+                refs[name] = text
+            elif text.startswith(b"ref: "):
+                symbolic[name] = text[5:].decode("utf-8", "replace")
+    for name, target in symbolic.items():
+        if target in refs:
+            refs[name] = refs[target]
+    for name in [n for n in refs if n.startswith("refs/replace/")]:
+        del refs[name]
+    head = (_read_small(git_dir / "HEAD") or b"").strip()
+    return refs, head
+
+
+def _good_ref(name: bytes) -> bool:
+    return (
+        name.startswith(b"refs/")
+        and not name.startswith(b"refs/replace/")
+        and re.fullmatch(rb"[\x21-\x7e]+", name) is not None
+        and b".." not in name
+    )
+
+
+def is_git_repo(path: Path) -> bool:
+    """True when ``path`` is the top of a git working tree (not a folder inside one).
+
+    Decided by reading ``.git``, never by running git in it.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return False
+    try:
+        _git_dirs(path)
+    except RepoError:
+        return False
+    return True
+
+
+# --- shadow repositories -----------------------------------------------------------------
+
+
+def _cache_root() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME", "")
+    # XDG: a relative value is invalid and must be ignored.
+    base = Path(root) if root and os.path.isabs(root) else Path.home() / ".cache"
+    return base / "trysquare"
+
+
+def _write_shadow(git_dir: Path, common: Path, head: bytes) -> None:
+    """The bare bones of a shadow GIT_DIR in ``git_dir`` (which exists, empty)."""
+    sha256 = _object_format(common) == "sha256"
+    (git_dir / "config").write_text(
+        _SHADOW_CONFIG.format(
+            version=1 if sha256 else 0,
+            extensions="[extensions]\n\tobjectformat = sha256\n" if sha256 else "",
+        ),
+        encoding="utf-8",
+    )
+    (git_dir / "refs").mkdir()
+    (git_dir / "objects" / "info").mkdir(parents=True)
+    (git_dir / "info").mkdir()
+    objects = os.fsencode((common / "objects").resolve())
+    if b"\n" in objects:
+        raise RepoError(f"{common} cannot be read: its path holds a newline")
+    (git_dir / "objects" / "info" / "alternates").write_bytes(objects + b"\n")
+    (git_dir / "HEAD").write_bytes(head + b"\n")
+
+
+class _Refs:
+    """A throwaway shadow holding a copy of the clone's refs: for resolving names."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = Path(repo)
+        git_dir, common = _git_dirs(self.repo)
+        refs, head = _clone_refs(git_dir, common)
+        root = _cache_root() / "shadow"
+        root.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix="refs.", dir=root))
+        try:
+            if _HEX.match(head):
+                head_line = head
+            elif head.startswith(b"ref: ") and _good_ref(head[5:]):
+                target = head[5:].decode("ascii")
+                head_line = refs[target] if target in refs else b"ref: " + head[5:]
+            else:
+                head_line = b"ref: refs/heads/unborn"
+            _write_shadow(self.dir, common, head_line)
+            lines = sorted(b"%s %s\n" % (oid, name.encode("ascii")) for name, oid in refs.items())
+            (self.dir / "packed-refs").write_bytes(b"".join(lines))
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+
+    def __enter__(self) -> _Refs:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        return _run(self.dir, None, self.repo, args, input)
+
+
+def _shadow_key(repo: Path, common: Path, commit: str, excluded: Sequence[str]) -> str:
+    hasher = hashlib.sha256()
+    for part in (os.fsencode(Path(repo).resolve()), os.fsencode(common.resolve()), commit.encode()):
+        hasher.update(part + b"\0")
+    for pattern in excluded:
+        hasher.update(os.fsencode(pattern) + b"\n")
+    return hasher.hexdigest()[:32]
+
+
+class _Shadow:
+    """The shadow GIT_DIR of one clone at one base commit (see the module docstring)."""
+
+    def __init__(self, repo: Path, commit: str, excluded: Sequence[str] = ()) -> None:
+        self.repo = Path(repo)
+        self.commit = commit
+        _git_dir, common = _git_dirs(self.repo)
+        root = _cache_root() / "shadow"
+        self.dir = root / _shadow_key(self.repo, common, commit, excluded)
+        self.exclude = self.dir / "info" / "exclude"
+        if (self.dir / "index").is_file():
+            return
+        root.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".build.", dir=root))
+        try:
+            _write_shadow(scratch, common, commit.encode("ascii"))
+            done = _run(scratch, None, self.repo, ("read-tree", "--end-of-options", commit))
+            if done.returncode != 0:
+                raise _failure(self.repo, ("read-tree",), done)
+            ignores, attributes = _base_rules(scratch, self.repo, commit)
+            extra = b"".join(os.fsencode(p) + b"\n" for p in excluded)
+            (scratch / "info" / "exclude").write_bytes(ignores + extra)
+            (scratch / "info" / "attributes").write_bytes(_ATTRIBUTE_RESET + attributes)
+            try:
+                os.rename(scratch, self.dir)
+            except OSError:
+                if not (self.dir / "index").is_file():
+                    raise
+                shutil.rmtree(scratch, ignore_errors=True)  # another process built it first
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+
+    @classmethod
+    def existing(cls, repo: Path, commit: str, excluded: Sequence[str]) -> _Shadow | None:
+        """The shadow already built for ``commit``, or None."""
+        _git_dir, common = _git_dirs(repo)
+        folder = _cache_root() / "shadow" / _shadow_key(repo, common, commit, excluded)
+        if not (folder / "index").is_file():
+            return None
+        shadow = cls.__new__(cls)
+        shadow.repo, shadow.commit, shadow.dir = Path(repo), commit, folder
+        shadow.exclude = folder / "info" / "exclude"
+        return shadow
+
+    def run(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        return _run(self.dir, self.repo, self.repo, args, input)
+
+    def git(self, *args: str, input: bytes | None = None) -> bytes:
+        done = self.run(*args, input=input)
+        if done.returncode != 0:
+            raise _failure(self.repo, args, done)
+        return done.stdout
+
+    def many(self, *calls: Sequence[str]) -> list[bytes]:
+        return _git_many(self.dir, self.repo, *calls)
+
+
+def _escape_glob(folder: bytes) -> bytes:
+    return re.sub(rb"([*?\[\\])", rb"\\\1", folder)
+
+
+def _anchor(line: bytes, folder: bytes, *, negatable: bool) -> bytes | None:
+    """One pattern line of ``<folder>/.gitignore`` (or attributes) made root-relative."""
+    line = line.rstrip(b"\r")
+    if not line.strip() or line.startswith(b"#"):
+        return None
+    if not folder:
+        return line
+    negated = negatable and line.startswith(b"!")
+    body = line[1:] if negated else line
+    if body.startswith(b'"'):
+        return None  # a C-quoted attributes pattern: rare; left out rather than misread
+    pattern, sep, rest = body.partition(b" ") if not negatable else (body, b"", b"")
+    if not negatable and b"\t" in pattern:
+        pattern, _, tail = pattern.partition(b"\t")
+        rest, sep = tail + (b" " + rest if sep else b""), b"\t"
+    trimmed = pattern[:-1] if pattern.endswith(b"/") else pattern
+    prefix = b"/" + _escape_glob(folder)
+    if pattern.startswith(b"/"):
+        anchored = prefix + pattern
+    elif b"/" in trimmed:
+        anchored = prefix + b"/" + pattern
+    else:
+        anchored = prefix + b"/**/" + pattern
+    return (b"!" if negated else b"") + anchored + sep + rest
+
+
+def _base_rules(git_dir: Path, repo: Path, commit: str) -> tuple[bytes, bytes]:
+    """The base commit's .gitignore and .gitattributes files, anchored and joined.
+
+    Ordered shallow to deep: in one exclude file the last match wins, as a deeper
+    .gitignore wins over its parents.
+    """
+    listing = _run(git_dir, None, repo, ("ls-tree", "-r", "-z", "--full-tree", commit))
+    if listing.returncode != 0:
+        raise _failure(repo, ("ls-tree",), listing)
+    wanted: list[tuple[int, bytes, bytes, bytes]] = []
+    for item in _split_z(listing.stdout):
+        meta, _, path = item.partition(b"\t")
+        name = path.rpartition(b"/")[2]
+        if name in (b".gitignore", b".gitattributes") and meta.startswith(b"100"):
+            folder = path.rpartition(b"/")[0]
+            wanted.append((folder.count(b"/") + bool(folder), folder, name, meta.split(b" ")[2]))
+    if not wanted:
+        return b"", b""
+    wanted.sort()
+    done = _run(
+        git_dir, None, repo, ("cat-file", "--batch"),
+        b"".join(oid + b"\n" for *_, oid in wanted),
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise _failure(repo, ("cat-file",), done)
+    out, at = done.stdout, 0
+    ignores: list[bytes] = []
+    attributes: list[bytes] = []
+    for _depth, folder, name, _oid in wanted:
+        header_end = out.index(b"\n", at)
+        size = int(out[at:header_end].split(b" ")[2])
+        text = out[header_end + 1 : header_end + 1 + size]
+        at = header_end + 1 + size + 1
+        for line in text.split(b"\n"):
+            if name == b".gitattributes":
+                if line.startswith(b"[attr]") and folder:
+                    continue  # git honours macros only at the top
+                anchored = _anchor(line, folder, negatable=False)
+                if anchored is not None:
+                    attributes.append(anchored + b"\n")
+            else:
+                anchored = _anchor(line, folder, negatable=True)
+                if anchored is not None:
+                    ignores.append(anchored + b"\n")
+    return b"".join(ignores), b"".join(attributes)
+
+
+# --- running git -----------------------------------------------------------------------------
+
+
+def _argv(args: Sequence[str]) -> list[str]:
+    return ["git", *_CONFIG, *args]
 
 
 def _run(
-    repo: Path, args: Sequence[str], input: bytes | None = None
+    git_dir: Path,
+    work_tree: Path | None,
+    repo: Path,
+    args: Sequence[str],
+    input: bytes | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            _argv(repo, args),
+            _argv(args),
             input=input,
             stdin=None if input is not None else subprocess.DEVNULL,
             capture_output=True,
-            env=_env(),
+            env=_env(git_dir, work_tree),
+            cwd=work_tree if work_tree is not None else git_dir,
             check=False,
         )
     except FileNotFoundError:
@@ -154,23 +545,26 @@ def _failure(
 
 
 def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
-    """Run ``git args...`` in ``repo`` without letting it write; return its stdout.
+    """Run a read-only ``git args...`` on ``repo``'s objects and refs; return its stdout.
 
-    Raises :class:`RepoError` naming the repository and git's reason on failure.
+    Runs against a shadow holding a copy of the clone's refs, never the clone's own
+    ``.git`` (whose config could name programs). Raises :class:`RepoError` naming the
+    repository and git's reason on failure.
     """
-    done = _run(Path(repo), args, input)
+    with _Refs(Path(repo)) as refs:
+        done = refs.run(*args, input=input)
     if done.returncode != 0:
         raise _failure(Path(repo), args, done)
     return done.stdout
 
 
-def _git_many(repo: Path, *calls: Sequence[str]) -> list[bytes]:
+def _git_many(git_dir: Path, repo: Path, *calls: Sequence[str]) -> list[bytes]:
     """Run independent git calls concurrently (each one walks the tree on its own core)."""
     results: list[subprocess.CompletedProcess[bytes] | BaseException | None] = [None] * len(calls)
 
     def work(index: int) -> None:
         try:
-            results[index] = _run(repo, calls[index])
+            results[index] = _run(git_dir, repo, repo, calls[index])
         except BaseException as error:  # re-raised below, in the caller's thread
             results[index] = error
 
@@ -187,32 +581,43 @@ def _git_many(repo: Path, *calls: Sequence[str]) -> list[bytes]:
         assert done is not None
         if done.returncode != 0:
             raise _failure(repo, args, done)
+        _check_warnings(repo, done.stderr)
         out.append(done.stdout)
     return out
 
 
-def is_git_repo(path: Path) -> bool:
-    """True when ``path`` is the top of a git working tree (not a folder inside one)."""
-    path = Path(path)
-    if not path.is_dir():
-        return False
-    done = _run(path, ("rev-parse", "--is-inside-work-tree", "--show-cdup"))
-    if done.returncode != 0:
-        if b"safe.directory" in done.stderr:
-            # Not "no repository": git refuses a clone owned by someone else; say so.
-            raise _failure(path, ("rev-parse",), done)
-        return False
-    lines = done.stdout.decode("utf-8", "replace").split("\n")
-    return lines[0] == "true" and len(lines) > 1 and lines[1] == ""
+_UNREADABLE = (
+    "warning: could not open directory",
+    "warning: unable to access",
+    "error: could not open",
+    "error: unable to",
+    "warning: could not stat",
+    "error: could not lstat",
+)
+
+
+def _check_warnings(repo: Path, stderr: bytes) -> None:
+    """git's complaints about paths it could not read (a path longer than PATH_MAX,
+    500 nested folders) fail the read, naming the path: a part of the work tree git
+    skipped would silently be missing from ``touched``."""
+    for line in stderr.decode("utf-8", "backslashreplace").splitlines():
+        if line.startswith(_UNREADABLE):
+            said = line.split(":", 1)[1].strip()
+            if len(said) > 300:  # name it, but keep the sentence readable
+                said = f"{said[:140]}...{said[-140:]} ({len(said)} characters)"
+            raise RepoError(f"git could not read part of {repo}: {said}")
 
 
 def resolve_commit(repo: Path, rev: str, *, what: str = "base") -> str:
-    """The full object id of the commit ``rev`` names (a sha, short sha, tag, branch)."""
+    """The full object id of the commit ``rev`` names (a sha, short sha, tag, branch).
+
+    Refs are read from the clone's files (replace refs never), so a name resolves
+    as it does now: a caller that must not let it move pins the answer.
+    """
     repo = Path(repo)
-    done = _run(repo, ("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"))
+    with _Refs(repo) as refs:
+        done = refs.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
     if done.returncode != 0 or not done.stdout.strip():
-        if not is_git_repo(repo):
-            raise RepoError(f"{repo} is not a git repository")
         raise RepoError(f"{what} {rev!r} does not resolve to a commit in {repo}")
     return done.stdout.decode("ascii").strip()
 
@@ -235,180 +640,93 @@ def _names(data: bytes) -> list[str]:
     return items
 
 
+def missing_at(repo: Path, commit: str, paths: Iterable[str]) -> list[str]:
+    """The ``paths`` that are not files (or links) in ``commit``'s tree, in order.
+
+    One ``cat-file --batch-check`` fed on stdin: no path reaches a command line.
+    """
+    wanted = [p for p in paths]
+    if not wanted:
+        return []
+    if any("\n" in p for p in wanted):
+        raise RepoError(f"a path holding a newline cannot be looked up in {repo}")
+    with _Refs(Path(repo)) as refs:
+        done = refs.run(
+            "cat-file", "--batch-check=%(objecttype)",
+            input=b"".join(f"{commit}:{p}\n".encode("utf-8", "surrogateescape") for p in wanted),
+        )
+    if done.returncode != 0:
+        raise _failure(Path(repo), ("cat-file",), done)
+    answers = done.stdout.decode("ascii", "replace").splitlines()
+    return [p for p, kind in zip(wanted, answers, strict=True) if kind != "blob"]
+
+
+def parent_of(repo: Path, commit: str) -> str | None:
+    """The first parent of ``commit`` (as stored: no replace refs, no grafts), or None."""
+    done = _refs_run(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^1")
+    return done.stdout.decode("ascii").strip() if done.returncode == 0 else None
+
+
+def paths_between(repo: Path, old: str, new: str) -> set[str]:
+    """Paths that differ between two commits' trees."""
+    out = git(repo, "diff-tree", "-r", "-z", "--name-only", "--no-renames", "--end-of-options", old, new)
+    return set(_names(out))
+
+
+def commits_between(repo: Path, old: str, new: str) -> int:
+    """How many commits ``new`` is past ``old`` (``git rev-list --count old..new``)."""
+    return int(git(repo, "rev-list", "--count", "--end-of-options", f"{old}..{new}").strip() or 0)
+
+
+def _refs_run(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    with _Refs(Path(repo)) as refs:
+        return refs.run(*args)
+
+
 # --- touched and files -----------------------------------------------------------------
 #
-# One `git status` pass (HEAD -> index -> working tree, untracked files included)
-# composed with `git diff-tree base HEAD` (the agent's commits, a cheap tree-to-tree
-# walk). `git status` is the one porcelain that honours GIT_OPTIONAL_LOCKS=0 (it
-# refreshes stale stat info in memory and writes nothing), and it stats and walks the
-# tree once: the two sets cost about one `git status`.
+# In the shadow, HEAD = index = base: `git status -uno` is base -> working tree for
+# every path tracked at base (refreshing and keeping the shadow index's stat info,
+# which is ours to write), and `ls-files --others --exclude-from` lists what is new.
+# The three calls run concurrently, each walking the tree on its own core.
 
 _STATUS_ARGS = (
-    "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
-    "--ignore-submodules=none",
+    "status", "--porcelain=v2", "-z", "--untracked-files=no", "--no-renames",
+    "--ignore-submodules=dirty",
 )  # fmt: skip
-_CACHED_ARGS = ("ls-files", "-z", "-t", "--cached")
-_OTHERS_ARGS = ("ls-files", "-z", "--others", "--exclude-standard")
+_CACHED_ARGS = ("ls-files", "-z", "--cached")
 _ABSENT = "000000"
-_FILE_MODES = ("100644", "100755", "120000")
 
 
-def _tree_diff_args(base: str, head: str = "HEAD") -> tuple[str, ...]:
-    return (
-        "diff-tree",
-        "-r",
-        "-z",
-        "--no-renames",
-        "--no-abbrev",
-        "--end-of-options",
-        base,
-        head,
-        "--",
-    )
-
-
-def _parse_raw(data: bytes) -> dict[str, tuple[str, str, str, str, str]]:
-    """``--raw -z`` -> {path: (status, old mode, old id, new mode, new id)}."""
-    entries: dict[str, tuple[str, str, str, str, str]] = {}
-    items = _names(data)
-    for i in range(0, len(items) - 1, 2):
-        # ":<old mode> <new mode> <old id> <new id> <status>", then the path
-        old_mode, new_mode, old_id, new_id, status = items[i][1:].split(" ")
-        entries[items[i + 1]] = (status[:1], old_mode, old_id, new_mode, new_id)
-    return entries
+def _others_args(shadow: _Shadow) -> tuple[str, ...]:
+    return ("ls-files", "-z", "--others", f"--exclude-from={shadow.exclude}")
 
 
 class _Status:
-    """``git status --porcelain=v2 -z``, parsed."""
+    """``git status --porcelain=v2 -z`` in the shadow, parsed: {path: (XY, worktree mode)}."""
 
-    __slots__ = ("entries", "untracked", "unmerged")
+    __slots__ = ("entries",)
 
     def __init__(self, data: bytes) -> None:
-        # path -> (XY, HEAD mode, index mode, tree mode, HEAD id, index id)
-        self.entries: dict[str, tuple[str, str, str, str, str, str]] = {}
-        self.untracked: set[str] = set()
-        self.unmerged: set[str] = set()
-        items = _names(data)
-        i = 0
-        while i < len(items):
-            item = items[i]
-            kind = item[:1]
-            if kind == "1":
-                _, xy, _sub, m_head, m_index, m_tree, h_head, h_index, path = item.split(" ", 8)
-                self.entries[path] = (xy, m_head, m_index, m_tree, h_head, h_index)
-            elif kind == "?":
-                # A nested repository is listed as "dir/": one path, like a gitlink.
-                path = item[2:]
-                self.untracked.add(path[:-1] if path.endswith("/") else path)
-            elif kind == "u":
-                self.unmerged.add(item.split(" ", 10)[10])
-            elif kind == "2":  # a rename, despite --no-renames: both paths changed
-                self.unmerged.add(item.split(" ", 9)[9])
-                self.unmerged.add(items[i + 1])
-                i += 1
-            i += 1
+        self.entries: dict[str, tuple[str, str]] = {}
+        for item in _names(data):
+            if item[:1] == "1":
+                _, xy, _sub, _m_head, _m_index, m_tree, _rest = item.split(" ", 6)
+                self.entries[item.split(" ", 8)[8]] = (xy, m_tree)
 
 
-def _blob_id(data: bytes, width: int) -> str:
-    algo = hashlib.sha256 if width == 64 else hashlib.sha1
-    return algo(b"blob %d\0" % len(data) + data).hexdigest()
+def _untracked(data: bytes) -> set[str]:
+    # A nested repository is listed as "dir/": one path, like a gitlink.
+    return {path[:-1] if path.endswith("/") else path for path in _names(data)}
 
 
-def _worktree_ids(repo: Path, paths: Iterable[str], width: int) -> dict[str, tuple[str, str]]:
-    """{path: (git mode, blob id)} of working-tree files and links, as git would store them.
-
-    Regular files are hashed by ``git hash-object`` (no ``-w``: nothing written), so
-    clean filters and end-of-line conversion count as git counts them.
-    """
-    found: dict[str, tuple[str, str]] = {}
-    regular: list[tuple[str, str]] = []
-    for path in paths:
-        full = os.path.join(repo, path)
-        try:
-            info = os.lstat(full)
-            if stat.S_ISLNK(info.st_mode):
-                found[path] = ("120000", _blob_id(os.fsencode(os.readlink(full)), width))
-            elif stat.S_ISREG(info.st_mode):
-                regular.append((path, "100755" if info.st_mode & stat.S_IXUSR else "100644"))
-        except OSError:
-            continue
-    if regular:
-        # --stdin-paths takes one path a line, C-quoted when it needs it.
-        paths_in = b"".join(_quote(os.fsencode(p)) + b"\n" for p, _ in regular)
-        ids = git(repo, "hash-object", "--stdin-paths", input=paths_in).decode("ascii").split()
-        for (path, mode), object_id in zip(regular, ids, strict=True):
-            found[path] = (mode, object_id)
-    return found
-
-
-_UNKNOWN = ("?", "?")  # on disk, content not read by git: hashed only when it matters
-
-
-def _touched(
-    repo: Path, commits: dict[str, tuple[str, str, str, str, str]], status: _Status
-) -> set[str]:
-    """Paths whose (mode, id) in the working tree differs from base.
-
-    ``commits`` is base -> HEAD; ``status`` is HEAD -> index -> working tree. A path
-    in neither is the same in all four places.
-    """
-    touched = set(status.unmerged)
-    unsure: dict[str, tuple[str, str]] = {}
-    width = 40
-    for path in commits.keys() | status.entries.keys() | status.untracked:
-        if path in touched:
-            continue
-        entry = status.entries.get(path)
-        # At base: what the agent's commits started from, else HEAD's own version.
-        if path in commits:
-            _, b_mode, b_id, h_mode, h_id = commits[path]
-            width = len(b_id)
-        elif entry is not None:
-            b_mode, b_id = entry[1], entry[4]
-        else:
-            b_mode, b_id = _ABSENT, ""
-        base = None if b_mode == _ABSENT else (b_mode, b_id)
-        # In the working tree.
-        tree: tuple[str, str] | None
-        if path in status.untracked:
-            tree = _UNKNOWN  # on disk, outside the index (perhaps `git rm --cached`)
-        elif entry is not None:
-            xy, _, m_index, m_tree, _, h_index = entry
-            if m_tree == _ABSENT:
-                tree = None
-            elif xy[1] == ".":
-                tree = (m_index, h_index)  # the working tree matches the index
-            else:
-                tree = (m_tree, "?")
-        else:
-            tree = None if h_mode == _ABSENT else (h_mode, h_id)
-        if tree is None or base is None or tree[1] != "?":
-            if tree != base:
-                touched.add(path)
-        elif tree[0] not in ("?", base[0]) or base[0] not in _FILE_MODES:
-            touched.add(path)  # mode differs, or a submodule that moved or is dirty
-        else:
-            unsure[path] = base  # only reading the file can tell
-    if unsure:
-        found = _worktree_ids(repo, sorted(unsure), width)
-        touched.update(path for path, entry in unsure.items() if found.get(path) != entry)
-    return touched
-
-
-def _files(repo: Path, cached: bytes, status: _Status) -> set[str]:
-    """Tracked paths still on disk, plus untracked-not-ignored ones."""
-    items = _names(cached)
-    # One tag a line: "H " tracked, "S " skip-worktree (sparse checkout), "M " unmerged...
-    present = {item[2:] for item in items}
-    if cached.startswith(b"S ") or b"\0S " in cached:
-        # skip-worktree entries count only when something is actually on disk
-        for item in items:
-            if item[0] == "S" and not os.path.lexists(os.path.join(repo, item[2:])):
-                present.discard(item[2:])
-    present.difference_update(path for path, entry in status.entries.items() if entry[3] == _ABSENT)
-    present |= status.untracked
+def _files(cached: bytes, status: _Status, untracked: set[str]) -> set[str]:
+    """Paths at base still on disk, plus new not-ignored ones."""
+    present = set(_names(cached))
+    present.difference_update(path for path, entry in status.entries.items() if entry[1] == _ABSENT)
+    present |= untracked
     # A tracked file replaced by a folder of untracked files is a folder now, not a file.
-    for path in status.untracked:
+    for path in untracked:
         cut = path.rfind("/")
         while cut > 0:
             present.discard(path[:cut])
@@ -416,75 +734,115 @@ def _files(repo: Path, cached: bytes, status: _Status) -> set[str]:
     return present
 
 
-def _base_failure(repo: Path, base: str, error: RepoError) -> RepoError:
-    # Only on the failure path: say precisely whether the repo or the base is the problem.
-    try:
-        resolve_commit(repo, base)
-    except RepoError as precise:
-        return precise
-    return error
+def _open_shadow(repo: Path, base: str, excluded: Sequence[str]) -> _Shadow:
+    repo = Path(repo)
+    if not is_git_repo(repo):
+        raise RepoError(f"{repo} is not a git repository")
+    if _HEX.match(base.encode("ascii", "replace")):
+        # A full id whose shadow exists was checked to be a commit when it was built:
+        # no need to read the clone's refs again (the common case: a pinned base).
+        shadow = _Shadow.existing(repo, base, excluded)
+        if shadow is not None:
+            return shadow
+    return _Shadow(repo, resolve_commit(repo, base), excluded)
 
 
-def _snapshot(repo: Path, base: str, *, files: bool) -> tuple[set[str], set[str]]:
-    calls = [_tree_diff_args(base), _STATUS_ARGS] + ([_CACHED_ARGS] if files else [])
-    try:
-        out = _git_many(repo, *calls)
-    except RepoError as error:
-        precise = _base_failure(repo, base, error)
-        if precise is not error or not _unborn_head(repo):
-            raise precise from None
-        # HEAD on an orphan branch with no commit yet: base -> "HEAD" is base -> nothing.
-        calls[0] = _tree_diff_args(base, _empty_tree(repo))
-        out = _git_many(repo, *calls)
-    status = _Status(out[1])
-    touched = _touched(repo, _parse_raw(out[0]), status)
-    return touched, (_files(repo, out[2], status) if files else set())
+def _snapshot(
+    repo: Path, base: str, excluded: Sequence[str], *, files: bool
+) -> tuple[set[str], set[str]]:
+    shadow = _open_shadow(repo, base, excluded)
+    calls = [_STATUS_ARGS, _others_args(shadow)] + ([_CACHED_ARGS] if files else [])
+    out = shadow.many(*calls)
+    status = _Status(out[0])
+    untracked = _untracked(out[1])
+    touched = set(status.entries) | untracked
+    return touched, (_files(out[2], status, untracked) if files else set())
 
 
-def _unborn_head(repo: Path) -> bool:
-    return _run(repo, ("rev-parse", "--verify", "--quiet", "HEAD")).returncode != 0
-
-
-def _empty_tree(repo: Path) -> str:
-    return git(repo, "hash-object", "-t", "tree", "--stdin", input=b"").decode("ascii").strip()
-
-
-def changed_files(repo: Path, base: str) -> frozenset[str]:
+def changed_files(repo: Path, base: str, excluded: Sequence[str] = ()) -> frozenset[str]:
     """``touched``: every path whose existence, content or mode differs between ``base``
-    and the working tree (agent commits, staged, unstaged, deleted, untracked-not-ignored;
-    a rename counts both paths; ignored files and ``.git/`` never appear).
+    and the working tree (agent commits, staged, unstaged, deleted, new and not ignored
+    at base; a rename counts both paths; ignored files and ``.git/`` never appear).
 
-    Compares base with the working tree, never the history: a commit the agent made
-    and then undid in the working tree touches nothing.
+    Compares the base commit object with the working tree, never the history or the
+    clone's index: a commit the agent made and then undid touches nothing, and index
+    flags hide nothing. ``excluded`` holds gitignore-style patterns of what a harness
+    injected (run.toml's ``excluded``).
     """
-    return frozenset(_snapshot(Path(repo), base, files=False)[0])
+    return frozenset(_snapshot(Path(repo), base, excluded, files=False)[0])
+
+
+def _head_base(repo: Path) -> str:
+    """The clone's HEAD commit, or the empty tree's stand-in when HEAD is unborn."""
+    try:
+        return resolve_commit(repo, "HEAD")
+    except RepoError:
+        if not is_git_repo(repo):
+            raise
+        return ""
+
+
+def _shadow_at_head(repo: Path, excluded: Sequence[str]) -> _Shadow | None:
+    commit = _head_base(Path(repo))
+    return _Shadow(Path(repo), commit, excluded) if commit else None
 
 
 def worktree_status(repo: Path) -> dict[str, str]:
-    """Every path ``git status`` reports, with its two-letter code (one git call, no write).
+    """Every path that differs from the clone's HEAD commit, with a two-letter code.
 
     Not a fact of the run (that is :func:`changed_files`): a cheap picture of the
     clone, taken before and after validation, to see a validator writing into it.
+    Read through the shadow like everything else, so the clone's config runs nothing.
     """
-    out = git(Path(repo), "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
-    status: dict[str, str] = {}
-    for item in _names(out):
-        status[item[3:]] = item[:2]
+    repo = Path(repo)
+    shadow = _shadow_at_head(repo, ())
+    if shadow is None:
+        return {path: "??" for path in _unborn_files(repo)}
+    out = shadow.many(_STATUS_ARGS, _others_args(shadow))
+    status: dict[str, str] = {path: xy for path, (xy, _) in _Status(out[0]).entries.items()}
+    status.update((path, "??") for path in _untracked(out[1]))
     return status
 
 
-def working_files(repo: Path) -> frozenset[str]:
-    """``files``: tracked and untracked-not-ignored paths, minus those deleted from disk."""
-    repo = Path(repo)
-    cached, status = _git_many(repo, _CACHED_ARGS, _STATUS_ARGS)
-    return frozenset(_files(repo, cached, _Status(status)))
+def _unborn_files(repo: Path) -> set[str]:
+    """Every file of a clone with no commit yet (no ignore rules exist at a base)."""
+    _git_dir, common = _git_dirs(repo)
+    with tempfile.TemporaryDirectory(prefix="empty.", dir=_mkcache()) as scratch:
+        _write_shadow(Path(scratch), common, b"ref: refs/heads/unborn")
+        done = _run(Path(scratch), repo, repo, ("ls-files", "-z", "--others"))
+    if done.returncode != 0:
+        raise _failure(repo, ("ls-files",), done)
+    return _untracked(done.stdout)
 
 
-def touched_and_files(repo: Path, base: str) -> tuple[frozenset[str], frozenset[str]]:
-    """``(changed_files(repo, base), working_files(repo))`` for the price of one: a single
-    ``git status`` pass serves both. What a context build should call.
+def _mkcache() -> Path:
+    root = _cache_root() / "shadow"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def working_files(repo: Path, excluded: Sequence[str] = ()) -> frozenset[str]:
+    """``files``: what the working tree holds now, tracked or new and not ignored.
+
+    Ignore rules are those of the clone's HEAD commit (there is no base here).
     """
-    touched, files = _snapshot(Path(repo), base, files=True)
+    repo = Path(repo)
+    shadow = _shadow_at_head(repo, excluded)
+    if shadow is None:
+        return frozenset(_unborn_files(repo))
+    status, others, cached = shadow.many(_STATUS_ARGS, _others_args(shadow), _CACHED_ARGS)
+    return frozenset(_files(cached, _Status(status), _untracked(others)))
+
+
+def touched_and_files(
+    repo: Path, base: str, excluded: Sequence[str] = ()
+) -> tuple[frozenset[str], frozenset[str]]:
+    """``(changed_files(repo, base), files)`` for the price of one: a single
+    ``git status`` pass serves both. What a context build should call.
+
+    ``files`` here follows the ignore rules of ``base`` (the context's view).
+    """
+    touched, files = _snapshot(Path(repo), base, excluded, files=True)
     return frozenset(touched), frozenset(files)
 
 
@@ -535,88 +893,179 @@ def _unquote(text: bytes, start: int) -> bytes:
     raise ValueError("unterminated quoted path")
 
 
-def _chunks(patch: bytes) -> list[tuple[bytes, bytes]]:
-    """Split a ``--no-renames`` patch into (path, text) per file, in git's order.
+_HEADER = b"diff --git "
+_BLOCK = 1 << 20
 
-    A header is the only line that starts with "diff --git ": hunk lines start with
-    " ", "+", "-" or "\\", and git quotes any newline inside a path.
+
+def _chunk_starts(handle: BinaryIO) -> list[tuple[int, bytes]]:
+    """(offset, path) of each file's chunk in a ``--no-renames`` patch on disk.
+
+    Read in blocks, never whole: a header is the only line that starts with
+    "diff --git " (hunk lines start with " ", "+", "-" or "\\", and git quotes any
+    newline inside a path).
     """
-    starts: list[int] = []
-    if patch.startswith(b"diff --git "):
-        starts.append(0)
-    at = patch.find(b"\ndiff --git ")
-    while at != -1:
-        starts.append(at + 1)
-        at = patch.find(b"\ndiff --git ", at + 1)
-    chunks: list[tuple[bytes, bytes]] = []
-    for number, begin in enumerate(starts):
-        end = starts[number + 1] if number + 1 < len(starts) else len(patch)
-        text = patch[begin:end]
-        header = text[len(b"diff --git ") : text.index(b"\n")]
+    offsets: list[int] = []
+    handle.seek(0)
+    position, tail = 0, b"\n"  # the file's start counts as a line start
+    while True:
+        block = handle.read(_BLOCK)
+        if not block:
+            break
+        window = tail + block
+        at = window.find(b"\n" + _HEADER)
+        while at != -1:
+            offsets.append(position - len(tail) + at + 1)
+            at = window.find(b"\n" + _HEADER, at + 1)
+        tail = window[-len(_HEADER) :]
+        position += len(block)
+    starts: list[tuple[int, bytes]] = []
+    for offset in offsets:
+        handle.seek(offset)
+        line = handle.readline(1 << 16)
+        header = line[len(_HEADER) :].rstrip(b"\n")
         if header.startswith(b'"'):
             path = _unquote(header, 0)[2:]  # drop "a/"
         else:
             # "a/<p> b/<p>": without renames both sides name the same path.
             width = (len(header) - 5) // 2
             path = header[2 : 2 + width]
-        chunks.append((path, text))
-    return chunks
+        starts.append((offset, path))
+    return starts
 
 
-def _diff_attributes(repo: Path, paths: Sequence[bytes]) -> dict[bytes, bytes]:
-    """The ``diff`` attribute of each path ("unset" for ``-diff``/``binary``)."""
-    out = git(repo, "check-attr", "-z", "--stdin", "diff", input=b"".join(p + b"\0" for p in paths))
+def _copy_range(source: BinaryIO, start: int, end: int, out: BinaryIO) -> None:
+    source.seek(start)
+    left = end - start
+    while left > 0:
+        block = source.read(min(_BLOCK, left))
+        if not block:
+            break
+        out.write(block)
+        left -= len(block)
+
+
+def _diff_attributes(shadow: _Shadow, paths: Sequence[bytes]) -> dict[bytes, bytes]:
+    """The ``diff`` attribute of each path ("unset" for ``-diff``/``binary``), as base says."""
+    out = shadow.git(
+        "check-attr", "-z", "--stdin", "diff", input=b"".join(p + b"\0" for p in paths)
+    )
     items = _split_z(out)
     return {items[i]: items[i + 2] for i in range(0, len(items) - 2, 3)}
 
 
-def _new_file(repo: Path, path: bytes, width: int, attribute: bytes) -> bytes:
-    """An untracked file as ``git diff --no-index /dev/null <path>`` shows it."""
+def _file_facts(full: bytes, size: int, width: int) -> tuple[str, bool, bool]:
+    """(blob id, holds a NUL in git's sniff window, ends with a newline): one streamed read."""
+    algo = hashlib.sha256 if width == 64 else hashlib.sha1
+    hasher = algo(b"blob %d\0" % size)
+    head = b""
+    last = b""
+    with open(full, "rb") as handle:
+        while True:
+            block = handle.read(_BLOCK)
+            if not block:
+                break
+            if len(head) < _SNIFF:
+                head += block[: _SNIFF - len(head)]
+            hasher.update(block)
+            last = block[-1:]
+    return hasher.hexdigest(), b"\0" in head, last == b"\n"
+
+
+def _write_new_file(
+    repo: Path, path: bytes, width: int, attribute: bytes, out: BinaryIO
+) -> None:
+    """An untracked file as ``git diff --no-index /dev/null <path>`` shows it, streamed."""
     full = os.path.join(os.fsencode(repo), path)
     try:
         info = os.lstat(full)
     except OSError:
-        return b""  # vanished since it was listed
+        return  # vanished since it was listed
     binary = attribute == b"unset"
+    a_label, b_label = _quote(b"a/" + path), _quote(b"b/" + path)
     if stat.S_ISLNK(info.st_mode):
         mode, data = b"120000", os.fsencode(os.readlink(full))
+        blob, complete = _blob_id(data, width), data.endswith(b"\n")
+        size = len(data)
     elif stat.S_ISREG(info.st_mode):
         mode = b"100755" if info.st_mode & stat.S_IXUSR else b"100644"
-        with open(full, "rb") as handle:
-            data = handle.read()
+        data = None
+        try:
+            blob, nul, complete = _file_facts(full, info.st_size, width)
+        except OSError:
+            return  # unreadable now; git would skip it too
+        size = info.st_size
         if attribute != b"set":
-            binary = binary or info.st_size > _BIG_FILE or b"\0" in data[:_SNIFF]
+            binary = binary or size > _BIG_FILE or nul
     elif stat.S_ISDIR(info.st_mode):
-        return _new_repository(full, path)
+        out.write(_new_repository(full, path))
+        return
     else:
-        return b""  # a socket or fifo: git lists no content for it either
-    a_label, b_label = _quote(b"a/" + path), _quote(b"b/" + path)
-    blob = _blob_id(data, width)[:_ABBREV].encode("ascii")
-    out = [b"diff --git %s %s\n" % (a_label, b_label), b"new file mode %s\n" % mode]
-    out.append(b"index %s..%s\n" % (b"0" * _ABBREV, blob))
-    if not data:
-        return b"".join(out)
+        return  # a socket or fifo: git lists no content for it either
+    out.write(b"diff --git %s %s\n" % (a_label, b_label))
+    out.write(b"new file mode %s\n" % mode)
+    out.write(b"index %s..%s\n" % (b"0" * _ABBREV, blob[:_ABBREV].encode("ascii")))
+    if not size:
+        return
     if binary:
-        out.append(b"Binary files /dev/null and %s differ\n" % b_label)
-        return b"".join(out)
+        out.write(b"Binary files /dev/null and %s differ\n" % b_label)
+        return
     # git ends a label holding a space with a tab, so `patch` reads the name whole.
-    out.append(b"--- /dev/null\n+++ %s%s\n" % (b_label, b"\t" if b" " in b_label else b""))
-    lines = data.split(b"\n")
-    complete = data.endswith(b"\n")
-    if complete:
-        lines.pop()
-    out.append(b"@@ -0,0 +1 @@\n" if len(lines) == 1 else b"@@ -0,0 +1,%d @@\n" % len(lines))
-    out.extend(b"+" + line + b"\n" for line in lines)
+    out.write(b"--- /dev/null\n+++ %s%s\n" % (b_label, b"\t" if b" " in b_label else b""))
+    lines = _count_lines(full, size) if data is None else data.count(b"\n") + (not complete)
+    out.write(b"@@ -0,0 +1 @@\n" if lines == 1 else b"@@ -0,0 +1,%d @@\n" % lines)
+    with contextlib.ExitStack() as stack:
+        if data is not None:
+            blocks: Iterable[bytes] = [data]
+        else:
+            handle = stack.enter_context(open(full, "rb"))
+            blocks = iter(lambda: handle.read(_BLOCK), b"")
+        at_line_start = True
+        for block in blocks:
+            # "+" at every line start; the block's own newlines carry through.
+            text = block.replace(b"\n", b"\n+")
+            if block.endswith(b"\n"):
+                text = text[:-1]
+            out.write((b"+" if at_line_start else b"") + text)
+            at_line_start = block.endswith(b"\n")
     if not complete:
-        out.append(b"\\ No newline at end of file\n")
-    return b"".join(out)
+        out.write(b"\n\\ No newline at end of file\n")
+
+
+def _count_lines(full: bytes, size: int) -> int:
+    count, last = 0, b""
+    with open(full, "rb") as handle:
+        while True:
+            block = handle.read(_BLOCK)
+            if not block:
+                break
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (1 if size and last != b"\n" else 0)
+
+
+def _blob_id(data: bytes, width: int) -> str:
+    algo = hashlib.sha256 if width == 64 else hashlib.sha1
+    return algo(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _nested_head(full: bytes) -> bytes | None:
+    """The commit a nested repository has checked out, read from its files, never run."""
+    try:
+        git_dir, common = _git_dirs(Path(os.fsdecode(full)))
+    except RepoError:
+        return None
+    refs, head = _clone_refs(git_dir, common)
+    if _HEX.match(head):
+        return head
+    if head.startswith(b"ref: "):
+        return refs.get(head[5:].decode("ascii", "replace"))
+    return None
 
 
 def _new_repository(full: bytes, path: bytes) -> bytes:
     """An untracked nested repository, shown as git shows a newly added gitlink."""
-    done = _run(Path(os.fsdecode(full)), ("rev-parse", "--verify", "--quiet", "HEAD"))
-    head = done.stdout.strip()
-    if done.returncode != 0 or not head:
+    head = _nested_head(full)
+    if not head:
         return b""  # no commit yet: nothing a gitlink could record
     label = _quote(b"b/" + path)
     return b"".join(
@@ -630,79 +1079,76 @@ def _new_repository(full: bytes, path: bytes) -> bytes:
     )
 
 
-def _base_entries(repo: Path, commit: str, paths: Iterable[bytes]) -> dict[bytes, tuple[str, str]]:
-    """{path: (mode, object id)} of ``paths`` in ``commit``'s tree."""
-    listing = git(repo, "ls-tree", "-z", "--full-tree", commit, "--", *map(os.fsdecode, paths))
-    entries: dict[bytes, tuple[str, str]] = {}
-    for item in _split_z(listing):
-        meta, _, path = item.partition(b"\t")
-        mode, _type, object_id = meta.decode("ascii").split(" ")
-        entries[path] = (mode, object_id)
-    return entries
+def write_diff_patch(
+    repo: Path, base: str, out: BinaryIO, excluded: Sequence[str] = ()
+) -> int:
+    """Write ``base`` .. working tree as one unified git patch to ``out``; return its size.
 
-
-def _diff_patch_bytes(repo: Path, base: str) -> bytes:
-    try:
-        commit, patch, others = _git_many(
-            repo,
-            ("rev-parse", "--verify", "--end-of-options", f"{base}^{{commit}}"),
-            ("diff-index", "-p", *_PATCH_OPTIONS, "--end-of-options", base, "--"),
-            _OTHERS_ARGS,
-        )
-    except RepoError as error:
-        raise _base_failure(repo, base, error) from None
-    base_id = commit.decode("ascii").strip()
-    chunks = _chunks(patch)
-    # Bytes here: the patch is bytes, and a nested repository's "dir/" is one path.
-    untracked = sorted({p[:-1] if p.endswith(b"/") else p for p in _split_z(others)})
-    if not untracked:
-        return patch
-    # A file `git rm --cached` but left on disk is a deletion to diff-index and
-    # untracked too: identical to its base version, it changed nothing and shows nothing.
-    clashes = {path for path, _ in chunks} & set(untracked)
-    if clashes:
-        originals = _base_entries(repo, base_id, clashes)
-        found = _worktree_ids(repo, sorted(map(os.fsdecode, clashes)), len(base_id))
-        same = {
-            path
-            for path in clashes
-            if path in originals and found.get(os.fsdecode(path)) == originals[path]
-        }
-        chunks = [(path, text) for path, text in chunks if path not in same]
-        untracked = [path for path in untracked if path not in same]
-    attributes = _diff_attributes(repo, untracked) if untracked else {}
-    width = len(base_id)
-    keyed = [(path, 0, text) for path, text in chunks]
-    keyed += [
-        (path, 1, _new_file(repo, path, width, attributes.get(path, b"unspecified")))
-        for path in untracked
-    ]
-    # git's own order is byte order of the path; a deletion precedes a re-creation.
-    keyed.sort(key=lambda entry: (entry[0], entry[1]))
-    return b"".join(text for _, _, text in keyed)
-
-
-def diff_patch(repo: Path, base: str) -> str:
-    """``base`` .. working tree as one unified git patch, untracked files included as new
-    files, binary files as git shows them ("Binary files ... differ"), sorted by path.
-
-    Writes nothing: ``git diff-index -p <base>`` for tracked files (the porcelain
-    ``git diff`` would rewrite the index), and untracked files rendered
-    here byte for byte as ``git diff --no-index /dev/null <file>`` renders them (no
-    ``git add``, no temporary index, no object written). Bytes that are not UTF-8
-    become U+FFFD: the patch is for reading.
+    Streamed: git's part goes through a temporary file, untracked files are read in
+    blocks, so a 2 GB file costs constant memory. Untracked files are rendered as new
+    files byte for byte as ``git diff --no-index /dev/null <file>`` renders them,
+    binary ones as git shows them ("Binary files ... differ"), all sorted by path.
+    Writes nothing into the clone: ``diff-files -p`` against the shadow index.
     """
-    return _diff_patch_bytes(Path(repo), base).decode("utf-8", "replace")
+    shadow = _open_shadow(Path(repo), base, excluded)
+    width = len(shadow.commit)
+    written = 0
+
+    class _Counting:
+        def write(self, data: bytes) -> None:
+            nonlocal written
+            written += len(data)
+            out.write(data)
+
+    sink: BinaryIO = _Counting()  # type: ignore[assignment]
+    with tempfile.TemporaryFile(dir=_mkcache()) as tracked:
+        process = subprocess.Popen(
+            _argv(("diff-files", "-p", *_PATCH_OPTIONS, "--")),
+            stdin=subprocess.DEVNULL,
+            stdout=tracked,
+            stderr=subprocess.PIPE,
+            env=_env(shadow.dir, shadow.repo),
+            cwd=shadow.repo,
+        )
+        others = shadow.git(*_others_args(shadow))
+        _stdout, stderr = process.communicate()
+        if process.returncode != 0:
+            raise _failure(shadow.repo, ("diff-files",), subprocess.CompletedProcess([], process.returncode, b"", stderr))
+        _check_warnings(shadow.repo, stderr)
+        end = tracked.seek(0, os.SEEK_END)
+        starts = _chunk_starts(tracked)
+        # Bytes here: the patch is bytes, and a nested repository's "dir/" is one path.
+        untracked = sorted({p[:-1] if p.endswith(b"/") else p for p in _split_z(others)})
+        attributes = _diff_attributes(shadow, untracked) if untracked else {}
+        keyed: list[tuple[bytes, int, int]] = [(path, 0, n) for n, (_, path) in enumerate(starts)]
+        keyed += [(path, 1, -1) for path in untracked]
+        # git's own order is byte order of the path; a deletion precedes a re-creation.
+        keyed.sort(key=lambda entry: (entry[0], entry[1]))
+        for path, kind, number in keyed:
+            if kind == 0:
+                stop = starts[number + 1][0] if number + 1 < len(starts) else end
+                _copy_range(tracked, starts[number][0], stop, sink)  # type: ignore[arg-type]
+            else:
+                _write_new_file(shadow.repo, path, width, attributes.get(path, b"unspecified"), sink)
+    return written
+
+
+def diff_patch(repo: Path, base: str, excluded: Sequence[str] = ()) -> str:
+    """``base`` .. working tree as one unified git patch (see :func:`write_diff_patch`).
+
+    In memory, for small trees and tests; a context build streams the patch to disk
+    instead. Bytes that are not UTF-8 become U+FFFD: the patch is for reading.
+    """
+    buffer = io.BytesIO()
+    write_diff_patch(repo, base, buffer, excluded)
+    return buffer.getvalue().decode("utf-8", "replace")
 
 
 # --- the etalon checkout ---------------------------------------------------------------
 
 
 def _default_cache() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME", "")
-    # XDG: a relative value is invalid and must be ignored.
-    base = Path(root) if root and os.path.isabs(root) else Path.home() / ".cache"
-    return base / "trysquare" / "etalons"
+    return _cache_root() / "etalons"
 
 
 def _safe_parts(path: bytes) -> list[bytes]:
@@ -712,7 +1158,7 @@ def _safe_parts(path: bytes) -> list[bytes]:
     return parts
 
 
-def _write_tree(repo: Path, tree: str, dest: Path) -> None:
+def _write_tree(repo: Path, tree: str, dest: Path, refs: _Refs) -> None:
     """Write ``tree``'s files under ``dest`` straight from git's object store.
 
     Not ``git archive``: it honours the tree's ``export-ignore``/``export-subst``
@@ -720,7 +1166,10 @@ def _write_tree(repo: Path, tree: str, dest: Path) -> None:
     while the etalon must be the tree exactly. ``ls-tree`` + ``cat-file --batch``
     read objects only; nothing is written into the clone.
     """
-    listing = git(repo, "ls-tree", "-r", "-z", "--full-tree", tree)
+    done = refs.run("ls-tree", "-r", "-z", "--full-tree", tree)
+    if done.returncode != 0:
+        raise _failure(repo, ("ls-tree",), done)
+    listing = done.stdout
     entries: list[tuple[bytes, bytes, bytes]] = []
     for item in _split_z(listing):
         meta, _, path = item.partition(b"\t")
@@ -749,11 +1198,12 @@ def _write_tree(repo: Path, tree: str, dest: Path) -> None:
     if not blobs:
         return
     process = subprocess.Popen(
-        _argv(repo, ("cat-file", "--batch")),
+        _argv(("cat-file", "--batch")),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=_env(),
+        env=_env(refs.dir, None),
+        cwd=refs.dir,
     )
     requests, answers = process.stdin, process.stdout
     assert requests is not None and answers is not None
@@ -804,12 +1254,17 @@ def materialise_etalon(repo: Path, rev: str, cache: Path | None = None) -> Path:
     deleted. Never a worktree of the clone: nothing is written into it.
     """
     repo = Path(repo)
-    done = _run(repo, ("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{tree}}"))
-    if done.returncode != 0 or not done.stdout.strip():
-        if not is_git_repo(repo):
-            raise RepoError(f"{repo} is not a git repository")
-        raise RepoError(f"etalon {rev!r} does not resolve in {repo}")
-    tree = done.stdout.decode("ascii").strip()
+    if not is_git_repo(repo):
+        raise RepoError(f"{repo} is not a git repository")
+    with _Refs(repo) as refs:
+        done = refs.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{tree}}")
+        if done.returncode != 0 or not done.stdout.strip():
+            raise RepoError(f"etalon {rev!r} does not resolve in {repo}")
+        tree = done.stdout.decode("ascii").strip()
+        return _materialise(repo, tree, cache, refs)
+
+
+def _materialise(repo: Path, tree: str, cache: Path | None, refs: _Refs) -> Path:
     root = Path(cache) if cache is not None else _default_cache()
     target = root / tree
     if target.is_dir():
@@ -817,7 +1272,7 @@ def materialise_etalon(repo: Path, rev: str, cache: Path | None = None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{tree}.", dir=root))
     try:
-        _write_tree(repo, tree, scratch)
+        _write_tree(repo, tree, scratch, refs)
         os.chmod(scratch, 0o755)
         try:
             os.rename(scratch, target)
@@ -832,6 +1287,53 @@ def materialise_etalon(repo: Path, rev: str, cache: Path | None = None) -> Path:
 
 
 # --- a throwaway copy for a test suite -------------------------------------------------
+
+
+# A sparse file is copied hole for hole where the kernel says where the data is
+# (SEEK_DATA/SEEK_HOLE); where it cannot, a sparse file above this size is refused
+# rather than written out as gigabytes of zeros.
+SPARSE_COPY_LIMIT = 256 * 1024 * 1024
+
+
+def _copy_sparse(src: bytes, dst: bytes, size: int) -> None:
+    """Copy only the data extents of ``src``: the copy takes no more disk than the original."""
+    source = os.open(src, os.O_RDONLY)
+    try:
+        target = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.ftruncate(target, size)
+            offset = 0
+            while offset < size:
+                try:
+                    start = os.lseek(source, offset, os.SEEK_DATA)
+                except OSError as error:
+                    if error.errno == errno.ENXIO:
+                        break  # only a hole remains
+                    raise
+                end = os.lseek(source, start, os.SEEK_HOLE)
+                os.lseek(source, start, os.SEEK_SET)
+                os.lseek(target, start, os.SEEK_SET)
+                left = end - start
+                while left > 0:
+                    block = os.read(source, min(_BLOCK, left))
+                    if not block:
+                        break
+                    os.write(target, block)
+                    left -= len(block)
+                offset = end
+        finally:
+            os.close(target)
+    except (AttributeError, OSError) as error:
+        if isinstance(error, OSError) and error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+        if size > SPARSE_COPY_LIMIT:
+            raise RepoError(
+                f"refusing to copy {os.fsdecode(src)!r}: a sparse file of {size} bytes, and this "
+                "file system cannot say where its holes are"
+            ) from None
+        shutil.copyfile(src, dst)
+    finally:
+        os.close(source)
 
 
 def _skip_git(_folder: object, names: list[bytes] | list[str]) -> set[bytes | str]:
@@ -870,7 +1372,10 @@ def copy_tree(repo: Path, dest: Path) -> Path:
             # bytes paths: names that are not valid UTF-8 are copied as they are.
             shutil.copytree(src, dst, symlinks=True, ignore=_skip_git)  # type: ignore[type-var, arg-type]
         elif stat.S_ISREG(info.st_mode):
-            shutil.copyfile(src, dst)  # sendfile/copy_file_range: no Python-level loop
+            if info.st_blocks * 512 < info.st_size:
+                _copy_sparse(src, dst, info.st_size)  # holes stay holes
+            else:
+                shutil.copyfile(src, dst)  # sendfile/copy_file_range: no Python-level loop
             os.chmod(dst, stat.S_IMODE(info.st_mode))
 
     # Copying is system-call bound: threads overlap it well.

@@ -43,6 +43,7 @@ class _RunFile:
     model: str | None = None
     given: tuple[str, ...] = ()
     etalon: _EtalonTable | None = None
+    excluded: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -71,6 +72,8 @@ class Run:
     model: str | None
     given: tuple[str, ...]
     etalon: Etalon | None
+    # gitignore-style patterns of what the harness injected: never the agent's work
+    excluded: tuple[str, ...] = ()
 
     @property
     def validation_dir(self) -> Path:
@@ -131,6 +134,10 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
     for given in table.given:
         if Path(given).is_absolute() or ".." in Path(given).parts:
             raise RunError(f"{run_file}: given '{given}' must be a path inside the repo")
+    _check_excluded(run_file, table.excluded)
+    if not replay:
+        assert base_commit is not None
+        _check_inputs(run_file, folder, repo_path, table, base_commit)
     return Run(
         dir=folder,
         id=table.id or folder.name,
@@ -146,13 +153,84 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
         model=table.model,
         given=tuple(sorted(set(table.given))),
         etalon=etalon,
+        excluded=tuple(table.excluded),
     )
 
 
 def _base_commit(run_file: Path, repo_path: Path, table: _RunFile) -> str:
     if not repo_path.is_dir() or not repo.is_git_repo(repo_path):
         raise RunError(f"{run_file}: repo '{table.repo}' is not a git repository")
-    return repo.resolve_commit(repo_path, table.base)
+    clone, folder = repo_path.resolve(), run_file.parent.resolve()
+    # trysquare's own files in the run folder must never become the agent's work.
+    if clone == folder or clone in folder.parents:
+        where = "is the run folder" if clone == folder else "contains the run folder"
+        raise RunError(f"{run_file}: repo '{table.repo}' {where}; the clone must be a folder of its own")
+    commit = repo.resolve_commit(repo_path, table.base)
+    pinned = read_pinned_base(run_file.parent)
+    if pinned is not None and pinned.get("base") != commit:
+        raise RunError(
+            f"{run_file}: base '{table.base}' now resolves to {commit}, but it was "
+            f"{pinned.get('base')} at first measurement ({run_file.parent / BASE_PIN}); "
+            "a moved tag or branch is refused (delete that file only if the change is yours)"
+        )
+    return commit
+
+
+BASE_PIN = Path(".trysquare") / "base.json"
+
+
+def read_pinned_base(folder: Path) -> dict[str, Any] | None:
+    """What ``<run>/.trysquare/base.json`` recorded at first measurement, or ``None``."""
+    import json
+
+    path = folder / BASE_PIN
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise RunError(f"{path}: cannot be read ({error}); delete it to pin the base again") from None
+    if not isinstance(value, dict) or not isinstance(value.get("base"), str):
+        raise RunError(f"{path}: is not a pinned base; delete it to pin the base again")
+    return value
+
+
+def _check_excluded(run_file: Path, patterns: tuple[str, ...]) -> None:
+    for pattern in patterns:
+        if not pattern.strip() or "\n" in pattern or "\r" in pattern or pattern.startswith("#"):
+            raise RunError(
+                f"{run_file}: excluded {pattern!r} is not a gitignore-style pattern "
+                "(one non-empty line, not a comment)"
+            )
+
+
+def _inside(path: Path, *roots: Path) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def _check_inputs(
+    run_file: Path, folder: Path, repo_path: Path, table: _RunFile, base_commit: str
+) -> None:
+    """Refuse inputs that leave the run: symlinks followed, each must stay in the run
+    folder or the clone, and every given file must exist at base."""
+    roots = (folder.resolve(), repo_path.resolve())
+    named = [("prompt", table.prompt), ("session", table.session), ("trace", table.trace)]
+    for key, value in named:
+        if value is not None and not _inside(_resolve(folder, value).resolve(), *roots):
+            raise RunError(f"{run_file}: {key} '{value}' resolves outside the run folder and its clone")
+    response = folder / "response.md"
+    if response.is_symlink() and not _inside(response.resolve(), *roots):
+        raise RunError(f"{run_file}: response.md resolves outside the run folder and its clone")
+    clone = repo_path.resolve()
+    for given in table.given:
+        if "\n" in given or not _inside((repo_path / given).resolve(), clone):
+            raise RunError(f"{run_file}: given '{given}' resolves outside the clone")
+    missing = repo.missing_at(repo_path, base_commit, table.given)
+    if missing:
+        raise RunError(
+            f"{run_file}: given '{missing[0]}' does not exist at base {base_commit}; a given "
+            "file must be in the commit the agent started from"
+        )
 
 
 def _optional_path(
