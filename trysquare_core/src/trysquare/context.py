@@ -71,7 +71,10 @@ def gather_facts(run: Run) -> RunFacts:
     except RepoError as error:
         raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
     diff_path = run.dir / DIFF_FILE
-    _atomic.write_text_if_changed(diff_path, patch)
+    try:
+        _atomic.write_text_if_changed(diff_path, patch, root=run.dir)
+    except _atomic.UnsafePath as unsafe:
+        raise RunError(f"{run.label}: {unsafe}") from None
     return RunFacts(
         touched=tuple(sorted(touched)),
         files=tuple(sorted(files)),
@@ -150,6 +153,9 @@ def preflight(run: Run) -> None:
 def _response(run: Run) -> Path | None:
     """``response.md``: used as it is when present, else read from the session once."""
     path = run.dir / RESPONSE_FILE
+    if path.is_symlink():
+        # Whatever it points at (/etc/passwd) would be read as the agent's answer.
+        raise RunError(f"{run.label}: {_atomic.UnsafePath(path)}")
     if path.exists():
         return path
     if run.session is None:
@@ -157,7 +163,7 @@ def _response(run: Run) -> Path | None:
     from trysquare import sessions
 
     text = sessions.final_response(run.session, format=run.session_format, repo=run.repo)
-    _atomic.write_text(path, text or "")
+    _atomic.write_text(path, text or "", root=run.dir)
     return path
 
 

@@ -58,10 +58,13 @@ def load_result(run: Run, name: str) -> dict[str, Any] | None:
     """The recorded result; ``None`` when there is none; :class:`UnreadableResult` when damaged."""
     path = result_path(run, name)
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(_atomic.read_bytes(path, root=run.dir))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as error:
+    except _atomic.UnsafePath as unsafe:
+        # Never read through the agent's symlink (a result pointing at /etc/passwd).
+        raise UnreadableResult(str(unsafe)) from None
+    except (OSError, ValueError, RecursionError) as error:
         raise UnreadableResult(f"{path} cannot be read ({type(error).__name__})") from None
     problem = _shape_problem(value)
     if problem:
@@ -107,17 +110,31 @@ def result_document(
 
 
 def write_result(run: Run, name: str, document: Mapping[str, Any], stderr: bytes | None) -> None:
-    """Record ``document``, moving the result it replaces into the history first."""
+    """Record ``document``, moving the result it replaces into the history first.
+
+    Nothing is read or written through a symlink inside the run folder
+    (:class:`trysquare._atomic.UnsafePath`, an ``OSError``, names the path). A
+    kill between the history append and the replacement leaves the old result
+    in place *and* as the history's last line; the next write sees that line
+    and does not append it again, so the history never holds a duplicate.
+    """
     path = result_path(run, name)
-    if path.exists():
+    try:
+        raw: bytes | None = _atomic.read_bytes(path, root=run.dir)
+    except FileNotFoundError:
+        raw = None
+    if raw is not None:
         try:
-            previous: Any = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            previous = {"unreadable": path.read_text(encoding="utf-8", errors="replace")}
-        _atomic.append_line(run.validation_dir / f"{name}.history.jsonl", previous)
+            previous: Any = json.loads(raw)
+        except (ValueError, RecursionError):
+            previous = {"unreadable": raw.decode("utf-8", errors="replace")}
+        history = run.validation_dir / f"{name}.history.jsonl"
+        line = json.dumps(previous, sort_keys=True, ensure_ascii=True).encode("ascii")
+        if _atomic.last_line(history, root=run.dir) != line:
+            _atomic.append_line(history, previous, root=run.dir)
     if stderr is not None:
-        _atomic.write_bytes(run.validation_dir / f"{name}.stderr", stderr)
-    _atomic.write_json(path, document)
+        _atomic.write_bytes(run.validation_dir / f"{name}.stderr", stderr, root=run.dir)
+    _atomic.write_json(path, document, root=run.dir)
 
 
 def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | None = None) -> dict[str, Any]:

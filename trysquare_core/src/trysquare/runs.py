@@ -199,6 +199,8 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
                 return load_run(run_file, replay=replay)
             except RunError as error:
                 return error
+            except Exception as error:  # noqa: BLE001 - one run never fails the matrix (RecursionError too)
+                return RunError(f"{run_file}: cannot be read ({type(error).__name__}: {error})")
 
         # Loading asks git about each clone: overlap those calls, keep the order.
         with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:

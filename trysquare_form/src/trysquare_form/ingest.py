@@ -22,7 +22,7 @@ import attrs
 from trysquare import context as contexts, plugins, results
 from trysquare.errors import RunError, UsageError
 from trysquare.modes import PIECES
-from trysquare.runner import experiment_lock
+from trysquare.lock import experiment_lock
 from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
 from trysquare_form.keyfile import read_key
@@ -143,7 +143,7 @@ def ingest_form(
 
     merged = pending = 0
     written: list[str] = []
-    with experiment_lock(experiment.root):
+    with experiment_lock(experiment.root, experiment.runs, command="form ingest"):
         for opaque in key.order:
             run = runs_by_id.get(key.runs[opaque].id)
             if run is None:
