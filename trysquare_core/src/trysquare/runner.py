@@ -71,6 +71,8 @@ class Summary:
     interrupted: bool = False
     # Set when the disk filled up: the matrix stopped early, and exit is 1.
     stopped: str | None = None
+    # Results that could not be recorded (a symlink, a full disk), by run folder.
+    unrecorded: dict[Path, list[dict[str, str]]] = attrs.field(factory=dict)
 
     def count(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Add measures rows to the closing line's counts."""
@@ -142,6 +144,7 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
             "reasons": {},
             "state": "invalid",
             "error": f"{task.run.label}: the result could not be recorded: {_write_problem(error)}",
+            "unrecorded": True,  # not in any file: the runner marks the run invalid in measures
         }
     return document
 
@@ -362,6 +365,7 @@ def validate(
         current = {v.name: v.digest() for v in scenario.validations}
         for experiment in experiments:
             rows = results.build_measures(scenario, experiment.runs, current)
+            rows = _mark_failed_runs(rows, experiment.runs, summary.unrecorded, unbuilt)
             try:
                 results.write_measures(experiment.root, rows)
             except OSError as error:
@@ -373,6 +377,32 @@ def validate(
     if _disk_full.is_set():
         summary.stopped = "no space left on device; free some and run validate again"
     return summary
+
+
+def _mark_failed_runs(
+    rows: list[dict[str, Any]],
+    runs: Sequence[Run],
+    unrecorded: Mapping[Path, list[dict[str, str]]],
+    unbuilt: Sequence[RunError],
+) -> list[dict[str, Any]]:
+    """A run whose data could not be read or written is invalid in ``measures.json``, with why.
+
+    Its files may still hold an older, valid result: that is not what this run is now.
+    """
+    failures: dict[Path, list[dict[str, str]]] = {d: list(e) for d, e in unrecorded.items()}
+    for error in unbuilt:
+        if error.run_dir is not None:
+            failures.setdefault(error.run_dir, []).append({"validator": "trysquare", "error": error.message})
+    if not failures:
+        return rows
+    by_id = {run.id: run.dir for run in runs}
+    marked = []
+    for row in rows:
+        found = failures.get(by_id.get(row["id"], Path()))
+        if found:
+            row = {**row, "state": "invalid", "errors": [*row["errors"], *found]}
+        marked.append(row)
+    return marked
 
 
 def _plan_all(
@@ -405,6 +435,10 @@ def _execute(
     try:
         for task, document in executor.run(tasks, should_stop=should_stop):
             summary.executed += 1
+            if document.get("unrecorded"):
+                summary.unrecorded.setdefault(task.run.dir, []).append(
+                    {"validator": task.validation.name, "error": str(document["error"])}
+                )
             executed.setdefault(task.run.dir, []).append(task)
             progress.advance(task, document)
             _notify(observers, task, document)
