@@ -25,6 +25,7 @@ from typing import Any
 __all__ = [
     "UnsafePath",
     "append_line",
+    "create_once",
     "dump_json",
     "last_line",
     "open_lock",
@@ -268,6 +269,32 @@ def open_lock(path: Path, *, root: Path) -> int:
             if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
                 raise UnsafePath(path) from None
             raise
+
+
+def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> bytes:
+    """Create ``path`` below ``root`` holding ``data`` unless it exists; return what it holds.
+
+    Two processes racing get the same content: the file appears whole (a
+    temporary file hard-linked into place, which fails when the name exists).
+    Never through a symlink.
+    """
+    path = Path(path)
+    with _parent_fd(path, root, create=True) as folder:
+        temp = f".{path.name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=folder)
+        try:
+            try:
+                _write_all(fd, data)
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+            try:
+                os.link(temp, path.name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(temp, dir_fd=folder)
+    return read_bytes(path, root=root)
 
 
 def remove_stale_temps(folder: Path, *, root: Path) -> list[str]:
