@@ -173,21 +173,23 @@ def write_text(path: Path, text: str, *, root: Path | None = None) -> None:
     write_bytes(path, _encode(text), root=root)
 
 
+def _open_read(path: Path, root: Path | None) -> int:
+    with _parent_fd(path, root, create=False) as folder:
+        try:
+            return os.open(path.name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=folder)
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
+                raise UnsafePath(path) from None
+            raise
+
+
 def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
     """The bytes of ``path``, reached from ``root`` without following any symlink.
 
     :class:`FileNotFoundError` when it (or a folder on the way) is absent,
     :class:`UnsafePath` when a symlink is on the way.
     """
-    path = Path(path)
-    with _parent_fd(path, root, create=False) as folder:
-        try:
-            fd = os.open(path.name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=folder)
-        except OSError as error:
-            if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
-                raise UnsafePath(path) from None
-            raise
-    with os.fdopen(fd, "rb") as handle:
+    with os.fdopen(_open_read(Path(path), root), "rb") as handle:
         return handle.read()
 
 
@@ -248,13 +250,26 @@ def append_line(path: Path, value: Any, *, root: Path | None = None) -> None:
 def last_line(path: Path, *, root: Path | None = None) -> bytes | None:
     """The last complete line of ``path`` (without its newline); ``None`` when there is none."""
     try:
-        data = read_bytes(path, root=root)
+        fd = _open_read(Path(path), root)
     except FileNotFoundError:
         return None
-    lines = data.split(b"\n")
-    # A torn last line (a kill mid-append) has no newline: it is not a line.
-    complete = lines[:-1]
-    return complete[-1] if complete else None
+    with os.fdopen(fd, "rb") as handle:
+        # Read back from the end only as far as the line before the last newline:
+        # a long history costs no more than its last line.
+        end = handle.seek(0, os.SEEK_END)
+        tail = b""
+        position = end
+        while position > 0:
+            step = min(65536, position)
+            position -= step
+            handle.seek(position)
+            tail = handle.read(step) + tail
+            last_newline = tail.rfind(b"\n")
+            # A torn last line (a kill mid-append) has no newline: it is not a line.
+            if last_newline != -1 and tail.rfind(b"\n", 0, last_newline) != -1:
+                break
+        complete = tail.split(b"\n")[:-1]
+        return complete[-1] if complete else None
 
 
 def open_lock(path: Path, *, root: Path) -> int:
