@@ -147,3 +147,39 @@ def test_full_disk_on_the_cli_exits_1_without_a_traceback(cli, tmp_path: Path) -
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
     assert "no space left on device" in done.stdout
     assert results.MEASURES_FILE in {p.name for p in exp.iterdir()}
+
+
+def test_file_size_limit_in_a_real_process_spoils_only_that_run(tmp_path: Path) -> None:
+    import os
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    # RLIMIT_FSIZE makes a write fail (EFBIG, SIGXFSZ ignored) in the real
+    # process: the run whose stderr is too big is invalid, named; the other is recorded.
+    exp, _ = matrix(tmp_path, count=2)
+    write_script(tmp_path / "s", "score.py", """\
+        import json, sys
+        sys.stderr.write("e" * (200_000 if "/r1/" in open(sys.argv[1]).read() else 10))
+        print(json.dumps({"metrics": {"scored": True}}))
+    """)
+    limit = 100_000
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "trysquare", "validate", str(tmp_path / "s" / "scenario.toml"), str(exp),
+         "--no-progress", "--jobs", "1"],
+        capture_output=True, text=True, preexec_fn=limited, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "c")},
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    rows = {r["id"]: r for r in json.loads((exp / "measures.json").read_text(encoding="utf-8"))}
+    assert rows["r0"]["state"] == "valid"
+    assert rows["r1"]["state"] == "invalid"
+    assert "File too large" in rows["r1"]["errors"][0]["error"]
+    assert str(exp / "runs" / "r1") in rows["r1"]["errors"][0]["error"]
