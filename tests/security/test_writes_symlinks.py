@@ -226,3 +226,26 @@ def test_lone_surrogate_in_a_reason_is_recorded(tmp_path: Path) -> None:
     assert summary.exit_code == 0
     recorded = json.loads((exp / "runs" / "evil" / "validation" / "score.json").read_text(encoding="utf-8"))
     assert recorded["reasons"]["scored"] == "Done \ud83d"
+
+
+def test_planted_result_link_costs_no_validator_run(tmp_path: Path) -> None:
+    exp, _, evil = two_runs(tmp_path)
+    (evil / "validation").mkdir()
+    (evil / "validation" / "score.json").symlink_to(victim_file(tmp_path))
+    write_script(tmp_path / "s", "score.py", """\
+        import json, pathlib, sys
+        with open(pathlib.Path(__file__).with_name("calls.log"), "a") as log:
+            log.write(sys.argv[1] + "\\n")
+        print(json.dumps({"metrics": {"scored": True}}))
+    """)
+    scenario = write_scenario(tmp_path / "s", """
+        [[validation]]
+        name = "score"
+        mode = "script"
+        command = "score.py"
+        metrics = ["scored"]
+    """)
+    summary = validate(load_scenario(scenario), discover([exp]), ValidateOptions(progress=False), out=io.StringIO())
+    calls = (tmp_path / "s" / "calls.log").read_text(encoding="utf-8")
+    assert "runs/good/" in calls and "runs/evil/" not in calls  # a judge would not be paid for it
+    assert summary.exit_code == 1

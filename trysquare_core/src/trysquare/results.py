@@ -137,6 +137,18 @@ def write_result(run: Run, name: str, document: Mapping[str, Any], stderr: bytes
     _atomic.write_json(path, document, root=run.dir)
 
 
+def refuse_planted_links(run: Run, name: str) -> None:
+    """Raise :class:`trysquare._atomic.UnsafePath` if a file ``name`` records is a symlink.
+
+    Checked before a validator runs, so a planted link costs no run (nor a paid
+    verdict); the writers refuse it again at write time whatever happens meanwhile.
+    """
+    for path in (result_path(run, name), run.validation_dir / f"{name}.history.jsonl",
+                 run.validation_dir / f"{name}.stderr"):
+        if path.is_symlink():
+            raise _atomic.UnsafePath(path)
+
+
 def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | None = None) -> dict[str, Any]:
     """One row of ``measures.json``, from the run's recorded results."""
     metrics: dict[str, Any] = {}

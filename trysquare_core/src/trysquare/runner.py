@@ -253,6 +253,7 @@ def _tasks_for_run(
             text = contexts.dump_context(context)
             _atomic.write_text_if_changed(context_path, text, root=run.dir)
         context_digest = contexts.context_digest(text, context)
+        results.refuse_planted_links(run, validation.name)
         previous = results.read_result(run, validation.name)
         if previous is not None and not _must_run(previous, digests[validation.name], context_digest, validation, options):
             continue
