@@ -40,6 +40,10 @@ def archive_dir(run: Run, name: str) -> Path:
 class UnreadableResult(Exception):
     """A result file exists but cannot be trusted: it is never read as a measurement."""
 
+    # What the user does about it: a damaged file is replaced by the next validate;
+    # a planted symlink must go first.
+    remedy = "run validate again"
+
 
 def read_result(run: Run, name: str) -> dict[str, Any] | None:
     """The recorded result, or ``None`` when there is none or it cannot be trusted.
@@ -63,7 +67,9 @@ def load_result(run: Run, name: str) -> dict[str, Any] | None:
         return None
     except _atomic.UnsafePath as unsafe:
         # Never read through the agent's symlink (a result pointing at /etc/passwd).
-        raise UnreadableResult(str(unsafe)) from None
+        refused = UnreadableResult(str(unsafe))
+        refused.remedy = "remove the link, then run validate again"
+        raise refused from None
     except (OSError, ValueError, RecursionError) as error:
         raise UnreadableResult(f"{path} cannot be read ({type(error).__name__})") from None
     problem = _shape_problem(value)
@@ -163,7 +169,7 @@ def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | N
         except UnreadableResult as damaged:
             # Never a measurement, never quietly pending: the run cannot be trusted as it is.
             invalid = True
-            errors.append({"validator": validation.name, "error": f"{damaged}; run validate again"})
+            errors.append({"validator": validation.name, "error": f"{damaged}; {damaged.remedy}"})
             continue
         if result is None:
             pending.extend(validation.metrics)  # not validated yet
