@@ -46,7 +46,8 @@ def test_export_writes_one_table_per_run_that_parses_before_anything_is_filled(c
             or re.fullmatch(r"\[run\.[0-9a-f]{8}\]", line)
             or re.fullmatch(r'(diff|response|prompt) = "FORM\.d/[0-9a-f]{8}/[a-z]+\.(patch|md)"', line)
         ), line
-    assert "seed = 7" in text
+    # The seed stays in the key (amendment of 2026-11-30): the form never names it.
+    assert "seed = 7" not in text and "--seed 7" not in text
 
 
 def test_the_key_goes_under_the_experiment_and_never_into_the_form(cli, matrix: Matrix) -> None:
@@ -107,7 +108,7 @@ def test_one_seed_gives_one_form_two_seeds_two_orders(cli, matrix: Matrix) -> No
 def test_same_seed_same_name_is_byte_identical_and_the_default_seed_is_recorded(cli, matrix: Matrix) -> None:
     form, done = export(cli, matrix)
     assert done.returncode == 0, done.stderr
-    seed = re.search(r"^# seed = (\d+):", form.read_text(), re.M).group(1)
+    seed = str(matrix.key(form)["seed"])  # recorded in the key, never in the form
     before = form.read_bytes(), _tree(matrix.out / "FORM.d"), matrix.key(form)["order"]
     refused = cli("form", "export", matrix.scenario, matrix.root, "-o", form, "--seed", seed)
     assert refused.returncode == 2

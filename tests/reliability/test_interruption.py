@@ -88,7 +88,9 @@ def test_signal_keeps_finished_results_and_resumes(cli, make_run, tmp_path: Path
 
 def test_a_second_validate_is_refused_by_the_lock(cli, make_run, tmp_path: Path) -> None:
     experiment = matrix(make_run, 3)
-    scenario = slow_scenario(tmp_path / "s")
+    # 2 s a run: the second command must start while the first still works, even
+    # on a loaded machine (0.6 s left it racing the first one's end).
+    scenario = slow_scenario(tmp_path / "s", seconds=2)
     first = start_validate(cli, scenario, experiment)
     wait_for_results(experiment, 1)
     second = cli("validate", scenario, experiment, "--no-progress")

@@ -1,21 +1,36 @@
-"""Atomic writes: a temporary file beside the target, then a rename.
+"""Atomic writes that never go through a symlink: a temporary file beside the target, then a rename.
 
 An interrupted command never leaves half a file: readers see the old content or
-the new one. Dependency-free.
+the new one. Inside a run folder everything but trysquare's own files is the
+measured agent's, so a writer given ``root`` (the run folder) opens every folder
+below it without following symlinks (``O_NOFOLLOW`` component by component,
+through ``dir_fd``): a symlinked ``validation/``, result, history or lock file is
+refused with :class:`UnsafePath`, and nothing is written or read through it.
+Without ``root`` the file itself is still never a symlink. Dependency-free.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import tempfile
-from collections.abc import Callable
+import re
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
 __all__ = [
+    "UnsafePath",
     "append_line",
+    "create_once",
     "dump_json",
+    "last_line",
+    "open_lock",
+    "read_bytes",
+    "remove_stale_temps",
     "write_bytes",
     "write_json",
     "write_stream",
@@ -23,83 +38,360 @@ __all__ = [
     "write_text_if_changed",
 ]
 
-# mkstemp creates files 0600; what we write should get the mode any new file gets.
+# What a new file gets: the mode any new file gets under this umask.
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 _FILE_MODE = 0o666 & ~_UMASK
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# A temporary file of ours: `.<target name>.<random>.tmp` (mkstemp's or ours).
+_TEMP_NAME = re.compile(r"\..+\.[A-Za-z0-9_]{6,16}\.tmp\Z", re.DOTALL)
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically, creating its folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+
+class UnsafePath(OSError):
+    """A path trysquare would write or read is, or goes through, a symlink: refused, never followed."""
+
+    def __init__(self, path: Path, why: str = "is a symlink") -> None:
+        super().__init__(errno.ELOOP, f"{path} {why}; trysquare never writes or reads through a symlink there")
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _below(path: Path, root: Path | None) -> tuple[Path, tuple[str, ...]]:
+    """The folder to start from and the folders to walk down to ``path``'s parent."""
+    path = Path(os.path.abspath(path))
+    if root is None:
+        return path.parent, ()
+    root = Path(os.path.abspath(root))
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            os.fchmod(handle.fileno(), _FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        relative = path.relative_to(root)
+    except ValueError:
+        raise UnsafePath(path, f"is not inside {root}") from None
+    if not relative.parts or ".." in relative.parts:
+        raise UnsafePath(path, f"is not a file inside {root}")
+    return root, relative.parent.parts
+
+
+@contextmanager
+def _parent_fd(path: Path, root: Path | None, *, create: bool) -> Iterator[int]:
+    """An fd on ``path``'s folder, reached from ``root`` without following any symlink."""
+    start, parts = _below(path, root)
+    if create and root is None:
+        start.mkdir(parents=True, exist_ok=True)
+    fd = os.open(start, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    try:
+        walked = start
+        for part in parts:
+            walked = walked / part
+            child = _step(fd, part, walked, create)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _step(fd: int, name: str, shown: Path, create: bool) -> int:
+    """Open folder ``name`` inside ``fd``, refusing a symlink."""
+    flags = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+    try:
+        return os.open(name, flags, dir_fd=fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _lstat_is_link(fd, name):
+            raise UnsafePath(shown) from None
+        raise
+    try:
+        os.mkdir(name, dir_fd=fd)
+    except FileExistsError:
+        pass  # made meanwhile: opened below, still without following
+    try:
+        return os.open(name, flags, dir_fd=fd)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _lstat_is_link(fd, name):
+            raise UnsafePath(shown) from None
         raise
 
 
-def write_text(path: Path, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
-
-
-def write_text_if_changed(path: Path, text: str) -> None:
-    """Write only when the content differs, so an unchanged file keeps its mtime."""
+def _lstat_is_link(fd: int, name: str) -> bool:
     try:
-        if path.read_text(encoding="utf-8") == text:
+        return stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _refuse_link(fd: int, name: str, shown: Path) -> None:
+    if _lstat_is_link(fd, name):
+        raise UnsafePath(shown)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def write_bytes(path: Path, data: bytes, *, root: Path | None = None) -> None:
+    """Replace ``path`` with ``data`` atomically, creating its folders (below ``root``)."""
+    path = Path(path)
+    name = path.name
+    with _parent_fd(path, root, create=True) as folder:
+        # Renaming over a symlink would replace the link, not its target; it is
+        # refused all the same, since the agent put it there to be followed.
+        _refuse_link(folder, name, path)
+        temp = f".{name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(
+            temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder
+        )
+        try:
+            try:
+                _write_all(fd, data)
+                os.fchmod(fd, _FILE_MODE)
+            finally:
+                os.close(fd)
+            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            try:
+                os.unlink(temp, dir_fd=folder)
+            except OSError:
+                pass
+            raise
+
+
+def _encode(text: str) -> bytes:
+    # A lone surrogate (a name that was not UTF-8, a broken reply) never stops a write.
+    return text.encode("utf-8", errors="backslashreplace")
+
+
+def write_text(path: Path, text: str, *, root: Path | None = None) -> None:
+    write_bytes(path, _encode(text), root=root)
+
+
+def _open_read(path: Path, root: Path | None) -> int:
+    with _parent_fd(path, root, create=False) as folder:
+        try:
+            return os.open(path.name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=folder)
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
+                raise UnsafePath(path) from None
+            raise
+
+
+def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
+    """The bytes of ``path``, reached from ``root`` without following any symlink.
+
+    :class:`FileNotFoundError` when it (or a folder on the way) is absent,
+    :class:`UnsafePath` when a symlink is on the way.
+    """
+    with os.fdopen(_open_read(Path(path), root), "rb") as handle:
+        return handle.read()
+
+
+def write_text_if_changed(path: Path, text: str, *, root: Path | None = None) -> None:
+    """Write only when the content differs, so an unchanged file keeps its mtime."""
+    data = _encode(text)
+    try:
+        if read_bytes(path, root=root) == data:
             return
-    except (OSError, UnicodeDecodeError):
+    except UnsafePath:
+        raise
+    except OSError:
         pass
-    write_text(path, text)
+    write_bytes(path, data, root=root)
 
 
 def dump_json(value: Any) -> str:
-    """The stable JSON trysquare writes: sorted keys, two-space indent, final newline."""
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    """The stable JSON trysquare writes: sorted keys, two-space indent, final newline.
+
+    Text that cannot be UTF-8 (a lone surrogate) is written with ASCII escapes,
+    which any JSON reader turns back into the same string.
+    """
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=True, allow_nan=False) + "\n"
+    return text
 
 
-def write_json(path: Path, value: Any) -> None:
-    write_text(path, dump_json(value))
+def write_json(path: Path, value: Any, *, root: Path | None = None) -> None:
+    write_text(path, dump_json(value), root=root)
 
 
-def append_line(path: Path, value: Any) -> None:
+def append_line(path: Path, value: Any, *, root: Path | None = None) -> None:
     """Append one JSON line; a single ``write`` of a whole line, so lines never interleave."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(value, sort_keys=True, ensure_ascii=False) + "\n"
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line)
+    path = Path(path)
+    # ASCII escapes: a history line never fails on a lone surrogate.
+    line = (json.dumps(value, sort_keys=True, ensure_ascii=True) + "\n").encode("ascii")
+    with _parent_fd(path, root, create=True) as folder:
+        try:
+            fd = os.open(
+                path.name,
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC,
+                0o666,
+                dir_fd=folder,
+            )
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
+                raise UnsafePath(path) from None
+            raise
+        try:
+            _write_all(fd, line)
+        finally:
+            os.close(fd)
 
 
-def write_stream(path: Path, fill: Callable[[BinaryIO], object]) -> bool:
+def last_line(path: Path, *, root: Path | None = None) -> bytes | None:
+    """The last complete line of ``path`` (without its newline); ``None`` when there is none."""
+    try:
+        fd = _open_read(Path(path), root)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        # Read back from the end only as far as the line before the last newline:
+        # a long history costs no more than its last line.
+        end = handle.seek(0, os.SEEK_END)
+        tail = b""
+        position = end
+        while position > 0:
+            step = min(65536, position)
+            position -= step
+            handle.seek(position)
+            tail = handle.read(step) + tail
+            last_newline = tail.rfind(b"\n")
+            # A torn last line (a kill mid-append) has no newline: it is not a line.
+            if last_newline != -1 and tail.rfind(b"\n", 0, last_newline) != -1:
+                break
+        complete = tail.split(b"\n")[:-1]
+        return complete[-1] if complete else None
+
+
+def open_lock(path: Path, *, root: Path) -> int:
+    """A read-write fd on lock file ``path`` below ``root``, created if absent, never a symlink."""
+    path = Path(path)
+    with _parent_fd(path, root, create=True) as folder:
+        try:
+            return os.open(
+                path.name, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666, dir_fd=folder
+            )
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
+                raise UnsafePath(path) from None
+            raise
+
+
+def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> bytes:
+    """Create ``path`` below ``root`` holding ``data`` unless it exists; return what it holds.
+
+    Two processes racing get the same content: the file appears whole (a
+    temporary file hard-linked into place, which fails when the name exists).
+    Never through a symlink.
+    """
+    path = Path(path)
+    with _parent_fd(path, root, create=True) as folder:
+        temp = f".{path.name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=folder)
+        try:
+            try:
+                _write_all(fd, data)
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+            try:
+                os.link(temp, path.name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(temp, dir_fd=folder)
+    return read_bytes(path, root=root)
+
+
+def remove_stale_temps(folder: Path, *, root: Path) -> list[str]:
+    """Delete the temporary files a killed writer left in ``folder`` (below ``root``).
+
+    Only names of our own shape (``.<name>.<random>.tmp``) go; a symlinked or
+    absent folder is left alone. Call it only while holding the lock on ``root``.
+    """
+    removed: list[str] = []
+    try:
+        with _parent_fd(Path(folder) / "x", root, create=False) as fd:
+            with os.scandir(fd) as entries:
+                names = [
+                    e.name for e in entries if _TEMP_NAME.match(e.name) and e.is_file(follow_symlinks=False)
+                ]
+            for name in names:
+                try:
+                    os.unlink(name, dir_fd=fd)
+                    removed.append(name)
+                except OSError:
+                    pass
+    except (FileNotFoundError, NotADirectoryError, UnsafePath):
+        pass
+    return removed
+
+
+def _same_file_content(folder: int, first: str, second: str) -> bool:
+    """Whether two files in ``folder`` hold the same bytes (compared in blocks, never whole)."""
+    try:
+        a = os.open(first, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=folder)
+    except OSError:
+        return False
+    try:
+        try:
+            b = os.open(second, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=folder)
+        except OSError:
+            return False
+        try:
+            if os.fstat(a).st_size != os.fstat(b).st_size:
+                return False
+            while True:
+                block_a, block_b = os.read(a, 1 << 20), os.read(b, 1 << 20)
+                if block_a != block_b:
+                    return False
+                if not block_a:
+                    return True
+        finally:
+            os.close(b)
+    finally:
+        os.close(a)
+
+
+def write_stream(
+    path: Path, fill: Callable[[BinaryIO], object], *, root: Path | None = None
+) -> bool:
     """Replace ``path`` atomically with what ``fill(handle)`` writes, never held in memory.
 
     Like :func:`write_text_if_changed`: when the result equals the file already
-    there (compared in blocks), the old file stays and keeps its mtime. Returns
-    whether ``path`` was replaced.
+    there (compared in blocks), the old file stays and keeps its mtime. Never
+    through a symlink (below ``root`` when given). Returns whether ``path`` was replaced.
     """
-    import filecmp
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            fill(handle)
-            os.fchmod(handle.fileno(), _FILE_MODE)
-        if path.is_file() and not path.is_symlink() and filecmp.cmp(tmp, path, shallow=False):
-            os.unlink(tmp)
-            return False
-        os.replace(tmp, path)
-        return True
-    except BaseException:
+    path = Path(path)
+    name = path.name
+    with _parent_fd(path, root, create=True) as folder:
+        _refuse_link(folder, name, path)
+        temp = f".{name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(
+            temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder
+        )
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+            with os.fdopen(fd, "wb") as handle:
+                fill(handle)
+                os.fchmod(handle.fileno(), _FILE_MODE)
+            if _same_file_content(folder, temp, name):
+                os.unlink(temp, dir_fd=folder)
+                return False
+            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            return True
+        except BaseException:
+            try:
+                os.unlink(temp, dir_fd=folder)
+            except OSError:
+                pass
+            raise

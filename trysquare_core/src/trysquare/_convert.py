@@ -122,6 +122,10 @@ def read_toml(path: Path, *, error: type[TrysquareError], label: str | None = No
         raise error(f"{label}: is a folder, not a file") from None
     except tomllib.TOMLDecodeError as decode_error:
         raise error(f"{label}: not valid TOML ({decode_error})") from None
+    except UnicodeDecodeError as undecodable:
+        raise error(f"{label}: not valid TOML (not UTF-8: byte {undecodable.start})") from None
+    except RecursionError:
+        raise error(f"{label}: not valid TOML (nested too deeply to read)") from None
     except OSError as os_error:
         raise error(f"{label}: cannot be read ({os_error.strerror})") from None
 

@@ -329,7 +329,6 @@ def _report(args: argparse.Namespace) -> int:
 def _record(args: argparse.Namespace) -> int:
     from trysquare import _atomic, repo
     from trysquare.context import preflight
-    from trysquare.errors import RepoError
     from trysquare.runs import RUN_FILE, load_run, run_toml
 
     target = args.run_dir / RUN_FILE

@@ -70,13 +70,17 @@ def gather_facts(run: Run) -> RunFacts:
         touched, files = repo.touched_and_files(run.repo, run.base_commit, run.excluded)
         # Streamed to disk: a 2 GB file in the clone must not become 2 GB of memory.
         _atomic.write_stream(
-            diff_path, lambda out: repo.write_diff_patch(run.repo, run.base_commit, out, run.excluded)
+            diff_path,
+            lambda out: repo.write_diff_patch(run.repo, run.base_commit, out, run.excluded),
+            root=run.dir,
         )
         checkout = None
         if run.etalon is not None:
             checkout = run.etalon.checkout or repo.materialise_etalon(run.repo, run.etalon.tag)
     except RepoError as error:
         raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
+    except _atomic.UnsafePath as unsafe:
+        raise RunError(f"{run.label}: {unsafe}") from None
     _pin_base(run)
     return RunFacts(
         touched=tuple(sorted(touched)),
@@ -100,7 +104,10 @@ def _pin_base(run: Run) -> None:
         if run.etalon is not None and run.etalon.checkout is None:
             pin["etalon"] = repo.resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
             pin["etalon_tag"] = run.etalon.tag
-        _atomic.write_json(run.dir / BASE_PIN, pin)
+        try:
+            _atomic.write_json(run.dir / BASE_PIN, pin, root=run.dir)
+        except _atomic.UnsafePath as unsafe:
+            raise RunError(f"{run.label}: {unsafe}") from None
 
 
 def diff_size(facts: RunFacts) -> int:
@@ -198,6 +205,9 @@ def _response(run: Run) -> Path | None:
     surrogates in the session's text become U+FFFD, so the file is always UTF-8.
     """
     path = run.dir / RESPONSE_FILE
+    if path.is_symlink():
+        # Whatever it points at (/etc/passwd) would be read as the agent's answer.
+        raise RunError(f"{run.label}: {_atomic.UnsafePath(path)}")
     if path.exists():
         return path
     if run.session is None:
@@ -207,7 +217,7 @@ def _response(run: Run) -> Path | None:
     text = sessions.final_response(run.session, format=run.session_format, repo=run.repo)
     if text is None:
         return None
-    _atomic.write_text(path, _LONE_SURROGATE.sub("\ufffd", text))
+    _atomic.write_text(path, _LONE_SURROGATE.sub("\ufffd", text), root=run.dir)
     return path
 
 

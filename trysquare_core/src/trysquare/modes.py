@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from trysquare.runs import Run
     from trysquare.scenario import Scenario
 
-__all__ = ["Job", "Mode", "Outcome", "State", "TableSource", "Validation"]
+__all__ = ["Job", "Mode", "Outcome", "State", "TableSource", "Validation", "check_timeout"]
 
 State = Literal["valid", "invalid", "pending"]
 T = TypeVar("T")
@@ -54,6 +55,16 @@ class TableSource:
     def structure(self, table: Mapping[str, Any], cls: type[T]) -> T:
         """Structure the table strictly into a mode's own attrs class."""
         return _convert.structure(table, cls, file=self.file, path=self.path)
+
+
+def check_timeout(source: TableSource, seconds: float, key: str = "timeout") -> None:
+    """Refuse a timeout that is not a finite positive number of seconds.
+
+    TOML has ``nan`` and ``inf``: ``nan`` compares false with everything, so a
+    plain ``<= 0`` lets it through, and either would never time out.
+    """
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise source.refuse(key, f"must be a finite positive number of seconds, not {seconds!r}")
 
 
 @attrs.frozen(kw_only=True)

@@ -23,6 +23,23 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of two equal keys: a second "in_scope" could silently
+    # overrule the first, so the output is refused instead.
+    document: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in document:
+            raise _DuplicateKey(key)
+        document[key] = value
+    return document
+
+
 def parse_validator_output(stdout: bytes, *, declared: Sequence[str], what: str) -> Outcome:
     """Turn a validator's stdout into an outcome; ``what`` names it in causes."""
     try:
@@ -39,7 +56,9 @@ def _parse(stdout: bytes, declared: Sequence[str], what: str) -> Outcome:
     except UnicodeDecodeError as error:
         return Outcome.invalid(f"{what} printed invalid UTF-8 (byte {error.start})")
     try:
-        document = json.loads(text, parse_constant=_refuse_constant)
+        document = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as duplicate:
+        return Outcome.invalid(f"{what} printed JSON with the key {duplicate.key!r} twice in one object")
     except (ValueError, RecursionError) as error:
         return Outcome.invalid(f"{what} printed unreadable JSON: {_first_line(error)}")
     if not isinstance(document, dict):

@@ -42,6 +42,10 @@ def archive_dir(run: Run, name: str) -> Path:
 class UnreadableResult(Exception):
     """A result file exists but cannot be trusted: it is never read as a measurement."""
 
+    # What the user does about it: a damaged file is replaced by the next validate;
+    # a planted symlink must go first.
+    remedy = "run validate again"
+
 
 def read_result(run: Run, name: str) -> dict[str, Any] | None:
     """The recorded result, or ``None`` when there is none or it cannot be trusted.
@@ -60,10 +64,15 @@ def load_result(run: Run, name: str) -> dict[str, Any] | None:
     """The recorded result; ``None`` when there is none; :class:`UnreadableResult` when damaged."""
     path = result_path(run, name)
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(_atomic.read_bytes(path, root=run.dir))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as error:
+    except _atomic.UnsafePath as unsafe:
+        # Never read through the agent's symlink (a result pointing at /etc/passwd).
+        refused = UnreadableResult(str(unsafe))
+        refused.remedy = "remove the link, then run validate again"
+        raise refused from None
+    except (OSError, ValueError, RecursionError) as error:
         raise UnreadableResult(f"{path} cannot be read ({type(error).__name__})") from None
     problem = _shape_problem(value)
     if problem:
@@ -109,17 +118,43 @@ def result_document(
 
 
 def write_result(run: Run, name: str, document: Mapping[str, Any], stderr: bytes | None) -> None:
-    """Record ``document``, moving the result it replaces into the history first."""
+    """Record ``document``, moving the result it replaces into the history first.
+
+    Nothing is read or written through a symlink inside the run folder
+    (:class:`trysquare._atomic.UnsafePath`, an ``OSError``, names the path). A
+    kill between the history append and the replacement leaves the old result
+    in place *and* as the history's last line; the next write sees that line
+    and does not append it again, so the history never holds a duplicate.
+    """
     path = result_path(run, name)
-    if path.exists():
+    try:
+        raw: bytes | None = _atomic.read_bytes(path, root=run.dir)
+    except FileNotFoundError:
+        raw = None
+    if raw is not None:
         try:
-            previous: Any = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            previous = {"unreadable": path.read_text(encoding="utf-8", errors="replace")}
-        _atomic.append_line(run.validation_dir / f"{name}.history.jsonl", previous)
+            previous: Any = json.loads(raw)
+        except (ValueError, RecursionError):
+            previous = {"unreadable": raw.decode("utf-8", errors="replace")}
+        history = run.validation_dir / f"{name}.history.jsonl"
+        line = json.dumps(previous, sort_keys=True, ensure_ascii=True).encode("ascii")
+        if _atomic.last_line(history, root=run.dir) != line:
+            _atomic.append_line(history, previous, root=run.dir)
     if stderr is not None:
-        _atomic.write_bytes(run.validation_dir / f"{name}.stderr", stderr)
-    _atomic.write_json(path, document)
+        _atomic.write_bytes(run.validation_dir / f"{name}.stderr", stderr, root=run.dir)
+    _atomic.write_json(path, document, root=run.dir)
+
+
+def refuse_planted_links(run: Run, name: str) -> None:
+    """Raise :class:`trysquare._atomic.UnsafePath` if a file ``name`` records is a symlink.
+
+    Checked before a validator runs, so a planted link costs no run (nor a paid
+    verdict); the writers refuse it again at write time whatever happens meanwhile.
+    """
+    for path in (result_path(run, name), run.validation_dir / f"{name}.history.jsonl",
+                 run.validation_dir / f"{name}.stderr"):
+        if path.is_symlink():
+            raise _atomic.UnsafePath(path)
 
 
 def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -136,7 +171,7 @@ def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | N
         except UnreadableResult as damaged:
             # Never a measurement, never quietly pending: the run cannot be trusted as it is.
             invalid = True
-            errors.append({"validator": validation.name, "error": f"{damaged}; run validate again"})
+            errors.append({"validator": validation.name, "error": f"{damaged}; {damaged.remedy}"})
             continue
         if result is None:
             pending.extend(validation.metrics)  # not validated yet

@@ -7,8 +7,10 @@ and validator goes on.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +22,8 @@ import attrs
 
 from trysquare import _atomic, context as contexts, plugins, results
 from trysquare._shown import shown
-from trysquare.errors import LockedError, RunError, UsageError
+from trysquare.errors import RunError, UsageError
+from trysquare.lock import LOCK_FILE, experiment_lock  # noqa: F401 - the lock's old home
 from trysquare.modes import Job, Outcome, Validation
 from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
@@ -70,6 +73,10 @@ class Summary:
     executed: int = 0
     reused: int = 0
     interrupted: bool = False
+    # Set when the disk filled up: the matrix stopped early, and exit is 1.
+    stopped: str | None = None
+    # Results that could not be recorded (a symlink, a full disk), by run folder.
+    unrecorded: dict[Path, list[dict[str, str]]] = attrs.field(factory=dict)
 
     def count(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Add measures rows to the closing line's counts."""
@@ -81,7 +88,7 @@ class Summary:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.states["invalid"] or self.skipped_runs else 0
+        return 1 if self.states["invalid"] or self.skipped_runs or self.stopped else 0
 
     def closing_line(self) -> str:
         parts = [f"{self.states[s]} {s}" for s in ("valid", "invalid", "pending") if self.states[s]]
@@ -92,6 +99,8 @@ class Summary:
             line += f" (cell{'s' if len(self.unpublishable) > 1 else ''} {cells} {verb} not publishable)"
         if self.skipped_runs:
             line += f"; {len(self.skipped_runs)} run folder(s) could not be read"
+        if self.stopped:
+            line += f"; stopped early: {self.stopped}"
         return shown(line)
 
 
@@ -130,8 +139,36 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
         context_digest=task.context_digest,
         duration=time.monotonic() - started,
     )
-    results.write_result(task.run, task.validation.name, document, outcome.stderr)
+    try:
+        results.write_result(task.run, task.validation.name, document, outcome.stderr)
+    except OSError as error:
+        # This run's folder refused the write (a symlink, a full disk): its task
+        # is invalid, said by path; the matrix goes on (or stops cleanly on ENOSPC).
+        document = {
+            **document,
+            "metrics": {},
+            "reasons": {},
+            "state": "invalid",
+            "error": f"{task.run.label}: the result could not be recorded: {_write_problem(error)}",
+            "unrecorded": True,  # not in any file: the runner marks the run invalid in measures
+        }
     return document
+
+
+# Set when a write met a full disk: no further task starts, and validate exits 1.
+_disk_full = threading.Event()
+
+
+def _write_problem(error: OSError) -> str:
+    """One phrase for a failed read or write of one run's data; notes a full disk."""
+    if error.errno == errno.ENOSPC:
+        _disk_full.set()
+        where = f" ({error.filename})" if error.filename else ""
+        return f"no space left on device{where}"
+    if isinstance(error, _atomic.UnsafePath):
+        return str(error)
+    text = error.strerror or type(error).__name__
+    return f"{text} ({error.filename})" if error.filename else text
 
 
 def _drop_foreign_metrics(outcome: Outcome, task: Task) -> Outcome:
@@ -149,76 +186,6 @@ def _drop_foreign_metrics(outcome: Outcome, task: Task) -> Outcome:
         reasons={k: v for k, v in outcome.reasons.items() if k not in foreign},
         notes=tuple(notes),
     )
-
-
-LOCK_FILE = Path(".trysquare") / "validate.lock"
-# Locks this process holds (several experiments in one command): never "another validate".
-_held_here: set[Path] = set()
-
-
-@contextmanager
-def experiment_lock(root: Path, runs: Sequence[Run] = ()) -> Iterator[None]:
-    """Refuse a second ``validate`` (or ``form ingest``) on the same runs while one works.
-
-    The lock is ``<root>/.trysquare/validate.lock``. A process working on a folder
-    above ``root``, or on one between ``root`` and one of ``runs``, holds the same
-    runs: its lock is looked for too, once this one is held, so of two processes
-    starting together at least one sees the other.
-    """
-    import fcntl
-
-    lock_path = root / LOCK_FILE
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(lock_path, "a+")
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LockedError(
-                f"another trysquare validate is running on {root} (it holds {lock_path})"
-            ) from None
-        for other in _nearby_locks(root, runs):
-            if other.resolve() not in _held_here and _held(other):
-                raise LockedError(
-                    f"another trysquare validate is running on {other.parent.parent}, "
-                    f"which holds runs of {root} (it holds {other})"
-                )
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        _held_here.add(lock_path.resolve())
-        yield
-    finally:
-        _held_here.discard(lock_path.resolve())
-        handle.close()
-
-
-def _nearby_locks(root: Path, runs: Sequence[Run]) -> Iterator[Path]:
-    folders = set(root.parents)
-    for run in runs:
-        folder = run.dir
-        while folder != root and root in folder.parents:
-            folders.add(folder)
-            folder = folder.parent
-    for folder in sorted(folders):
-        candidate = folder / LOCK_FILE
-        if candidate.exists():
-            yield candidate
-
-
-def _held(lock_path: Path) -> bool:
-    import fcntl
-
-    try:
-        with open(lock_path, "a+") as probe:
-            try:
-                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-    except OSError:
-        return False
-    return False
 
 
 def select_validations(scenario: Scenario, only: Sequence[str]) -> tuple[Validation, ...]:
@@ -247,10 +214,18 @@ def plan(
     owners = scenario.declared_metrics
 
     def for_run(run: Run) -> list[Task] | RunError:
+        if _disk_full.is_set():
+            return RunError(f"{run.label}: not validated: no space left on device", run_dir=run.dir)
         try:
             return _tasks_for_run(scenario, run, validations, digests, owners, options)
         except RunError as error:
             return RunError(error.message, run_dir=run.dir)
+        except OSError as error:
+            return RunError(f"{run.label}: {_write_problem(error)}", run_dir=run.dir)
+        except Exception as error:  # noqa: BLE001 - one run's data never fails the matrix
+            return RunError(
+                f"{run.label}: could not be read ({type(error).__name__}: {error})", run_dir=run.dir
+            )
 
     tasks: list[Task] = []
     for outcome in pool.map(for_run, runs):
@@ -269,6 +244,7 @@ def _tasks_for_run(
     owners: Mapping[str, Validation],
     options: ValidateOptions,
 ) -> list[Task]:
+    _remove_crash_litter(run, validations)
     facts = None if options.replay else contexts.gather_facts(run)
     # Taken whatever the validators: a --replay can damage a clone as much as a first run.
     clone_before = contexts.picture_clone(run)
@@ -281,8 +257,9 @@ def _tasks_for_run(
         else:
             context = contexts.build_context(scenario, run, validation, facts)
             text = contexts.dump_context(context)
-            _atomic.write_text_if_changed(context_path, text)
+            _atomic.write_text_if_changed(context_path, text, root=run.dir)
         context_digest = contexts.context_digest(text, context)
+        results.refuse_planted_links(run, validation.name)
         previous = results.read_result(run, validation.name)
         if previous is not None and not _must_run(previous, digests[validation.name], context_digest, validation, options):
             continue
@@ -300,6 +277,14 @@ def _tasks_for_run(
             suite_pass_env=scenario.task.pass_env,
         ))
     return tasks
+
+
+def _remove_crash_litter(run: Run, validations: Sequence[Validation]) -> None:
+    """Delete the temporary files a killed trysquare left in this run (its lock is held)."""
+    folders = [run.dir, run.validation_dir, run.dir / ".trysquare"]
+    folders += [results.archive_dir(run, v.name) for v in validations]
+    for folder in folders:
+        _atomic.remove_stale_temps(folder, root=run.dir)
 
 
 def _must_run(
@@ -368,6 +353,12 @@ def validate(
     validations = select_validations(scenario, options.only)
     executor = executors.get(options.executor, options.executor_options, jobs=options.jobs)
     summary = Summary()
+    _disk_full.clear()
+    user_stop = should_stop
+
+    def should_stop() -> bool:
+        return user_stop() or _disk_full.is_set()
+
     for experiment in experiments:
         summary.skipped_runs.extend(experiment.errors)
     all_runs = [run for experiment in experiments for run in experiment.runs]
@@ -379,18 +370,55 @@ def validate(
         summary.skipped_runs.extend(unbuilt)
         summary.reused = len(all_runs) * len(validations) - len(tasks)
         _execute(executor, tasks, options, summary, out, should_stop)
-        summary.interrupted = should_stop()
+        summary.interrupted = user_stop()
         skipped_dirs = {error.run_dir for error in unbuilt}
         current = {v.name: v.digest() for v in scenario.validations}
         for experiment in experiments:
             rows = results.build_measures(
                 scenario, experiment.runs, current, unusable=experiment.errors
             )
-            results.write_measures(experiment.root, rows)
+            rows = _mark_failed_runs(rows, experiment.runs, summary.unrecorded, unbuilt)
+            try:
+                results.write_measures(experiment.root, rows)
+            except OSError as error:
+                problem = _write_problem(error)
+                print(
+                    shown(f"trysquare: {experiment.root / results.MEASURES_FILE} not written: {problem}"),
+                    file=out,
+                )
+                summary.stopped = summary.stopped or problem
             counted = {run.id for run in experiment.runs if run.dir not in skipped_dirs}
             # An unusable run that names its cell is counted there, invalid.
             summary.count([row for row in rows if row["id"] in counted or row.get("unusable")])
+    if _disk_full.is_set():
+        summary.stopped = "no space left on device; free some and run validate again"
     return summary
+
+
+def _mark_failed_runs(
+    rows: list[dict[str, Any]],
+    runs: Sequence[Run],
+    unrecorded: Mapping[Path, list[dict[str, str]]],
+    unbuilt: Sequence[RunError],
+) -> list[dict[str, Any]]:
+    """A run whose data could not be read or written is invalid in ``measures.json``, with why.
+
+    Its files may still hold an older, valid result: that is not what this run is now.
+    """
+    failures: dict[Path, list[dict[str, str]]] = {d: list(e) for d, e in unrecorded.items()}
+    for error in unbuilt:
+        if error.run_dir is not None:
+            failures.setdefault(error.run_dir, []).append({"validator": "trysquare", "error": error.message})
+    if not failures:
+        return rows
+    by_id = {run.id: run.dir for run in runs}
+    marked = []
+    for row in rows:
+        found = failures.get(by_id.get(row["id"], Path()))
+        if found:
+            row = {**row, "state": "invalid", "errors": [*row["errors"], *found]}
+        marked.append(row)
+    return marked
 
 
 def _plan_all(
@@ -423,6 +451,10 @@ def _execute(
     try:
         for task, document in executor.run(tasks, should_stop=should_stop):
             summary.executed += 1
+            if document.get("unrecorded"):
+                summary.unrecorded.setdefault(task.run.dir, []).append(
+                    {"validator": task.validation.name, "error": str(document["error"])}
+                )
             executed.setdefault(task.run.dir, []).append(task)
             progress.advance(task, document)
             _notify(observers, task, document)
@@ -440,7 +472,10 @@ def _clone_problem(run_tasks: Sequence[Task]) -> str | None:
     first = run_tasks[0]
     if first.clone_before is None:
         return None
-    return contexts.clone_changes(first.run, first.clone_before)
+    try:
+        return contexts.clone_changes(first.run, first.clone_before)
+    except Exception as error:  # noqa: BLE001 - one run's data never fails the matrix
+        return f"the clone could not be read again after validation ({type(error).__name__}: {error})"
 
 
 def _spoil(run_tasks: Sequence[Task], problem: str, out: TextIO) -> None:
@@ -453,7 +488,10 @@ def _spoil(run_tasks: Sequence[Task], problem: str, out: TextIO) -> None:
         if document is None:
             continue
         document = {**document, "state": "invalid", "error": problem}
-        results.write_result(task.run, task.validation.name, document, None)
+        try:
+            results.write_result(task.run, task.validation.name, document, None)
+        except OSError as error:
+            print(f"trysquare: {first.run.label}: {_write_problem(error)}", file=out)
 
 
 def _notify(observers: Any, task: Task, document: Mapping[str, Any]) -> None:

@@ -183,9 +183,12 @@ def read_pinned_base(folder: Path) -> dict[str, Any] | None:
     """What ``<run>/.trysquare/base.json`` recorded at first measurement, or ``None``."""
     import json
 
+    from trysquare import _atomic
+
     path = folder / BASE_PIN
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        # Never through a symlink: a planted link must not make us read another file.
+        value = json.loads(_atomic.read_bytes(path, root=folder).decode("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as error:
@@ -278,6 +281,11 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
             except RunError as error:
                 # Keep the folder: a run that names its cell still counts there (invalid).
                 return RunError(error.message, run_dir=run_file.parent)
+            except Exception as error:  # noqa: BLE001 - one run never fails the matrix (RecursionError too)
+                return RunError(
+                    f"{run_file}: cannot be read ({type(error).__name__}: {error})",
+                    run_dir=run_file.parent,
+                )
 
         # Loading asks git about each clone: overlap those calls, keep the order.
         with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:

@@ -29,6 +29,9 @@ KNOWN_MODE_DISTRIBUTIONS = {
     "hidden-tests": "trysquare-hidden-tests",
 }
 _METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# A validator's name becomes file names inside each run folder (validation/<name>.json):
+# a plain name, never a path (`/tmp/x`, `../repo/.git/hooks/h`) nor a hidden file.
+_VALIDATOR_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\Z")
 
 
 @attrs.frozen
@@ -259,6 +262,11 @@ def _check_validations(scenario: Scenario) -> None:
     owners: dict[str, str] = {}
     for index, validation in enumerate(scenario.validations, start=1):
         where = f"{file}: [[validation]][{index}]"
+        if not _VALIDATOR_NAME.match(validation.name):
+            raise ScenarioError(
+                f"{where}.name: {validation.name!r} is not a plain file name (letters, digits, "
+                "'_', '-', '.', not starting with '.'); it names files inside each run folder"
+            )
         if validation.name in names:
             raise ScenarioError(
                 f"{where}: name '{validation.name}' is also the name of [[validation]]"

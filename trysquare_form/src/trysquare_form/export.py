@@ -1,17 +1,20 @@
 """``trysquare form export``: write the blind, shuffled form a human fills.
 
 The form holds one ``[run.<opaque id>]`` table per run, in an order and under
-ids drawn from one seeded RNG, so the same seed over the same runs gives the
-same bytes back. The pieces a human reads are copied beside the form
+ids drawn from a keyed hash of the seed and the run (the key: a secret kept in
+``<PATH>/.trysquare/forms/``, never printed), so the same seed over the same
+runs with the same secret gives the same bytes back, while the form, the seed
+and the run folders' names together say nothing about which table is which run. The pieces a human reads are copied beside the form
 (``FORM.d/<opaque id>/``) so that no path names a run or its cell; the key back
 to the runs goes under the experiment folder (:mod:`trysquare_form.keyfile`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
-import random
 import secrets
 import shutil
 import tempfile
@@ -26,7 +29,7 @@ from trysquare.errors import RunError, UsageError
 from trysquare.results import read_result
 from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
-from trysquare_form.keyfile import FormKey, KeyEntry, key_path, write_key
+from trysquare_form.keyfile import FormKey, KeyEntry, form_secret, key_path, write_key
 from trysquare_form.mode import FormValidation, form_validation, manual_values
 
 __all__ = ["ExportResult", "ExportedRun", "export_form", "pieces_folder"]
@@ -78,7 +81,8 @@ def export_form(
 
     Only runs with a metric still unfilled get a table, unless ``include_filled``:
     then every run does, its recorded values shown in comments so they can be
-    corrected. ``seed`` defaults to a random one; it is recorded in the form.
+    corrected. ``seed`` defaults to a random one; it is recorded in the key, not
+    in the form.
     Refuses (:class:`UsageError`) to replace an existing form unless ``force``,
     since a form may hold a human's unsaved answers.
     """
@@ -115,7 +119,7 @@ def export_form(
 
     if seed is None:
         seed = secrets.randbelow(2**32)
-    tables = _shuffle(chosen, seed, {run.id for run in experiment.runs})
+    tables = _shuffle(chosen, seed, {run.id for run in experiment.runs}, form_secret(experiment.root))
 
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{folder.name}."))
@@ -158,18 +162,24 @@ def export_form(
 
 
 def _shuffle(
-    chosen: Sequence[tuple[Run, tuple[str, ...]]], seed: int, run_ids: set[str]
+    chosen: Sequence[tuple[Run, tuple[str, ...]]], seed: int, run_ids: set[str], secret: bytes
 ) -> list[ExportedRun]:
-    # One RNG draws the order, then the ids: same seed, same runs -> same form.
-    rng = random.Random(seed)
-    order = list(chosen)
-    rng.shuffle(order)
+    # A seeded RNG over sorted run ids can be replayed by anyone holding the seed
+    # (the old form printed it); an HMAC keyed by the secret cannot. Same secret,
+    # seed and runs -> same order and ids.
+    def draw(label: str, run: Run) -> str:
+        message = f"{label}\0{seed}\0{run.id}".encode("utf-8", errors="surrogatepass")
+        return hmac.new(secret, message, hashlib.sha256).hexdigest()
+
+    order = sorted(chosen, key=lambda item: (draw("order", item[0]), item[0].id))
     used: set[str] = set()
     tables = []
     for run, pending in order:
-        opaque = f"{rng.getrandbits(32):08x}"
+        attempt = 0
+        opaque = draw("id", run)[:8]
         while opaque in used or opaque in run_ids:
-            opaque = f"{rng.getrandbits(32):08x}"
+            attempt += 1
+            opaque = draw(f"id{attempt}", run)[:8]
         used.add(opaque)
         tables.append(ExportedRun(opaque=opaque, run=run, pending=pending))
     return tables
@@ -222,7 +232,7 @@ def render_form(
     lines = [
         f"# trysquare form: the metrics of validator '{form.name}' (scenario '{scenario.name}'),",
         "# filled by hand.",
-        f"# seed = {seed}: exporting the same runs with --seed {seed} gives this same form back.",
+        "# Exporting the same runs again with the same --seed gives this same form back.",
         "#",
         "# Each [run.<id>] table below is one run, in a shuffled order, under an id that says",
         "# nothing about it. Read the pieces it names (paths relative to this file), then",

@@ -22,7 +22,7 @@ import attrs
 from trysquare import context as contexts, plugins, results
 from trysquare.errors import RunError, UsageError
 from trysquare.modes import PIECES
-from trysquare.runner import experiment_lock
+from trysquare.lock import experiment_lock
 from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
 from trysquare_form.keyfile import read_key
@@ -143,7 +143,7 @@ def ingest_form(
 
     merged = pending = 0
     written: list[str] = []
-    with experiment_lock(experiment.root):
+    with experiment_lock(experiment.root, experiment.runs, command="form ingest"):
         for opaque in key.order:
             run = runs_by_id.get(key.runs[opaque].id)
             if run is None:
@@ -156,6 +156,7 @@ def ingest_form(
                 if m not in values and v is not None
             }
             changed = False
+            merged_before = merged
             for metric, value in answers.get(run.id, {}).items():
                 if metric in measured:
                     refused.append(Refusal(
@@ -170,7 +171,14 @@ def ingest_form(
                     changed = True
             pending += sum(1 for m in form.metrics if m not in values)
             if changed:
-                _record(scenario, run, form, values, previous)
+                try:
+                    _record(scenario, run, form, values, previous)
+                except OSError as error:
+                    # This run's folder refused the write (a symlink, a full disk): its
+                    # answers are refused by name, the other runs' are recorded.
+                    refused.append(Refusal(f"run.{opaque}", f"not recorded: {error}"))
+                    merged = merged_before
+                    continue
                 written.append(run.id)
 
         current = {v.name: v.digest() for v in scenario.validations}

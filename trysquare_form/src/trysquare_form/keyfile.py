@@ -15,7 +15,7 @@ import attrs
 from trysquare import _atomic
 from trysquare.errors import UsageError
 
-__all__ = ["FormKey", "KeyEntry", "key_path", "read_key", "write_key"]
+__all__ = ["FormKey", "KeyEntry", "form_secret", "key_path", "read_key", "write_key"]
 
 FORMAT = 1
 
@@ -43,6 +43,30 @@ def key_path(root: Path, form: Path) -> Path:
     return root / ".trysquare" / "forms" / f"{form.stem}.key.json"
 
 
+SECRET_FILE = "secret"
+
+
+def form_secret(root: Path) -> bytes:
+    """The experiment's form secret, beside the keys: made once (0600), never printed.
+
+    The form's order and ids are drawn from it and the seed together, so the
+    form plus the run folders' names (plus the seed) cannot give the mapping back.
+    """
+    import secrets
+
+    path = root / ".trysquare" / "forms" / SECRET_FILE
+    try:
+        secret = _atomic.read_bytes(path, root=root)
+    except FileNotFoundError:
+        secret = _atomic.create_once(path, secrets.token_hex(32).encode("ascii") + b"\n", root=root)
+    except OSError as error:
+        raise UsageError(f"{path}: the form secret cannot be read ({error})") from None
+    secret = secret.strip()
+    if len(secret) < 32:
+        raise UsageError(f"{path}: the form secret is damaged (too short); remove it to make a new one")
+    return secret
+
+
 def write_key(path: Path, key: FormKey) -> None:
     document: dict[str, Any] = {
         "format": FORMAT,
@@ -53,7 +77,7 @@ def write_key(path: Path, key: FormKey) -> None:
         "order": list(key.order),
         "runs": {opaque: attrs.asdict(entry) for opaque, entry in key.runs.items()},
     }
-    _atomic.write_json(path, document)
+    _atomic.write_json(path, document, root=path.parents[2])
 
 
 def read_key(root: Path, form: Path) -> FormKey:

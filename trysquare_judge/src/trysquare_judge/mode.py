@@ -160,7 +160,7 @@ class JudgeValidation(Validation):
         finally:
             outcome = _scrubbed(outcome, keys)
             transcript["outcome"] = {"state": outcome.state, "error": outcome.error}
-            _write_transcript(job.archive, scrub.scrub_value(transcript, keys))
+            _write_transcript(job.archive, scrub.scrub_value(transcript, keys), root=job.run.dir)
         return outcome
 
     def _converse(self, job: Job, exchanges: list[Mapping[str, Any]]) -> Outcome:
@@ -259,16 +259,21 @@ def _read_reply(
     return verdict, answers, problem
 
 
-def _write_transcript(archive: Path, transcript: Mapping[str, Any]) -> None:
+def _write_transcript(archive: Path, transcript: Mapping[str, Any], *, root: Path) -> None:
+    # Inside the run folder: never read or written through the agent's symlinks.
     path = archive / TRANSCRIPT
-    if path.exists():
+    try:
+        raw: bytes | None = _atomic.read_bytes(path, root=root)
+    except FileNotFoundError:
+        raw = None
+    if raw is not None:
         # A re-judged run keeps the conversation its previous verdict came from.
         try:
-            previous: Any = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            previous = {"unreadable": path.read_text(encoding="utf-8", errors="replace")}
-        _atomic.append_line(archive / TRANSCRIPT_HISTORY, previous)
-    _atomic.write_json(path, transcript)
+            previous: Any = json.loads(raw)
+        except (ValueError, RecursionError):
+            previous = {"unreadable": raw.decode("utf-8", errors="replace")}
+        _atomic.append_line(archive / TRANSCRIPT_HISTORY, previous, root=root)
+    _atomic.write_json(path, transcript, root=root)
 
 
 class JudgeMode:

@@ -20,7 +20,7 @@ import attrs
 
 from trysquare._env import child_environment
 from trysquare._process import DEFAULT_CAP, run_process
-from trysquare.modes import Job, Outcome, TableSource, Validation
+from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
 from trysquare.outputs import parse_validator_output
 
 DEFAULT_TIMEOUT = 300.0
@@ -115,8 +115,7 @@ class ScriptMode:
 
     def load(self, table: Mapping[str, Any], source: TableSource) -> ScriptValidation:
         raw = source.structure(table, _ScriptTable)
-        if raw.timeout <= 0:
-            raise source.refuse("timeout", "must be a positive number of seconds")
+        check_timeout(source, raw.timeout)
         executable = source.resolve(raw.command)
         if not executable.is_file():
             raise source.refuse("command", f"'{raw.command}' does not exist (looked for {executable})")

@@ -30,7 +30,7 @@ import attrs
 from trysquare._env import child_environment
 from trysquare._process import run_process
 from trysquare.errors import RepoError
-from trysquare.modes import Job, Outcome, TableSource, Validation
+from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
 from trysquare.repo import copy_tree
 from trysquare.scenario import ShellWordError, split_command
 
@@ -285,8 +285,7 @@ class HiddenTestsMode:
 
     def load(self, table: Mapping[str, Any], source: TableSource) -> HiddenTestsValidation:
         raw = source.structure(table, _Table)
-        if raw.timeout <= 0:
-            raise source.refuse("timeout", "must be a positive number of seconds")
+        check_timeout(source, raw.timeout)
         files = _files(raw.files, source)
         argv = _command(raw.command, source)
         fail_to_pass = _ids(raw.fail_to_pass, "fail_to_pass", source)

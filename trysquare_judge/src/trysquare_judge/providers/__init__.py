@@ -14,6 +14,7 @@ transcript (never a secret in them).
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -216,8 +217,8 @@ def _checked(name: str, section: _Section, file: str, where: str) -> ProviderCon
 
     if section.max_concurrency < 1:
         raise refuse("max_concurrency", "must be at least 1")
-    if section.timeout <= 0:
-        raise refuse("timeout", "must be a positive number of seconds")
+    if not math.isfinite(section.timeout) or section.timeout <= 0:  # TOML has nan and inf
+        raise refuse("timeout", "must be a finite positive number of seconds")
     if section.max_retries < 0:
         raise refuse("max_retries", "must be 0 or more")
     if section.retry_backoff < 0:

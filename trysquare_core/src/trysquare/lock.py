@@ -1,0 +1,122 @@
+"""One lock model for every command that writes results: ``validate`` and ``form ingest``.
+
+A command working on a folder holds ``<folder>/.trysquare/validate.lock`` (an
+``flock``) and then looks for a held lock on every folder that overlaps its own:
+each folder above it, and each folder between it and one of its runs (the runs
+included). Two commands on overlapping folders — the same, one above, one
+inside — therefore exclude each other, and of two starting together at least
+one sees the other. Every path is resolved first, so the same run reached
+through a symlinked path is the same lock. The lock file is opened without
+following symlinks: the agent cannot make trysquare write into a victim file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trysquare import _atomic
+from trysquare.errors import LockedError, RunError
+
+if TYPE_CHECKING:
+    from trysquare.runs import Run
+
+__all__ = ["LOCK_FILE", "experiment_lock"]
+
+LOCK_FILE = Path(".trysquare") / "validate.lock"
+# Locks this process holds (several experiments in one command): never "another command".
+_held_here: set[Path] = set()
+
+
+@contextmanager
+def experiment_lock(root: Path, runs: Iterable[Run] = (), *, command: str = "validate") -> Iterator[None]:
+    """Hold the lock on ``root`` (and see that nothing overlapping is held) while working.
+
+    ``command`` ("validate", "form ingest") is written in the lock file, so that
+    a refused command can say what holds it. Raises :class:`LockedError` (exit 1)
+    naming the folder another process holds, or :class:`RunError` when the lock
+    file is a symlink.
+    """
+    root = Path(root).resolve()
+    lock_path = root / LOCK_FILE
+    try:
+        fd = _atomic.open_lock(lock_path, root=root)
+    except _atomic.UnsafePath as unsafe:
+        raise RunError(f"cannot lock {root}: {unsafe}", run_dir=root) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LockedError(
+                f"another trysquare {_holder(fd)} is running on {root} (it holds {lock_path})"
+            ) from None
+        for other in _overlapping_locks(root, runs):
+            if other not in _held_here and _held(other):
+                raise LockedError(
+                    f"another trysquare {_holder_of(other)} is running on {other.parent.parent}, "
+                    f"which overlaps {root} (it holds {other})"
+                )
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
+        _held_here.add(lock_path)
+        yield
+    finally:
+        _held_here.discard(lock_path)
+        os.close(fd)
+
+
+def _holder(fd: int) -> str:
+    """The command named in a held lock file ("validate" when it says nothing readable)."""
+    try:
+        words = os.pread(fd, 200, 0).decode("ascii").split(maxsplit=1)
+    except (OSError, UnicodeDecodeError):
+        return "validate"
+    command = words[1].strip() if len(words) == 2 else ""
+    return command if command in ("validate", "form ingest") else "validate"
+
+
+def _holder_of(lock_path: Path) -> str:
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return "validate"
+    try:
+        return _holder(fd)
+    finally:
+        os.close(fd)
+
+
+def _overlapping_locks(root: Path, runs: Iterable[Run]) -> Iterator[Path]:
+    """Existing lock files of every folder above ``root`` or between it and a run."""
+    folders = set(root.parents)
+    for run in runs:
+        try:
+            folder = run.dir.resolve()
+        except OSError:
+            continue
+        while folder != root and root in folder.parents:
+            folders.add(folder)
+            folder = folder.parent
+    for folder in sorted(folders):
+        candidate = folder / LOCK_FILE
+        if candidate.exists():
+            yield candidate
+
+
+def _held(lock_path: Path) -> bool:
+    """Whether another process holds ``lock_path``; probed read-only, never through a symlink."""
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
