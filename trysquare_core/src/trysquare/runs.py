@@ -223,7 +223,7 @@ def _check_inputs(
             raise RunError(f"{run_file}: {key} '{value}' resolves outside the run folder and its clone")
     response = folder / "response.md"
     if response.is_symlink() and not _inside(response.resolve(), *roots):
-        raise RunError(f"{run_file}: response.md resolves outside the run folder and its clone")
+        raise RunError(f"{run_file}: {response} resolves outside the run folder and its clone")
     clone = repo_path.resolve()
     for given in table.given:
         if "\n" in given or not _inside((repo_path / given).resolve(), clone):
