@@ -192,3 +192,89 @@ def test_the_harness_context_keeps_test_command_absent(tiny: Tiny) -> None:
     assert "test_command" not in json.loads(context.read_text())
     with pytest.raises(LookupError, match="declares no test_command"):
         Assay.load(context).tests()
+
+
+# --- a suite that ran nothing is unjudged, never False (issue 14.3) ---------------------
+
+
+def _script(tmp_path: Path, name: str, body: str) -> Path:
+    """A wrapper script, named so nothing in its name says "pytest"."""
+    path = tmp_path / name
+    path.write_text(f"#!{PYTHON}\n{body}", encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        # pytest's "no tests collected" and usage error, behind a wrapper: no count printed.
+        ("import sys; print('collecting ... ERROR: not found: tests/x.py'); sys.exit(4)", "exit 4"),
+        ("import sys; print('collected nothing'); sys.exit(5)", "exit 5"),
+        # unittest on 3.12+ with an empty discovery.
+        ("import sys; print('NO TESTS RAN'); sys.exit(5)", "NO TESTS RAN"),
+        # npm with no such script (npm 10 says `npm error`, older ones `npm ERR!`).
+        ("import sys; print('npm error Missing script: \"test\"', file=sys.stderr); sys.exit(1)",
+         "npm has no such script"),
+        ("import sys; print('npm ERR! Missing script: \"test\"', file=sys.stderr); sys.exit(1)",
+         "npm has no such script"),
+        # A shell or `env` inside the wrapper could not run the real suite.
+        ("import sys; print('env: jest: No such file or directory'); sys.exit(127)", "exit 127"),
+        ("import sys; print('permission denied: ./run'); sys.exit(126)", "exit 126"),
+    ],
+)
+def test_a_suite_that_ran_nothing_is_unjudged_whatever_its_name(
+    tiny: Tiny, tmp_path: Path, body: str, words: str
+) -> None:
+    script = _script(tmp_path, "check-all", body)
+    verdict = Assay.load(tiny(test_command=str(script), metrics=("ok",))).tests()
+    assert verdict.value is None, verdict.reason
+    assert words in verdict.reason and "nobody judged" in verdict.reason
+
+
+def test_real_unittest_finding_nothing_is_unjudged(tiny: Tiny, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    command = f"{PYTHON} -m unittest discover -s {empty}"
+    verdict = Assay.load(tiny(test_command=command, metrics=("ok",))).tests()
+    assert verdict.value is None and "nobody judged" in verdict.reason
+
+
+def test_a_suite_that_ran_and_failed_names_the_summary_it_read(tiny: Tiny, tmp_path: Path) -> None:
+    script = _script(
+        tmp_path, "check-all",
+        "import sys; print('FAIL: test_x'); print('Ran 3 tests in 0.01s'); print('FAILED (failures=1)');"
+        " sys.exit(1)",
+    )
+    verdict = Assay.load(tiny(test_command=str(script), metrics=("ok",))).tests()
+    assert verdict.value is False
+    assert "3 tests ran; read from unittest's `Ran N tests`" in verdict.reason
+
+
+def test_a_failing_suite_with_no_summary_says_the_exit_code_decided(tiny: Tiny) -> None:
+    failing = f"{PYTHON} -c 'raise SystemExit(\"broken\")'"
+    verdict = Assay.load(tiny(test_command=failing, metrics=("ok",))).tests()
+    assert verdict.value is False
+    assert "no test summary recognised, so the exit code decided" in verdict.reason
+
+
+def test_a_silent_failing_prepare_leaves_no_dangling_colon(tiny: Tiny) -> None:
+    context = tiny(
+        test_command=f"{PYTHON} -c pass", prepare=[f"{PYTHON} -c 'raise SystemExit(3)'"],
+        metrics=("ok",),
+    )
+    verdict = Assay.load(context).tests()
+    assert verdict.value is None
+    assert not verdict.reason.rstrip().endswith(":")
+    assert verdict.reason.endswith("(it printed nothing)")
+
+
+def test_a_failing_prepare_reason_ends_with_its_output_tail(tiny: Tiny) -> None:
+    context = tiny(
+        test_command=f"{PYTHON} -c pass",
+        prepare=[f"{PYTHON} -c 'import sys; print(\"npm ci: lockfile mismatch\"); sys.exit(1)'"],
+        metrics=("ok",),
+    )
+    verdict = Assay.load(context).tests()
+    assert verdict.value is None
+    assert verdict.reason.endswith("npm ci: lockfile mismatch")

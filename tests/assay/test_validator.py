@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -116,16 +117,26 @@ def test_a_callable_that_crashes_fails_the_validator(run_cli: Run) -> None:
     assert "'broken'" in err and "KeyError" in err
 
 
-def test_unjudged_from_the_body_leaves_every_declared_metric_unjudged(run_cli: Run) -> None:
+def test_unjudged_from_the_body_refuses_the_run(run_cli: Run) -> None:
+    # Issue 14.1: a valid run at 0/0 would leave its cell publishable with nothing measured.
     def evaluate(run: Assay) -> dict[str, Any]:
         raise Unjudged("the clone is empty")
 
-    code, out, _ = run_cli(evaluate, declared=["a", "b"])
-    assert code == 0
-    assert json.loads(out) == {
-        "metrics": {"a": None, "b": None},
-        "reasons": {"a": "the clone is empty", "b": "the clone is empty"},
-    }
+    code, out, err = run_cli(evaluate, declared=["a", "b"])
+    assert code == 1
+    assert out == ""
+    assert "the clone is empty" in err and "refused" in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_an_unjudged_metric_read_as_a_truth_in_the_body_refuses_the_run(run_cli: Run) -> None:
+    # `Metric.__bool__` raises Unjudged: read outside a callable, it is the body's.
+    code, out, err = run_cli(
+        lambda run: {"ok": bool(Metric.unjudged("no suite")) or True}, declared=["ok"]
+    )
+    assert code == 1 and out == ""
+    assert "no suite" in err
 
 
 def test_a_bug_in_the_body_is_not_a_measurement(run_cli: Run) -> None:
@@ -194,3 +205,25 @@ def test_the_decorated_function_is_still_callable(write_context: Callable[..., P
     run = Assay.load(write_context(touched=["a", "b"]))
     assert evaluate(run) == {"n": 2}
     assert evaluate.__doc__ == "Docs."
+
+
+def test_unjudged_from_the_body_makes_the_recorded_run_invalid(
+    trysquare_run: Callable[..., Any], run_validator: Callable[..., Any], tmp_path: Path
+) -> None:
+    # The whole chain, as `validate` records it: the cell must not stay publishable.
+    run = trysquare_run(base={"a.py": "x = 1\n"}, changes={"a.py": "x = 2\n"})
+    script = tmp_path / "score.py"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "from trysquare.assay import Unjudged, validator\n"
+        "@validator\n"
+        "def evaluate(run):\n"
+        "    raise Unjudged('no probe was given to this cell')\n"
+        "raise SystemExit(evaluate.cli())\n",
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    result = run_validator(run, script=script, metrics=["a", "b"])
+    assert result.state == "invalid"
+    assert result.metrics == {}
+    assert "no probe was given to this cell" in result.stderr

@@ -64,6 +64,10 @@ def test_harness_sections_are_accepted_and_ignored(folder: Path) -> None:
         repo = "git@example:repo"
         prompt = "prompt.md"
         etalon = "etalon-v1"
+        [[validation]]
+        mode = "script"
+        command = "score.py"
+        metrics = ["ok"]
     """)
     assert scenario.name == "rule-vs-ticket"
     assert scenario.axes == {"prompt": ["nothing", "rule"]}
@@ -127,7 +131,11 @@ def test_prepare_is_vetted_too(folder: Path) -> None:
 
 
 def test_quoted_glob_is_one_word(folder: Path) -> None:
-    scenario = load(folder, "[task]\ntest_command = \"node --test 'src/**/*.test.js'\"\n")
+    scenario = load(
+        folder,
+        "[task]\ntest_command = \"node --test 'src/**/*.test.js'\"\n"
+        "[[validation]]\nmode = \"script\"\ncommand = \"score.py\"\nmetrics = [\"ok\"]\n",
+    )
     assert scenario.task.test_command == "node --test 'src/**/*.test.js'"
 
 
@@ -245,3 +253,25 @@ def test_debug_shows_the_traceback(cli, folder: Path) -> None:
 def test_a_metric_listed_twice_by_one_validator_is_said_so(folder: Path) -> None:
     message = refusal(folder, "[[validation]]\nmode = 'script'\ncommand = 'score.py'\nmetrics = ['a', 'a']\n")
     assert message == "scenario.toml: [[validation]][1].metrics: 'a' is declared twice"
+
+
+def test_a_scenario_with_no_validation_is_refused(folder: Path) -> None:
+    # Issue 14.6: it would validate nothing, and every cell would read publishable.
+    message = refusal(folder, """
+        [task]
+        test_command = "python -m unittest"
+    """)
+    assert message.startswith("scenario.toml: no [[validation]] table")
+
+
+@pytest.mark.parametrize("pattern", ["", "   ", "/", "./"])
+def test_a_blank_artefacts_entry_is_refused(folder: Path, pattern: str) -> None:
+    message = refusal(folder, f"""
+        [task]
+        artefacts = ["__pycache__", "{pattern}"]
+        [[validation]]
+        mode = "script"
+        command = "score.py"
+        metrics = ["ok"]
+    """)
+    assert "task.artefacts[2]" in message and "names no path" in message

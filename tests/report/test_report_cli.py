@@ -88,7 +88,9 @@ def test_report_over_a_validated_matrix(cli, make_run, tmp_path: Path) -> None:
     assert (experiment / "synthesis.md").read_text(encoding="utf-8") == synthesis
 
     as_csv = cli("report", scenario, experiment, "--format", "csv")
-    assert as_csv.stdout.startswith("table,cell,metric,true,n,estimate,low,high,state\n")
+    assert as_csv.stdout.startswith(
+        "table,cell,metric,true,n,estimate,low,high,state,unjudged,pending,run,validator,reason\n"
+    )
     assert "score,rule,in_scope,4,4,,,,publishable" in as_csv.stdout
 
 
@@ -117,7 +119,7 @@ def test_an_invalid_run_makes_report_exit_one_and_says_why(cli, make_run, tmp_pa
     synthesis = (experiment / "synthesis.md").read_text(encoding="utf-8")
     assert "| rule (not publishable) | 4 (1 invalid) | 3/3 |" in synthesis
     assert "| rule | in_scope | 3/3 | 4/4 | – | not publishable |" in synthesis
-    assert "run `r1`: invalid: score: exited with status 3" in synthesis
+    assert "run `r1` (#2): invalid, first error: score: exited with status 3" in synthesis
     assert "run `r5`: score" in synthesis  # stale, flagged by run
     assert "| nothing (reference) | 4 | 4/4 | 4/4 |" in synthesis
     measures = json.loads((experiment / "measures.json").read_text(encoding="utf-8"))

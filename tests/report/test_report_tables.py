@@ -93,9 +93,12 @@ def test_an_unjudged_metric_shrinks_only_its_own_denominator() -> None:
         row("r3", "c", {"a": False, "b": False}),
     ]
     report = build_report(layout(metrics=("a", "b")), rows)
-    assert cell_of(report, "c")["scores"] == {"a": {"true": 1, "n": 2}, "b": {"true": 2, "n": 3}}
+    assert cell_of(report, "c")["scores"] == {
+        "a": {"true": 1, "n": 2, "unjudged": 1, "pending": 0},
+        "b": {"true": 2, "n": 3, "unjudged": 0, "pending": 0},
+    }
     assert report["publishable"]
-    assert "| c | 3 | 1/2 | 2/3 |" in render(report, "md")
+    assert "| c | 3 | 1/2 \u00b7 1 unjudged | 2/3 |" in render(report, "md")
 
 
 def test_an_invalid_run_leaves_every_denominator_and_blocks_its_cell_only() -> None:
@@ -105,7 +108,7 @@ def test_an_invalid_run_leaves_every_denominator_and_blocks_its_cell_only() -> N
     rows.append(bad)
     report = build_report(layout(metrics=("a",), reference="ref"), rows)
     rule, other = cell_of(report, "rule"), cell_of(report, "other")
-    assert rule["scores"]["a"] == {"true": 4, "n": 4}  # the invalid run's True is not counted
+    assert rule["scores"]["a"] == {"true": 4, "n": 4, "unjudged": 0, "pending": 0}  # the invalid run's True is not counted
     assert (rule["runs"], rule["invalid"]) == (5, 1)
     assert not rule["publishable"]
     assert rule["why_not"] == [{"run": "bad", "reason": "invalid: script: exited with status 3"}]
@@ -117,7 +120,8 @@ def test_an_invalid_run_leaves_every_denominator_and_blocks_its_cell_only() -> N
     assert gaps_by(report)[("rule", "a")]["gap"] is None  # no verdict at all
     md = render(report, "md")
     assert "| rule (not publishable) | 5 (1 invalid) | 4/4 |" in md
-    assert "- **rule**\n  - run `bad`: invalid: script: exited with status 3" in md
+    assert "- **rule**: 1 invalid run(s)" in md
+    assert "- **rule**\n  - run `bad` (#1): invalid, first error: script: exited with status 3" in md
 
 
 def test_an_unpublishable_reference_withholds_every_verdict() -> None:
@@ -139,7 +143,7 @@ def test_only_runs_passing_validity_count_for_a_verdict() -> None:
     assert gap["cell_score"] == {"true": 3, "n": 3}
     assert gap["reference_score"] == {"true": 0, "n": 10}
     # The score table still counts every run that judged it.
-    assert cell_of(report, "c")["scores"]["ok"] == {"true": 10, "n": 10}
+    assert cell_of(report, "c")["scores"]["ok"] == {"true": 10, "n": 10, "unjudged": 0, "pending": 0}
     assert "runs where `delivered` is true" in render(report, "md")
 
 
@@ -158,7 +162,7 @@ def test_a_pending_value_on_a_metric_no_verdict_rests_on_does_not_block() -> Non
     report = build_report(layout(metrics=("ok", "note"), reference="c", criteria=("ok",)), rows)
     assert report["publishable"]
     assert cell_of(report, "c")["pending"] == {"note": 3}
-    assert cell_of(report, "c")["scores"]["note"] == {"true": 0, "n": 0}
+    assert cell_of(report, "c")["scores"]["note"] == {"true": 0, "n": 0, "unjudged": 0, "pending": 3}
     assert "`note` in 3 run(s)" in render(report, "md")
 
 

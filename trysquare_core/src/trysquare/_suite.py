@@ -10,7 +10,13 @@ The verdict rules (DESIGN §5):
 - the suite timing out or not starting -> unjudged.
 - the suite reporting that it ran zero tests -> unjudged, whatever its exit code:
   a suite that tested nothing has not said the code works (nor that it is broken).
-- otherwise the exit code decides, and a failure carries the tail of the output.
+- the suite saying, some other way, that it ran nothing -> unjudged: exit 4 or 5
+  with no count of tests (pytest's usage error and "no tests collected" — read by
+  the exit code, not the command's name, since a wrapper script may run pytest),
+  unittest's "NO TESTS RAN", npm's "Missing script", exit 126/127 (the program
+  is not executable / not found, as a shell or ``env`` reports it).
+- otherwise the exit code decides, and a failure carries the tail of the output
+  and names the summary it read (or says it fell back to the exit code).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from trysquare._words import split_command
 if TYPE_CHECKING:
     from trysquare.assay import Metric
 
-__all__ = ["count_tests", "run_suite", "tail"]
+__all__ = ["count_tests", "ran_nothing", "read_counts", "run_suite", "tail"]
 
 # How much of a failing suite's output a reason carries.
 TAIL_LINES = 30
@@ -132,6 +138,55 @@ _READERS: tuple[Callable[[str], int | None], ...] = (
     _jest_vitest,
 )
 
+# What each reader is called in a reason ("3 tests ran per the unittest summary").
+_READER_NAMES = {
+    _unittest: "unittest's `Ran N tests`",
+    _pytest: "pytest's summary line",
+    _node: "node --test's `tests N`",
+    _go: "go test's result lines",
+    _cargo: "cargo test's `test result:`",
+    _jest_vitest: "jest/vitest's `Tests:` line",
+}
+
+# Said by a runner that ran nothing, whatever its exit code.
+_UNITTEST_NONE = re.compile(r"^NO TESTS RAN\b", re.M)
+_NPM_MISSING = re.compile(r"^npm (?:ERR!|error) Missing script: ?(.*)$", re.M)
+
+
+def read_counts(output: str) -> tuple[int | None, list[str]]:
+    """The count of tests ``output`` reports, and the names of the summaries it was read from."""
+    text = _ANSI.sub("", output)
+    found = [(read(text), _READER_NAMES[read]) for read in _READERS]
+    found = [(n, name) for n, name in found if n is not None]
+    if not found:
+        return None, []
+    return sum(n for n, _ in found), [name for _, name in found]
+
+
+def ran_nothing(returncode: int | None, output: str, count: int | None) -> str | None:
+    """Why a finished suite judged nothing, or ``None`` when it did judge.
+
+    A suite that never ran a test has said nothing about the code: reading it as
+    ``False`` would turn "nobody judged" into "the agent failed".
+    """
+    text = _ANSI.sub("", output)
+    if count == 0:
+        return "it ran no tests"
+    if _UNITTEST_NONE.search(text):
+        return "unittest said NO TESTS RAN"
+    missing = _NPM_MISSING.search(text)
+    if missing:
+        return f"npm has no such script ({missing.group(1).strip() or 'Missing script'})"
+    if count is None and returncode in (126, 127):
+        meaning = "is not executable" if returncode == 126 else "was not found"
+        return f"exit {returncode}: the program (or one it runs) {meaning}"
+    if count is None and returncode in (4, 5):
+        return (
+            f"exit {returncode} with no count of tests run (pytest's usage error or "
+            "\"no tests collected\")"
+        )
+    return None
+
 
 def count_tests(output: str) -> int | None:
     """How many tests ``output`` says were run, or ``None`` when no runner's summary is found.
@@ -216,21 +271,38 @@ def run_suite(
             if done.returncode != 0:
                 return Metric.unjudged(
                     f"prepare `{' '.join(argv)}` failed (exit {done.returncode}), so nobody "
-                    f"judged the suite:\n{tail(_output(done))}"
+                    f"judged the suite{_tail_after_colon(_output(done))}"
                 )
         shown = " ".join(suite)
         done = step(suite, f"the suite `{shown}`")
         if isinstance(done, Metric):
             return done
-    output = _output(done)
-    count = count_tests(output)
-    if count == 0:
-        return Metric.unjudged(f"the suite `{shown}` ran no tests:\n{tail(output, 5)}")
-    if done.returncode == 0:
+    return _verdict(shown, done.returncode, _output(done))
+
+
+def _tail_after_colon(output: str, lines: int = TAIL_LINES) -> str:
+    """``":\n<tail>"``, or a plain "(no output)" rather than a dangling colon."""
+    kept = tail(output, lines)
+    return f":\n{kept}" if kept.strip() else " (it printed nothing)"
+
+
+def _verdict(shown: str, returncode: int | None, output: str) -> Metric:
+    """The suite's verdict from its exit code and output (see the module docstring)."""
+    from trysquare.assay import Metric
+
+    count, markers = read_counts(output)
+    nothing = ran_nothing(returncode, output, count)
+    if nothing is not None:
+        return Metric.unjudged(
+            f"the suite `{shown}` ran nothing, so nobody judged it: {nothing}"
+            f"{_tail_after_colon(output, 5)}"
+        )
+    if returncode == 0:
         return Metric(True)
-    assert done.returncode is not None
-    how = (
-        f"killed by signal {-done.returncode}" if done.returncode < 0 else f"exit {done.returncode}"
-    )
-    ran = "" if count is None else f", {count} test{'s' if count != 1 else ''} ran"
-    return Metric(False, f"the suite failed ({how}{ran}):\n{tail(output)}")
+    assert returncode is not None
+    how = f"killed by signal {-returncode}" if returncode < 0 else f"exit {returncode}"
+    if count is None:
+        read = "; no test summary recognised, so the exit code decided"
+    else:
+        read = f", {count} test{'s' if count != 1 else ''} ran; read from {' and '.join(markers)}"
+    return Metric(False, f"the suite failed ({how}{read}){_tail_after_colon(output)}")

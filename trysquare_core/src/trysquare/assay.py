@@ -20,10 +20,14 @@ What a validator can say about a metric:
 - a zero-argument callable returning any of the above: evaluated on its own, so
   an ``Unjudged`` raised inside it spoils that metric only.
 
-``Unjudged`` raised from the function body itself leaves *every* declared metric
-unjudged with that reason (the run answered nothing). Any other exception is a
-bug in the validator, not a measurement: ``cli()`` prints it on stderr and exits 1,
-which makes the run invalid rather than quietly wrong.
+``Unjudged`` raised from the function body itself refuses the run: ``cli()``
+prints one sentence on stderr and exits 1, so the run is *invalid* and its cell
+not publishable. Printing every metric as unjudged instead would leave a valid
+run at 0/0, a cell that looks publishable while nothing in it was measured; a
+metric the run cannot answer is wrapped in a callable (or ``Metric.unjudged``)
+so that it alone is unjudged and the others still count. Any other exception is
+a bug in the validator, not a measurement: ``cli()`` prints it on stderr and
+exits 1, which makes the run invalid rather than quietly wrong.
 
 Import cost matters (it is paid once per validator run), so only ``json``,
 ``os``, ``sys`` and ``fnmatch`` are loaded here; ``pathlib``, ``subprocess`` and
@@ -528,6 +532,10 @@ class _ValidatorBug(Exception):
     """A validator produced something that is not a measurement."""
 
 
+class _RunRefused(Exception):
+    """The validator's body raised ``Unjudged``: the whole run cannot be judged."""
+
+
 def _json_value(name: str, value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
@@ -591,14 +599,20 @@ class _Validator:
     def evaluate(self, run: Assay) -> tuple[dict[str, Any], dict[str, str]]:
         """Call the function and resolve every metric: ``(metrics, reasons)``.
 
-        Raises ``_ValidatorBug`` for a bug (a declared metric missing included), or
-        the function's own exception.
+        Raises ``_ValidatorBug`` for a bug (a declared metric missing included),
+        ``_RunRefused`` for an ``Unjudged`` raised from the body, or the function's
+        own exception.
         """
         try:
             returned = self.function(run)
         except Unjudged as unjudged:
-            # Nothing could be judged: every declared metric says so, with the reason.
-            returned = {name: Metric.unjudged(unjudged.reason) for name in run.declared}
+            # Raised from the body, not from one metric: the run answered nothing, and
+            # that is a refused run (invalid), never a valid run scoring 0/0.
+            raise _RunRefused(
+                f"{self.name}() raised Unjudged outside any metric, so the run is refused: "
+                f"{unjudged.reason} (wrap a metric the run cannot answer in a callable "
+                "to leave only that metric unjudged)"
+            ) from None
         if not isinstance(returned, dict):
             raise _ValidatorBug(
                 f"{self.name}() returned {type(returned).__name__}, not a dict of metrics"
@@ -648,7 +662,7 @@ class _Validator:
         sys.stdout = sys.stderr
         try:
             metrics, reasons = self.evaluate(run)
-        except _MissingContext as error:
+        except (_MissingContext, _RunRefused) as error:
             print(f"{program}: {error}", file=sys.stderr)
             return 1
         except _ValidatorBug as error:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trysquare import __version__
+from trysquare._shown import shown
 from trysquare.errors import NoRunsError, TrysquareError, UsageError
 
 if TYPE_CHECKING:
@@ -72,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("scenario", type=Path)
     report.add_argument("path", type=Path)
     report.add_argument("--format", choices=("md", "json", "csv"), default="md")
+    report.add_argument(
+        "--runs", action="store_true",
+        help="print only the runs with an invalid result or an unjudged or pending metric, and why",
+    )
     report.set_defaults(handler=_report)
 
     record = commands.add_parser("record", help="write a run.toml from flags")
@@ -125,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrysquareError as error:
         if debug:
             raise
-        print(f"trysquare: {error.message}", file=sys.stderr)
+        # Messages name paths, cells and values from run folders: never raw on a terminal.
+        print(f"trysquare: {shown(error.message, newlines=True)}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("trysquare: interrupted", file=sys.stderr)
@@ -136,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             raise
         print(
-            f"trysquare: internal error: {type(error).__name__}: {error} "
+            f"trysquare: internal error: {type(error).__name__}: {shown(error)} "
             "(this is a bug in trysquare or a plugin; --debug shows the traceback)",
             file=sys.stderr,
         )
@@ -164,7 +170,7 @@ def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Exp
         raise NoRunsError(error.message) from None
     for experiment in experiments:
         for unreadable in experiment.errors:
-            print(f"trysquare: skipped: {unreadable.message}", file=sys.stderr)
+            print(f"trysquare: skipped: {shown(unreadable.message)}", file=sys.stderr)
     if not any(experiment.runs for experiment in experiments):
         where = ", ".join(str(p) for p in paths)
         raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
@@ -176,6 +182,7 @@ def _validate(args: argparse.Namespace) -> int:
 
     scenario = _load(args.scenario, args.config)
     experiments = load_experiments(args.paths, replay=args.replay)
+    _refuse_duplicates(experiments)
     options = ValidateOptions(
         only=tuple(args.only),
         jobs=args.jobs,
@@ -244,13 +251,35 @@ def _check(args: argparse.Namespace) -> int:
             preflight(run)
             runs.append(run)
         except RunError as error:
-            print(f"trysquare: skipped: {error.message}", file=sys.stderr)
+            print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
     for validation in scenario.validations:
         for line in validation.check_runs(scenario, runs):
-            print(line)
+            print(shown(line))
+    problems = _matrix_problems(scenario, experiments)
+    for problem in problems:
+        print(f"trysquare: {shown(problem)}", file=sys.stderr)
     unreadable = sum(len(e.errors) for e in experiments) + sum(len(e.runs) for e in experiments) - len(runs)
     print(f"{len(runs)} run(s) readable" + (f", {unreadable} not" if unreadable else ""))
-    return 1 if unreadable else 0
+    return 1 if unreadable or problems else 0
+
+
+def _matrix_problems(scenario: Any, experiments: Sequence[Experiment]) -> list[str]:
+    """Typos that would change the table (a reference no run has, a cell one edit from another...)."""
+    from trysquare._matrix import matrix_problems
+    from trysquare.report.tables import declared_cells
+
+    problems = []
+    for experiment in experiments:
+        declared = declared_cells(scenario.axes, scenario.variants)
+        problems += matrix_problems(scenario, experiment.runs, declared)
+    return problems
+
+
+def _refuse_duplicates(experiments: Sequence[Experiment]) -> None:
+    from trysquare._matrix import refuse_duplicates
+
+    for experiment in experiments:
+        refuse_duplicates(experiment.runs)
 
 
 def _context(args: argparse.Namespace) -> int:
@@ -274,7 +303,8 @@ def _report(args: argparse.Namespace) -> int:
 
     scenario = _load(args.scenario)
     experiments = load_experiments([args.path])
-    return run_report(scenario, experiments[0], args.format)
+    _refuse_duplicates(experiments)
+    return run_report(scenario, experiments[0], args.format, runs_only=args.runs)
 
 
 def _record(args: argparse.Namespace) -> int:
@@ -325,7 +355,7 @@ def _record(args: argparse.Namespace) -> int:
         else:
             _atomic.write_bytes(target, previous)
         raise UsageError(error.message) from None
-    print(f"wrote {target} (run '{run.id}', cell '{run.cell}', base {base[:12]})")
+    print(shown(f"wrote {target} (run '{run.id}', cell '{run.cell}', base {base[:12]})"))
     return 0
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trysquare import _atomic
+from trysquare._shown import shown
 from trysquare.errors import UsageError
 
 MARKER = ".trysquare-demo"
@@ -136,4 +137,4 @@ def _fill_the_form(scenario: Any, experiment: Any, examples: Path, target: Path)
         text = head + table + tail
     exported.form.write_text(text, encoding="utf-8")
     ingested = ingest_form(scenario, experiment, exported.form, by="demo reader")
-    print(f"form {exported.form.name}: {ingested.summary}")
+    print(shown(f"form {exported.form.name}: {ingested.summary}"))

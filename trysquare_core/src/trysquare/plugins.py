@@ -263,5 +263,7 @@ def _builtin_version(name: str) -> str | None:
 
 
 def warn(message: str) -> None:
-    print(f"trysquare: warning: {message}", file=sys.stderr)
+    from trysquare._shown import shown  # an observer's error may quote a run's data
+
+    print(f"trysquare: warning: {shown(message)}", file=sys.stderr)
 

@@ -13,13 +13,15 @@ from typing import Any
 
 from trysquare import _atomic
 from trysquare.modes import Outcome, Validation
-from trysquare.runs import Run
+from trysquare.errors import RunError
+from trysquare.runs import RUN_FILE, Run
 from trysquare.scenario import Scenario
 
 __all__ = [
     "MEASURES_FILE",
     "UnreadableResult",
     "build_measures",
+    "unusable_row",
     "load_result",
     "read_result",
     "result_path",
@@ -170,11 +172,58 @@ def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | N
     return row
 
 
+def unusable_row(error: RunError) -> dict[str, Any] | None:
+    """The row of a run folder that names its cell but could not be used, or ``None``.
+
+    Such a run is *invalid* in its cell, with the reason it could not be used:
+    skipped silently, it would leave its cell's counts and "2 runs (2 invalid)"
+    would hide a third (issue 14.7). A ``run.toml`` that does not even name a
+    cell belongs to no cell; it is only reported as unreadable.
+    """
+    if error.run_dir is None:
+        return None
+    import tomllib
+
+    try:
+        data = tomllib.loads((error.run_dir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    cell = data.get("cell")
+    if not isinstance(cell, str) or not cell.strip():
+        return None
+    repetition = data.get("repetition")
+    if not isinstance(repetition, int) or isinstance(repetition, bool):
+        repetition = None
+    run_id = data.get("id") if isinstance(data.get("id"), str) and data.get("id") else error.run_dir.name
+    return {
+        "id": run_id,
+        "cell": cell,
+        "repetition": repetition,
+        "state": "invalid",
+        "metrics": {},
+        "reasons": {},
+        "errors": [{"validator": None, "error": f"the run folder cannot be used: {error.message}"}],
+        "pending": [],
+        "unusable": True,
+    }
+
+
 def build_measures(
-    scenario: Scenario, runs: Iterable[Run], current_digests: Mapping[str, str] | None = None
+    scenario: Scenario,
+    runs: Iterable[Run],
+    current_digests: Mapping[str, str] | None = None,
+    *,
+    unusable: Iterable[RunError] = (),
 ) -> list[dict[str, Any]]:
+    """Every run's row; ``unusable`` run folders that name a cell count there as invalid."""
     rows = [run_row(scenario, run, current_digests) for run in runs]
-    return sorted(rows, key=lambda row: (row["cell"], row["repetition"], row["id"]))
+    rows += [row for row in map(unusable_row, unusable) if row is not None]
+    return sorted(rows, key=lambda row: (row["cell"], _repetition_key(row), row["id"]))
+
+
+def _repetition_key(row: Mapping[str, Any]) -> int:
+    repetition = row.get("repetition")
+    return repetition if isinstance(repetition, int) else -1
 
 
 def write_measures(root: Path, rows: Sequence[Mapping[str, Any]]) -> Path:

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 import attrs
 
 from trysquare import _atomic, context as contexts, plugins, results
+from trysquare._shown import shown
 from trysquare.errors import LockedError, RunError, UsageError
 from trysquare.modes import Job, Outcome, Validation
 from trysquare.runs import Experiment, Run
@@ -91,7 +92,7 @@ class Summary:
             line += f" (cell{'s' if len(self.unpublishable) > 1 else ''} {cells} {verb} not publishable)"
         if self.skipped_runs:
             line += f"; {len(self.skipped_runs)} run folder(s) could not be read"
-        return line
+        return shown(line)
 
 
 def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False) -> dict[str, Any] | None:
@@ -336,7 +337,8 @@ class Progress:
         self.done += 1
         state = document.get("state")
         detail = f": {document.get('error')}" if state == "invalid" else ""
-        line = (
+        # Run ids, cells and errors come from run folders: escaped, one item one line.
+        line = shown(
             f"[{self.done}/{self.total}] {task.run.id} ({task.run.cell} #{task.run.repetition}) "
             f"{task.validation.name}: {state}{detail}"
         )
@@ -372,7 +374,7 @@ def validate(
     with _locks(experiments):
         for validation in validations:
             for line in validation.check_runs(scenario, all_runs):  # e.g. the judge's blinding line
-                print(line, file=out)
+                print(shown(line), file=out)
         tasks, unbuilt = _plan_all(scenario, all_runs, validations, options)
         summary.skipped_runs.extend(unbuilt)
         summary.reused = len(all_runs) * len(validations) - len(tasks)
@@ -381,10 +383,13 @@ def validate(
         skipped_dirs = {error.run_dir for error in unbuilt}
         current = {v.name: v.digest() for v in scenario.validations}
         for experiment in experiments:
-            rows = results.build_measures(scenario, experiment.runs, current)
+            rows = results.build_measures(
+                scenario, experiment.runs, current, unusable=experiment.errors
+            )
             results.write_measures(experiment.root, rows)
             counted = {run.id for run in experiment.runs if run.dir not in skipped_dirs}
-            summary.count([row for row in rows if row["id"] in counted])
+            # An unusable run that names its cell is counted there, invalid.
+            summary.count([row for row in rows if row["id"] in counted or row.get("unusable")])
     return summary
 
 
@@ -399,7 +404,7 @@ def _plan_all(
     with ThreadPoolExecutor(max_workers=builders) as pool:
         tasks = plan(scenario, runs, validations, options, unbuilt, pool)
     for error in unbuilt:
-        print(f"trysquare: skipped: {error.message}", file=sys.stderr)
+        print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
     return tasks, unbuilt
 
 
@@ -441,7 +446,8 @@ def _clone_problem(run_tasks: Sequence[Task]) -> str | None:
 def _spoil(run_tasks: Sequence[Task], problem: str, out: TextIO) -> None:
     """A validator that wrote into the measured clone spoils its run's results, by path."""
     first = run_tasks[0]
-    print(f"trysquare: {first.run.label}: {problem}", file=out)
+    # The problem names files the clone holds: the agent chose those names.
+    print(f"trysquare: {shown(first.run.label)}: {shown(problem)}", file=out)
     for task in run_tasks:
         document = results.read_result(task.run, task.validation.name)
         if document is None:

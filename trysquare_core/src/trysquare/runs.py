@@ -198,7 +198,8 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
             try:
                 return load_run(run_file, replay=replay)
             except RunError as error:
-                return error
+                # Keep the folder: a run that names its cell still counts there (invalid).
+                return RunError(error.message, run_dir=run_file.parent)
 
         # Loading asks git about each clone: overlap those calls, keep the order.
         with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:

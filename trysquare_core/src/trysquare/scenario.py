@@ -126,6 +126,7 @@ def load_scenario(
     data = _convert.read_toml(path, error=ScenarioError, label=path.name)
     raw = _convert.structure(data, _ScenarioFile, file=path)
     _check_task(path, raw.task)
+    _check_something_measured(path, raw.validation)
     if modes is None:
         from trysquare import plugins
 
@@ -163,6 +164,31 @@ def _check_task(path: Path, task: Task) -> None:
         if not command.strip():
             raise ScenarioError(f"{path.name}: task.prepare[{index}] is empty")
         _vet_command(path, f"task.prepare[{index}]", command)
+    _check_artefacts(path, task.artefacts)
+
+
+def _check_something_measured(path: Path, tables: Sequence[Any]) -> None:
+    # Without a validator, `validate` would record nothing and every cell would
+    # read "publishable" with no metric: a scenario that measures nothing is a mistake.
+    if not tables:
+        raise ScenarioError(
+            f"{path.name}: no [[validation]] table; declare at least one validator "
+            "(mode = \"script\", \"judge\" or \"form\")"
+        )
+
+
+def _check_artefacts(path: Path, artefacts: Sequence[str]) -> None:
+    # A blank pattern matches nothing, or (once stripped of "/" and "./") the
+    # whole tree: either way not what was meant, and by-products would be scored.
+    for index, pattern in enumerate(artefacts, start=1):
+        named = pattern.rstrip("/")
+        while named.startswith("./"):
+            named = named[2:]
+        if named.lstrip("/").strip() in ("", "."):
+            raise ScenarioError(
+                f"{path.name}: task.artefacts[{index}] is {pattern!r}, which names no path; "
+                "remove it or name the by-product (e.g. \"__pycache__\")"
+            )
 
 
 def _protected_env(path: Path, config: Path | None) -> dict[str, str]:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trysquare.report.render import render
+from trysquare.report.render import render, render_runs
 from trysquare.report.tables import Layout, build_report, declared_cells
 from trysquare.report.tables import cell_order as _cell_order
 
@@ -32,8 +32,11 @@ def cell_order(scenario: Any, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return _cell_order(declared, [row["cell"] for row in rows])
 
 
-def run_report(scenario: Any, experiment: Any, fmt: str = "md") -> int:
+def run_report(scenario: Any, experiment: Any, fmt: str = "md", *, runs_only: bool = False) -> int:
     """Rebuild ``measures.json``, write ``synthesis.md``, print the report in ``fmt``.
+
+    With ``runs_only`` (``report --runs``) only the per-run list is printed, whole
+    (the Markdown names at most 10 runs per cell); ``synthesis.md`` is written all the same.
 
     Returns the exit code: 0 when every cell is publishable, 1 otherwise (a run
     folder that could not be read, or a reference with no run, counts too: no
@@ -42,7 +45,7 @@ def run_report(scenario: Any, experiment: Any, fmt: str = "md") -> int:
     from trysquare import _atomic, results
 
     current = {v.name: v.digest() for v in scenario.validations}
-    rows = results.build_measures(scenario, experiment.runs, current)
+    rows = results.build_measures(scenario, experiment.runs, current, unusable=experiment.errors)
     results.write_measures(experiment.root, rows)
     report = build_report(
         Layout.from_scenario(scenario),
@@ -52,5 +55,8 @@ def run_report(scenario: Any, experiment: Any, fmt: str = "md") -> int:
     )
     markdown = render(report, "md")
     _atomic.write_text(experiment.root / SYNTHESIS_FILE, markdown)
-    sys.stdout.write(markdown if fmt == "md" else render(report, fmt))
+    if runs_only:
+        sys.stdout.write(render_runs(report, fmt))
+    else:
+        sys.stdout.write(markdown if fmt == "md" else render(report, fmt))
     return 0 if report["publishable"] else 1

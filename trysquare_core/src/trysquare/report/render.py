@@ -2,6 +2,11 @@
 
 Each renderer reads only the dict :func:`trysquare.report.tables.build_report`
 returns, so the three formats cannot disagree.
+
+Cell names, run ids, reasons and errors come from run folders (the measured
+agent's): every one goes through :mod:`trysquare._shown` — escaped Markdown,
+neutralised CSV cells, JSON with control characters as ``\\u`` escapes — so a
+report can neither be restyled nor lie on a terminal.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["render", "render_csv", "render_json", "render_md"]
+from trysquare._shown import csv_cell, json_text, md, md_code
+
+__all__ = ["render", "render_csv", "render_json", "render_md", "render_runs"]
 
 # Per cell, how many runs the Markdown names before "... and N more": a CI job
 # summary must stay small whatever the matrix; --format json names them all.
@@ -22,8 +29,29 @@ Report = Mapping[str, Any]
 
 
 def _cellsafe(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a Markdown table cell (and anywhere in a Markdown line)."""
+    return md(text)
+
+
+def _declared(name: object) -> str:
+    """A metric name the trusted scenario declared: only kept inside its table cell."""
+    return str(name).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _fraction(score: Mapping[str, Any]) -> str:
+    """``x/n``, then what is missing from n: ``2/3 · 1 unjudged · 1 pending``."""
+    text = f"{score['true']}/{score['n']}"
+    return text + _unknown_suffix(score)
+
+
+def _unknown_suffix(counts: Mapping[str, Any]) -> str:
+    # Said beside the number: a metric unjudged everywhere (0/0) must not look
+    # like a pending form metric, nor a small n like a small sample.
+    text = ""
+    for key in ("unjudged", "pending"):
+        if counts.get(key):
+            text += f" \u00b7 {counts[key]} {key}"
+    return text
 
 
 def _number(value: float | None) -> str:
@@ -64,7 +92,7 @@ def render_md(report: Report) -> str:
     cells = report["cells"]
     metrics = report["metrics"]
     blocked = [cell for cell in cells if not cell["publishable"]]
-    lines = [f"## {report['scenario']}", ""]
+    lines = [f"## {md(report['scenario'])}", ""]
     summary = f"{report['runs']} run(s) in {len(cells)} cell(s); "
     if blocked:
         summary += f"{len(blocked)} cell(s) not publishable."
@@ -78,10 +106,14 @@ def render_md(report: Report) -> str:
     rows = []
     for cell in cells:
         runs = str(cell["runs"]) + (f" ({cell['invalid']} invalid)" if cell["invalid"] else "")
-        scores = [f"{cell['scores'][m]['true']}/{cell['scores'][m]['n']}" for m in metrics["boolean"]]
+        scores = [_fraction(cell["scores"][m]) for m in metrics["boolean"]]
         rows.append([_cell_label(cell), runs, *scores])
-    lines += _table(["cell", "runs", *map(_cellsafe, metrics["boolean"])], rows)
-    lines += ["", "`x/n`: true out of the runs that could judge it; invalid runs are left out."]
+    lines += _table(["cell", "runs", *map(_declared, metrics["boolean"])], rows)
+    note = "`x/n`: true out of the runs that could judge it; invalid runs are left out."
+    if any(s.get("unjudged") or s.get("pending") for c in cells for s in c["scores"].values()):
+        note += (" `· k unjudged`: runs whose validator could not answer it (null, with a "
+                 "reason, listed under By run); `· k pending`: runs with no value yet. Neither is in n.")
+    lines += ["", note]
 
     if metrics["number"]:
         lines += ["", "### Numbers", "", "Median [95% bootstrap interval] (n)."]
@@ -90,19 +122,19 @@ def render_md(report: Report) -> str:
             values = []
             for metric in metrics["number"]:
                 number = cell["numbers"][metric]
-                values.append(
+                values.append((
                     f"{_number(number['median'])} [{_number(number['low'])}, "
                     f"{_number(number['high'])}] ({number['n']})" if number["n"] else "– (0)"
-                )
+                ) + _unknown_suffix(number))
             rows.append([_cell_label(cell), *values])
-        lines += [""] + _table(["cell", *map(_cellsafe, metrics["number"])], rows)
+        lines += [""] + _table(["cell", *map(_declared, metrics["number"])], rows)
     if metrics["diagnostic"]:
         named = ", ".join(f"`{d['metric']}` ({d['kind']})" for d in metrics["diagnostic"])
         lines += ["", f"Diagnostics, recorded per run and never aggregated: {named}."]
 
     gaps = report["gaps"]
     if gaps is not None:
-        lines += ["", f"### Gaps against `{_cellsafe(gaps['reference'])}`", ""]
+        lines += ["", f"### Gaps against {md_code(gaps['reference'])}", ""]
         counted = "every counted run"
         if gaps["validity"]:
             counted = "runs where " + " and ".join(f"`{m}`" for m in gaps["validity"]) + " is true"
@@ -116,9 +148,9 @@ def render_md(report: Report) -> str:
                 gap = "–"
             else:
                 gap = f"{_signed(row['gap'])} [{_signed(row['low'])}, {_signed(row['high'])}]"
-            score, ref = row["cell_score"], row["reference_score"]
+            score, ref = row["cell_score"], row["reference_score"]  # counted runs only
             rows.append([
-                _cellsafe(row["cell"]), _cellsafe(row["criterion"]),
+                _cellsafe(row["cell"]), _declared(row["criterion"]),
                 f"{score['true']}/{score['n']}", f"{ref['true']}/{ref['n']}", gap, row["state"],
             ])
         if rows:
@@ -136,9 +168,16 @@ def render_md(report: Report) -> str:
 
     if blocked:
         lines += ["", "### Not publishable", ""]
+        # Counted here, named run by run under "By run" (where each invalid run's
+        # first error is): listing them twice would double a CI summary's size.
         for cell in blocked:
-            lines.append(f"- **{_cellsafe(cell['cell'])}**")
-            lines += _capped([f"run `{w['run']}`: {w['reason']}" for w in cell["why_not"]])
+            parts = []
+            if cell["invalid"]:
+                parts.append(f"{cell['invalid']} invalid run(s)")
+            waiting = {w["run"] for w in cell["why_not"] if w["reason"].startswith("pending:")}
+            if waiting:
+                parts.append(f"{len(waiting)} run(s) with no value yet for a metric a verdict rests on")
+            lines.append(f"- **{_cellsafe(cell['cell'])}**: {', '.join(parts) or 'see By run'}")
 
     stale = [(cell["cell"], s) for cell in cells for s in cell["stale"]]
     if stale:
@@ -147,7 +186,7 @@ def render_md(report: Report) -> str:
         by_cell: dict[str, list[str]] = {}
         for cell_name, item in stale:
             by_cell.setdefault(cell_name, []).append(
-                f"run `{item['run']}`: {', '.join(item['validators'])}"
+                f"run {md_code(item['run'])}: {', '.join(map(md, item['validators']))}"
             )
         for cell_name, items in by_cell.items():
             lines.append(f"- **{_cellsafe(cell_name)}**")
@@ -163,15 +202,110 @@ def render_md(report: Report) -> str:
         ) + "."]
 
     if report["notes"]:
-        lines += ["", "### Notes", ""] + _capped(list(report["notes"]), indent="")
+        lines += ["", "### Notes", ""] + _capped([md(note) for note in report["notes"]], indent="")
+    if report.get("by_run"):
+        lines += ["", "### By run", "",
+                  "Each run with an invalid result or an unjudged or pending metric, and why "
+                  "(`trysquare report --runs` lists them all)."]
+        lines += _by_run_md(report, capped=True)
     return "\n".join(lines) + "\n"
 
 
+# How much of one reason or error a Markdown line carries (json and --runs carry it whole).
+MD_REASON_CHARS = 200
+
+
+def _short(text: object) -> str:
+    value = str(text).strip()
+    return value if len(value) <= MD_REASON_CHARS else value[: MD_REASON_CHARS - 1] + "…"
+
+
+def _run_lines(detail: Mapping[str, Any], *, capped: bool = True) -> list[str]:
+    """One run's entry: its line (naming the first error when invalid), then one line per item."""
+    cut = _short if capped else str
+    repetition = "?" if detail["repetition"] is None else detail["repetition"]
+    head = f"run {md_code(detail['run'])} (#{repetition}): {detail['state']}"
+    errors = detail["errors"]
+    if errors:
+        first = errors[0]
+        head += f", first error: {md(first['validator'] or 'run.toml')}: {md(cut(first['error']))}"
+    lines = [head]
+    for error in errors[1:]:
+        lines.append(f"  - invalid: {md(error['validator'] or 'run.toml')}: {md(cut(error['error']))}")
+    for item in detail["unjudged"]:
+        lines.append(
+            f"  - `{item['metric']}` ({md(item['validator'] or 'undeclared')}) unjudged: "
+            f"{md(cut(item['reason'] or 'no reason recorded'))}"
+        )
+    for item in detail["pending"]:
+        lines.append(f"  - `{item['metric']}` ({md(item['validator'] or '?')}) pending: no value yet")
+    return lines
+
+
+def _by_run_md(report: Report, *, capped: bool) -> list[str]:
+    by_cell: dict[str, list[Mapping[str, Any]]] = {}
+    for detail in report.get("by_run") or ():
+        by_cell.setdefault(detail["cell"], []).append(detail)
+    lines: list[str] = []
+    for cell, details in by_cell.items():
+        lines.append(f"- **{md(cell)}**")
+        shown = details[:MD_RUNS_PER_CELL] if capped else details
+        for detail in shown:
+            entry = _run_lines(detail, capped=capped)
+            lines.append(f"  - {entry[0]}")
+            lines += [f"  {line}" for line in entry[1:]]
+        if len(details) > len(shown):
+            lines.append(f"  - … and {len(details) - len(shown)} more (see `trysquare report --runs`)")
+    return lines
+
+
+def render_runs(report: Report, fmt: str) -> str:
+    """Only the per-run list (``report --runs``), uncapped, in ``fmt``."""
+    details = list(report.get("by_run") or ())
+    if fmt == "json":
+        return json_text(json.dumps(details, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        for row in _run_rows(details):
+            writer.writerow(row)
+        return out.getvalue()
+    if not details:
+        return "Every run is valid, with every metric judged.\n"
+    return "\n".join(_by_run_md(report, capped=False)) + "\n"
+
+
 def render_json(report: Report) -> str:
-    return json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    text = json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return json_text(text) + "\n"
 
 
-CSV_COLUMNS = ("table", "cell", "metric", "true", "n", "estimate", "low", "high", "state")
+CSV_COLUMNS = (
+    "table", "cell", "metric", "true", "n", "estimate", "low", "high", "state",
+    "unjudged", "pending", "run", "validator", "reason",
+)
+
+
+def _csv_row(**values: Any) -> list[Any]:
+    return ["" if values.get(k) is None else csv_cell(values[k]) for k in CSV_COLUMNS]
+
+
+def _run_rows(details: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+    """``table = run`` rows: one per invalid result, unjudged metric and pending metric."""
+    rows = []
+    for detail in details:
+        common = {"table": "run", "cell": detail["cell"], "run": detail["run"]}
+        for error in detail["errors"]:
+            rows.append(_csv_row(**common, state="invalid", validator=error["validator"],
+                                 reason=error["error"]))
+        for item in detail["unjudged"]:
+            rows.append(_csv_row(**common, metric=item["metric"], state="unjudged",
+                                 validator=item["validator"], reason=item["reason"]))
+        for item in detail["pending"]:
+            rows.append(_csv_row(**common, metric=item["metric"], state="pending",
+                                 validator=item["validator"]))
+    return rows
 
 
 def render_csv(report: Report) -> str:
@@ -184,16 +318,18 @@ def render_csv(report: Report) -> str:
         return "publishable" if cell["publishable"] else "not publishable"
 
     def put(**values: Any) -> None:
-        writer.writerow(["" if values.get(k) is None else values[k] for k in CSV_COLUMNS])
+        writer.writerow(_csv_row(**values))
 
     for cell in report["cells"]:
         for metric, score in cell["scores"].items():
             put(table="score", cell=cell["cell"], metric=metric, true=score["true"], n=score["n"],
-                state=state_of(cell))
+                state=state_of(cell), unjudged=score.get("unjudged", 0),
+                pending=score.get("pending", 0))
         for metric, number in cell["numbers"].items():
             put(table="number", cell=cell["cell"], metric=metric, n=number["n"],
                 estimate=number["median"], low=number["low"], high=number["high"],
-                state=state_of(cell))
+                state=state_of(cell), unjudged=number.get("unjudged", 0),
+                pending=number.get("pending", 0))
     if report["gaps"] is not None:
         for row in report["gaps"]["rows"]:
             put(table="gap", cell=row["cell"], metric=row["criterion"], true=row["cell_score"]["true"],
@@ -203,6 +339,8 @@ def render_csv(report: Report) -> str:
         name = " vs ".join(pair["pair"])
         put(table="kappa", metric=name, n=pair["n"], estimate=pair["kappa"])
         put(table="raw agreement", metric=name, n=pair["n"], estimate=pair["raw"])
+    for row in _run_rows(report.get("by_run") or ()):
+        writer.writerow(row)
     return out.getvalue()
 
 

@@ -15,7 +15,7 @@ import attrs
 
 from trysquare.report import stats
 
-__all__ = ["Layout", "build_report", "cell_order", "declared_cells"]
+__all__ = ["Layout", "build_report", "cell_order", "declared_cells", "run_details"]
 
 Row = Mapping[str, Any]
 
@@ -31,6 +31,7 @@ class Layout:
     validity: tuple[str, ...] = ()
     agreement: tuple[tuple[str, str], ...] = ()
     declared_cells: tuple[str, ...] = ()  # from [axes]/[variants]; () when none
+    owners: Mapping[str, str] = attrs.field(factory=dict)  # metric -> the validator declaring it
 
     @classmethod
     def from_scenario(cls, scenario: Any) -> Layout:
@@ -43,6 +44,7 @@ class Layout:
             validity=tuple(verdict.validity),
             agreement=tuple(tuple(pair) for pair in verdict.agreement),  # type: ignore[misc]
             declared_cells=tuple(declared_cells(scenario.axes, scenario.variants)),
+            owners={m: v.name for v in scenario.validations for m in v.metrics},
         )
 
 
@@ -143,7 +145,7 @@ def _blocking(row: Row, rests_on: Sequence[str]) -> list[str]:
     """Why this run blocks its cell's publication (empty: it does not)."""
     if row["state"] == "invalid":
         return [
-            f"invalid: {error.get('validator')}: {_first_line(str(error.get('error')))}"
+            f"invalid: {error.get('validator') or 'run.toml'}: {_first_line(str(error.get('error')))}"
             for error in row.get("errors") or [{"validator": "?", "error": ""}]
         ]
     pending = [m for m in row.get("pending") or () if m in rests_on]
@@ -157,6 +159,17 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6) + 0.0
 
 
+def _unknown(rows: Sequence[Row], metric: str) -> dict[str, int]:
+    """How many of ``rows`` could not judge ``metric`` (recorded ``null``) or have no value yet.
+
+    Shown beside every ``x/n``: a metric unjudged everywhere must not read as a
+    pending one, nor either of them as a small sample.
+    """
+    unjudged = sum(1 for row in rows if metric in row["metrics"] and row["metrics"][metric] is None)
+    pending = sum(1 for row in rows if metric in (row.get("pending") or ()))
+    return {"unjudged": unjudged, "pending": pending}
+
+
 def _score(rows: Sequence[Row], metric: str) -> dict[str, int]:
     judged = [row["metrics"].get(metric) for row in rows]
     judged = [value for value in judged if isinstance(value, bool)]
@@ -167,14 +180,59 @@ def _number(rows: Sequence[Row], metric: str) -> dict[str, Any]:
     values = [row["metrics"].get(metric) for row in rows]
     values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     if not values:
-        return {"median": None, "low": None, "high": None, "n": 0}
+        return {"median": None, "low": None, "high": None, "n": 0, **_unknown(rows, metric)}
     interval = stats.median_interval(values)
     return {
         "median": _round(interval.estimate),
         "low": _round(interval.low),
         "high": _round(interval.high),
         "n": len(values),
+        **_unknown(rows, metric),
     }
+
+
+def run_details(layout: Layout, rows: Sequence[Row], order: Sequence[str]) -> list[dict[str, Any]]:
+    """Each run with an invalid result or an unjudged or pending metric, and why.
+
+    One entry per such run, cells in report order: its ``errors`` (validator and
+    error, the first one named first), its ``unjudged`` metrics (metric,
+    validator, reason) and its ``pending`` ones (metric, validator).
+    """
+    rank = {cell: index for index, cell in enumerate(order)}
+    details = []
+    def position(r: Row) -> tuple[int, int, str]:
+        repetition = r["repetition"] if isinstance(r.get("repetition"), int) else -1
+        return rank.get(r["cell"], len(rank)), repetition, str(r["id"])
+
+    for row in sorted(rows, key=position):
+        reasons = row.get("reasons") or {}
+        unjudged = [
+            {"metric": metric, "validator": layout.owners.get(metric), "reason": reasons.get(metric, "")}
+            for metric, value in row["metrics"].items()
+            if value is None
+        ]
+        pending = [
+            {"metric": metric, "validator": layout.owners.get(metric)}
+            for metric in row.get("pending") or ()
+        ]
+        errors = [
+            {"validator": error.get("validator"), "error": str(error.get("error"))}
+            for error in row.get("errors") or ()
+        ]
+        if row["state"] == "invalid" and not errors:
+            errors = [{"validator": None, "error": "no error recorded"}]
+        if not (errors or unjudged or pending):
+            continue
+        details.append({
+            "run": str(row["id"]),
+            "cell": row["cell"],
+            "repetition": row["repetition"],
+            "state": row["state"],
+            "errors": errors,
+            "unjudged": sorted(unjudged, key=lambda item: item["metric"]),
+            "pending": sorted(pending, key=lambda item: item["metric"]),
+        })
+    return details
 
 
 def build_report(
@@ -229,7 +287,7 @@ def build_report(
             "reference": cell == layout.reference,
             "runs": len(cell_rows),
             "invalid": len(cell_rows) - len(counted),
-            "scores": {m: _score(counted, m) for m in booleans},
+            "scores": {m: {**_score(counted, m), **_unknown(counted, m)} for m in booleans},
             "numbers": {m: _number(counted, m) for m in numbers},
             "pending": pending,
             "publishable": not why_not,
@@ -257,6 +315,7 @@ def build_report(
         "gaps": gaps,
         "agreement": agreement,
         "notes": notes,
+        "by_run": run_details(layout, rows, order),
     }
 
 
