@@ -17,7 +17,7 @@ from typing import Any
 
 from trysquare_view.panel import esc, run_panel
 
-__all__ = ["build_page", "marks", "wilson"]
+__all__ = ["build_page", "marks", "read_experiment", "wilson"]
 
 MARKS = {
     "true": ("\u2713", "true"),
@@ -308,7 +308,7 @@ def _matrix(source: Any, rows: Sequence[Mapping[str, Any]]) -> str:
     metrics = matrix_metrics(report)
     cells = [cell["cell"] for cell in report["cells"]]
     out = ['<h2 id="runs">Runs</h2>']
-    legend = " ".join(f'<span class="m-{k}">{sym}</span> {esc(text)}' for k, (sym, text) in MARKS.items())
+    legend = " \u00b7 ".join(f'<span class="m-{k}">{sym}</span> {esc(text)}' for k, (sym, text) in MARKS.items())
     out.append(f'<p class="legend">{legend}. Click a run to see its diff, response and reasons.</p>')
     options = lambda values: "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)  # noqa: E731
     out.append('<form class="filters" id="filters" hidden>'
@@ -343,6 +343,28 @@ def _matrix(source: Any, rows: Sequence[Mapping[str, Any]]) -> str:
         out.append("</tbody>")
     out.append("</table>")
     return "".join(out)
+
+
+def read_experiment(scenario: Any, path: Any) -> Any:
+    """The report source of the runs below ``path``, read without writing anything.
+
+    Unlike ``trysquare report``, neither ``measures.json`` nor ``synthesis.md``
+    is rebuilt: ``view`` is read-only.
+    """
+    from trysquare.report import report_source
+    from trysquare.report.tables import Layout, build_report
+    from trysquare.results import build_measures
+    from trysquare.runs import discover
+
+    experiment = discover([path])[0]
+    current = {v.name: v.digest() for v in scenario.validations}
+    rows = build_measures(scenario, experiment.runs, current, unusable=experiment.errors)
+    report = build_report(
+        Layout.from_scenario(scenario), rows,
+        appearance=[run.cell for run in experiment.runs],
+        skipped=[str(error) for error in experiment.errors],
+    )
+    return report_source(report, rows, experiment)
 
 
 def build_page(source: Any, *, lazy: bool = False) -> str:

@@ -51,21 +51,9 @@ class ViewState:
 
     def page(self) -> str:
         """Read every result again and build the page (panels left out)."""
-        from trysquare.report import report_source
-        from trysquare.report.tables import Layout, build_report
-        from trysquare.results import build_measures
-        from trysquare.runs import discover
-        from trysquare_view.page import _ordered_rows, build_page
+        from trysquare_view.page import _ordered_rows, build_page, read_experiment
 
-        experiment = discover([self.path])[0]
-        current = {v.name: v.digest() for v in self.scenario.validations}
-        rows = build_measures(self.scenario, experiment.runs, current, unusable=experiment.errors)
-        report = build_report(
-            Layout.from_scenario(self.scenario), rows,
-            appearance=[run.cell for run in experiment.runs],
-            skipped=[str(error) for error in experiment.errors],
-        )
-        source = report_source(report, rows, experiment)
+        source = read_experiment(self.scenario, self.path)
         with self._lock:
             self.rows = _ordered_rows(source)
             self.run_dirs = dict(source.run_dirs)
@@ -75,8 +63,6 @@ class ViewState:
         from trysquare_view.panel import run_panel
 
         with self._lock:
-            if not self.rows:
-                pass
             rows, run_dirs = self.rows, self.run_dirs
         if not rows:
             self.page()
