@@ -14,12 +14,12 @@ from trysquare_view.panel import DIFF_FILE_CHARS
 from tests.view.viewlab import BIG_FILE, EVIL_CELL, build_lab, source_of
 
 
-@pytest.fixture
-def lab(tmp_path: Path):
-    return build_lab(tmp_path)
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory):
+    return build_lab(tmp_path_factory.mktemp("view-html"))  # read only here: built once
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def page(lab) -> str:
     return build_page(source_of(lab))
 
