@@ -103,3 +103,9 @@ def test_panel_holds_response_reasons_stderr_tail_transcript_and_history(page: s
 def test_an_invalid_run_panel_names_its_error(page: str) -> None:
     panel = page[page.index('id="run-3"'):page.index('id="run-4"')]  # evil-2
     assert "invalid: check: the clone changed:" in panel
+
+
+def test_notes_say_why_a_cell_is_not_publishable_and_what_is_stale(page: str) -> None:
+    notes = page[page.index('id="notes"'):]
+    assert "not publishable: run <code>evil-2</code>: invalid: check: the clone changed:" in notes
+    assert "stale: run <code>base-1</code>: recorded by check, judge before it changed" in notes

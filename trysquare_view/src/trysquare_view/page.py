@@ -43,8 +43,8 @@ details.run{border:1px solid #ccc;border-radius:4px;margin:.4em 0;padding:.2em .
 details.run[open]{box-shadow:0 0 0 2px #8ab4f8}
 pre{background:#f7f7f9;padding:.5em;overflow:auto;max-height:30em;white-space:pre-wrap;word-break:break-all}
 pre.patch{white-space:pre}
-.da{background:#e6ffec;color:#116329;display:block}.dd{background:#ffebe9;color:#82071e;display:block}
-.dh{color:#0550ae;display:block}.dm{color:#57606a;font-weight:bold;display:block}.dc{display:block}
+.da,.dd,.dh,.dm{display:block}.da{background:#e6ffec;color:#116329}.dd{background:#ffebe9;color:#82071e}
+.dh{color:#0550ae}.dm{color:#57606a;font-weight:bold}
 .note{color:#555;font-style:italic}.error{color:#b3261e}
 svg text{font:12px system-ui,sans-serif}
 .hidden{display:none}
@@ -345,18 +345,36 @@ def _matrix(source: Any, rows: Sequence[Mapping[str, Any]]) -> str:
     return "".join(out)
 
 
-def read_experiment(scenario: Any, path: Any) -> Any:
+def _notes(report: Mapping[str, Any]) -> str:
+    """Why a cell is not publishable, stale results, and the report's notes."""
+    items = [esc(note) for note in report.get("notes") or ()]
+    for cell in report["cells"]:
+        for why in cell["why_not"]:
+            items.append(f"cell {esc(cell['cell'])} not publishable: run <code>{esc(why['run'])}</code>: "
+                         f"{esc(why['reason'])}")
+        for stale in cell["stale"]:
+            items.append(f"stale: run <code>{esc(stale['run'])}</code>: recorded by "
+                         f"{esc(', '.join(stale['validators']))} before it changed (re-run validate)")
+    body = "<ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>" if items else (
+        '<p class="note">none.</p>')
+    return '<h2 id="notes">Notes</h2>' + body
+
+
+def read_experiment(scenario: Any, path: Any, experiment: Any = None) -> Any:
     """The report source of the runs below ``path``, read without writing anything.
 
     Unlike ``trysquare report``, neither ``measures.json`` nor ``synthesis.md``
-    is rebuilt: ``view`` is read-only.
+    is rebuilt: ``view`` is read-only. ``experiment`` (the runs as discovered
+    before) saves finding and checking every run folder again: only the results
+    are read anew.
     """
     from trysquare.report import report_source
     from trysquare.report.tables import Layout, build_report
     from trysquare.results import build_measures
     from trysquare.runs import discover
 
-    experiment = discover([path])[0]
+    if experiment is None:
+        experiment = discover([path])[0]
     current = {v.name: v.digest() for v in scenario.validations}
     rows = build_measures(scenario, experiment.runs, current, unusable=experiment.errors)
     report = build_report(
@@ -401,9 +419,6 @@ def build_page(source: Any, *, lazy: bool = False) -> str:
         for index, row in enumerate(rows):
             out.append(run_panel(index, row, source.run_dirs.get(str(row["id"]))))
     out.append("</div>")
-    notes = list(report.get("notes") or ())
-    out.append('<h2 id="notes">Notes</h2>')
-    out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>" if notes
-               else '<p class="note">none.</p>')
+    out.append(_notes(report))
     out.append(f"<script>{SCRIPT}</script></body></html>\n")
     return "".join(out)

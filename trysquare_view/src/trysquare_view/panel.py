@@ -48,14 +48,15 @@ def read_inside(run_dir: Path, relative: str, limit: int, *, tail: bool = False)
     :raises FileNotFoundError: there is no such file.
     :raises Refused: a symlink on the way, a path outside the run folder, not a regular file.
     """
-    root = run_dir.resolve()
-    path = root
+    # ``run_dir`` itself is resolved once by the caller (run_panel); below it, no
+    # component may be a symlink and no part may climb out.
+    path = run_dir
     for part in Path(relative).parts:
+        if part in ("..", "/") or os.sep in part:
+            raise Refused(f"{relative} is outside the run folder")
         path = path / part
         if path.is_symlink():
             raise Refused(f"{relative} is a symlink; not followed")
-    if not path.resolve().is_relative_to(root):
-        raise Refused(f"{relative} is outside the run folder")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
@@ -129,8 +130,13 @@ def _diff_line_class(line: str) -> str:
 
 
 def _coloured(patch: str) -> str:
-    lines = patch.splitlines()
-    return "".join(f'<span class="{_diff_line_class(line)}">{esc(line)}\n</span>' for line in lines)
+    # Escaped once as a whole (escaping keeps each line's first characters), then
+    # only the lines that need a colour get an element: context lines stay bare text.
+    out = []
+    for line in esc(patch).split("\n"):
+        kind = _diff_line_class(line)
+        out.append(line + "\n" if kind == "dc" else f'<span class="{kind}">{line}\n</span>')
+    return "".join(out).rstrip("\n")
 
 
 def _diff_section(run_dir: Path | None) -> str:
@@ -254,6 +260,8 @@ def run_panel(index: int, row: Mapping[str, Any], run_dir: Path | None, *, open_
             f'<b class="st-{esc(row.get("state"))}">{esc(row.get("state"))}</b></summary>'
             '<div class="body">')
     out = [head]
+    if run_dir is not None:
+        run_dir = Path(os.path.realpath(run_dir))
     for error in row.get("errors") or ():
         out.append(f'<p class="error">invalid: {esc(error.get("validator") or "run.toml")}: '
                    f'{esc(error.get("error"))}</p>')

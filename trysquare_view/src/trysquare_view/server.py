@@ -7,7 +7,8 @@ experiment can be served (anything else is a 404); only GET and HEAD are
 answered (any other method is a 405), and nothing on disk is written — not even
 ``measures.json``, which ``report`` rebuilds. Each page load reads the results
 again, so runs a running ``validate`` finishes appear on reload; run panels are
-fetched one by one when clicked, so a large experiment opens at once.
+fetched one by one when clicked, so a large experiment opens at once. Run
+folders are found once, at start: a run folder added later needs a restart.
 """
 
 from __future__ import annotations
@@ -48,12 +49,17 @@ class ViewState:
         self.rows: Sequence[Mapping[str, Any]] = ()
         self.run_dirs: Mapping[str, Path] = {}
         self._lock = threading.Lock()
+        # Found and checked once (a git call per run); each page then reads only
+        # the results, which is what a running `validate` changes.
+        from trysquare.runs import discover
+
+        self.experiment = discover([path])[0]
 
     def page(self) -> str:
         """Read every result again and build the page (panels left out)."""
         from trysquare_view.page import _ordered_rows, build_page, read_experiment
 
-        source = read_experiment(self.scenario, self.path)
+        source = read_experiment(self.scenario, self.path, self.experiment)
         with self._lock:
             self.rows = _ordered_rows(source)
             self.run_dirs = dict(source.run_dirs)
