@@ -49,3 +49,13 @@ def test_view_symlinked_validation_folder_is_not_followed(tmp_path: Path) -> Non
     (run / "validation").symlink_to(outside)
     page = build_page(source_of(lab))
     assert SECRET not in page
+
+
+def test_view_diff_colouring_escapes_every_token() -> None:
+    from trysquare_view.panel import _coloured
+
+    hostile = "+x = '<script>a</script>'  # <img src=x onerror=alert(1)>\n<script>b</script>\n-\"<b>\""
+    for name in ("a.py", "a.js", "a.txt", "a.sh"):
+        coloured = _coloured(hostile, name)
+        assert "<script>" not in coloured and "<img" not in coloured and "<b>" not in coloured
+        assert "&lt;script&gt;" in coloured

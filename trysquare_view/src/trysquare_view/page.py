@@ -45,6 +45,7 @@ pre{background:#f7f7f9;padding:.5em;overflow:auto;max-height:30em;white-space:pr
 pre.patch{white-space:pre}
 .da,.dd,.dh,.dm{display:block}.da{background:#e6ffec;color:#116329}.dd{background:#ffebe9;color:#82071e}
 .dh{color:#0550ae}.dm{color:#57606a;font-weight:bold}
+i.tk{font-style:normal;color:#8250df}i.ts{font-style:normal;color:#0a3069}i.tc{color:#6e7781}
 .note{color:#555;font-style:italic}.error{color:#b3261e}
 svg text{font:12px system-ui,sans-serif}
 .hidden{display:none}

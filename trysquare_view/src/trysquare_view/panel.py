@@ -129,13 +129,61 @@ def _diff_line_class(line: str) -> str:
     return "dc"
 
 
-def _coloured(patch: str) -> str:
-    # Escaped once as a whole (escaping keeps each line's first characters), then
-    # only the lines that need a colour get an element: context lines stay bare text.
+# Light syntax colouring inside a diff's code lines, by file suffix: comments,
+# strings and keywords. Tokens are found in the raw line and escaped one by one.
+_KEYWORDS = {
+    "py": "and as assert async await break class continue def del elif else except False finally "
+          "for from global if import in is lambda None nonlocal not or pass raise return True try "
+          "while with yield",
+    "js": "async await break case catch class const continue default delete do else export "
+          "extends false finally for function if import in instanceof let new null return super "
+          "switch this throw true try typeof undefined var void while yield",
+    "c": "break case char const continue default do double else enum extern float for fn func go "
+         "goto if impl import int let long match mod mut package pub return self static struct "
+         "switch type typedef unsigned use void while",
+    "sh": "case do done elif else esac export fi for function if in local return then until while",
+}
+_LANGUAGES = {
+    ".py": "py", ".pyi": "py", ".js": "js", ".mjs": "js", ".ts": "js", ".tsx": "js", ".jsx": "js",
+    ".c": "c", ".h": "c", ".cc": "c", ".cpp": "c", ".hpp": "c", ".rs": "c", ".go": "c",
+    ".java": "c", ".sh": "sh", ".bash": "sh",
+}
+_COMMENT = {"py": "#", "sh": "#", "js": "//", "c": "//"}
+_TOKENS = {
+    lang: re.compile(
+        rf"(?P<comment>{re.escape(_COMMENT[lang])}.*)"
+        r"|(?P<string>\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?)"
+        rf"|(?P<keyword>\b(?:{'|'.join(words.split())})\b)"
+    )
+    for lang, words in _KEYWORDS.items()
+}
+_TOKEN_CLASS = {"comment": "tc", "string": "ts", "keyword": "tk"}
+
+
+def _highlight(code: str, lang: str | None) -> str:
+    if lang is None:
+        return esc(code)
+    out, last = [], 0
+    for match in _TOKENS[lang].finditer(code):
+        kind = match.lastgroup or "keyword"
+        out.append(esc(code[last:match.start()]))
+        out.append(f'<i class="{_TOKEN_CLASS[kind]}">{esc(match.group())}</i>')
+        last = match.end()
+    out.append(esc(code[last:]))
+    return "".join(out)
+
+
+def _coloured(patch: str, name: str = "") -> str:
+    # Only lines that need a colour get an element: context lines stay bare text.
+    lang = _LANGUAGES.get(Path(name).suffix.lower())
     out = []
-    for line in esc(patch).split("\n"):
+    for line in patch.split("\n"):
         kind = _diff_line_class(line)
-        out.append(line + "\n" if kind == "dc" else f'<span class="{kind}">{line}\n</span>')
+        if kind in ("dm", "dh"):
+            out.append(f'<span class="{kind}">{esc(line)}\n</span>')
+            continue
+        code = esc(line[:1]) + _highlight(line[1:], lang) if line else ""
+        out.append(code + "\n" if kind == "dc" else f'<span class="{kind}">{code}\n</span>')
     return "".join(out).rstrip("\n")
 
 
@@ -157,7 +205,7 @@ def _diff_section(run_dir: Path | None) -> str:
                    f"the full diff is {full}")
             patch = patch[:DIFF_FILE_CHARS]
         out.append(f'<details class="file" open><summary>{esc(name)}</summary>'
-                   f'<pre class="patch">{_coloured(patch)}</pre>{_note(cut)}</details>')
+                   f'<pre class="patch">{_coloured(patch, name)}</pre>{_note(cut)}</details>')
     out.append("</section>")
     return "".join(out)
 
