@@ -116,3 +116,46 @@ def test_view_panel_is_served_on_demand(shared) -> None:
     status, panel = request(port, "/run/3")  # evil-2: invalid
     assert status == 200 and panel.startswith('<details class="run" id="run-3" open>')
     assert SECRET not in panel and "not shown: response.md is a symlink" in panel
+
+
+def test_view_command_serves_on_loopback_and_stops(tmp_path: Path) -> None:
+    # The process is the point here: the command a user types, its one line, its socket.
+    import os
+    import subprocess
+    import sys
+
+    lab = build_lab(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trysquare", "view", str(lab.scenario), str(lab.root), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("serving http://127.0.0.1:") and "(read-only" in line, line
+        port = int(line.split(":")[2].split("/")[0])
+        status, page = request(port, "/")
+        assert status == 200 and "view-lab" in page
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert not (lab.root / "measures.json").exists()
+
+
+def test_view_command_refuses_a_missing_folder_in_one_sentence(tmp_path: Path, capsys) -> None:
+    from trysquare.cli import main
+
+    lab = build_lab(tmp_path)
+    assert main(["view", str(lab.scenario), str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"trysquare: {tmp_path / 'nowhere'}: not a folder of runs"
+
+
+def test_view_command_refuses_a_folder_without_runs(tmp_path: Path, capsys) -> None:
+    from trysquare.cli import main
+
+    lab = build_lab(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["view", str(lab.scenario), str(empty)]) == 2
+    assert "no run found under" in capsys.readouterr().err

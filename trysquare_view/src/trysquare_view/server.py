@@ -51,9 +51,9 @@ class ViewState:
         self._lock = threading.Lock()
         # Found and checked once (a git call per run); each page then reads only
         # the results, which is what a running `validate` changes.
-        from trysquare.runs import discover
+        from trysquare.cli import load_experiments
 
-        self.experiment = discover([path])[0]
+        self.experiment = load_experiments([path])[0]
 
     def page(self) -> str:
         """Read every result again and build the page (panels left out)."""
