@@ -95,6 +95,8 @@ def test_panel_holds_response_reasons_stderr_tail_transcript_and_history(page: s
     assert "Nothing to do." in panel
     assert "suite failed:" in panel and "linter crashed" in panel
     assert "judge transcript" in panel and "&quot;pieces&quot;" in panel
+    # What the judge cost, from its transcript: a retry is a request too.
+    assert "requests: 2 \u00b7 tokens in 1,200 (300 cached) \u00b7 out 80" in panel
     assert "result history (1 earlier result(s)" in panel
     evil1 = page[page.index('id="run-2"'):page.index('id="run-3"')]
     assert "stderr (tail)" in evil1 and "showing the last 4,000 of" in evil1

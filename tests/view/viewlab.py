@@ -107,8 +107,14 @@ def build_lab(tmp_path: Path) -> Lab:
     _record(base2, "judge", _result({"clear": False}, {"clear": "no change"}, name="judge"))
     (base2 / "validation" / "judge").mkdir()
     _atomic.write_json(base2 / "validation" / "judge" / "transcript.json", {
-        "exchanges": [{"request": {"pieces": {"diff": "", "response": "Nothing to do."}},
-                       "response": {"verdict": {"clear": False}, "text": XSS}}],
+        "exchanges": [
+            {"attempt": 1, "request": {"body": {"pieces": "Nothing to do."}}, "error": "HTTP 429",
+             "response": {"status": 429, "body": {"error": "slow down"}}},
+            {"attempt": 2, "request": {"body": {"pieces": {"diff": "", "response": "Nothing to do."}}},
+             "response": {"status": 200, "body": {"verdict": {"clear": False}, "text": XSS, "usage": {
+                 "prompt_tokens": 1200, "completion_tokens": 80,
+                 "prompt_tokens_details": {"cached_tokens": 300}}}}},
+        ],
         "outcome": {"state": "valid", "error": None},
     })
     _atomic.append_line(base2 / "validation" / "check.history.jsonl",

@@ -26,6 +26,7 @@ DIFF_READ_BYTES = 1_000_000
 RESPONSE_CHARS = 20_000
 STDERR_TAIL_BYTES = 4_000
 TRANSCRIPT_CHARS = 30_000
+TRANSCRIPT_READ_BYTES = 5_000_000
 HISTORY_SHOWN = 5
 HISTORY_READ_BYTES = 200_000
 
@@ -260,19 +261,68 @@ def _validator_section(run_dir: Path, name: str) -> str:
     stderr, note = _piece(run_dir, f"validation/{name}.stderr", STDERR_TAIL_BYTES, tail=True)
     if stderr:
         out.append(f"<h5>stderr (tail)</h5>{_note(note)}{_pre(stderr, 'stderr')}")
-    transcript, note = _piece(run_dir, f"validation/{name}/transcript.json", TRANSCRIPT_CHARS)
+    transcript, note = _piece(run_dir, f"validation/{name}/transcript.json", TRANSCRIPT_READ_BYTES)
     if transcript is not None or note:
+        usage = ""
         if transcript is not None and not note:
             try:
-                transcript = json.dumps(json.loads(transcript), indent=2, ensure_ascii=False)
+                parsed = json.loads(transcript)
             except ValueError:
                 pass
+            else:
+                usage = judge_usage(parsed)
+                transcript = json.dumps(parsed, indent=2, ensure_ascii=False)
         out.append(f"<h5>judge transcript</h5>{_note(note)}")
+        if usage:
+            out.append(f'<p class="usage">{esc(usage)}</p>')
         if transcript is not None:
-            out.append(_pre(transcript, "transcript"))
+            cut = ""
+            if len(transcript) > TRANSCRIPT_CHARS:
+                cut = (f"showing {TRANSCRIPT_CHARS:,} of {len(transcript):,} characters; the whole "
+                       f"transcript is {run_dir / 'validation' / name / 'transcript.json'}")
+                transcript = transcript[:TRANSCRIPT_CHARS]
+            out.append(_pre(transcript, "transcript") + _note(cut))
     out.append(_history(run_dir, name))
     out.append("</section>")
     return "".join(out)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def judge_usage(transcript: Any) -> str:
+    """``requests: 2 · tokens in 1,200 (300 cached) · out 80`` from a judge transcript, or ``""``.
+
+    Every exchange is one request sent (a retry is a request too); tokens are
+    what the provider reported in each reply's ``usage`` (OpenAI-style
+    ``prompt_tokens``/``completion_tokens`` or ``input_tokens``/``output_tokens``).
+    """
+    exchanges = transcript.get("exchanges") if isinstance(transcript, Mapping) else None
+    if not isinstance(exchanges, list):
+        return ""
+    tokens_in = tokens_out = cached = 0
+    reported = False
+    for exchange in exchanges:
+        response = exchange.get("response") if isinstance(exchange, Mapping) else None
+        body = response.get("body") if isinstance(response, Mapping) else None
+        usage = body.get("usage") if isinstance(body, Mapping) else None
+        if not isinstance(usage, Mapping):
+            continue
+        reported = True
+        tokens_in += _count(usage.get("prompt_tokens", usage.get("input_tokens")))
+        tokens_out += _count(usage.get("completion_tokens", usage.get("output_tokens")))
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
+        if isinstance(details, Mapping):
+            cached += _count(details.get("cached_tokens"))
+    text = f"requests: {len(exchanges)}"
+    if reported:
+        text += f" \u00b7 tokens in {tokens_in:,}"
+        text += f" ({cached:,} cached)" if cached else ""
+        text += f" \u00b7 out {tokens_out:,}"
+    else:
+        text += " \u00b7 no token usage reported"
+    return text
 
 
 def _history(run_dir: Path, name: str) -> str:
