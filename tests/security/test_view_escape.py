@@ -41,7 +41,7 @@ def test_view_symlinked_validation_folder_is_not_followed(tmp_path: Path) -> Non
     run = lab.root / "runs" / "evil-3"
     outside = tmp_path / "outside" / "validation"
     outside.mkdir()
-    (outside / "leak.json").write_text('{"state": "valid", "metrics": {"k": "%s"}}' % SECRET)
+    (outside / "leak.json").write_text(f'{{"state": "valid", "metrics": {{"k": "{SECRET}"}}}}')
     (outside / "leak.stderr").write_text(SECRET)
     import shutil
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from trysquare_view.panel import esc, run_panel
 
-__all__ = ["build_page", "marks", "read_experiment", "wilson"]
+__all__ = ["build_page", "marks", "ordered_rows", "read_experiment", "wilson"]
 
 MARKS = {
     "true": ("\u2713", "true"),
@@ -234,7 +234,7 @@ def _proportion_chart(report: Mapping[str, Any], metric: str) -> str:
             out.append(f'<text x="{x0}" y="{y + 4}" fill="#666">no judged run</text>')
             continue
         p, low, high = interval
-        sx = lambda v: x0 + v * (x1 - x0)  # noqa: E731 - a scale, read inline
+        sx = lambda v: x0 + v * (x1 - x0)
         colour = "#1a73e8" if not cell["reference"] else "#333"
         out.append(f'<line x1="{sx(low):.1f}" y1="{y}" x2="{sx(high):.1f}" y2="{y}" stroke="{colour}" '
                    f'stroke-width="2"/><circle cx="{sx(p):.1f}" cy="{y}" r="5" fill="{colour}">'
@@ -259,7 +259,7 @@ def _forest(report: Mapping[str, Any]) -> str:
                f'interval; zero dashed</figcaption><svg role="img" width="760" height="{height}" '
                f'viewBox="0 0 760 {height}" xmlns="http://www.w3.org/2000/svg"><title>gaps</title>')
     out.append(_axis(x0, x1, 6, bottom, [-1, -0.5, 0, 0.5, 1], -1, 1, zero=0))
-    sx = lambda v: x0 + (v + 1) / 2 * (x1 - x0)  # noqa: E731
+    sx = lambda v: x0 + (v + 1) / 2 * (x1 - x0)
     for i, row in enumerate(rows):
         y = 20 + i * row_h
         label = esc(f"{str(row['cell'])[:40]} \u00b7 {row['criterion']}")
@@ -287,7 +287,7 @@ def _forest(report: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def _ordered_rows(source: Any) -> list[Mapping[str, Any]]:
+def ordered_rows(source: Any) -> list[Mapping[str, Any]]:
     """Runs grouped by cell in report order, then by repetition and id."""
     order = {cell["cell"]: i for i, cell in enumerate(source.report["cells"])}
 
@@ -311,7 +311,7 @@ def _matrix(source: Any, rows: Sequence[Mapping[str, Any]]) -> str:
     out = ['<h2 id="runs">Runs</h2>']
     legend = " \u00b7 ".join(f'<span class="m-{k}">{sym}</span> {esc(text)}' for k, (sym, text) in MARKS.items())
     out.append(f'<p class="legend">{legend}. Click a run to see its diff, response and reasons.</p>')
-    options = lambda values: "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)  # noqa: E731
+    options = lambda values: "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
     out.append('<form class="filters" id="filters" hidden>'
                f'<label>cell <select id="f-cell"><option value="">all</option>{options(cells)}</select></label>'
                f'<label>metric <select id="f-metric"><option value="">all</option>{options(metrics)}</select></label>'
@@ -393,7 +393,7 @@ def build_page(source: Any, *, lazy: bool = False) -> str:
     ``run/N`` when a run is clicked, so a large experiment opens at once.
     """
     report = source.report
-    rows = _ordered_rows(source)
+    rows = ordered_rows(source)
     verdict = "every cell is publishable" if report["publishable"] else "not publishable"
     out = [
         "<!DOCTYPE html>",

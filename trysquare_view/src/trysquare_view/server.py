@@ -57,11 +57,11 @@ class ViewState:
 
     def page(self) -> str:
         """Read every result again and build the page (panels left out)."""
-        from trysquare_view.page import _ordered_rows, build_page, read_experiment
+        from trysquare_view.page import build_page, ordered_rows, read_experiment
 
         source = read_experiment(self.scenario, self.path, self.experiment)
         with self._lock:
-            self.rows = _ordered_rows(source)
+            self.rows = ordered_rows(source)
             self.run_dirs = dict(source.run_dirs)
         return build_page(source, lazy=True)
 
@@ -122,10 +122,10 @@ def _handler(state: ViewState) -> type[BaseHTTPRequestHandler]:
                     return
             self._send(HTTPStatus.NOT_FOUND, "not found\n", "text/plain", head=head)
 
-        def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+        def do_GET(self) -> None:
             self._route()
 
-        def do_HEAD(self) -> None:  # noqa: N802
+        def do_HEAD(self) -> None:
             self._route(head=True)
 
         def _refuse(self) -> None:
@@ -134,9 +134,9 @@ def _handler(state: ViewState) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse  # noqa: N815
+        do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             pass  # a quiet local tool; errors reach the page
 
     return Handler
