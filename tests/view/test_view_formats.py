@@ -107,3 +107,12 @@ def test_the_core_never_imports_the_view() -> None:
     for path in core.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "import trysquare_view" not in text and "from trysquare_view" not in text, path
+
+
+def test_html_without_the_view_says_where_it_comes_from(lab, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("TRYSQUARE_BLOCK_PLUGINS", "trysquare-view")
+    plugins.reset()
+    assert main(["report", str(lab.scenario), str(lab.root), "--format", "html"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "(registered: csv, json, md); html comes with trysquare-view: pip install trysquare-view"
+    )

@@ -91,7 +91,8 @@ def report_format(name: str) -> Any:
     formats = plugins.report_formats()
     if name not in formats:
         known = ", ".join(sorted(formats)) or "none"
-        raise UsageError(f"--format {name}: no such report format (registered: {known})")
+        hint = "; html comes with trysquare-view: pip install trysquare-view" if name == "html" else ""
+        raise UsageError(f"--format {name}: no such report format (registered: {known}){hint}")
     return formats[name]
 
 
