@@ -7,13 +7,16 @@ experiment can be served (anything else is a 404); only GET and HEAD are
 answered (any other method is a 405), and nothing on disk is written — not even
 ``measures.json``, which ``report`` rebuilds. Each page load reads the results
 again, so runs a running ``validate`` finishes appear on reload; run panels are
-fetched one by one when clicked, so a large experiment opens at once. Run
-folders are found once, at start: a run folder added later needs a restart.
+fetched one by one when clicked, so a large experiment opens at once; the page
+is built at start and rebuilt on a load only when a result was written since
+(one stat per run tells). Run folders are found once, at start: a run folder
+added later needs a restart.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import threading
@@ -54,16 +57,35 @@ class ViewState:
         from trysquare.cli import load_experiments
 
         self.experiment = load_experiments([path])[0]
+        self._page: str | None = None
+        self._signature_built: tuple[int, ...] = ()
 
     def page(self) -> str:
-        """Read every result again and build the page (panels left out)."""
+        """The page (panels left out), rebuilt only when a result has changed since."""
         from trysquare_view.page import build_page, ordered_rows, read_experiment
 
+        signature = self._signature()
+        with self._lock:
+            if self._page is not None and signature == self._signature_built:
+                return self._page
         source = read_experiment(self.scenario, self.path, self.experiment)
+        page = build_page(source, lazy=True)
         with self._lock:
             self.rows = ordered_rows(source)
             self.run_dirs = dict(source.run_dirs)
-        return build_page(source, lazy=True)
+            self._page, self._signature_built = page, signature
+        return page
+
+    def _signature(self) -> tuple[int, ...]:
+        # A result is written by an atomic rename into validation/, which changes
+        # that folder's mtime: one stat per run tells whether anything was written.
+        stamps = []
+        for run in self.experiment.runs:
+            try:
+                stamps.append(os.stat(run.validation_dir).st_mtime_ns)
+            except OSError:
+                stamps.append(-1)
+        return tuple(stamps)
 
     def panel(self, index: int) -> str | None:
         from trysquare_view.panel import run_panel
@@ -144,7 +166,9 @@ def _handler(state: ViewState) -> type[BaseHTTPRequestHandler]:
 
 def make_server(scenario: Any, path: Path, port: int = DEFAULT_PORT) -> ThreadingHTTPServer:
     """The server, bound to 127.0.0.1 only (``port`` 0: a free one); not yet serving."""
-    server = ThreadingHTTPServer((HOST, port), _handler(ViewState(scenario, path)))
+    state = ViewState(scenario, path)
+    state.page()  # built before the first visit, which then opens at once
+    server = ThreadingHTTPServer((HOST, port), _handler(state))
     server.daemon_threads = True
     return server
 
