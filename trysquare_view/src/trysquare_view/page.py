@@ -346,6 +346,9 @@ def _matrix(source: Any, rows: Sequence[Mapping[str, Any]]) -> str:
     return "".join(out)
 
 
+NOTES_PER_CELL = 10
+
+
 def _notes(report: Mapping[str, Any]) -> str:
     """Why a cell is not publishable, stale results, and the report's notes."""
     items = [esc(note) for note in report.get("notes") or ()]
@@ -353,9 +356,13 @@ def _notes(report: Mapping[str, Any]) -> str:
         for why in cell["why_not"]:
             items.append(f"cell {esc(cell['cell'])} not publishable: run <code>{esc(why['run'])}</code>: "
                          f"{esc(why['reason'])}")
-        for stale in cell["stale"]:
+        # Named up to a few per cell: every run of a large experiment may be stale at once.
+        for stale in cell["stale"][:NOTES_PER_CELL]:
             items.append(f"stale: run <code>{esc(stale['run'])}</code>: recorded by "
                          f"{esc(', '.join(stale['validators']))} before it changed (re-run validate)")
+        if len(cell["stale"]) > NOTES_PER_CELL:
+            items.append(f"stale: \u2026 and {len(cell['stale']) - NOTES_PER_CELL} more run(s) in cell "
+                         f"{esc(cell['cell'])} (trysquare report lists them all)")
     body = "<ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>" if items else (
         '<p class="note">none.</p>')
     return '<h2 id="notes">Notes</h2>' + body
