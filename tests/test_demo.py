@@ -33,6 +33,9 @@ def test_demo_builds_validates_fills_and_reports(cli, tmp_path: Path) -> None:
     nothing_2 = json.loads((target / "runs" / "nothing-2" / "validation" / "script.json").read_text())
     assert nothing_2["reasons"]["in_scope"] == "also touched README.md"
     assert (target / "synthesis.md").read_text().startswith("## counter-fix")
+    # Issue 15: the demo ends with the page to look at, and says where it is.
+    assert done.stdout.rstrip().splitlines()[-1] == f"wrote {target / 'report.html'}"
+    assert (target / "report.html").read_text().startswith("<!DOCTYPE html>")
     # A second demo into the same folder rebuilds it; a foreign folder is refused.
     assert cli("demo", target, "--no-progress", cwd=tmp_path).returncode == 0
     foreign = tmp_path / "mine"

@@ -72,7 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="write synthesis.md and print the report")
     report.add_argument("scenario", type=Path)
     report.add_argument("path", type=Path)
-    report.add_argument("--format", choices=("md", "json", "csv"), default="md")
+    report.add_argument(
+        "--format", default="md", metavar="NAME",
+        help="a registered report format: md (default), json, csv, html with trysquare-view",
+    )
+    report.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the report to FILE")
     report.add_argument(
         "--runs", action="store_true",
         help="print only the runs with an invalid result or an unjudged or pending metric, and why",
@@ -329,7 +333,7 @@ def _report(args: argparse.Namespace) -> int:
     scenario = _load(args.scenario)
     experiments = load_experiments([args.path])
     _refuse_duplicates(experiments)
-    return run_report(scenario, experiments[0], args.format, runs_only=args.runs)
+    return run_report(scenario, experiments[0], args.format, runs_only=args.runs, output=args.output)
 
 
 def _record(args: argparse.Namespace) -> int:
@@ -448,6 +452,7 @@ def _plugins(args: argparse.Namespace) -> int:
             for label, values in (
                 ("modes", info.modes), ("providers", info.providers),
                 ("session formats", info.session_formats), ("executors", info.executors),
+                ("report formats", info.report_formats),
             )
             if values
         ]

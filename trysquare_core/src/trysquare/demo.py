@@ -112,7 +112,20 @@ def run_demo(target: Path, *, progress: bool = True) -> int:
     _fill_the_form(scenario, experiments[0], examples, target)
     print()
     report_code = run_report(scenario, experiments[0], "md")
+    _write_html(scenario, experiments[0], target)
     return max(summary.exit_code, report_code)
+
+
+def _write_html(scenario: Any, experiment: Any, target: Path) -> None:
+    """End with the page to look at: ``report.html``, when trysquare-view is installed."""
+    from trysquare import plugins
+    from trysquare.report import run_report
+
+    print()
+    if "html" not in plugins.report_formats():
+        print("(pip install trysquare-view to also get report.html)")
+        return
+    run_report(scenario, experiment, "html", output=target / "report.html")
 
 
 def _fill_the_form(scenario: Any, experiment: Any, examples: Path, target: Path) -> None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from trysquare.modes import Mode, Outcome, Validation
+    from trysquare.report.formats import ReportFormat
     from trysquare.runs import Run
     from trysquare.sessions import SessionFormat
 
@@ -153,4 +154,26 @@ def trysquare_protected_env(scenario_file: Path, config: Path | None) -> Mapping
         @hookimpl
         def trysquare_protected_env(scenario_file, config):
             return {"MY_SERVICE_TOKEN": "my-plugin's service key"}
+    """
+
+
+@hookspec
+def trysquare_register_report_formats(register: Callable[[ReportFormat], None]) -> None:
+    """Register report formats: what ``trysquare report --format NAME`` writes.
+
+    :param register: call it once per format. A format has a ``name`` (the value
+        of ``--format``), a ``description`` (one line for ``--help``), a
+        ``suffix`` (``".html"``) and a ``render(source)`` method returning the
+        report as text, where ``source`` is a
+        :class:`trysquare.report.formats.ReportSource`: the report as plain data
+        (what ``--format json`` prints), every run's ``measures.json`` row, and
+        each run's folder. A name registered by two plugins is refused, naming both.
+        The core registers ``md``, ``json`` and ``csv`` this way; ``trysquare-view``
+        registers ``html``.
+
+    Example::
+
+        @hookimpl
+        def trysquare_register_report_formats(register):
+            register(LatexFormat())
     """

@@ -30,13 +30,14 @@ __all__ = [
     "infos",
     "modes",
     "registry",
+    "report_formats",
     "reset",
     "session_formats",
 ]
 
 ENTRY_POINT_GROUP = "trysquare"
 # In-tree defaults, registered after entry points so that plugins may come first.
-BUILTIN_MODULES = ("trysquare.sessions.builtin", "trysquare.executors")
+BUILTIN_MODULES = ("trysquare.sessions.builtin", "trysquare.executors", "trysquare.report.formats")
 
 # What `trysquare plugins` lists for each plugin, and the registry hook behind it.
 LISTED_REGISTRIES = {
@@ -44,6 +45,7 @@ LISTED_REGISTRIES = {
     "providers": "trysquare_register_judge_providers",
     "session_formats": "trysquare_register_session_formats",
     "executors": "trysquare_register_executors",
+    "report_formats": "trysquare_register_report_formats",
 }
 
 
@@ -58,6 +60,7 @@ class PluginInfo:
     providers: tuple[str, ...] = ()
     session_formats: tuple[str, ...] = ()
     executors: tuple[str, ...] = ()
+    report_formats: tuple[str, ...] = ()
     error: str | None = None
 
 
@@ -219,6 +222,11 @@ def modes() -> dict[str, Mode]:
 
 def session_formats() -> dict[str, SessionFormat]:
     return registry("trysquare_register_session_formats")
+
+
+def report_formats() -> dict[str, Any]:
+    """Every registered report format by name (``md``, ``json``, ``csv``, plugins' own)."""
+    return registry("trysquare_register_report_formats")
 
 
 def call_hook(hook_name: str, **kwargs: Any) -> list[Any]:

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from trysquare.errors import UsageError
 from trysquare.report.render import render, render_runs
 from trysquare.report.tables import Layout, build_report, declared_cells
 from trysquare.report.tables import cell_order as _cell_order
 
-__all__ = ["SYNTHESIS_FILE", "Layout", "build_report", "cell_order", "render", "run_report"]
+__all__ = ["SYNTHESIS_FILE", "Layout", "build_report", "cell_order", "render", "report_format", "report_source", "run_report"]
 
 SYNTHESIS_FILE = "synthesis.md"
 
@@ -32,11 +34,21 @@ def cell_order(scenario: Any, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return _cell_order(declared, [row["cell"] for row in rows])
 
 
-def run_report(scenario: Any, experiment: Any, fmt: str = "md", *, runs_only: bool = False) -> int:
+def run_report(
+    scenario: Any,
+    experiment: Any,
+    fmt: str = "md",
+    *,
+    runs_only: bool = False,
+    output: Path | None = None,
+) -> int:
     """Rebuild ``measures.json``, write ``synthesis.md``, print the report in ``fmt``.
 
-    With ``runs_only`` (``report --runs``) only the per-run list is printed, whole
-    (the Markdown names at most 10 runs per cell); ``synthesis.md`` is written all the same.
+    ``fmt`` is any registered report format (``md``, ``json``, ``csv``, a
+    plugin's ``html``). With ``output`` the report goes to that file instead of
+    standard output. With ``runs_only`` (``report --runs``) only the per-run list
+    is printed, whole (the Markdown names at most 10 runs per cell);
+    ``synthesis.md`` is written all the same.
 
     Returns the exit code: 0 when every cell is publishable, 1 otherwise (a run
     folder that could not be read, or a reference with no run, counts too: no
@@ -44,6 +56,9 @@ def run_report(scenario: Any, experiment: Any, fmt: str = "md", *, runs_only: bo
     """
     from trysquare import _atomic, results
 
+    chosen = report_format(fmt)
+    if runs_only and fmt not in ("md", "json", "csv"):
+        raise UsageError(f"report --runs prints md, json or csv, not '{fmt}'")
     current = {v.name: v.digest() for v in scenario.validations}
     rows = results.build_measures(scenario, experiment.runs, current, unusable=experiment.errors)
     results.write_measures(experiment.root, rows)
@@ -56,7 +71,34 @@ def run_report(scenario: Any, experiment: Any, fmt: str = "md", *, runs_only: bo
     markdown = render(report, "md")
     _atomic.write_text(experiment.root / SYNTHESIS_FILE, markdown)
     if runs_only:
-        sys.stdout.write(render_runs(report, fmt))
+        text = render_runs(report, fmt)
+    elif fmt == "md":
+        text = markdown
     else:
-        sys.stdout.write(markdown if fmt == "md" else render(report, fmt))
+        text = chosen.render(report_source(report, rows, experiment))
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        _atomic.write_text(output, text)
+        print(f"wrote {output}")
     return 0 if report["publishable"] else 1
+
+
+def report_format(name: str) -> Any:
+    """The registered report format called ``name``; a usage error naming those there are."""
+    from trysquare import plugins
+
+    formats = plugins.report_formats()
+    if name not in formats:
+        known = ", ".join(sorted(formats)) or "none"
+        hint = "; html comes with trysquare-view: pip install trysquare-view" if name == "html" else ""
+        raise UsageError(f"--format {name}: no such report format (registered: {known}){hint}")
+    return formats[name]
+
+
+def report_source(report: Any, rows: Sequence[Mapping[str, Any]], experiment: Any) -> Any:
+    """The :class:`~trysquare.report.formats.ReportSource` of one experiment."""
+    from trysquare.report.formats import ReportSource
+
+    run_dirs = {str(run.id): run.dir for run in experiment.runs}
+    return ReportSource(report=report, rows=tuple(rows), run_dirs=run_dirs, root=experiment.root)

@@ -1,0 +1,184 @@
+"""Issue 15: the report and ``trysquare view`` as a person uses them, in a real headless Chromium.
+
+Driven by Playwright's Python API pointed at the system's Chromium (Debian's
+``chromium`` package; ``.ci/run`` installs it): Playwright never downloads a
+browser of its own here. Each test checks the page asked the network for
+nothing and logged no console error; a screenshot of each view is saved to
+``TRYSQUARE_SCREENSHOTS`` (default: ``build/screenshots`` in the checkout).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.view.viewlab import EVIL_CELL, SECRET, Lab, build_lab, source_of
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("TRYSQUARE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+SCREENSHOTS = Path(os.environ.get("TRYSQUARE_SCREENSHOTS")
+                   or Path(__file__).resolve().parents[2] / "build" / "screenshots")
+
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # pragma: no cover - the dev group installs it
+    sync_playwright = None  # type: ignore[assignment]
+
+if CHROMIUM is None or sync_playwright is None:
+    pytest.skip(
+        "no headless browser: install Debian's chromium (apt-get install chromium) and the dev "
+        "group (uv sync) to run the browser tests",
+        allow_module_level=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
+    return build_lab(tmp_path_factory.mktemp("view-browser"))
+
+
+@pytest.fixture(scope="module")
+def report_file(lab: Lab) -> Path:
+    from trysquare_view.page import build_page
+
+    path = lab.root.parent / "report.html"
+    path.write_text(build_page(source_of(lab)), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    assert sync_playwright is not None and CHROMIUM is not None
+    with sync_playwright() as playwright:
+        # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+class Watched:
+    """A page whose requests and console errors are recorded."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        page.on("request", lambda request: self.requests.append(request.url))
+        page.on("console", lambda message: message.type == "error" and self.errors.append(message.text))
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+
+    def shot(self, name: str) -> None:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture
+def watched(browser: Any, request: pytest.FixtureRequest) -> Iterator[Watched]:
+    enabled = not request.node.get_closest_marker("no_javascript")
+    context = browser.new_context(viewport={"width": 1200, "height": 900}, java_script_enabled=enabled)
+    page = Watched(context.new_page())
+    page.page.set_default_timeout(5000)
+    yield page
+    context.close()
+
+
+def _open_file(watched: Watched, report_file: Path) -> Any:
+    page = watched.page
+    page.goto(report_file.as_uri())
+    return page
+
+
+def _assert_quiet(watched: Watched, allowed_prefix: str) -> None:
+    assert [url for url in watched.requests if not url.startswith(allowed_prefix)] == []
+    assert watched.errors == []
+
+
+def test_browser_file_shows_every_cell_and_metric(watched: Watched, report_file: Path, lab: Lab) -> None:
+    page = _open_file(watched, report_file)
+    scores = page.locator("#score-table").inner_text()
+    matrix_head = page.locator("#matrix thead").inner_text()
+    for cell in ("base", EVIL_CELL):
+        assert cell in scores
+    for metric in ("passes", "style", "clear"):
+        assert metric in scores or metric in matrix_head
+    for run_id in lab.run_ids:
+        assert page.get_by_role("link", name=run_id, exact=True).is_visible()
+    assert page.title() == "trysquare: view-lab"  # the agent's <script> never ran
+    watched.shot("file-overview")
+    _assert_quiet(watched, report_file.as_uri())
+
+
+def test_browser_click_a_run_shows_its_diff_and_reasons(watched: Watched, report_file: Path) -> None:
+    page = _open_file(watched, report_file)
+    page.get_by_role("link", name="base-2", exact=True).click()
+    panel = page.locator("#run-1")
+    assert panel.get_attribute("open") is not None
+    text = panel.inner_text()
+    assert "diff --git" in text or "the agent changed nothing" in text
+    assert "suite failed: <script>document.title='pwned'</script>" in text  # the reason, as text
+    assert "linter crashed" in text
+    page.get_by_role("link", name="evil-1", exact=True).click()
+    evil = page.locator("#run-2")
+    assert evil.locator(".da").first.is_visible()  # an added line, coloured
+    assert "<img src=x onerror=alert(1)>.py" in evil.inner_text()
+    watched.shot("file-run-panel")
+    _assert_quiet(watched, report_file.as_uri())
+
+
+def test_browser_filter_to_invalid_runs_shows_only_those(watched: Watched, report_file: Path, lab: Lab) -> None:
+    page = _open_file(watched, report_file)
+    page.select_option("#f-state", "invalid")
+    visible = [row.get_attribute("data-state") for row in page.locator("#matrix tr.runrow").all()
+               if row.is_visible()]
+    assert visible == ["invalid"] * len(lab.invalid)
+    assert page.locator("#f-count").inner_text() == f"{len(lab.invalid)} run(s) shown"
+    page.select_option("#f-state", "")
+    page.select_option("#f-cell", "base")
+    assert page.locator("#f-count").inner_text() == "2 run(s) shown"
+    page.select_option("#f-metric", "style")
+    page.select_option("#f-state", "unjudged")
+    assert page.locator("#f-count").inner_text() == "1 run(s) shown"
+    assert not page.locator('#matrix th[data-metric="passes"]').is_visible()
+    watched.shot("file-filtered")
+    _assert_quiet(watched, report_file.as_uri())
+
+
+@pytest.mark.no_javascript
+def test_browser_tables_are_readable_with_javascript_off(watched: Watched, report_file: Path) -> None:
+    page = _open_file(watched, report_file)
+    assert "1/1 \u00b7 1 unjudged" in page.locator("#score-table").inner_text()
+    assert page.locator("#matrix tr.runrow").count() == 5
+    assert not page.locator("#filters").is_visible()  # filters need the script; tables do not
+    watched.shot("file-no-javascript")
+    _assert_quiet(watched, report_file.as_uri())
+
+
+def test_browser_view_server_loads_a_panel_on_demand(watched: Watched, lab: Lab) -> None:
+    from trysquare.scenario import load_scenario
+    from trysquare_view.server import make_server
+
+    server = make_server(load_scenario(lab.scenario), lab.root, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        page = watched.page
+        page.goto(url)
+        assert page.locator("details.run").count() == 0
+        page.get_by_role("link", name="evil-2", exact=True).click()
+        panel = page.locator("#run-3")
+        panel.wait_for()
+        text = panel.inner_text()
+        assert "invalid: check: the clone changed:" in text
+        assert SECRET not in text
+        watched.shot("view-run-panel")
+        _assert_quiet(watched, url)
+    finally:
+        server.shutdown()
+        server.server_close()

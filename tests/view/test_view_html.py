@@ -1,0 +1,112 @@
+"""Issue 15.2: the HTML report holds every table, chart, mark and panel, and needs nothing else."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from trysquare_view.page import build_page, wilson
+from trysquare_view.panel import DIFF_FILE_CHARS
+
+from tests.view.viewlab import BIG_FILE, EVIL_CELL, build_lab, source_of
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory):
+    return build_lab(tmp_path_factory.mktemp("view-html"))  # read only here: built once
+
+
+@pytest.fixture(scope="module")
+def page(lab) -> str:
+    return build_page(source_of(lab))
+
+
+class Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parse(page: str) -> Tags:
+    tags = Tags()
+    tags.feed(page)
+    return tags
+
+
+def test_every_cell_metric_and_run_is_on_the_page(lab, page: str) -> None:
+    text = "".join(parse(page).text)
+    for name in ("base", EVIL_CELL, "passes", "style", "clear", *lab.run_ids):
+        assert name in text, name
+
+
+def test_score_table_shows_counts_reference_and_publishability(page: str) -> None:
+    table = page[page.index('id="score-table"'):page.index("</table>", page.index('id="score-table"'))]
+    assert "reference</span>" in table
+    assert "1/1 \u00b7 1 unjudged" in table  # base: style judged once, unjudged once
+    assert "1/1 \u00b7 1 pending" in table  # evil cell: clear pending for evil-3
+    assert '<td class="nopub">no (1 reason(s))</td>' in table
+    assert '<td class="pub">yes</td>' in table
+
+
+def test_runs_matrix_has_a_distinct_mark_for_each_state(page: str) -> None:
+    marks = set(re.findall(r'data-mark="([a-z]+)"', page))
+    assert {"true", "false", "unjudged", "pending", "invalid"} <= marks
+
+
+def test_charts_are_inline_svg_with_intervals_and_a_forest_plot(page: str) -> None:
+    assert page.count('<figure class="chart" data-metric=') == 3
+    assert 'id="forest"' in page and 'class="zero"' in page
+    assert wilson(0, 0) is None
+    p, low, high = wilson(2, 3)  # type: ignore[misc]
+    assert low < p < high and round(low, 3) == 0.208
+
+
+def test_nothing_is_fetched_from_anywhere(page: str) -> None:
+    tags = parse(page)
+    for tag, attrs in tags.tags:
+        assert "src" not in attrs, tag
+        if tag == "link":
+            pytest.fail("a <link> element")
+        href = attrs.get("href") or ""
+        assert href.startswith("#") or not href, href
+    assert "default-src 'none'" in page and "connect-src 'none'" in page
+
+
+def test_a_diff_file_past_the_limit_is_cut_naming_the_full_file(lab, page: str) -> None:
+    full = lab.root / "runs" / "evil-1" / "diff.patch"
+    assert f"truncated: showing {DIFF_FILE_CHARS:,} of" in page
+    assert f"the full diff is {full}" in page
+    assert "x" * 60_000 not in page
+    assert f"<summary>{BIG_FILE}</summary>" in page
+
+
+def test_panel_holds_response_reasons_stderr_tail_transcript_and_history(page: str) -> None:
+    panel = page[page.index('id="run-1"'):page.index('id="run-2"')]  # base-2
+    assert "Nothing to do." in panel
+    assert "suite failed:" in panel and "linter crashed" in panel
+    assert "judge transcript" in panel and "&quot;pieces&quot;" in panel
+    # What the judge cost, from its transcript: a retry is a request too.
+    assert "requests: 2 \u00b7 tokens in 1,200 (300 cached) \u00b7 out 80" in panel
+    assert "result history (1 earlier result(s)" in panel
+    evil1 = page[page.index('id="run-2"'):page.index('id="run-3"')]
+    assert "stderr (tail)" in evil1 and "showing the last 4,000 of" in evil1
+
+
+def test_an_invalid_run_panel_names_its_error(page: str) -> None:
+    panel = page[page.index('id="run-3"'):page.index('id="run-4"')]  # evil-2
+    assert "invalid: check: the clone changed:" in panel
+
+
+def test_notes_say_why_a_cell_is_not_publishable_and_what_is_stale(page: str) -> None:
+    notes = page[page.index('id="notes"'):]
+    assert "not publishable: run <code>evil-2</code>: invalid: check: the clone changed:" in notes
+    assert "stale: run <code>base-1</code>: recorded by check, judge before it changed" in notes

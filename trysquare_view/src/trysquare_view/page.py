@@ -1,0 +1,432 @@
+"""The HTML report: one self-contained page, readable with JavaScript off.
+
+No request leaves the page: styles and the script are inline, charts are SVG
+drawn here, and a Content-Security-Policy (``default-src 'none'``, the script
+and style allowed by their hashes only) forbids any fetch, image or font — so
+even text that escaped escaping could neither run nor call out.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trysquare_view.panel import esc, run_panel
+
+__all__ = ["build_page", "marks", "ordered_rows", "read_experiment", "wilson"]
+
+MARKS = {
+    "true": ("\u2713", "true"),
+    "false": ("\u2717", "false"),
+    "unjudged": ("?", "unjudged: the validator could not answer"),
+    "pending": ("\u2026", "pending: no value yet"),
+    "invalid": ("\u2298", "invalid run"),
+    "absent": ("\u2013", "not recorded"),
+}
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#1d1d1f}
+h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left;vertical-align:top}
+thead th{background:#f4f4f6}.num{text-align:right}
+.ref{font-weight:bold}.tag{font-size:.8em;padding:0 .35em;border-radius:3px;background:#eee}
+.pub{background:#dff3e2}.nopub{background:#fbe3e3}
+.m-true{color:#137333}.m-false{color:#b3261e}.m-unjudged{color:#8a5a00}.m-pending{color:#666}.m-invalid{color:#6b2fb5}
+td.mark{text-align:center;font-weight:bold}
+.st-invalid{color:#6b2fb5}.st-pending{color:#666}.st-valid{color:#137333}
+.filters{margin:.5em 0}.filters label{margin-right:1em}
+details.run{border:1px solid #ccc;border-radius:4px;margin:.4em 0;padding:.2em .6em}
+details.run[open]{box-shadow:0 0 0 2px #8ab4f8}
+pre{background:#f7f7f9;padding:.5em;overflow:auto;max-height:30em;white-space:pre-wrap;word-break:break-all}
+pre.patch{white-space:pre}
+.da,.dd,.dh,.dm{display:block}.da{background:#e6ffec;color:#116329}.dd{background:#ffebe9;color:#82071e}
+.dh{color:#0550ae}.dm{color:#57606a;font-weight:bold}
+i.tk{font-style:normal;color:#8250df}i.ts{font-style:normal;color:#0a3069}i.tc{color:#6e7781}
+.note{color:#555;font-style:italic}.error{color:#b3261e}
+svg text{font:12px system-ui,sans-serif}
+.hidden{display:none}
+"""
+
+SCRIPT = r"""
+(function(){
+  var lazy = document.body.getAttribute('data-lazy') === '1';
+  var f = document.getElementById('filters');
+  if (f) { f.hidden = false; }
+  var cellSel = document.getElementById('f-cell'), metricSel = document.getElementById('f-metric'),
+      stateSel = document.getElementById('f-state');
+  function apply(){
+    var cell = cellSel.value, metric = metricSel.value, state = stateSel.value, shown = 0;
+    document.querySelectorAll('#matrix [data-metric]').forEach(function(el){
+      el.classList.toggle('hidden', metric !== '' && el.getAttribute('data-metric') !== metric);
+    });
+    document.querySelectorAll('#matrix tbody').forEach(function(group){
+      var inCell = cell === '' || group.getAttribute('data-cell') === cell, any = false;
+      group.querySelectorAll('tr.runrow').forEach(function(row){
+        var ok = inCell;
+        if (ok && state !== '') {
+          ok = false;
+          row.querySelectorAll('td[data-metric]').forEach(function(td){
+            if ((metric === '' || td.getAttribute('data-metric') === metric) &&
+                td.getAttribute('data-mark') === state) { ok = true; }
+          });
+          if (state === 'invalid' && row.getAttribute('data-state') === 'invalid') { ok = true; }
+        }
+        row.classList.toggle('hidden', !ok);
+        if (ok) { any = true; shown++; }
+      });
+      group.classList.toggle('hidden', !any);
+    });
+    document.getElementById('f-count').textContent = shown + ' run(s) shown';
+  }
+  [cellSel, metricSel, stateSel].forEach(function(s){ if (s) { s.addEventListener('change', apply); } });
+  if (cellSel) { apply(); }
+  function reveal(panel){ panel.open = true; panel.scrollIntoView({block: 'start'}); }
+  function openRun(n){
+    var panel = document.getElementById('run-' + n);
+    if (panel) { reveal(panel); return; }
+    if (!lazy) { return; }
+    fetch('run/' + n).then(function(r){
+      if (!r.ok) { throw new Error('run ' + n + ': HTTP ' + r.status); }
+      return r.text();
+    }).then(function(text){
+      document.getElementById('panels').insertAdjacentHTML('beforeend', text);
+      reveal(document.getElementById('run-' + n));
+    }).catch(function(e){
+      document.getElementById('panels').insertAdjacentText('beforeend', String(e));
+    });
+  }
+  document.addEventListener('click', function(ev){
+    var a = ev.target.closest ? ev.target.closest('a[data-run]') : null;
+    if (!a) { return; }
+    ev.preventDefault();
+    openRun(a.getAttribute('data-run'));
+  });
+})();
+"""
+
+
+def _hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def _csp(lazy: bool) -> str:
+    connect = "'self'" if lazy else "'none'"
+    return (f"default-src 'none'; style-src {_hash(STYLE)}; script-src {_hash(SCRIPT)}; "
+            f"connect-src {connect}; img-src 'none'; base-uri 'none'; form-action 'none'")
+
+
+def wilson(true: int, n: int, z: float = 1.959964) -> tuple[float, float, float] | None:
+    """Proportion and its 95% Wilson score interval; ``None`` when ``n`` is 0."""
+    if n <= 0:
+        return None
+    p = true / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return p, max(0.0, centre - half), min(1.0, centre + half)
+
+
+def marks(row: Mapping[str, Any], metric: str) -> tuple[str, str]:
+    """``(mark, shown text)`` of one run and metric: true/false/unjudged/pending/invalid/number."""
+    if row.get("state") == "invalid":
+        return "invalid", MARKS["invalid"][0]
+    if metric in (row.get("pending") or ()):
+        return "pending", MARKS["pending"][0]
+    values = row.get("metrics") or {}
+    if metric not in values:
+        return "absent", MARKS["absent"][0]
+    value = values[metric]
+    if value is None:
+        return "unjudged", MARKS["unjudged"][0]
+    if value is True:
+        return "true", MARKS["true"][0]
+    if value is False:
+        return "false", MARKS["false"][0]
+    if isinstance(value, (int, float)):
+        return "number", _num(value)
+    return "value", json.dumps(value, ensure_ascii=False)[:40]
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "\u2013"
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+# -- sections ---------------------------------------------------------------------------
+
+
+def _score_table(report: Mapping[str, Any]) -> str:
+    booleans = report["metrics"]["boolean"]
+    out = ['<h2 id="scores">Scores</h2><table id="score-table"><thead><tr><th>cell</th><th>runs</th>'
+           "<th>invalid</th><th>publishable</th>"]
+    out += [f"<th>{esc(m)}</th>" for m in booleans]
+    out.append("</tr></thead><tbody>")
+    for cell in report["cells"]:
+        name = esc(cell["cell"])
+        label = f'<span class="ref">{name}</span> <span class="tag">reference</span>' if cell["reference"] else name
+        pub = ('<td class="pub">yes</td>' if cell["publishable"] else
+               f'<td class="nopub">no ({len(cell["why_not"])} reason(s))</td>')
+        out.append(f'<tr data-cell="{name}"><th>{label}</th><td class="num">{cell["runs"]}</td>'
+                   f'<td class="num">{cell["invalid"]}</td>{pub}')
+        for metric in booleans:
+            score = cell["scores"][metric]
+            extra = "".join(f" · {score[k]} {k}" for k in ("unjudged", "pending") if score.get(k))
+            out.append(f'<td class="num">{score["true"]}/{score["n"]}{esc(extra)}</td>')
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    out.append('<p class="note">x/n: true out of the runs that could judge it; invalid runs, '
+               "unjudged and pending values are counted beside it, never in n.</p>")
+    numbers = report["metrics"]["number"]
+    if numbers:
+        out.append('<h3>Numbers</h3><table><thead><tr><th>cell</th>')
+        out += [f"<th>{esc(m)}</th>" for m in numbers]
+        out.append("</tr></thead><tbody>")
+        for cell in report["cells"]:
+            out.append(f"<tr><th>{esc(cell['cell'])}</th>")
+            for metric in numbers:
+                number = cell["numbers"][metric]
+                text = (f"{_num(number['median'])} [{_num(number['low'])}, {_num(number['high'])}] "
+                        f"({number['n']})" if number["n"] else "\u2013 (0)")
+                out.append(f'<td class="num">{esc(text)}</td>')
+            out.append("</tr>")
+        out.append("</tbody></table><p class=\"note\">median [95% bootstrap interval] (n)</p>")
+    return "".join(out)
+
+
+def _axis(x0: float, x1: float, top: float, bottom: float, ticks: Sequence[float],
+          lo: float, hi: float, zero: float | None = None) -> str:
+    out = []
+    for tick in ticks:
+        x = x0 + (tick - lo) / (hi - lo) * (x1 - x0)
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#e3e3e3"/>'
+                   f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{tick:g}</text>')
+    if zero is not None:
+        x = x0 + (zero - lo) / (hi - lo) * (x1 - x0)
+        out.append(f'<line class="zero" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" '
+                   'stroke="#333" stroke-dasharray="4 3"/>')
+    return "".join(out)
+
+
+def _proportion_chart(report: Mapping[str, Any], metric: str) -> str:
+    cells = report["cells"]
+    row_h, left, x0, x1 = 24, 8, 190, 560
+    height = 20 + row_h * len(cells) + 24
+    out = [f'<figure class="chart" data-metric="{esc(metric)}"><figcaption>{esc(metric)}: proportion '
+           f'true per cell, 95% Wilson interval</figcaption><svg role="img" width="680" '
+           f'height="{height}" viewBox="0 0 680 {height}" xmlns="http://www.w3.org/2000/svg">'
+           f"<title>{esc(metric)}</title>"]
+    bottom = 10 + row_h * len(cells)
+    out.append(_axis(x0, x1, 6, bottom, [0, 0.25, 0.5, 0.75, 1], 0, 1))
+    for i, cell in enumerate(cells):
+        y = 20 + i * row_h
+        score = cell["scores"].get(metric, {"true": 0, "n": 0})
+        name = esc(str(cell["cell"])[:60] + (" (reference)" if cell["reference"] else ""))
+        out.append(f'<text x="{left}" y="{y + 4}">{name}</text>')
+        interval = wilson(score["true"], score["n"])
+        if interval is None:
+            out.append(f'<text x="{x0}" y="{y + 4}" fill="#666">no judged run</text>')
+            continue
+        p, low, high = interval
+        sx = lambda v: x0 + v * (x1 - x0)
+        colour = "#1a73e8" if not cell["reference"] else "#333"
+        out.append(f'<line x1="{sx(low):.1f}" y1="{y}" x2="{sx(high):.1f}" y2="{y}" stroke="{colour}" '
+                   f'stroke-width="2"/><circle cx="{sx(p):.1f}" cy="{y}" r="5" fill="{colour}">'
+                   f"<title>{name}: {score['true']}/{score['n']} = {p:.2f} [{low:.2f}, {high:.2f}]</title>"
+                   f'</circle><text x="{x1 + 12}" y="{y + 4}">{score["true"]}/{score["n"]}</text>')
+    out.append("</svg></figure>")
+    return "".join(out)
+
+
+def _forest(report: Mapping[str, Any]) -> str:
+    gaps = report.get("gaps")
+    if gaps is None:
+        return ""
+    out = [f'<h2 id="gaps">Gaps against {esc(gaps["reference"])}</h2>']
+    rows = gaps["rows"]
+    if not rows:
+        return out[0] + '<p class="note">no gap could be drawn (see the notes).</p>'
+    row_h, x0, x1 = 24, 260, 600
+    height = 20 + row_h * len(rows) + 24
+    bottom = 10 + row_h * len(rows)
+    out.append(f'<figure class="chart" id="forest"><figcaption>gap (cell \u2212 reference) and its 95% '
+               f'interval; zero dashed</figcaption><svg role="img" width="760" height="{height}" '
+               f'viewBox="0 0 760 {height}" xmlns="http://www.w3.org/2000/svg"><title>gaps</title>')
+    out.append(_axis(x0, x1, 6, bottom, [-1, -0.5, 0, 0.5, 1], -1, 1, zero=0))
+    sx = lambda v: x0 + (v + 1) / 2 * (x1 - x0)
+    for i, row in enumerate(rows):
+        y = 20 + i * row_h
+        label = esc(f"{str(row['cell'])[:40]} \u00b7 {row['criterion']}")
+        out.append(f'<text x="8" y="{y + 4}">{label}</text>')
+        if row["gap"] is None:
+            out.append(f'<text x="{x0}" y="{y + 4}" fill="#666">{esc(row["state"])}</text>')
+            continue
+        colour = "#137333" if row["state"] == "established" else "#8a5a00"
+        out.append(f'<line x1="{sx(row["low"]):.1f}" y1="{y}" x2="{sx(row["high"]):.1f}" y2="{y}" '
+                   f'stroke="{colour}" stroke-width="2"/><rect x="{sx(row["gap"]) - 4:.1f}" '
+                   f'y="{y - 4}" width="8" height="8" fill="{colour}"><title>{label}: '
+                   f'{row["gap"]:+.3f} [{row["low"]:+.3f}, {row["high"]:+.3f}] {esc(row["state"])}'
+                   f'</title></rect><text x="{x1 + 10}" y="{y + 4}">{row["gap"]:+.2f} '
+                   f"{esc(row['state'])}</text>")
+    out.append("</svg></figure>")
+    out.append('<table id="gap-table"><thead><tr><th>cell</th><th>criterion</th><th>cell x/n</th>'
+               "<th>reference x/n</th><th>gap [95%]</th><th>state</th></tr></thead><tbody>")
+    for row in rows:
+        gap = "\u2013" if row["gap"] is None else f"{row['gap']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
+        cs, rs = row["cell_score"], row["reference_score"]
+        out.append(f"<tr><td>{esc(row['cell'])}</td><td>{esc(row['criterion'])}</td>"
+                   f"<td>{cs['true']}/{cs['n']}</td><td>{rs['true']}/{rs['n']}</td><td>{gap}</td>"
+                   f"<td>{esc(row['state'])}</td></tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def ordered_rows(source: Any) -> list[Mapping[str, Any]]:
+    """Runs grouped by cell in report order, then by repetition and id."""
+    order = {cell["cell"]: i for i, cell in enumerate(source.report["cells"])}
+
+    def key(row: Mapping[str, Any]) -> tuple[int, int, str]:
+        repetition = row.get("repetition")
+        return (order.get(row["cell"], len(order)),
+                repetition if isinstance(repetition, int) else -1, str(row["id"]))
+
+    return sorted(source.rows, key=key)
+
+
+def matrix_metrics(report: Mapping[str, Any]) -> list[str]:
+    """The matrix's columns: boolean metrics, then numbers."""
+    return [*report["metrics"]["boolean"], *report["metrics"]["number"]]
+
+
+def _matrix(source: Any, rows: Sequence[Mapping[str, Any]]) -> str:
+    report = source.report
+    metrics = matrix_metrics(report)
+    cells = [cell["cell"] for cell in report["cells"]]
+    out = ['<h2 id="runs">Runs</h2>']
+    legend = " \u00b7 ".join(f'<span class="m-{k}">{sym}</span> {esc(text)}' for k, (sym, text) in MARKS.items())
+    out.append(f'<p class="legend">{legend}. Click a run to see its diff, response and reasons.</p>')
+    options = lambda values: "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
+    out.append('<form class="filters" id="filters" hidden>'
+               f'<label>cell <select id="f-cell"><option value="">all</option>{options(cells)}</select></label>'
+               f'<label>metric <select id="f-metric"><option value="">all</option>{options(metrics)}</select></label>'
+               '<label>state <select id="f-state"><option value="">any</option>'
+               f'{options(["true", "false", "unjudged", "pending", "invalid"])}</select></label>'
+               '<output id="f-count"></output></form>')
+    out.append('<table id="matrix"><thead><tr><th>run</th><th>#</th><th>state</th>')
+    out += [f'<th data-metric="{esc(m)}">{esc(m)}</th>' for m in metrics]
+    out.append("</tr></thead>")
+    current = None
+    for index, row in enumerate(rows):
+        if row["cell"] != current:
+            if current is not None:
+                out.append("</tbody>")
+            current = row["cell"]
+            out.append(f'<tbody data-cell="{esc(current)}"><tr class="group"><th colspan="{3 + len(metrics)}">'
+                       f"cell {esc(current)}</th></tr>")
+        repetition = row.get("repetition")
+        out.append(f'<tr class="runrow" data-state="{esc(row["state"])}" data-run="{index}">'
+                   f'<td><a href="#run-{index}" data-run="{index}">{esc(row["id"])}</a></td>'
+                   f'<td class="num">{esc("?" if repetition is None else repetition)}</td>'
+                   f'<td class="st-{esc(row["state"])}">{esc(row["state"])}</td>')
+        for metric in metrics:
+            mark, text = marks(row, metric)
+            title = MARKS.get(mark, (None, mark))[1]
+            out.append(f'<td class="mark m-{mark}" data-metric="{esc(metric)}" data-mark="{mark}" '
+                       f'title="{esc(title)}">{esc(text)}</td>')
+        out.append("</tr>")
+    if current is not None:
+        out.append("</tbody>")
+    out.append("</table>")
+    return "".join(out)
+
+
+NOTES_PER_CELL = 10
+
+
+def _notes(report: Mapping[str, Any]) -> str:
+    """Why a cell is not publishable, stale results, and the report's notes."""
+    items = [esc(note) for note in report.get("notes") or ()]
+    for cell in report["cells"]:
+        for why in cell["why_not"]:
+            items.append(f"cell {esc(cell['cell'])} not publishable: run <code>{esc(why['run'])}</code>: "
+                         f"{esc(why['reason'])}")
+        # Named up to a few per cell: every run of a large experiment may be stale at once.
+        for stale in cell["stale"][:NOTES_PER_CELL]:
+            items.append(f"stale: run <code>{esc(stale['run'])}</code>: recorded by "
+                         f"{esc(', '.join(stale['validators']))} before it changed (re-run validate)")
+        if len(cell["stale"]) > NOTES_PER_CELL:
+            items.append(f"stale: \u2026 and {len(cell['stale']) - NOTES_PER_CELL} more run(s) in cell "
+                         f"{esc(cell['cell'])} (trysquare report lists them all)")
+    body = "<ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>" if items else (
+        '<p class="note">none.</p>')
+    return '<h2 id="notes">Notes</h2>' + body
+
+
+def read_experiment(scenario: Any, path: Any, experiment: Any = None) -> Any:
+    """The report source of the runs below ``path``, read without writing anything.
+
+    Unlike ``trysquare report``, neither ``measures.json`` nor ``synthesis.md``
+    is rebuilt: ``view`` is read-only. ``experiment`` (the runs as discovered
+    before) saves finding and checking every run folder again: only the results
+    are read anew.
+    """
+    from trysquare.report import report_source
+    from trysquare.report.tables import Layout, build_report
+    from trysquare.results import build_measures
+    from trysquare.runs import discover
+
+    if experiment is None:
+        experiment = discover([path])[0]
+    current = {v.name: v.digest() for v in scenario.validations}
+    rows = build_measures(scenario, experiment.runs, current, unusable=experiment.errors)
+    report = build_report(
+        Layout.from_scenario(scenario), rows,
+        appearance=[run.cell for run in experiment.runs],
+        skipped=[str(error) for error in experiment.errors],
+    )
+    return report_source(report, rows, experiment)
+
+
+def build_page(source: Any, *, lazy: bool = False) -> str:
+    """The whole page for a :class:`trysquare.report.formats.ReportSource`.
+
+    ``lazy`` (``trysquare view``): run panels are left out and fetched from
+    ``run/N`` when a run is clicked, so a large experiment opens at once.
+    """
+    report = source.report
+    rows = ordered_rows(source)
+    verdict = "every cell is publishable" if report["publishable"] else "not publishable"
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_csp(lazy)}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>trysquare: {esc(report['scenario'])}</title><style>{STYLE}</style></head>",
+        f'<body data-lazy="{int(lazy)}"><h1>{esc(report["scenario"])}</h1>',
+        f'<p id="summary">{report["runs"]} run(s) in {len(report["cells"])} cell(s); '
+        f'<b class="{"pub" if report["publishable"] else "nopub"}">{verdict}</b>.</p>',
+        '<nav><a href="#scores">scores</a> \u00b7 <a href="#charts">charts</a> \u00b7 '
+        '<a href="#gaps">gaps</a> \u00b7 <a href="#runs">runs</a> \u00b7 <a href="#notes">notes</a></nav>',
+        _score_table(report),
+        '<h2 id="charts">Per criterion</h2>',
+        *(_proportion_chart(report, m) for m in report["metrics"]["boolean"]),
+        _forest(report),
+        _matrix(source, rows),
+        '<h2 id="panels-head">Run panels</h2>',
+        '<div id="panels">',
+    ]
+    if lazy:
+        out.append('<p class="note">click a run above to load its panel.</p>')
+    else:
+        for index, row in enumerate(rows):
+            out.append(run_panel(index, row, source.run_dirs.get(str(row["id"]))))
+    out.append("</div>")
+    out.append(_notes(report))
+    out.append(f"<script>{SCRIPT}</script></body></html>\n")
+    return "".join(out)
