@@ -4,8 +4,8 @@ Two cells × several runs with real git clones, each result file written the way
 the runner writes it, covering every mark (true, false, unjudged, pending,
 invalid) and every kind of agent text the page shows: a file name, a reason, an
 error, a response and a cell name holding markup, a judge transcript, a stderr
-tail, a result history, and a response that is a symlink to a secret outside
-the run folder.
+tail, a result history, and a response that is a symlink to a secret (in the
+clone's .git: a link leaving the run folder refuses the run at load).
 """
 
 from __future__ import annotations
@@ -127,7 +127,11 @@ def build_lab(tmp_path: Path) -> Lab:
     _record(evil1, "judge", _result({"clear": True}, name="judge"))
 
     evil2 = _run(root, "evil-2", EVIL_CELL, 2, fixed, None)
-    (evil2 / "response.md").symlink_to(secret)
+    # A link that leaves the run folder refuses the whole run at load; one into the
+    # clone's own .git passes the load, so the page itself must refuse to follow it.
+    inside = evil2 / "repo" / ".git" / "id_rsa"
+    inside.write_text(SECRET, encoding="utf-8")
+    (evil2 / "response.md").symlink_to(inside)
     _record(evil2, "check", _result({}, state="invalid", error=f"the clone changed: {XSS}"))
     _record(evil2, "judge", _result({"clear": True}, name="judge"))
 
