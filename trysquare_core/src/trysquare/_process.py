@@ -3,19 +3,25 @@
 Used by the script mode and by ``run.tests()``: the child gets its own process
 group (so a timeout kills grandchildren too), its output is capped (a runaway
 child cannot exhaust memory), and a grandchild that keeps the pipes open after
-the child exited cannot hang the caller. Dependency-free: ``trysquare.assay``
-imports it.
+the child exited cannot hang the caller. With ``sandbox=`` the child is confined
+(:mod:`trysquare.sandbox`) and nothing it started outlives the call, even a
+grandchild that left its process group and session (see :func:`_end_strays`).
+Dependency-free: ``trysquare.assay`` imports it.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from trysquare.sandbox import Sandbox
 
 __all__ = ["DEFAULT_CAP", "ProcessResult", "kill_all", "run_process"]
 
@@ -77,23 +83,39 @@ def run_process(
     timeout: float | None,
     env: Mapping[str, str] | None = None,
     cap: int = DEFAULT_CAP,
+    sandbox: Sandbox | None = None,
 ) -> ProcessResult:
     """Run ``argv`` (no shell) in ``cwd`` and collect its output.
+
+    With ``sandbox``, the child can write only beneath ``sandbox.writable`` where
+    the kernel allows it (Landlock), and every process it started — also one that
+    left its session — is killed when the call returns (Linux).
 
     Raises ``OSError`` when the program cannot be started at all; every other
     outcome (exit code, timeout, signal) is reported in the result.
     """
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
-    proc = subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        env=None if env is None else dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    preexec, release = (None, None) if sandbox is None else sandbox.prepare()
+    token = None
+    if sandbox is not None and sys.platform == "linux":
+        _become_subreaper()
+        token = f"{os.getpid()}.{next(_tokens)}"
+        env = {**(os.environ if env is None else env), _TOKEN_VAR: token}
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    finally:
+        if release is not None:
+            release()
     _live_groups.add(proc.pid)
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
@@ -140,6 +162,8 @@ def run_process(
         _kill_group(proc.pid)
         proc.wait()
         _live_groups.discard(proc.pid)
+        if token is not None:
+            _end_strays(proc.pid, token)
         proc.stdout.close()
         proc.stderr.close()
     return ProcessResult(
@@ -151,3 +175,93 @@ def run_process(
         truncated,
         time.monotonic() - start,
     )
+
+
+# --- nothing a confined child started outlives it (Linux) -------------------------------
+
+# Set in every confined child's environment; a grandchild that left the session
+# (setsid, a double fork) is still recognised by it.
+_TOKEN_VAR = "TRYSQUARE_VALIDATION"
+_tokens = itertools.count(1)
+_PR_SET_CHILD_SUBREAPER = 36
+_subreaper: list[bool] = []
+
+
+def _become_subreaper() -> None:
+    """Orphans of our children come to us, not to init: so they can be found and ended."""
+    if _subreaper:
+        return
+    _subreaper.append(True)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(
+            _PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        )
+    except (OSError, AttributeError):
+        pass  # then an orphan goes to init; the session and token still find it
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """Every visible process: pid -> (parent pid, session id), from /proc."""
+    table: dict[int, tuple[int, int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        try:
+            table[int(name)] = (int(fields[1]), int(fields[3]))
+        except (IndexError, ValueError):
+            continue
+    return table
+
+
+def _carries(pid: int, token: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return f"{_TOKEN_VAR}={token}".encode() in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _end_strays(leader: int, token: str) -> None:
+    """Kill what the finished child ``leader`` left running: our descendants in its
+    session or carrying its token. Repeated until none is left, since a stray may
+    fork while it is being killed; adopted ones are reaped.
+    """
+    me = os.getpid()
+    for _ in range(20):
+        table = _processes()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _sid) in table.items():
+            children.setdefault(ppid, []).append(pid)
+        strays = []
+        todo = list(children.get(me, ()))
+        while todo:
+            pid = todo.pop()
+            todo.extend(children.get(pid, ()))
+            if table[pid][1] == leader or _carries(pid, token):
+                strays.append(pid)
+        if not strays:
+            return
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in strays:
+            if table[pid][0] == me:
+                try:
+                    os.waitpid(pid, 0)
+                except (ChildProcessError, OSError):
+                    pass

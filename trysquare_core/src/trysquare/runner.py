@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from trysquare import _atomic, context as contexts, plugins, results
+from trysquare import _atomic, context as contexts, guard, plugins, results
 from trysquare.errors import LockedError, RunError, UsageError
 from trysquare.modes import Job, Outcome, Validation
 from trysquare.runs import Experiment, Run
@@ -54,7 +54,7 @@ class Task:
     declared_elsewhere: Mapping[str, str]
     # The measured clone before validation, to catch a validator writing into it;
     # None when the clone is not there to look at (a --replay once it is gone).
-    clone_before: contexts.ClonePicture | None = None
+    clone_before: guard.ClonePicture | None = None
 
 
 @attrs.define
@@ -109,7 +109,11 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
         previous=task.previous,
     )
     try:
-        outcome = task.validation.evaluate(job)
+        if task.clone_before is not None and task.clone_before.problem is not None:
+            # The clone is not the agent's recorded work: nothing run on it is a measurement.
+            outcome = Outcome.invalid(task.clone_before.problem)
+        else:
+            outcome = task.validation.evaluate(job)
     except Exception as error:  # noqa: BLE001 - a broken mode spoils one result, not the matrix
         outcome = Outcome.invalid(
             f"validator '{task.validation.name}' crashed inside trysquare: {type(error).__name__}: {error}"
@@ -265,7 +269,9 @@ def _tasks_for_run(
 ) -> list[Task]:
     facts = None if options.replay else contexts.gather_facts(run)
     # Taken whatever the validators: a --replay can damage a clone as much as a first run.
-    clone_before = contexts.picture_clone(run)
+    # Checked against the work recorded at first measurement (and recorded then).
+    clone_before = guard.picture_clone(run, facts)
+    refused = clone_before is not None and clone_before.problem is not None
     tasks = []
     for validation in validations:
         archive = results.archive_dir(run, validation.name)
@@ -278,7 +284,7 @@ def _tasks_for_run(
             _atomic.write_text_if_changed(context_path, text)
         context_digest = contexts.context_digest(text, context)
         previous = results.read_result(run, validation.name)
-        if previous is not None and not _must_run(previous, digests[validation.name], context_digest, validation, options):
+        if not refused and previous is not None and not _must_run(previous, digests[validation.name], context_digest, validation, options):
             continue
         tasks.append(Task(
             run=run,
@@ -416,31 +422,12 @@ def _execute(
             _notify(observers, task, document)
     finally:
         progress.close()
-    # Each check is a git call: overlap them.
+    # Each check is a stat walk of one clone: overlap them.
     with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:
-        problems = list(pool.map(_clone_problem, executed.values()))
+        problems = list(pool.map(guard.clone_problem, executed.values()))
     for run_tasks, problem in zip(executed.values(), problems):
         if problem is not None:
-            _spoil(run_tasks, problem, out)
-
-
-def _clone_problem(run_tasks: Sequence[Task]) -> str | None:
-    first = run_tasks[0]
-    if first.clone_before is None:
-        return None
-    return contexts.clone_changes(first.run, first.clone_before)
-
-
-def _spoil(run_tasks: Sequence[Task], problem: str, out: TextIO) -> None:
-    """A validator that wrote into the measured clone spoils its run's results, by path."""
-    first = run_tasks[0]
-    print(f"trysquare: {first.run.label}: {problem}", file=out)
-    for task in run_tasks:
-        document = results.read_result(task.run, task.validation.name)
-        if document is None:
-            continue
-        document = {**document, "state": "invalid", "error": problem}
-        results.write_result(task.run, task.validation.name, document, None)
+            guard.spoil(run_tasks, problem, out)
 
 
 def _notify(observers: Any, task: Task, document: Mapping[str, Any]) -> None:

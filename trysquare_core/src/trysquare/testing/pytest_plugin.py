@@ -154,7 +154,7 @@ def _validate(
     run = load_run(run_file)
     validation.check_runs(scenario, [run])  # the refusals `check SCENARIO PATH` makes
     facts = contexts.gather_facts(run)
-    clone_before = contexts.picture_clone(run)
+    clone_before = contexts.picture_clone(run, facts)
     context = contexts.build_context(scenario, run, validation, facts)
     text = contexts.dump_context(context)
     context_path = results.archive_dir(run, validation.name) / "context.json"
@@ -171,6 +171,7 @@ def _validate(
         declared_elsewhere={
             m: v.name for m, v in scenario.declared_metrics.items() if v.name != validation.name
         },
+        clone_before=clone_before,
     )
     document = execute_task(task)
     assert document is not None  # only an interruption records nothing
