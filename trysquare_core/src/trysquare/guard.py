@@ -314,5 +314,6 @@ def spoil(run_tasks: Sequence[Task], problem: str, out: TextIO) -> None:
         document = results.read_result(task.run, task.validation.name)
         if document is None:
             continue
-        document = {**document, "state": "invalid", "error": problem}
+        # No context digest: a spoiled result is never reused as it is.
+        document = {**document, "state": "invalid", "error": problem, "context_digest": None}
         results.write_result(task.run, task.validation.name, document, None)

@@ -108,8 +108,9 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
         archive=results.archive_dir(task.run, task.validation.name),
         previous=task.previous,
     )
+    refused = task.clone_before is not None and task.clone_before.problem is not None
     try:
-        if task.clone_before is not None and task.clone_before.problem is not None:
+        if refused:
             # The clone is not the agent's recorded work: nothing run on it is a measurement.
             outcome = Outcome.invalid(task.clone_before.problem)
         else:
@@ -125,7 +126,8 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
         task.validation,
         outcome,
         digest=task.digest,
-        context_digest=task.context_digest,
+        # A refused clone's result is never reused: the next validate decides afresh.
+        context_digest=None if refused else task.context_digest,
         duration=time.monotonic() - started,
     )
     results.write_result(task.run, task.validation.name, document, outcome.stderr)
