@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from trysquare.sandbox import Sandbox
+from trysquare.sandbox import Sandbox, switched_off
 
 __all__ = ["DEFAULT_CAP", "ProcessResult", "kill_all", "run_process"]
 
@@ -98,7 +98,7 @@ def run_process(
     deadline = None if timeout is None else start + timeout
     preexec, release = (None, None) if sandbox is None else sandbox.prepare()
     token = None
-    if sandbox is not None and sys.platform == "linux":
+    if sandbox is not None and sys.platform == "linux" and not switched_off():
         _become_subreaper()
         token = f"{os.getpid()}.{next(_tokens)}"
         env = {**(os.environ if env is None else env), _TOKEN_VAR: token}

@@ -65,6 +65,10 @@ class ClonePicture:
     root: tuple[int, int]  # (device, inode) of the clone folder
     # Why the run must not be validated: the clone differs from its recorded work.
     problem: str | None = None
+    # The etalon checkout the run's validators read (shared with other runs): it
+    # must come out of validation as it went in, too.
+    etalon: Path | None = None
+    etalon_entries: Mapping[str, Entry] = attrs.field(factory=dict)
 
 
 def _key(name: str) -> str:
@@ -171,6 +175,14 @@ def picture_clone(run: Run, facts: RunFacts | None = None) -> ClonePicture | Non
     writes ``<run>/.trysquare/work.json``. ``None`` when the clone is not there
     to look at (a --replay once it is gone).
     """
+    picture = _picture_clone(run, facts)
+    etalon = None if facts is None else facts.etalon_checkout
+    if picture is None or etalon is None:
+        return picture
+    return attrs.evolve(picture, etalon=etalon, etalon_entries=stat_picture(etalon))
+
+
+def _picture_clone(run: Run, facts: RunFacts | None) -> ClonePicture | None:
     clone = run.repo
     try:
         root_stat = clone.stat()
@@ -293,7 +305,12 @@ def clone_changes(run: Run, before: ClonePicture) -> str | None:
     if (root_stat.st_dev, root_stat.st_ino) != before.root:
         return "the measured clone changed during validation (the clone folder itself was replaced)"
     said = _said(added, changed, deleted)
-    return None if said is None else f"the measured clone changed during validation ({said})"
+    problems = [] if said is None else [f"the measured clone changed during validation ({said})"]
+    if before.etalon is not None:
+        etalon_said = _said(*_differences(before.etalon_entries, stat_picture(before.etalon)))
+        if etalon_said is not None:
+            problems.append(f"the etalon checkout {before.etalon} changed during validation ({etalon_said})")
+    return "; ".join(problems) or None
 
 
 def clone_problem(run_tasks: Sequence[Task]) -> str | None:

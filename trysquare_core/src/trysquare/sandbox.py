@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["SWITCH", "Sandbox", "landlock_abi", "protection_line", "sandbox_enabled"]
+__all__ = ["SWITCH", "Sandbox", "landlock_abi", "protection_line", "sandbox_enabled", "switched_off"]
 
 # The test and debugging switch: TRYSQUARE_SANDBOX=off runs children unconfined,
 # so that detection alone can be shown to hold.
@@ -99,11 +99,15 @@ def landlock_abi() -> int:
 _GENERIC_SYSCALL_MACHINES = frozenset({"x86_64", "aarch64", "arm64", "riscv64", "loongarch64"})
 
 
+def switched_off() -> bool:
+    """``TRYSQUARE_SANDBOX=off``: no prevention at all (no Landlock, strays not ended), for
+    tests and debugging — what detection alone catches can then be shown."""
+    return os.environ.get(SWITCH, "").strip().lower() in {"off", "0", "no", "false"}
+
+
 def sandbox_enabled() -> bool:
     """Whether children will be confined: Landlock is there and not switched off."""
-    if os.environ.get(SWITCH, "").strip().lower() in {"off", "0", "no", "false"}:
-        return False
-    return landlock_abi() >= 1
+    return not switched_off() and landlock_abi() >= 1
 
 
 def protection_line() -> str:
