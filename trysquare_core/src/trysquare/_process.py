@@ -236,21 +236,30 @@ def _carries(pid: int, token: str) -> bool:
 
 def _end_strays(leader: int, token: str) -> None:
     """Kill what the finished child ``leader`` left running: our descendants in its
-    session or carrying its token. Repeated until none is left, since a stray may
+    session or carrying its token, and adopted orphans that left every session of
+    ours (with concurrent children, such an orphan cannot be told apart, and is
+    ended by whichever call ends first). Repeated until none is left, since a stray may
     fork while it is being killed; adopted ones are reaped.
     """
     me = os.getpid()
+    my_session = os.getsid(0)
     for _ in range(20):
         table = _processes()
         children: dict[int, list[int]] = {}
         for pid, (ppid, _sid) in table.items():
             children.setdefault(ppid, []).append(pid)
         strays = []
-        todo = list(children.get(me, ()))
+        todo = [(pid, False) for pid in children.get(me, ())]
         while todo:
-            pid = todo.pop()
-            todo.extend(children.get(pid, ()))
-            if table[pid][1] == leader or _carries(pid, token):
+            pid, detached = todo.pop()
+            ppid, sid = table[pid]
+            if ppid == me and pid not in _live_groups and sid not in _live_groups and sid != my_session:
+                # Adopted (we are its subreaper) and in no session of ours: a grandchild
+                # that detached itself (setsid, double fork), with or without its
+                # environment. Our own helpers (git) share our session.
+                detached = True
+            todo.extend((child, detached) for child in children.get(pid, ()))
+            if detached or sid == leader or _carries(pid, token):
                 strays.append(pid)
         if not strays:
             return
