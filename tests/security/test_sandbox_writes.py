@@ -166,3 +166,11 @@ def _cmdline(pid: str) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return ""
+
+
+def test_sandbox_concurrent_validators_are_never_taken_for_strays(tmp_path: Path) -> None:
+    # With --jobs 2, one validation ending must not end the other one starting or running.
+    runs = [build_run(tmp_path, f"r{index}") for index in range(1, 13)]
+    summary, out = run_validate(scenario(tmp_path / "s", "time.sleep(0.05)\n"), tmp_path / "exp", jobs=2)
+    assert summary.exit_code == 0, out
+    assert all(result(run)["state"] == "valid" for run in runs)
