@@ -17,6 +17,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -102,6 +103,9 @@ def run_process(
         _become_subreaper()
         token = f"{os.getpid()}.{next(_tokens)}"
         env = {**(os.environ if env is None else env), _TOKEN_VAR: token}
+    # Held while a child is being started: until it is in _live_groups, another
+    # thread's _end_strays would take the new session leader for a stray.
+    _spawning.acquire()
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -113,10 +117,11 @@ def run_process(
             start_new_session=True,
             preexec_fn=preexec,
         )
+        _live_groups.add(proc.pid)
     finally:
+        _spawning.release()
         if release is not None:
             release()
-    _live_groups.add(proc.pid)
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
@@ -185,6 +190,7 @@ _TOKEN_VAR = "TRYSQUARE_VALIDATION"
 _tokens = itertools.count(1)
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper: list[bool] = []
+_spawning = threading.Lock()
 
 
 def _become_subreaper() -> None:
@@ -238,39 +244,48 @@ def _end_strays(leader: int, token: str) -> None:
     """Kill what the finished child ``leader`` left running: our descendants in its
     session or carrying its token, and adopted orphans that left every session of
     ours (with concurrent children, such an orphan cannot be told apart, and is
-    ended by whichever call ends first). Repeated until none is left, since a stray may
-    fork while it is being killed; adopted ones are reaped.
+    ended by whichever call ends first). Repeated until none is left, since a stray
+    may fork while it is being killed; adopted ones are reaped.
     """
     me = os.getpid()
     my_session = os.getsid(0)
     for _ in range(20):
-        table = _processes()
-        children: dict[int, list[int]] = {}
-        for pid, (ppid, _sid) in table.items():
-            children.setdefault(ppid, []).append(pid)
-        strays = []
-        todo = [(pid, False) for pid in children.get(me, ())]
-        while todo:
-            pid, detached = todo.pop()
-            ppid, sid = table[pid]
-            if ppid == me and pid not in _live_groups and sid not in _live_groups and sid != my_session:
-                # Adopted (we are its subreaper) and in no session of ours: a grandchild
-                # that detached itself (setsid, double fork), with or without its
-                # environment. Our own helpers (git) share our session.
-                detached = True
-            todo.extend((child, detached) for child in children.get(pid, ()))
-            if detached or sid == leader or _carries(pid, token):
-                strays.append(pid)
+        with _spawning:  # no child is half-started while we look
+            strays, table = _find_strays(me, my_session, leader, token)
+            for pid in strays:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
         if not strays:
             return
-        for pid in strays:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         for pid in strays:
             if table[pid][0] == me:
                 try:
                     os.waitpid(pid, 0)
                 except (ChildProcessError, OSError):
                     pass
+
+
+def _find_strays(
+    me: int, my_session: int, leader: int, token: str
+) -> tuple[list[int], dict[int, tuple[int, int]]]:
+    """Our descendants that are strays of ``leader``, and the process table they came from."""
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _sid) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    strays = []
+    todo = [(pid, False) for pid in children.get(me, ())]
+    while todo:
+        pid, detached = todo.pop()
+        ppid, sid = table[pid]
+        if ppid == me and pid not in _live_groups and sid not in _live_groups and sid != my_session:
+            # Adopted (we are its subreaper) and in no session of ours: a grandchild
+            # that detached itself (setsid, double fork), with or without its
+            # environment. Our own helpers (git) share our session.
+            detached = True
+        todo.extend((child, detached) for child in children.get(pid, ()))
+        if detached or sid == leader or _carries(pid, token):
+            strays.append(pid)
+    return strays, table
