@@ -97,7 +97,6 @@ def run_process(
     """
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
-    preexec, release = (None, None) if sandbox is None else sandbox.prepare()
     token = None
     if sandbox is not None and sys.platform == "linux" and not switched_off():
         _become_subreaper()
@@ -106,8 +105,8 @@ def run_process(
     # Held while a child is being started: until it is in _live_groups, another
     # thread's _end_strays would take the new session leader for a stray.
     _spawning.acquire()
-    try:
-        proc = subprocess.Popen(
+    def spawn() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             list(argv),
             cwd=cwd,
             env=None if env is None else dict(env),
@@ -115,13 +114,13 @@ def run_process(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=preexec,
         )
+
+    try:
+        proc = spawn() if sandbox is None else sandbox.start(spawn)
         _live_groups.add(proc.pid)
     finally:
         _spawning.release()
-        if release is not None:
-            release()
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}

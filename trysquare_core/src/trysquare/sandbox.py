@@ -8,10 +8,10 @@ the run folder and the etalon cache stay readable and executable but a write
 there fails at the write (``EACCES``). The restriction is inherited by every
 process the child starts, and cannot be lifted by it.
 
-Everything that can fail or allocate is done in the parent (the ruleset is
-built and its file descriptor opened there); the forked child only makes two
-system calls through ctypes functions resolved beforehand, so a threaded parent
-cannot deadlock the child.
+Landlock confines a thread and everything it starts: the child is started from
+a short-lived thread that confined itself first (:meth:`Sandbox.start`), so
+trysquare's own threads stay free, the child is started the ordinary way (vfork
+and exec, nothing run between them), and a threaded parent cannot deadlock it.
 
 Elsewhere (no Landlock, another OS, or ``TRYSQUARE_SANDBOX=off``, a switch for
 tests and debugging) nothing is prevented and trysquare relies on detection
@@ -24,8 +24,12 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 __all__ = ["SWITCH", "Sandbox", "landlock_abi", "protection_line", "sandbox_enabled", "switched_off"]
 
@@ -138,34 +142,51 @@ class Sandbox:
     def __repr__(self) -> str:
         return f"Sandbox(writable={[str(p) for p in self.writable]!r})"
 
-    def prepare(self) -> tuple[Callable[[], None] | None, Callable[[], None]]:
-        """``(preexec, release)``: the function the forked child calls before exec (None
-        when confinement is off here), and what the parent calls once the child started.
+    def start(self, spawn: Callable[[], T]) -> T:
+        """Call ``spawn`` (which starts the child) so that the child is confined.
 
-        Raises ``OSError`` when Landlock is there but the ruleset cannot be built: a
-        child that was meant to be confined is never started unconfined.
+        Landlock confines a thread and what it starts: ``spawn`` runs in a fresh
+        thread that confines itself first and ends after the start, so trysquare's
+        own threads stay unconfined and the child is started the ordinary way
+        (vfork and exec: no Python code runs between fork and exec, so a threaded
+        parent cannot deadlock the child). Where confinement is off here,
+        ``spawn`` is simply called.
+
+        Raises ``OSError`` when Landlock is there but the ruleset cannot be built or
+        applied: a child meant to be confined is never started unconfined.
         """
         if not sandbox_enabled():
-            return None, lambda: None
+            return spawn()
+        fd = self._ruleset()
+        outcome: list[Any] = []
+
+        def confined() -> None:
+            try:
+                _restrict_this_thread(fd)
+                outcome.append((True, spawn()))
+            except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+                outcome.append((False, error))
+
+        try:
+            thread = threading.Thread(target=confined, name="trysquare-confined-start")
+            thread.start()
+            thread.join()
+        finally:
+            os.close(fd)
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def _ruleset(self) -> int:
+        """A Landlock ruleset allowing writes beneath ``writable`` and /dev only; its fd."""
         import ctypes
 
         abi = landlock_abi()
         handled = _WRITES_V1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
-        libc = _libc()
-        assert libc is not None
-        syscall = libc.syscall  # type: ignore[attr-defined]
-        syscall.restype = ctypes.c_long
-        prctl = libc.prctl  # type: ignore[attr-defined]
-        prctl.restype = ctypes.c_int
-
-        class _RulesetAttr(ctypes.Structure):
-            _fields_ = [("handled_access_fs", ctypes.c_uint64)]
-
-        class _PathBeneath(ctypes.Structure):
-            _pack_ = 1  # the kernel's struct is packed: 12 bytes
-            _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-        attr = _RulesetAttr(handled)
+        syscall = _functions()[0]
+        ruleset_attr, path_beneath = _structures()
+        attr = ruleset_attr(handled)
         ruleset = syscall(
             ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
             ctypes.c_uint32(0),
@@ -181,7 +202,7 @@ class Sandbox:
                 except FileNotFoundError:
                     continue
                 try:
-                    rule = _PathBeneath(handled, parent)
+                    rule = path_beneath(handled, parent)
                     if syscall(
                         ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(fd), ctypes.c_int(_RULE_PATH_BENEATH),
                         ctypes.byref(rule), ctypes.c_uint32(0),
@@ -193,17 +214,57 @@ class Sandbox:
         except BaseException:
             os.close(fd)
             raise
-        # Everything the child needs exists before the fork: the arguments are
-        # plain C values, the functions resolved. The child only makes syscalls.
-        no_new_privs = (ctypes.c_int(_PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0),
-                        ctypes.c_ulong(0), ctypes.c_ulong(0))
-        restrict = (ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(fd), ctypes.c_uint32(0))
+        return fd
 
-        def preexec() -> None:
-            if prctl(*no_new_privs) != 0 or syscall(*restrict) != 0:
-                os._exit(126)  # never run a child meant to be confined unconfined
 
-        def release() -> None:
-            os.close(fd)
+def _restrict_this_thread(fd: int) -> None:
+    """Confine the calling thread (and all it starts) to the ruleset ``fd``, for good."""
+    import ctypes
 
-        return preexec, release
+    syscall, prctl = _functions()
+    # Landlock requires no_new_privs (a confined process cannot gain privileges by exec).
+    if prctl(ctypes.c_int(_PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0),
+             ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"no_new_privs: {os.strerror(err)}")
+    if syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"Landlock restrict_self: {os.strerror(err)}")
+
+
+_resolved: list[tuple[Any, Any]] = []
+
+
+def _functions() -> tuple[Any, Any]:
+    """libc's ``syscall`` and ``prctl``, resolved once."""
+    if not _resolved:
+        import ctypes
+
+        libc = _libc()
+        assert libc is not None
+        syscall = libc.syscall  # type: ignore[attr-defined]
+        syscall.restype = ctypes.c_long
+        prctl = libc.prctl  # type: ignore[attr-defined]
+        prctl.restype = ctypes.c_int
+        _resolved.append((syscall, prctl))
+    return _resolved[0]
+
+
+_structs: list[tuple[Any, Any]] = []
+
+
+def _structures() -> tuple[Any, Any]:
+    """The kernel's two argument structures, built on first use (importing stays cheap)."""
+    if _structs:
+        return _structs[0]
+    import ctypes
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1  # the kernel's struct is packed: 12 bytes
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    _structs.append((RulesetAttr, PathBeneath))
+    return _structs[0]
