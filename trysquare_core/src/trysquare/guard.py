@@ -226,6 +226,10 @@ def _compare(
         return (f"the measured clone's base is {run.base_commit} but its work was recorded "
                 f"against {recorded['base']} ({_work_path(run)})")
     was_touched: Mapping[str, str] = recorded["touched"]
+    # Keys are JSON-safe names; the file system wants the names as they are.
+    raw = {rel: rel for rel in was_touched}
+    if facts is not None:
+        raw.update({_key(p): p for p in facts.touched})
     now_touched = set(was_touched) if facts is None else {_key(p) for p in facts.touched}
     changed: list[str] = []
     added: list[str] = []
@@ -235,8 +239,9 @@ def _compare(
             added.append(rel)
         elif rel not in now_touched:
             changed.append(rel)  # back as it was at base: still a change of the agent's work
-        elif _hash_path(run.repo / rel) != was_touched[rel]:
-            (deleted if not (run.repo / rel).exists() and not (run.repo / rel).is_symlink() else changed).append(rel)
+        elif _hash_path(run.repo / raw[rel]) != was_touched[rel]:
+            gone = not (run.repo / raw[rel]).exists() and not (run.repo / raw[rel]).is_symlink()
+            (deleted if gone else changed).append(rel)
     was_git: Mapping[str, str] = recorded["git"]
     now_git = _git_fingerprint(run.repo, entries)
     for rel in sorted(set(was_git) | set(now_git)):
