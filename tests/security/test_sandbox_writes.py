@@ -174,3 +174,12 @@ def test_sandbox_concurrent_validators_are_never_taken_for_strays(tmp_path: Path
     summary, out = run_validate(scenario(tmp_path / "s", "time.sleep(0.05)\n"), tmp_path / "exp", jobs=2)
     assert summary.exit_code == 0, out
     assert all(result(run)["state"] == "valid" for run in runs)
+
+
+def test_sandbox_plugins_and_check_say_which_protection_is_in_force(cli, tmp_path: Path) -> None:
+    listed = cli("plugins")
+    assert f"protection: Landlock (ABI {sandbox.landlock_abi()})" in listed.stdout
+    folder = tmp_path / "s"
+    checked = cli("check", scenario(folder, ""), env={"TRYSQUARE_SANDBOX": "off"})
+    assert checked.returncode == 0, checked.stderr
+    assert "protection: detection only (TRYSQUARE_SANDBOX=off)" in checked.stdout
