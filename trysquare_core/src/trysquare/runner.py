@@ -108,11 +108,12 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
         archive=results.archive_dir(task.run, task.validation.name),
         previous=task.previous,
     )
-    refused = task.clone_before is not None and task.clone_before.problem is not None
+    refusal = None if task.clone_before is None else task.clone_before.problem
+    refused = refusal is not None
     try:
-        if refused:
+        if refusal is not None:
             # The clone is not the agent's recorded work: nothing run on it is a measurement.
-            outcome = Outcome.invalid(task.clone_before.problem)
+            outcome = Outcome.invalid(refusal)
         else:
             outcome = task.validation.evaluate(job)
     except Exception as error:  # noqa: BLE001 - a broken mode spoils one result, not the matrix

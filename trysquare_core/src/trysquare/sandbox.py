@@ -120,7 +120,7 @@ def protection_line() -> str:
     if sandbox_enabled():
         return (
             f"protection: Landlock (ABI {landlock_abi()}) — validators and the suite can write only "
-            f"their scratch and archive folders; {detection}"
+            f"their scratch and archive folders, and nothing they start outlives them; {detection}"
         )
     if landlock_abi() >= 1:
         why = f"{SWITCH}=off"
