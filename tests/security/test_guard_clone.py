@@ -150,3 +150,22 @@ command = "suite.py"
 metrics = ["tests"]
 timeout = 120
 """
+
+
+def test_guard_validator_forging_another_runs_result(tmp_path: Path) -> None:
+    first, second = build_run(tmp_path, "r1"), build_run(tmp_path, "r2")
+    # The validator of the run validated last rewrites the result of the one validated first.
+    forged = first.path / "validation" / "attack.json"
+    body = (
+        f"if os.path.basename(os.path.dirname(repo)) == 'r2':\n"
+        f"    doc = json.load(open({str(forged)!r}))\n"
+        f"    doc['metrics'] = {{'blocked': 'forged'}}\n"
+        f"    attempt('forge', lambda: open({str(forged)!r}, 'w').write(json.dumps(doc)))\n"
+    )
+    summary, out = run_validate(scenario(tmp_path / "s", body), tmp_path / "exp")
+    assert attempts(second) == {"forge": "wrote"}  # nothing prevented it here
+    recorded = result(first)
+    assert recorded["state"] == "invalid", out
+    assert str(forged) in recorded["error"] and "something other than trysquare" in recorded["error"]
+    assert result(second)["state"] == "valid"
+    assert summary.exit_code == 1

@@ -339,3 +339,70 @@ def spoil(run_tasks: Sequence[Task], problem: str, out: TextIO) -> None:
         # No context digest: a spoiled result is never reused as it is.
         document = {**document, "state": "invalid", "error": problem, "context_digest": None}
         results.write_result(task.run, task.validation.name, document, None)
+
+
+# --- result files: written by trysquare alone ---------------------------------------------
+
+ResultStat = tuple[int, int, int, int] | None
+
+
+def result_stats(runs: Iterable[Run], names: Iterable[str]) -> dict[Path, ResultStat]:
+    """Each run's result file for each validator name, with its inode, size and times (None: absent)."""
+    from trysquare import results
+
+    stats: dict[Path, ResultStat] = {}
+    names = list(names)
+    for run in runs:
+        for name in names:
+            path = results.result_path(run, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                stats[path] = None
+                continue
+            stats[path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return stats
+
+
+def forged_results(before: Mapping[Path, ResultStat], written: Mapping[Path, Any]) -> list[Path]:
+    """Result files that changed during validate other than by trysquare's own writes.
+
+    ``written`` maps each result trysquare wrote to its document: that file must hold
+    it still; every other file must be as ``before`` found it. (A validator of one
+    run writing another run's result, where no sandbox prevents it.)
+    """
+    forged = []
+    for path, old in before.items():
+        if path in written:
+            try:
+                now = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                now = None
+            if now != json.loads(_atomic.dump_json(written[path])):
+                forged.append(path)
+            continue
+        try:
+            st = os.lstat(path)
+            current: ResultStat = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        except OSError:
+            current = None
+        if current != old:
+            forged.append(path)
+    return sorted(forged)
+
+
+def refuse_forged(runs: Iterable[Run], forged: Sequence[Path], out: TextIO) -> None:
+    """Make each forged result invalid, naming its file (the forged one goes to the history)."""
+    from trysquare import results
+
+    by_path = {results.result_path(run, path.stem): run for run in runs for path in forged
+               if results.result_path(run, path.stem) == path}
+    for path in forged:
+        run = by_path.get(path)
+        if run is None:
+            continue
+        problem = f"{_shown(str(path))} was changed during validate by something other than trysquare"
+        print(f"trysquare: {run.label}: {problem}", file=out)
+        document = results.read_result(run, path.stem) or {}
+        results.write_result(run, path.stem, {**document, "state": "invalid", "error": problem,
+                                              "context_digest": None}, None)

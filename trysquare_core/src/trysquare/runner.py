@@ -378,7 +378,8 @@ def validate(
         tasks, unbuilt = _plan_all(scenario, all_runs, validations, options)
         summary.skipped_runs.extend(unbuilt)
         summary.reused = len(all_runs) * len(validations) - len(tasks)
-        _execute(executor, tasks, options, summary, out, should_stop)
+        watched = guard.result_stats(all_runs, [v.name for v in validations])
+        _execute(executor, tasks, options, summary, out, should_stop, watched=(all_runs, watched))
         summary.interrupted = should_stop()
         skipped_dirs = {error.run_dir for error in unbuilt}
         current = {v.name: v.digest() for v in scenario.validations}
@@ -412,19 +413,25 @@ def _execute(
     summary: Summary,
     out: TextIO,
     should_stop: Callable[[], bool],
+    watched: tuple[Sequence[Run], Mapping[Path, Any]] | None = None,
 ) -> None:
-    """Run the tasks, showing progress and telling observers; then re-read each clone."""
+    """Run the tasks, showing progress and telling observers; then re-read each clone
+    (and, with ``watched``, every result file: only trysquare writes them)."""
     progress = Progress(len(tasks), options.progress, out)
     observers = plugins.get_manager().hook.trysquare_metrics_collected
     executed: dict[Path, list[Task]] = {}
+    written: dict[Path, Any] = {}
     try:
         for task, document in executor.run(tasks, should_stop=should_stop):
             summary.executed += 1
             executed.setdefault(task.run.dir, []).append(task)
+            written[results.result_path(task.run, task.validation.name)] = document
             progress.advance(task, document)
             _notify(observers, task, document)
     finally:
         progress.close()
+    if watched is not None:
+        guard.refuse_forged(watched[0], guard.forged_results(watched[1], written), out)
     # Each check is a stat walk of one clone: overlap them.
     with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:
         problems = list(pool.map(guard.clone_problem, executed.values()))
