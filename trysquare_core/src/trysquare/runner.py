@@ -430,7 +430,8 @@ def _execute(
             _notify(observers, task, document)
     finally:
         progress.close()
-    if watched is not None:
+    # After an interruption a worker may still record a task nobody waits for: no check then.
+    if watched is not None and not should_stop():
         guard.refuse_forged(watched[0], guard.forged_results(watched[1], written), out)
     # Each check is a stat walk of one clone: overlap them.
     with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:
