@@ -113,7 +113,15 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
     try:
         if refusal is not None:
             # The clone is not the agent's recorded work: nothing run on it is a measurement.
-            outcome = Outcome.invalid(refusal)
+            # What was recorded (a human's answers, a paid verdict) is kept beside the
+            # refusal, as a spoiled result keeps it, for when the clone is made right.
+            kept = task.previous or {}
+            outcome = Outcome.invalid(
+                refusal,
+                metrics=dict(kept.get("metrics") or {}),
+                reasons=dict(kept.get("reasons") or {}),
+                provenance=kept.get("provenance"),
+            )
         else:
             outcome = task.validation.evaluate(job)
     except Exception as error:  # noqa: BLE001 - a broken mode spoils one result, not the matrix
