@@ -6,6 +6,11 @@ plain shell loop; the ratio is what trysquare's runner adds on top. Prints:
 
     validate.replay.jobs1: 1.05x (baseline shell loop 4.10 s over 200 runs)
     validate.replay.jobs2: 0.61x (...)
+    validate.startup.confined: 1.04x (python -c pass started plainly ...)
+
+The last figure is what starting a validator confined (Landlock where the kernel
+offers it, strays ended) costs against starting the same ``python -c pass`` with
+``subprocess.run``.
 
 Usage: python benchmarks/bench_validate.py [--quick] [--runs N]
 """
@@ -50,6 +55,32 @@ def shell_loop(experiment: Path, script: Path) -> float:
     return time.perf_counter() - started
 
 
+def startup(count: int, scratch: Path) -> None:
+    from trysquare._process import run_process
+    from trysquare.sandbox import Sandbox, protection_line
+
+    argv = [sys.executable, "-c", "pass"]
+
+    def plain() -> float:
+        started = time.perf_counter()
+        for _ in range(count):
+            subprocess.run(argv, check=True)
+        return time.perf_counter() - started
+
+    def through_run_process(sandbox: Sandbox | None) -> float:
+        started = time.perf_counter()
+        for _ in range(count):
+            run_process(argv, cwd=scratch, timeout=None, sandbox=sandbox)
+        return time.perf_counter() - started
+
+    baseline = min(plain() for _ in range(2))
+    unconfined = min(through_run_process(None) for _ in range(2))
+    took = min(through_run_process(Sandbox([scratch])) for _ in range(2))
+    print(f"validate.startup.confined: {took / baseline:.2f}x (python -c pass by subprocess.run "
+          f"{baseline / count * 1000:.1f} ms each; run_process unconfined {unconfined / count * 1000:.1f} ms, "
+          f"confined {took / count * 1000:.1f} ms; {protection_line().split(' —')[0]})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -70,6 +101,7 @@ def main() -> None:
             )
             print(f"validate.replay.jobs{jobs}: {took / baseline:.2f}x "
                   f"(baseline shell loop {baseline:.2f} s over {count} runs; trysquare {took:.2f} s)")
+        startup(count // 4, Path(temp))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ from pathlib import Path
 
 context = json.load(open(sys.argv[1]))
 run = Path(context["repo"]).parent
-marker = Path(context["prompt"]).parent / "killed-worker.txt"
+# In the validator's archive folder: the only place beside the run it may write.
+marker = Path(sys.argv[1]).parent / "killed-worker.txt"
 if (run / "kill-worker-always.txt").exists():
     os.kill(os.getppid(), signal.SIGKILL)
     time.sleep(30)

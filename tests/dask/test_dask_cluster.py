@@ -91,7 +91,7 @@ def test_a_worker_killed_mid_matrix_leaves_every_run_one_whole_result(cli, matri
     done = cli("validate", m.scenario, m.exp, "--no-progress", "--only", "score", *CLUSTER)
 
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (m.exp / "runs" / "r3" / "killed-worker.txt").exists(), "no worker was killed"
+    assert (m.exp / "runs" / "r3" / "validation" / "score" / "killed-worker.txt").exists(), "no worker was killed"
     results = m.results()  # parses every file: a half-written one fails here
     assert sorted(results) == sorted((run_id, "score") for run_id in ids)
     for document in results.values():

@@ -165,9 +165,15 @@ def test_re_validating_never_loses_an_ingested_value(cli, validated: Matrix) -> 
     for field in ("metrics", "provenance", "reasons", "state"):
         assert after[field] == recorded[field], field
 
-    # The run changes under the human's answer: the form validator runs again, and keeps it.
+    # The run changes under the human's answer: no longer the recorded work, so refused
+    # (named) — and the answer is kept.
     with (matrix.run_dir(target) / "repo" / "counter.py").open("a") as handle:
         handle.write("# a late change\n")
+    done = cli("validate", matrix.scenario, matrix.root, "--no-progress", "--only", "human")
+    assert done.returncode == 1 and "(changed counter.py)" in done.stdout, done.stdout + done.stderr
+    assert matrix.result(target)["metrics"] == recorded["metrics"]
+    # Measured again on purpose (its record removed): the form validator runs again, and keeps it.
+    (matrix.run_dir(target) / ".trysquare" / "work.json").unlink()
     done = cli("validate", matrix.scenario, matrix.root, "--no-progress", "--only", "human")
     assert done.returncode == 0, done.stdout + done.stderr
     after = matrix.result(target)

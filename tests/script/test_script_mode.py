@@ -194,11 +194,16 @@ def test_rerun_skips_unchanged_and_keeps_history(cli, make_run, tmp_path: Path) 
     assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
     assert "tally" in result(run_dir)["metrics"]
     assert len((run_dir / "validation" / "script.history.jsonl").read_text().splitlines()) == 2
-    # A changed tree is a new context: re-run too.
+    # A tree changed after its first measurement is not the agent's recorded work: invalid, named.
     (run_dir / "repo" / "new.py").write_text("y = 1\n")
+    refused = cli("validate", scenario, experiment, "--no-progress")
+    assert refused.returncode == 1 and "(added new.py)" in refused.stdout
+    assert result(run_dir)["state"] == "invalid"
+    # Recording the work again (the user removes the record) makes it a new context: re-run.
+    (run_dir / ".trysquare" / "work.json").unlink()
     assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
     assert result(run_dir)["metrics"]["changed"] is True
-    assert len((run_dir / "validation" / "script.history.jsonl").read_text().splitlines()) == 3
+    assert len((run_dir / "validation" / "script.history.jsonl").read_text().splitlines()) == 4
 
 
 def test_replay_rescores_archived_contexts(cli, make_run, tmp_path: Path) -> None:
@@ -268,6 +273,11 @@ def test_validation_never_modifies_the_measured_clone(cli, tmp_path: Path, make_
     assert tree_digest(run.repo.path) == before
 
 
+# The sandbox would make these writes fail at the write (tests/security/test_sandbox_*.py);
+# switched off, the clone guard must still catch them.
+DETECTION_ONLY = {"TRYSQUARE_SANDBOX": "off"}
+
+
 def test_a_validator_deleting_files_in_the_clone_is_caught_by_path(cli, make_run, tmp_path: Path) -> None:
     experiment = build_matrix(make_run, count=1)
     scenario = scenario_for(tmp_path / "s", """
@@ -276,7 +286,7 @@ def test_a_validator_deleting_files_in_the_clone_is_caught_by_path(cli, make_run
         os.remove(os.path.join(context["repo"], "README.md"))
         print(json.dumps({"metrics": {"changed": True}}))
     """)
-    done = cli("validate", scenario, experiment, "--no-progress")
+    done = cli("validate", scenario, experiment, "--no-progress", env=DETECTION_ONLY)
     assert done.returncode == 1
     assert "the measured clone changed during validation (deleted README.md)" in done.stdout
     recorded = result(experiment / "runs" / "run0")
@@ -331,7 +341,7 @@ def test_replay_checks_the_clone_too(cli, make_run, tmp_path: Path) -> None:
         os.remove(os.path.join(context["repo"], "README.md"))
         print(json.dumps({"metrics": {"changed": True}}))
     """)
-    done = cli("validate", scenario, experiment, "--no-progress", "--replay")
+    done = cli("validate", scenario, experiment, "--no-progress", "--replay", env=DETECTION_ONLY)
     assert done.returncode == 1
     assert "the measured clone changed during validation (deleted README.md)" in done.stdout
 
@@ -352,7 +362,7 @@ def test_a_validator_writing_into_the_clone_is_caught(cli, make_run, tmp_path: P
         {action}
         print(json.dumps({{"metrics": {{"changed": True}}}}))
     """)
-    done = cli("validate", scenario, experiment, "--no-progress")
+    done = cli("validate", scenario, experiment, "--no-progress", env=DETECTION_ONLY)
     assert done.returncode == 1
     assert f"the measured clone changed during validation {said}" in done.stdout
     assert result(experiment / "runs" / "run0")["state"] == "invalid"

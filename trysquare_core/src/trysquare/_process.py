@@ -3,19 +3,26 @@
 Used by the script mode and by ``run.tests()``: the child gets its own process
 group (so a timeout kills grandchildren too), its output is capped (a runaway
 child cannot exhaust memory), and a grandchild that keeps the pipes open after
-the child exited cannot hang the caller. Dependency-free: ``trysquare.assay``
-imports it.
+the child exited cannot hang the caller. With ``sandbox=`` the child is confined
+(:mod:`trysquare.sandbox`) and nothing it started outlives the call, even a
+grandchild that left its process group and session (see :func:`_end_strays`).
+Dependency-free: ``trysquare.assay`` imports it.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import selectors
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from trysquare.sandbox import Sandbox, switched_off
 
 __all__ = ["DEFAULT_CAP", "ProcessResult", "kill_all", "run_process"]
 
@@ -77,24 +84,43 @@ def run_process(
     timeout: float | None,
     env: Mapping[str, str] | None = None,
     cap: int = DEFAULT_CAP,
+    sandbox: Sandbox | None = None,
 ) -> ProcessResult:
     """Run ``argv`` (no shell) in ``cwd`` and collect its output.
+
+    With ``sandbox``, the child can write only beneath ``sandbox.writable`` where
+    the kernel allows it (Landlock), and every process it started — also one that
+    left its session — is killed when the call returns (Linux).
 
     Raises ``OSError`` when the program cannot be started at all; every other
     outcome (exit code, timeout, signal) is reported in the result.
     """
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
-    proc = subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        env=None if env is None else dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    _live_groups.add(proc.pid)
+    token = None
+    if sandbox is not None and sys.platform == "linux" and not switched_off():
+        _become_subreaper()
+        token = f"{os.getpid()}.{next(_tokens)}"
+        env = {**(os.environ if env is None else env), _TOKEN_VAR: token}
+    # Held while a child is being started: until it is in _live_groups, another
+    # thread's _end_strays would take the new session leader for a stray.
+    _spawning.acquire()
+    def spawn() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+
+    try:
+        proc = spawn() if sandbox is None else sandbox.start(spawn)
+        _live_groups.add(proc.pid)
+    finally:
+        _spawning.release()
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
@@ -140,6 +166,8 @@ def run_process(
         _kill_group(proc.pid)
         proc.wait()
         _live_groups.discard(proc.pid)
+        if token is not None:
+            _end_strays(proc.pid, token)
         proc.stdout.close()
         proc.stderr.close()
     return ProcessResult(
@@ -151,3 +179,112 @@ def run_process(
         truncated,
         time.monotonic() - start,
     )
+
+
+# --- nothing a confined child started outlives it (Linux) -------------------------------
+
+# Set in every confined child's environment; a grandchild that left the session
+# (setsid, a double fork) is still recognised by it.
+_TOKEN_VAR = "TRYSQUARE_VALIDATION"
+_tokens = itertools.count(1)
+_PR_SET_CHILD_SUBREAPER = 36
+_subreaper: list[bool] = []
+_spawning = threading.Lock()
+
+
+def _become_subreaper() -> None:
+    """Orphans of our children come to us, not to init: so they can be found and ended."""
+    if _subreaper:
+        return
+    _subreaper.append(True)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(
+            _PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        )
+    except (OSError, AttributeError):
+        pass  # then an orphan goes to init; the session and token still find it
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """Every visible process: pid -> (parent pid, session id), from /proc."""
+    table: dict[int, tuple[int, int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        try:
+            table[int(name)] = (int(fields[1]), int(fields[3]))
+        except (IndexError, ValueError):
+            continue
+    return table
+
+
+def _carries(pid: int, token: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return f"{_TOKEN_VAR}={token}".encode() in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _end_strays(leader: int, token: str) -> None:
+    """Kill what the finished child ``leader`` left running: our descendants in its
+    session or carrying its token, and adopted orphans that left every session of
+    ours (with concurrent children, such an orphan cannot be told apart, and is
+    ended by whichever call ends first). Repeated until none is left, since a stray
+    may fork while it is being killed; adopted ones are reaped.
+    """
+    me = os.getpid()
+    my_session = os.getsid(0)
+    for _ in range(20):
+        with _spawning:  # no child is half-started while we look
+            strays, table = _find_strays(me, my_session, leader, token)
+            for pid in strays:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        if not strays:
+            return
+        for pid in strays:
+            if table[pid][0] == me:
+                try:
+                    os.waitpid(pid, 0)
+                except (ChildProcessError, OSError):
+                    pass
+
+
+def _find_strays(
+    me: int, my_session: int, leader: int, token: str
+) -> tuple[list[int], dict[int, tuple[int, int]]]:
+    """Our descendants that are strays of ``leader``, and the process table they came from."""
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _sid) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    strays = []
+    todo = [(pid, False) for pid in children.get(me, ())]
+    while todo:
+        pid, detached = todo.pop()
+        ppid, sid = table[pid]
+        if ppid == me and pid not in _live_groups and sid not in _live_groups and sid != my_session:
+            # Adopted (we are its subreaper) and in no session of ours: a grandchild
+            # that detached itself (setsid, double fork), with or without its
+            # environment. Our own helpers (git) share our session.
+            detached = True
+        todo.extend((child, detached) for child in children.get(pid, ()))
+        if detached or sid == leader or _carries(pid, token):
+            strays.append(pid)
+    return strays, table

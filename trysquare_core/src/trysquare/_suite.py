@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from trysquare._env import child_environment
 from trysquare._process import ProcessResult, run_process
 from trysquare._words import split_command
+from trysquare.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from trysquare.assay import Metric
@@ -255,7 +256,12 @@ def run_suite(
     def step(argv: list[str], what: str) -> ProcessResult | Metric:
         """The finished process, or the unjudged Metric saying why there is none."""
         try:
-            done = run_process(argv, cwd=copy, timeout=max(deadline - time.monotonic(), 0.0), env=env)
+            done = run_process(
+                argv, cwd=copy, timeout=max(deadline - time.monotonic(), 0.0), env=env,
+                # The agent's test code writes only in its throwaway scratch folder
+                # (where the kernel allows it): never the clone, the run, the etalon cache.
+                sandbox=Sandbox([scratch]),
+            )
         except OSError as error:
             return Metric.unjudged(f"{what} could not start: {error.strerror or error}")
         if done.timed_out:
@@ -263,6 +269,7 @@ def run_suite(
         return done
 
     with tempfile.TemporaryDirectory(prefix="trysquare-tests-") as scratch:
+        env["TMPDIR"] = scratch
         copy = repo_module.copy_tree(Path(repo), Path(scratch) / "repo")
         for argv in steps:
             done = step(argv, f"prepare `{' '.join(argv)}`")

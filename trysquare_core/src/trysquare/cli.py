@@ -268,6 +268,7 @@ def _check(args: argparse.Namespace) -> int:
     print(
         f"{scenario.path.name}: loads ({len(scenario.validations)} validator(s), {metrics} metric(s))"
     )
+    _print_protection()
     if not args.paths:
         return 0
     from trysquare.context import preflight
@@ -458,7 +459,15 @@ def _plugins(args: argparse.Namespace) -> int:
         ]
         status = f"FAILED: {info.error}" if info.error else "; ".join(provided) or "hooks: " + ", ".join(info.hooks)
         print(f"{info.name} {info.version or ''}".rstrip() + f"  {status}")
+    _print_protection()
     return 0
+
+
+def _print_protection() -> None:
+    """Which protection of the measured clone is in force on this machine (Landlock or detection)."""
+    from trysquare.sandbox import protection_line
+
+    print(protection_line())
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -18,6 +18,8 @@ import attrs
 
 from trysquare import _atomic, repo
 from trysquare.errors import RepoError, RunError
+# The clone guard lives in trysquare.guard; its names stay importable from here.
+from trysquare.guard import ClonePicture, clone_changes, picture_clone
 from trysquare.modes import Validation
 from trysquare.runs import Run
 from trysquare.scenario import Scenario
@@ -113,47 +115,6 @@ def _pin_base(run: Run) -> None:
 def diff_size(facts: RunFacts) -> int:
     """The size of ``diff.patch`` in bytes, without reading it (judge caps use it)."""
     return facts.diff.stat().st_size
-
-
-@attrs.frozen
-class ClonePicture:
-    """What ``git status`` said of the measured clone before validation."""
-
-    status: Mapping[str, str]
-
-
-def picture_clone(run: Run) -> ClonePicture | None:
-    """The clone as it is now, or ``None`` when it is not there to look at (a --replay)."""
-    if not run.repo.is_dir():
-        return None
-    try:
-        return ClonePicture(repo.worktree_status(run.repo))
-    except RepoError:
-        return None
-
-
-def clone_changes(run: Run, before: ClonePicture) -> str | None:
-    """Say what changed in the measured clone since ``before``, or ``None``.
-
-    Validation must write nothing there; a validator that deletes, adds or
-    changes a file in the clone is caught here and named by path. (A further edit
-    to a file the agent had already changed leaves ``git status`` as it was, and
-    is not seen.)
-    """
-    try:
-        after = repo.worktree_status(run.repo)
-    except RepoError as error:
-        return f"the measured clone can no longer be read after validation ({error.message})"
-    moved = sorted(path for path in set(before.status) | set(after) if before.status.get(path) != after.get(path))
-    if not moved:
-        return None
-    deleted = [p for p in moved if "D" in after.get(p, "") and "D" not in before.status.get(p, "")]
-    added = [p for p in moved if after.get(p) == "??" and p not in before.status]
-    changed = [p for p in moved if p not in deleted and p not in added]
-    said = "; ".join(
-        f"{word} {', '.join(paths)}" for word, paths in (("deleted", deleted), ("added", added), ("changed", changed)) if paths
-    )
-    return f"the measured clone changed during validation ({said})"
 
 
 def preflight(run: Run) -> None:

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from trysquare import _atomic, context as contexts, plugins, results
+from trysquare import _atomic, context as contexts, guard, plugins, results
 from trysquare._shown import shown
 from trysquare.errors import RunError, UsageError
 from trysquare.lock import LOCK_FILE, experiment_lock  # noqa: F401 - the lock's old home
@@ -58,7 +58,7 @@ class Task:
     declared_elsewhere: Mapping[str, str]
     # The measured clone before validation, to catch a validator writing into it;
     # None when the clone is not there to look at (a --replay once it is gone).
-    clone_before: contexts.ClonePicture | None = None
+    clone_before: guard.ClonePicture | None = None
     # The scenario's guarded variables (a judge's keys): never in a validator's environment.
     protected_env: frozenset[str] = frozenset()
     suite_pass_env: tuple[str, ...] = ()  # [task] pass_env
@@ -123,8 +123,22 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
         protected_env=task.protected_env,
         suite_pass_env=task.suite_pass_env,
     )
+    refusal = None if task.clone_before is None else task.clone_before.problem
+    refused = refusal is not None
     try:
-        outcome = task.validation.evaluate(job)
+        if refusal is not None:
+            # The clone is not the agent's recorded work: nothing run on it is a measurement.
+            # What was recorded (a human's answers, a paid verdict) is kept beside the
+            # refusal, as a spoiled result keeps it, for when the clone is made right.
+            kept = task.previous or {}
+            outcome = Outcome.invalid(
+                refusal,
+                metrics=dict(kept.get("metrics") or {}),
+                reasons=dict(kept.get("reasons") or {}),
+                provenance=kept.get("provenance"),
+            )
+        else:
+            outcome = task.validation.evaluate(job)
     except Exception as error:  # noqa: BLE001 - a broken mode spoils one result, not the matrix
         outcome = Outcome.invalid(
             f"validator '{task.validation.name}' crashed inside trysquare: {type(error).__name__}: {error}"
@@ -136,7 +150,8 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
         task.validation,
         outcome,
         digest=task.digest,
-        context_digest=task.context_digest,
+        # A refused clone's result is never reused: the next validate decides afresh.
+        context_digest=None if refused else task.context_digest,
         duration=time.monotonic() - started,
     )
     try:
@@ -247,7 +262,9 @@ def _tasks_for_run(
     _remove_crash_litter(run, validations)
     facts = None if options.replay else contexts.gather_facts(run)
     # Taken whatever the validators: a --replay can damage a clone as much as a first run.
-    clone_before = contexts.picture_clone(run)
+    # Checked against the work recorded at first measurement (and recorded then).
+    clone_before = guard.picture_clone(run, facts)
+    refused = clone_before is not None and clone_before.problem is not None
     tasks = []
     for validation in validations:
         archive = results.archive_dir(run, validation.name)
@@ -261,7 +278,7 @@ def _tasks_for_run(
         context_digest = contexts.context_digest(text, context)
         results.refuse_planted_links(run, validation.name)
         previous = results.read_result(run, validation.name)
-        if previous is not None and not _must_run(previous, digests[validation.name], context_digest, validation, options):
+        if not refused and previous is not None and not _must_run(previous, digests[validation.name], context_digest, validation, options):
             continue
         tasks.append(Task(
             run=run,
@@ -369,7 +386,8 @@ def validate(
         tasks, unbuilt = _plan_all(scenario, all_runs, validations, options)
         summary.skipped_runs.extend(unbuilt)
         summary.reused = len(all_runs) * len(validations) - len(tasks)
-        _execute(executor, tasks, options, summary, out, should_stop)
+        watched = guard.result_stats(all_runs, [v.name for v in validations])
+        _execute(executor, tasks, options, summary, out, should_stop, watched=(all_runs, watched))
         summary.interrupted = user_stop()
         skipped_dirs = {error.run_dir for error in unbuilt}
         current = {v.name: v.digest() for v in scenario.validations}
@@ -443,11 +461,14 @@ def _execute(
     summary: Summary,
     out: TextIO,
     should_stop: Callable[[], bool],
+    watched: tuple[Sequence[Run], Mapping[Path, Any]] | None = None,
 ) -> None:
-    """Run the tasks, showing progress and telling observers; then re-read each clone."""
+    """Run the tasks, showing progress and telling observers; then re-read each clone
+    (and, with ``watched``, every result file: only trysquare writes them)."""
     progress = Progress(len(tasks), options.progress, out)
     observers = plugins.get_manager().hook.trysquare_metrics_collected
     executed: dict[Path, list[Task]] = {}
+    written: dict[Path, Any] = {}
     try:
         for task, document in executor.run(tasks, should_stop=should_stop):
             summary.executed += 1
@@ -456,42 +477,20 @@ def _execute(
                     {"validator": task.validation.name, "error": str(document["error"])}
                 )
             executed.setdefault(task.run.dir, []).append(task)
+            written[results.result_path(task.run, task.validation.name)] = document
             progress.advance(task, document)
             _notify(observers, task, document)
     finally:
         progress.close()
-    # Each check is a git call: overlap them.
+    # After an interruption a worker may still record a task nobody waits for: no check then.
+    if watched is not None and not should_stop():
+        guard.refuse_forged(watched[0], guard.forged_results(watched[1], written), out)
+    # Each check is a stat walk of one clone: overlap them.
     with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:
-        problems = list(pool.map(_clone_problem, executed.values()))
+        problems = list(pool.map(guard.clone_problem, executed.values()))
     for run_tasks, problem in zip(executed.values(), problems):
         if problem is not None:
-            _spoil(run_tasks, problem, out)
-
-
-def _clone_problem(run_tasks: Sequence[Task]) -> str | None:
-    first = run_tasks[0]
-    if first.clone_before is None:
-        return None
-    try:
-        return contexts.clone_changes(first.run, first.clone_before)
-    except Exception as error:  # noqa: BLE001 - one run's data never fails the matrix
-        return f"the clone could not be read again after validation ({type(error).__name__}: {error})"
-
-
-def _spoil(run_tasks: Sequence[Task], problem: str, out: TextIO) -> None:
-    """A validator that wrote into the measured clone spoils its run's results, by path."""
-    first = run_tasks[0]
-    # The problem names files the clone holds: the agent chose those names.
-    print(f"trysquare: {shown(first.run.label)}: {shown(problem)}", file=out)
-    for task in run_tasks:
-        document = results.read_result(task.run, task.validation.name)
-        if document is None:
-            continue
-        document = {**document, "state": "invalid", "error": problem}
-        try:
-            results.write_result(task.run, task.validation.name, document, None)
-        except OSError as error:
-            print(f"trysquare: {first.run.label}: {_write_problem(error)}", file=out)
+            guard.spoil(run_tasks, problem, out)
 
 
 def _notify(observers: Any, task: Task, document: Mapping[str, Any]) -> None:

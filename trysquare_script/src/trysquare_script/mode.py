@@ -3,7 +3,8 @@
 The run becomes invalid — cause recorded, stderr kept — when the script exits
 non-zero, prints unreadable JSON or nothing, exceeds its timeout, or omits a
 declared metric. Its working directory is a fresh temporary folder, never the
-measured clone.
+measured clone; where the kernel allows it (Landlock), that folder (also its
+``TMPDIR``) and its archive folder are the only places it can write.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from trysquare._env import child_environment
 from trysquare._process import DEFAULT_CAP, run_process
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
 from trysquare.outputs import parse_validator_output
+from trysquare.sandbox import Sandbox
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -68,7 +70,10 @@ class ScriptValidation(Validation):
                     [str(self.executable), str(job.context_path)],
                     cwd=workdir,
                     timeout=self.timeout,
-                    env=_environment(self.pass_env, job),
+                    env={**_environment(self.pass_env, job), "TMPDIR": workdir},
+                    # Its scratch folder and its archive are all it may write (where
+                    # the kernel allows it): not the clone, the run or the etalon cache.
+                    sandbox=Sandbox([workdir, job.archive]),
                 )
             except OSError as error:
                 return Outcome.invalid(f"script {self.command} could not be started: {error.strerror}")

@@ -32,6 +32,7 @@ from trysquare._process import run_process
 from trysquare.errors import RepoError
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
 from trysquare.repo import copy_tree
+from trysquare.sandbox import Sandbox
 from trysquare.scenario import ShellWordError, split_command
 
 from trysquare_hidden_tests.junit import Case, ReportError, read_report, unlisted_errors
@@ -185,13 +186,17 @@ def _run_steps(
 ) -> str | None:
     """Run ``prepare`` then the command within ``timeout``; say why nobody can judge, or None."""
     deadline = time.monotonic() + timeout
+    env = {**env, "TMPDIR": str(cwd.parent)}  # scratch is all a confined suite may write
     steps = [("prepare", list(step)) for step in prepare] + [("the command", list(argv))]
     for kind, words in steps:
         shown = " ".join(words)
         evidence.append(f"$ {shown}\n".encode())
         try:
             done = run_process(
-                words, cwd=cwd, timeout=max(deadline - time.monotonic(), 0.0), env=env
+                words, cwd=cwd, timeout=max(deadline - time.monotonic(), 0.0), env=env,
+                # Only the scratch folder holding the copy (and its report) is writable
+                # where the kernel allows it: never the clone, the run, the etalon cache.
+                sandbox=Sandbox([cwd.parent]),
             )
         except OSError as error:
             return f"{kind} `{shown}` could not start: {error.strerror or error}"

@@ -154,7 +154,7 @@ def _validate(
     run = load_run(run_file)
     validation.check_runs(scenario, [run])  # the refusals `check SCENARIO PATH` makes
     facts = contexts.gather_facts(run)
-    clone_before = contexts.picture_clone(run)
+    clone_before = contexts.picture_clone(run, facts)
     context = contexts.build_context(scenario, run, validation, facts)
     text = contexts.dump_context(context)
     context_path = results.archive_dir(run, validation.name) / "context.json"
@@ -173,6 +173,7 @@ def _validate(
         },
         protected_env=frozenset(scenario.protected_env),
         suite_pass_env=scenario.task.pass_env,
+        clone_before=clone_before,
     )
     document = execute_task(task)
     assert document is not None  # only an interruption records nothing

@@ -1,0 +1,419 @@
+"""The clone guard: the agent's work is frozen at its first measurement, and checked.
+
+At a run's first measurement trysquare records in ``<run>/.trysquare/work.json``
+what the agent's work was: every touched path with a hash of its content, a hash
+of every file of the clone's ``.git`` except its objects and index (config, HEAD,
+refs, hooks, info), and a stat picture of the whole clone — ignored files and
+``.git`` included, objects and index left out — (inode, size, mtime, ctime, mode
+per path). Before every validation the clone is compared with that record; after
+it, with the picture taken before. Any difference makes the run invalid and names
+the paths, and the record is not updated from a clone that changed: what a
+validator (or a process it left behind) wrote is never read as the agent's work.
+
+The record is compared, never trusted as a source: the touched set always comes
+from :mod:`trysquare.repo`, so a ``work.json`` the agent planted can only make its
+run invalid. No process is started for the check: it is a stat walk and a few
+hashes.
+
+Where the kernel allows it, :mod:`trysquare.sandbox` prevents the writes in the
+first place; this module detects them everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import attrs
+
+from trysquare import _atomic
+from trysquare._shown import shown
+from trysquare.runs import Run
+
+if TYPE_CHECKING:
+    from trysquare.context import RunFacts
+    from trysquare.runner import Task
+
+__all__ = [
+    "WORK_FILE",
+    "ClonePicture",
+    "clone_changes",
+    "clone_problem",
+    "picture_clone",
+    "spoil",
+    "stat_picture",
+]
+
+WORK_FILE = Path(".trysquare") / "work.json"
+_VERSION = 1
+# Inside .git: objects only ever grow and say nothing by themselves (a ref or the
+# config must name them); the index is never read as the agent's work.
+_GIT_SKIPPED = frozenset({"objects", "index", "index.lock"})
+
+Entry = tuple[int, int, int, int, int]  # inode, size, mtime_ns, ctime_ns, mode
+
+
+@attrs.frozen
+class ClonePicture:
+    """The measured clone as validation found it, and what the check before it found."""
+
+    entries: Mapping[str, Entry]
+    root: tuple[int, int]  # (device, inode) of the clone folder
+    # Why the run must not be validated: the clone differs from its recorded work.
+    problem: str | None = None
+    # The etalon checkout the run's validators read (shared with other runs): it
+    # must come out of validation as it went in, too.
+    etalon: Path | None = None
+    etalon_entries: Mapping[str, Entry] = attrs.field(factory=dict)
+
+
+def _key(name: str) -> str:
+    # A file name that is not UTF-8 still gets a stable, JSON-safe key.
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def stat_picture(clone: Path, skip: Iterable[Path] = ()) -> dict[str, Entry]:
+    """Every path in ``clone`` (symlinks not followed) with its inode, size, mtime, ctime, mode.
+
+    ``.git/objects`` and ``.git/index`` are left out, and so is any folder in ``skip``.
+    """
+    skipped = {os.fspath(p) for p in skip}
+    entries: dict[str, Entry] = {}
+    todo: list[tuple[str, str]] = [(os.fspath(clone), "")]
+    while todo:
+        folder, prefix = todo.pop()
+        try:
+            scanner = os.scandir(folder)
+        except OSError:
+            continue
+        with scanner:
+            for item in scanner:
+                rel = prefix + item.name
+                if prefix == ".git/" and item.name in _GIT_SKIPPED:
+                    continue
+                if item.path in skipped:
+                    continue
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                entries[_key(rel)] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+                if stat.S_ISDIR(st.st_mode):
+                    todo.append((item.path, rel + "/"))
+    return entries
+
+
+def _hash_path(path: Path) -> str:
+    """What a path holds: a content hash, a link target, or that it is absent or a folder."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return "absent"
+    except OSError as error:
+        return f"unreadable:{error.strerror}"
+    if stat.S_ISLNK(st.st_mode):
+        return "link:" + _key(os.readlink(path))
+    if stat.S_ISDIR(st.st_mode):
+        return "folder"
+    if not stat.S_ISREG(st.st_mode):
+        return f"special:{stat.S_IFMT(st.st_mode)}"
+    hasher = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                hasher.update(chunk)
+    except OSError as error:
+        return f"unreadable:{error.strerror}"
+    exec_bit = "x" if st.st_mode & 0o111 else "-"
+    return f"sha256:{hasher.hexdigest()}:{exec_bit}"
+
+
+def _git_fingerprint(clone: Path, entries: Mapping[str, Entry]) -> dict[str, str]:
+    """A hash of every file the picture saw under ``.git`` (config, HEAD, refs, hooks, info...)."""
+    found = {rel: _hash_path(clone / rel) for rel, entry in entries.items()
+             if (rel == ".git" or rel.startswith(".git/")) and not stat.S_ISDIR(entry[4])}
+    return found
+
+
+def _work_path(run: Run) -> Path:
+    return run.dir / WORK_FILE
+
+
+def _skip(run: Run) -> list[Path]:
+    # An old layout may keep the run folder inside the clone: trysquare's own
+    # files there are not the clone's.
+    clone = run.repo.resolve()
+    folder = run.dir.resolve()
+    return [folder] if clone in folder.parents else []
+
+
+def _record(run: Run, touched: Iterable[str], entries: Mapping[str, Entry], root: tuple[int, int]) -> dict[str, Any]:
+    return {
+        "version": _VERSION,
+        "base": run.base_commit,
+        "touched": {_key(p): _hash_path(run.repo / p) for p in sorted(touched)},
+        "git": _git_fingerprint(run.repo, entries),
+        "root": list(root),
+        "picture": {rel: list(entry) for rel, entry in entries.items()},
+    }
+
+
+def picture_clone(run: Run, facts: RunFacts | None = None) -> ClonePicture | None:
+    """Check the clone against its recorded work and picture it for the check after validation.
+
+    ``facts`` carries the touched set just computed (none with ``--replay``: the
+    recorded touched paths are hashed again instead). The first measurement
+    writes ``<run>/.trysquare/work.json``. ``None`` when the clone is not there
+    to look at (a --replay once it is gone).
+    """
+    picture = _picture_clone(run, facts)
+    etalon = None if facts is None else facts.etalon_checkout
+    if picture is None or etalon is None:
+        return picture
+    return attrs.evolve(picture, etalon=etalon, etalon_entries=stat_picture(etalon))
+
+
+def _picture_clone(run: Run, facts: RunFacts | None) -> ClonePicture | None:
+    clone = run.repo
+    try:
+        root_stat = clone.stat()
+    except OSError:
+        return None
+    if not clone.is_dir():
+        return None
+    root = (root_stat.st_dev, root_stat.st_ino)
+    entries = stat_picture(clone, _skip(run))
+    path = _work_path(run)
+    try:
+        # Never through a symlink: the run folder is the agent's.
+        text = _atomic.read_bytes(path, root=run.dir).decode("utf-8")
+    except FileNotFoundError:
+        if facts is None:
+            return ClonePicture(entries, root)  # nothing recorded and no touched set: detect only
+        _atomic.write_text(
+            path, _atomic.dump_json(_record(run, facts.touched, entries, root)), root=run.dir
+        )
+        return ClonePicture(entries, root)
+    except (OSError, UnicodeDecodeError) as error:
+        return ClonePicture(entries, root, f"its recorded work {path} cannot be read ({error})")
+    try:
+        recorded = json.loads(text)
+        if not isinstance(recorded, dict) or recorded.get("version") != _VERSION:
+            raise ValueError("not a trysquare work record")
+        problem = _compare(run, recorded, facts, entries, root)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as error:
+        return ClonePicture(entries, root, f"its recorded work {path} cannot be read ({error})")
+    if problem is not None:
+        return ClonePicture(entries, root, problem)
+    # Same work: the picture is refreshed (a moved folder gets new inodes).
+    if recorded.get("root") != list(root) or recorded.get("picture") != {r: list(e) for r, e in entries.items()}:
+        _atomic.write_text(
+            path,
+            _atomic.dump_json({**recorded, "root": list(root),
+                               "picture": {r: list(e) for r, e in entries.items()}}),
+            root=run.dir,
+        )
+    return ClonePicture(entries, root)
+
+
+def _compare(
+    run: Run, recorded: Mapping[str, Any], facts: RunFacts | None, entries: Mapping[str, Entry], root: tuple[int, int]
+) -> str | None:
+    """What differs between the clone now and its recorded work, said by path; None if nothing."""
+    if run.base_commit is not None and recorded.get("base") not in (None, run.base_commit):
+        return (f"the measured clone's base is {run.base_commit} but its work was recorded "
+                f"against {recorded['base']} ({_work_path(run)})")
+    was_touched: Mapping[str, str] = recorded["touched"]
+    # Keys are JSON-safe names; the file system wants the names as they are.
+    raw = {rel: rel for rel in was_touched}
+    if facts is not None:
+        raw.update({_key(p): p for p in facts.touched})
+    now_touched = set(was_touched) if facts is None else {_key(p) for p in facts.touched}
+    changed: list[str] = []
+    added: list[str] = []
+    deleted: list[str] = []
+    for rel in sorted(set(was_touched) | now_touched):
+        if rel not in was_touched:
+            added.append(rel)
+        elif rel not in now_touched:
+            changed.append(rel)  # back as it was at base: still a change of the agent's work
+        elif _hash_path(run.repo / raw[rel]) != was_touched[rel]:
+            gone = not (run.repo / raw[rel]).exists() and not (run.repo / raw[rel]).is_symlink()
+            (deleted if gone else changed).append(rel)
+    was_git: Mapping[str, str] = recorded["git"]
+    now_git = _git_fingerprint(run.repo, entries)
+    for rel in sorted(set(was_git) | set(now_git)):
+        if rel not in was_git:
+            added.append(rel)
+        elif rel not in now_git:
+            deleted.append(rel)
+        elif now_git[rel] != was_git[rel]:
+            changed.append(rel)
+    # The picture holds what content hashes cannot see cheaply (ignored files,
+    # untouched files). Compared only in the same folder: a copied or moved
+    # clone has new inodes, and then the hashes above are what holds.
+    if recorded.get("root") == list(root):
+        picture = {rel: tuple(entry) for rel, entry in recorded["picture"].items()}
+        a, c, d = _differences(picture, entries)
+        seen = set(added) | set(changed) | set(deleted)
+        added += [p for p in a if p not in seen]
+        changed += [p for p in c if p not in seen]
+        deleted += [p for p in d if p not in seen]
+    said = _said(sorted(set(added)), sorted(set(changed)), sorted(set(deleted)))
+    if said is None:
+        return None
+    return f"the measured clone changed since its work was recorded at first measurement ({said})"
+
+
+def _differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    added = sorted(set(after) - set(before))
+    deleted = sorted(set(before) - set(after))
+    changed = []
+    for rel in sorted(set(before) & set(after)):
+        old, new = before[rel], after[rel]
+        if old == new:
+            continue
+        # A folder's own times move when an entry inside it comes or goes; the
+        # entry is named instead, unless the folder itself was replaced.
+        if stat.S_ISDIR(new[4]) and stat.S_ISDIR(old[4]) and old[0] == new[0]:
+            continue
+        changed.append(rel)
+    return added, changed, deleted
+
+
+def _said(added: Sequence[str], changed: Sequence[str], deleted: Sequence[str]) -> str | None:
+    parts = [
+        f"{word} {', '.join(shown(p) for p in paths)}"
+        for word, paths in (("deleted", deleted), ("added", added), ("changed", changed))
+        if paths
+    ]
+    return "; ".join(parts) or None
+
+
+def clone_changes(run: Run, before: ClonePicture) -> str | None:
+    """Say what changed in the measured clone since ``before``, by path; or ``None``.
+
+    Validation must write nothing there: a file added, deleted or written (also
+    one the agent had already changed, an ignored one, or anything in ``.git``
+    but its objects) is named here.
+    """
+    if before.problem is not None:
+        return None  # already refused before validation, for that reason
+    try:
+        root_stat = run.repo.stat()
+    except OSError as error:
+        return f"the measured clone can no longer be read after validation ({error.strerror})"
+    after = stat_picture(run.repo, _skip(run))
+    added, changed, deleted = _differences(before.entries, after)
+    if (root_stat.st_dev, root_stat.st_ino) != before.root:
+        return "the measured clone changed during validation (the clone folder itself was replaced)"
+    said = _said(added, changed, deleted)
+    problems = [] if said is None else [f"the measured clone changed during validation ({said})"]
+    if before.etalon is not None:
+        etalon_said = _said(*_differences(before.etalon_entries, stat_picture(before.etalon)))
+        if etalon_said is not None:
+            problems.append(f"the etalon checkout {before.etalon} changed during validation ({etalon_said})")
+    return "; ".join(problems) or None
+
+
+def clone_problem(run_tasks: Sequence[Task]) -> str | None:
+    """What validation changed in the clone of the run these tasks share; None if nothing."""
+    first = run_tasks[0]
+    if first.clone_before is None:
+        return None
+    return clone_changes(first.run, first.clone_before)
+
+
+def spoil(run_tasks: Sequence[Task], problem: str, out: TextIO) -> None:
+    """A validation that wrote into the measured clone spoils its run's results, by path."""
+    from trysquare import results
+
+    first = run_tasks[0]
+    # The problem names files the clone holds: the agent chose those names.
+    print(f"trysquare: {shown(first.run.label)}: {shown(problem)}", file=out)
+    for task in run_tasks:
+        try:
+            document = results.read_result(task.run, task.validation.name)
+            if document is None:
+                continue
+            # No context digest: a spoiled result is never reused as it is.
+            document = {**document, "state": "invalid", "error": problem, "context_digest": None}
+            results.write_result(task.run, task.validation.name, document, None)
+        except (OSError, results.UnreadableResult) as error:
+            # One run's folder refusing a write never stops the others being spoiled.
+            print(f"trysquare: {shown(first.run.label)}: {shown(str(error))}", file=out)
+
+
+# --- result files: written by trysquare alone ---------------------------------------------
+
+ResultStat = tuple[int, int, int, int] | None
+
+
+def result_stats(runs: Iterable[Run], names: Iterable[str]) -> dict[Path, ResultStat]:
+    """Each run's result file for each validator name, with its inode, size and times (None: absent)."""
+    from trysquare import results
+
+    stats: dict[Path, ResultStat] = {}
+    names = list(names)
+    for run in runs:
+        for name in names:
+            path = results.result_path(run, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                stats[path] = None
+                continue
+            stats[path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return stats
+
+
+def forged_results(before: Mapping[Path, ResultStat], written: Mapping[Path, Any]) -> list[Path]:
+    """Result files that changed during validate other than by trysquare's own writes.
+
+    ``written`` maps each result trysquare wrote to its document: that file must hold
+    it still; every other file must be as ``before`` found it. (A validator of one
+    run writing another run's result, where no sandbox prevents it.)
+    """
+    forged = []
+    for path, old in before.items():
+        if path in written:
+            try:
+                now = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                now = None
+            if now != json.loads(_atomic.dump_json(written[path])):
+                forged.append(path)
+            continue
+        try:
+            st = os.lstat(path)
+            current: ResultStat = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        except OSError:
+            current = None
+        if current != old:
+            forged.append(path)
+    return sorted(forged)
+
+
+def refuse_forged(runs: Iterable[Run], forged: Sequence[Path], out: TextIO) -> None:
+    """Make each forged result invalid, naming its file (the forged one goes to the history)."""
+    from trysquare import results
+
+    by_path = {results.result_path(run, path.stem): run for run in runs for path in forged
+               if results.result_path(run, path.stem) == path}
+    for path in forged:
+        run = by_path.get(path)
+        if run is None:
+            continue
+        problem = f"{shown(str(path))} was changed during validate by something other than trysquare"
+        print(f"trysquare: {shown(run.label)}: {problem}", file=out)
+        try:
+            document = results.read_result(run, path.stem) or {}
+            results.write_result(run, path.stem, {**document, "state": "invalid", "error": problem,
+                                                  "context_digest": None}, None)
+        except (OSError, results.UnreadableResult) as error:
+            print(f"trysquare: {shown(run.label)}: {shown(str(error))}", file=out)
