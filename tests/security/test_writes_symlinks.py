@@ -228,7 +228,9 @@ def test_lone_surrogate_in_a_reason_is_recorded(tmp_path: Path) -> None:
     assert recorded["reasons"]["scored"] == "Done \ud83d"
 
 
-def test_planted_result_link_costs_no_validator_run(tmp_path: Path) -> None:
+def test_planted_result_link_costs_no_validator_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The validator logs its calls beside the scenario, which the sandbox would refuse.
+    monkeypatch.setenv("TRYSQUARE_SANDBOX", "off")
     exp, _, evil = two_runs(tmp_path)
     (evil / "validation").mkdir()
     (evil / "validation" / "score.json").symlink_to(victim_file(tmp_path))

@@ -307,6 +307,29 @@ def _cache_root() -> Path:
     return base / "trysquare"
 
 
+_SHADOW_ROOTS: dict[Path, Path] = {}
+
+
+def _shadow_root() -> Path:
+    """Where shadow repositories are built: trysquare's cache, or, in a process that may
+    not write there (a validator confined by the sandbox), its own temporary folder.
+
+    Probed once per cache folder and process: a confined child sees EACCES at the write.
+    """
+    cache = _cache_root() / "shadow"
+    found = _SHADOW_ROOTS.get(cache)
+    if found is None:
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tempfile.mkdtemp(prefix=".probe.", dir=cache))
+            found = cache
+        except PermissionError:
+            found = Path(tempfile.gettempdir()) / "trysquare-shadow"
+            found.mkdir(parents=True, exist_ok=True)
+        _SHADOW_ROOTS[cache] = found
+    return found
+
+
 def _write_shadow(git_dir: Path, common: Path, head: bytes) -> None:
     """The bare bones of a shadow GIT_DIR in ``git_dir`` (which exists, empty)."""
     sha256 = _object_format(common) == "sha256"
@@ -334,7 +357,7 @@ class _Refs:
         self.repo = Path(repo)
         git_dir, common = _git_dirs(self.repo)
         refs, head = _clone_refs(git_dir, common)
-        root = _cache_root() / "shadow"
+        root = _shadow_root()
         root.mkdir(parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix="refs.", dir=root))
         try:
@@ -378,7 +401,7 @@ class _Shadow:
         self.repo = Path(repo)
         self.commit = commit
         _git_dir, common = _git_dirs(self.repo)
-        root = _cache_root() / "shadow"
+        root = _shadow_root()
         self.dir = root / _shadow_key(self.repo, common, commit, excluded)
         self.exclude = self.dir / "info" / "exclude"
         if (self.dir / "index").is_file():
@@ -408,7 +431,7 @@ class _Shadow:
     def existing(cls, repo: Path, commit: str, excluded: Sequence[str]) -> _Shadow | None:
         """The shadow already built for ``commit``, or None."""
         _git_dir, common = _git_dirs(repo)
-        folder = _cache_root() / "shadow" / _shadow_key(repo, common, commit, excluded)
+        folder = _shadow_root() / _shadow_key(repo, common, commit, excluded)
         if not (folder / "index").is_file():
             return None
         shadow = cls.__new__(cls)
@@ -816,7 +839,7 @@ def _unborn_files(repo: Path) -> set[str]:
 
 
 def _mkcache() -> Path:
-    root = _cache_root() / "shadow"
+    root = _shadow_root()
     root.mkdir(parents=True, exist_ok=True)
     return root
 

@@ -477,7 +477,9 @@ def _execute(
                     {"validator": task.validation.name, "error": str(document["error"])}
                 )
             executed.setdefault(task.run.dir, []).append(task)
-            written[results.result_path(task.run, task.validation.name)] = document
+            if not document.get("unrecorded"):
+                # A result that could not be written is not one to hold the file to.
+                written[results.result_path(task.run, task.validation.name)] = document
             progress.advance(task, document)
             _notify(observers, task, document)
     finally:
