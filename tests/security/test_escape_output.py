@@ -71,7 +71,11 @@ def test_escape_clone_changed_message_naming_a_terminal_sequence_file(
     run.base({"a.py": "x = 1\n"})
     run.finish()
     experiment = tmp_path / "exp"
-    done = cli("validate", scenario, experiment, "--no-progress")
+    done = cli(
+        # The validator writes the file into the clone on purpose, to be caught by the
+        # guard and named; the sandbox would refuse that write, so it is off here.
+        "validate", scenario, experiment, "--no-progress", env={"TRYSQUARE_SANDBOX": "off"}
+    )
     assert done.returncode == 1  # the clone changed: the run is invalid
     assert_no_raw_control(done.stdout, done.stderr)
     assert "\\x1b]0;PWNED\\x07" in done.stdout  # named, visibly

@@ -77,6 +77,9 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("PLAIN_SETTING", "plain-1234")
+    # The agent's test writes what it saw to a file the test reads afterwards: a write
+    # the sandbox refuses. What is checked here is the environment, filtered either way.
+    monkeypatch.setenv("TRYSQUARE_SANDBOX", "off")
     return SECRETS
 
 

@@ -144,15 +144,39 @@ def _response(run: Run, cap: int | None) -> bytes:
     return (text or "").encode("utf-8", "surrogatepass")
 
 
+class _CappedSink:
+    """A write-only sink that keeps at most ``cap + 1`` bytes and only counts the rest.
+
+    A 100 MB diff is streamed through it: never held, and still known to be over the cap.
+    """
+
+    def __init__(self, cap: int | None) -> None:
+        self.cap = cap
+        self.kept = bytearray()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        room = len(data) if self.cap is None else self.cap + 1 - len(self.kept)
+        if room > 0:
+            self.kept += data[:room]
+        return len(data)
+
+
 def _diff(run: Run, cap: int | None) -> bytes:
-    # Computed afresh (diff.patch may be stale or absent before validate); git writes nothing.
+    # Computed afresh (diff.patch may be stale or absent before validate); git writes
+    # nothing, and the patch streams through a capped sink rather than into memory.
     from trysquare import repo
     from trysquare.errors import RepoError
 
+    sink = _CappedSink(cap)
     try:
-        return repo.diff_patch(run.repo, run.base_commit).encode("utf-8")
+        repo.write_diff_patch(run.repo, run.base_commit, sink, run.excluded)  # type: ignore[arg-type]
     except RepoError:
         return _read(run.dir / DIFF_FILE, cap)
+    if cap is not None and sink.size > cap:
+        return _Oversized()
+    return bytes(sink.kept)
 
 
 _READERS: dict[str, Callable[[Run, int | None], bytes]] = {
