@@ -140,7 +140,17 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def write_bytes(path: Path, data: bytes, *, root: Path | None = None) -> None:
     """Replace ``path`` with ``data`` atomically, creating its folders (below ``root``)."""
-    path = Path(path)
+    _replace(Path(path), root, lambda handle: handle.write(data), keep_same=False)
+
+
+def _replace(
+    path: Path, root: Path | None, fill: Callable[[BinaryIO], object], *, keep_same: bool
+) -> bool:
+    """Write a temporary file beside ``path`` with ``fill``, then rename it over ``path``.
+
+    With ``keep_same``, an identical file already there stays (and keeps its mtime).
+    Returns whether ``path`` was replaced.
+    """
     name = path.name
     with _parent_fd(path, root, create=True) as folder:
         # Renaming over a symlink would replace the link, not its target; it is
@@ -151,12 +161,14 @@ def write_bytes(path: Path, data: bytes, *, root: Path | None = None) -> None:
             temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder
         )
         try:
-            try:
-                _write_all(fd, data)
-                os.fchmod(fd, _FILE_MODE)
-            finally:
-                os.close(fd)
+            with os.fdopen(fd, "wb") as handle:
+                fill(handle)
+                os.fchmod(handle.fileno(), _FILE_MODE)
+            if keep_same and _same_file_content(folder, temp, name):
+                os.unlink(temp, dir_fd=folder)
+                return False
             os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            return True
         except BaseException:
             try:
                 os.unlink(temp, dir_fd=folder)
@@ -372,26 +384,4 @@ def write_stream(
     there (compared in blocks), the old file stays and keeps its mtime. Never
     through a symlink (below ``root`` when given). Returns whether ``path`` was replaced.
     """
-    path = Path(path)
-    name = path.name
-    with _parent_fd(path, root, create=True) as folder:
-        _refuse_link(folder, name, path)
-        temp = f".{name}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(
-            temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder
-        )
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                fill(handle)
-                os.fchmod(handle.fileno(), _FILE_MODE)
-            if _same_file_content(folder, temp, name):
-                os.unlink(temp, dir_fd=folder)
-                return False
-            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
-            return True
-        except BaseException:
-            try:
-                os.unlink(temp, dir_fd=folder)
-            except OSError:
-                pass
-            raise
+    return _replace(Path(path), root, fill, keep_same=True)
