@@ -170,7 +170,7 @@ def test_a_suite_over_its_timeout_is_unjudged(tiny: Tiny) -> None:
     command = f"{PYTHON} -c 'import time; time.sleep(30)'"
     verdict = Assay.load(tiny(test_command=command, metrics=("ok",))).tests(timeout=1)
     assert verdict.value is None
-    assert "did not finish within 1 s" in verdict.reason
+    assert "did not finish within the timeout of 1 s" in verdict.reason
 
 
 def test_a_suite_that_cannot_start_is_unjudged(tiny: Tiny) -> None:

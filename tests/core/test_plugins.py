@@ -48,9 +48,9 @@ def trysquare_register_modes(register):
 """
 
 
-def plugins_json(cli, **env: str) -> list[dict]:
+def plugins_json(cli, *, failed: bool = False, **env: str) -> list[dict]:
     done = cli("plugins", "--json", env=env)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == (1 if failed else 0), done.stderr  # a failed plugin: exit 1
     return json.loads(done.stdout)
 
 
@@ -106,7 +106,7 @@ def test_a_broken_plugin_is_reported_and_the_others_work(cli, site, tmp_path: Pa
     site("trysquare-oddhook", "trysquare_oddhook", UNKNOWN_HOOK)
     site("trysquare-echo", "trysquare_echo", GOOD_MODE)
     done = cli("plugins", "--json")
-    assert done.returncode == 0
+    assert done.returncode == 1, done.stderr
     listing = by_name(json.loads(done.stdout))
     assert "RuntimeError: this plugin is broken on purpose" in listing["trysquare-broken"]["error"]
     assert "trysquare_register_everything" in listing["trysquare-oddhook"]["error"]
@@ -121,7 +121,7 @@ def test_a_broken_plugin_is_reported_and_the_others_work(cli, site, tmp_path: Pa
 
 def test_a_mode_registered_twice_is_refused_naming_both(cli, site) -> None:
     site("trysquare-imposter", "trysquare_imposter", DUPLICATE_SCRIPT)
-    listing = by_name(plugins_json(cli))
+    listing = by_name(plugins_json(cli, failed=True))
     errors = [entry["error"] for entry in listing.values() if entry["error"]]
     assert len(errors) == 1
     assert "'script'" in errors[0] and "trysquare-imposter" in errors[0] and "trysquare-script" in errors[0]
@@ -185,3 +185,111 @@ def test_plugin_context_keys_and_a_broken_plugin_skip_only_their_run(cli, site, 
     assert done.stdout.strip().splitlines()[-1] == "1 run: 1 valid; 2 run folder(s) could not be read"
     good = json.loads((tmp_path / "exp" / "runs" / "good" / "validation" / "script.json").read_text())
     assert good["metrics"] == {"ticket": "ticket-good"}
+
+
+def every_hook_raises(marker: Path) -> str:
+    """A plugin whose every hook raises; importing it leaves ``marker`` behind."""
+    hooks = [
+        "trysquare_register_modes(register)", "trysquare_register_session_formats(register)",
+        "trysquare_build_context(run, validation, context)",
+        "trysquare_metrics_collected(run, validation, outcome)",
+        "trysquare_register_commands(cli)", "trysquare_register_executors(register)",
+        "trysquare_protected_env(scenario_file, config)",
+        "trysquare_register_report_formats(register)",
+        "trysquare_register_judge_providers(register)",
+    ]
+    body = "".join(
+        f"\n@hookimpl\ndef {hook}:\n    raise RuntimeError('{hook.split('(')[0]} broke')\n"
+        for hook in hooks
+    )
+    return f"from pathlib import Path\nfrom trysquare import hookimpl\nPath({str(marker)!r}).touch()\n{body}"
+
+
+def scored_run(make_run, tmp_path: Path) -> Path:
+    from tests.helpers import write_script
+
+    run = make_run("r1")
+    run.base({"a.py": "a = 1\n"})
+    run.finish()
+    write_script(tmp_path / "s", "score.py", """
+        import json
+        print(json.dumps({"metrics": {"ok": True}}))
+    """)
+    return write_scenario(tmp_path / "s", """
+        [[validation]]
+        mode = "script"
+        command = "score.py"
+        metrics = ["ok"]
+    """)
+
+
+def test_a_plugin_whose_every_hook_raises_breaks_no_command(cli, site, make_run, tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    site("trysquare-allbroken", "trysquare_allbroken", every_hook_raises(marker))
+
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("trysquare ")
+    assert not marker.exists(), "--version imported a plugin"
+    assert version.stderr == ""
+
+    shown = cli("--help")
+    assert shown.returncode == 0, shown.stderr
+    assert "validate" in shown.stdout and "form" in shown.stdout  # the other plugins' commands stay
+    assert "plugin 'trysquare-allbroken' failed" in shown.stderr and "internal error" not in shown.stderr
+    assert marker.exists()
+
+    listing = cli("plugins")
+    assert listing.returncode == 1, listing.stderr
+    broken = [line for line in listing.stdout.splitlines() if line.startswith("trysquare-allbroken")]
+    assert broken and "FAILED" in broken[0] and "broke" in broken[0], listing.stdout
+    assert any(line.startswith("trysquare-script") and "modes: script" in line
+               for line in listing.stdout.splitlines())
+    as_json = by_name(plugins_json(cli, failed=True))
+    assert "RuntimeError" in as_json["trysquare-allbroken"]["error"]
+    assert as_json["trysquare-judge"]["providers"] == ["openai"]
+
+    scenario = scored_run(make_run, tmp_path)
+    validated = cli("validate", scenario, tmp_path / "exp", "--no-progress")
+    assert validated.returncode == 0, validated.stderr
+    assert "plugin 'trysquare-allbroken' failed" in validated.stderr
+    result = json.loads((tmp_path / "exp" / "runs" / "r1" / "validation" / "script.json").read_text())
+    assert result["metrics"] == {"ok": True}
+
+    reported = cli("report", scenario, tmp_path / "exp")
+    assert reported.returncode == 0, reported.stderr
+    assert "ok" in reported.stdout and "plugin 'trysquare-allbroken' failed" in reported.stderr
+
+
+def observer(raises: bool, log: Path) -> str:
+    action = "raise OSError('tracker is down')" if raises else f"Path({str(log)!r}).write_text(run.id)"
+    return (
+        "from pathlib import Path\nfrom trysquare import hookimpl\n\n@hookimpl\n"
+        f"def trysquare_metrics_collected(run, validation, outcome):\n    {action}\n"
+    )
+
+
+def test_an_observer_that_raises_is_a_warning_and_the_others_are_told(cli, site, make_run, tmp_path: Path) -> None:
+    log = tmp_path / "told"
+    site("trysquare-aaa-down", "trysquare_aaa_down", observer(True, log))
+    site("trysquare-zzz-up", "trysquare_zzz_up", observer(False, log))
+    scenario = scored_run(make_run, tmp_path)
+    done = cli("validate", scenario, tmp_path / "exp", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert "plugin 'trysquare-aaa-down'" in done.stderr and "tracker is down" in done.stderr
+    assert log.read_text() == "r1"  # the observer after the broken one was still told
+
+
+ADDS_NO_SPECS = """
+from trysquare import hookimpl
+
+@hookimpl
+def trysquare_add_hookspecs(pluginmanager):
+    raise RuntimeError('cannot add my hooks')
+"""
+
+
+def test_a_plugin_whose_hookspecs_fail_is_reported_alone(cli, site) -> None:
+    site("trysquare-nospecs", "trysquare_nospecs", ADDS_NO_SPECS)
+    listing = by_name(plugins_json(cli, failed=True))
+    assert "cannot add my hooks" in listing["trysquare-nospecs"]["error"]
+    assert listing["trysquare-judge"]["error"] is None and listing["trysquare-judge"]["providers"] == ["openai"]

@@ -288,3 +288,80 @@ def _find_strays(
         if detached or sid == leader or _carries(pid, token):
             strays.append(pid)
     return strays, table
+
+
+TAIL_LINES = 30
+TAIL_CHARS = 3000
+
+
+def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+    """The last ``lines`` lines of ``text``, at most ``chars`` characters."""
+    kept = "\n".join(text.rstrip().splitlines()[-lines:])
+    if len(kept) > chars:
+        kept = "..." + kept[-chars:]
+    return kept
+
+
+def output_text(result: ProcessResult) -> str:
+    """A finished child's stdout then stderr, decoded (undecodable bytes replaced)."""
+    stdout = result.stdout.decode("utf-8", "replace")
+    stderr = result.stderr.decode("utf-8", "replace")
+    return stdout + ("\n" if stdout and stderr else "") + stderr
+
+
+class Steps:
+    """What became of steps run in turn under one deadline (:func:`run_steps`)."""
+
+    __slots__ = ("last", "problem", "transcript")
+
+    def __init__(self, last: ProcessResult | None, problem: str | None, transcript: bytes) -> None:
+        # The last step that ran: the command itself when ``problem`` is None.
+        self.last = last
+        # Why the command's outcome cannot be read: a step that could not start or
+        # timed out, a step before the command that failed. None otherwise.
+        self.problem = problem
+        # Each step's "$ argv" line, its stdout, stderr and "[exit N]", in order.
+        self.transcript = transcript
+
+
+def run_steps(
+    steps: Sequence[tuple[str, Sequence[str]]],
+    *,
+    cwd: Path | str,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    sandbox: Sandbox | None = None,
+    consequence: str = "so the command did not run",
+    tail_lines: int = TAIL_LINES,
+) -> Steps:
+    """Run ``(label, argv)`` steps in turn within one ``timeout`` for them all.
+
+    Every step but the last (``prepare``) must exit 0; the last one (the command)
+    may fail: its result is returned for the caller to read. A ``problem`` names
+    the step; for a failed step it says ``consequence`` and ends with the tail of
+    that step's output.
+    """
+    deadline = time.monotonic() + timeout
+    transcript: list[bytes] = []
+    done: ProcessResult | None = None
+    for index, (label, argv) in enumerate(steps):
+        shown = " ".join(argv)
+        transcript.append(f"$ {shown}\n".encode())
+        try:
+            done = run_process(
+                argv, cwd=cwd, timeout=max(deadline - time.monotonic(), 0.0), env=env,
+                sandbox=sandbox,
+            )
+        except OSError as error:
+            problem = f"{label} `{shown}` could not start: {error.strerror or error}"
+            return Steps(done, problem, b"".join(transcript))
+        transcript += [done.stdout, done.stderr, f"[exit {done.returncode}]\n".encode()]
+        if done.timed_out:
+            problem = f"{label} `{shown}` did not finish within the timeout of {timeout:g} s"
+            return Steps(done, problem, b"".join(transcript))
+        if index < len(steps) - 1 and done.returncode != 0:
+            kept = tail(output_text(done), tail_lines)
+            evidence = f":\n{kept}" if kept.strip() else " (it printed nothing)"
+            problem = f"{label} `{shown}` failed (exit {done.returncode}), {consequence}{evidence}"
+            return Steps(done, problem, b"".join(transcript))
+    return Steps(done, None, b"".join(transcript))

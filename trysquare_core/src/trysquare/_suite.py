@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trysquare._env import child_environment
-from trysquare._process import ProcessResult, run_process
+from trysquare._process import TAIL_LINES, output_text, run_steps, tail
 from trysquare._words import split_command
 from trysquare.sandbox import Sandbox
 
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["count_tests", "ran_nothing", "read_counts", "run_suite", "tail"]
 
 # How much of a failing suite's output a reason carries.
-TAIL_LINES = 30
-TAIL_CHARS = 3000
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -205,25 +203,11 @@ def count_tests(output: str) -> int | None:
     return sum(found) if found else None
 
 
-def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
-    """The last ``lines`` lines of ``text``, at most ``chars`` characters."""
-    kept = "\n".join(text.rstrip().splitlines()[-lines:])
-    if len(kept) > chars:
-        kept = "..." + kept[-chars:]
-    return kept
-
-
 def _words(command: str | Sequence[str]) -> list[str]:
     # The scenario carries strings; an already split argv is accepted as it is.
     if isinstance(command, str):
         return split_command(command)
     return [str(word) for word in command]
-
-
-def _output(result: object) -> str:
-    stdout = getattr(result, "stdout", b"").decode("utf-8", "replace")
-    stderr = getattr(result, "stderr", b"").decode("utf-8", "replace")
-    return stdout + ("\n" if stdout and stderr else "") + stderr
 
 
 def run_suite(
@@ -242,49 +226,28 @@ def run_suite(
     process's environment minus every secret-looking variable not named in
     ``pass_env`` (the scenario's ``[task] pass_env``).
     """
-    import time
-
     from trysquare import repo as repo_module  # lazy: not needed unless a suite runs
 
     from trysquare.assay import Metric  # noqa: F811 (the module is loaded by now)
     suite = _words(test_command)
     if not suite:
         raise ValueError("the scenario's test_command is empty: there is no suite to run")
-    steps = [_words(step) for step in prepare]
-    deadline = time.monotonic() + timeout
+    shown = " ".join(suite)
+    steps = [("prepare", _words(step)) for step in prepare] + [("the suite", suite)]
     env = child_environment(passed=pass_env)
-    def step(argv: list[str], what: str) -> ProcessResult | Metric:
-        """The finished process, or the unjudged Metric saying why there is none."""
-        try:
-            done = run_process(
-                argv, cwd=copy, timeout=max(deadline - time.monotonic(), 0.0), env=env,
-                # The agent's test code writes only in its throwaway scratch folder
-                # (where the kernel allows it): never the clone, the run, the etalon cache.
-                sandbox=Sandbox([scratch]),
-            )
-        except OSError as error:
-            return Metric.unjudged(f"{what} could not start: {error.strerror or error}")
-        if done.timed_out:
-            return Metric.unjudged(f"{what} did not finish within {timeout:g} s")
-        return done
-
     with tempfile.TemporaryDirectory(prefix="trysquare-tests-") as scratch:
         env["TMPDIR"] = scratch
         copy = repo_module.copy_tree(Path(repo), Path(scratch) / "repo")
-        for argv in steps:
-            done = step(argv, f"prepare `{' '.join(argv)}`")
-            if isinstance(done, Metric):
-                return done
-            if done.returncode != 0:
-                return Metric.unjudged(
-                    f"prepare `{' '.join(argv)}` failed (exit {done.returncode}), so nobody "
-                    f"judged the suite{_tail_after_colon(_output(done))}"
-                )
-        shown = " ".join(suite)
-        done = step(suite, f"the suite `{shown}`")
-        if isinstance(done, Metric):
-            return done
-    return _verdict(shown, done.returncode, _output(done))
+        done = run_steps(
+            steps, cwd=copy, timeout=timeout, env=env,
+            # The agent's test code writes only in its throwaway scratch folder
+            # (where the kernel allows it): never the clone, the run, the etalon cache.
+            sandbox=Sandbox([scratch]),
+            consequence="so nobody judged the suite",
+        )
+    if done.problem is not None or done.last is None:
+        return Metric.unjudged(done.problem or "there was no suite to run")
+    return _verdict(shown, done.last.returncode, output_text(done.last))
 
 
 def _tail_after_colon(output: str, lines: int = TAIL_LINES) -> str:

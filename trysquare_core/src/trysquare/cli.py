@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from trysquare import plugins
 
-    plugins.get_manager().hook.trysquare_register_commands(cli=commands)
+    plugins.add_commands(commands, parser_class=_Parser)  # each plugin guarded on its own
     return parser
 
 
@@ -143,6 +143,9 @@ def _positive_int(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    if _asks_version(argv):
+        print(f"trysquare {__version__}")  # before any plugin loads: a broken one cannot stop it
+        return 0
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -172,6 +175,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def _asks_version(argv: Sequence[str]) -> bool:
+    """Whether ``--version`` comes before any command (where argparse would honour it)."""
+    for word in argv:
+        if word == "--version":
+            return True
+        if not word.startswith("-") or word == "--":
+            return False
+    return False
+
+
 def _load(path: Path, config: Path | None = None) -> Any:
     from trysquare.scenario import load_scenario
 
@@ -179,31 +192,10 @@ def _load(path: Path, config: Path | None = None) -> Any:
 
 
 def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Experiment]:
-    """The experiments below ``paths``, as every command reads them (plugin commands too).
+    """The experiments below ``paths`` (see :func:`trysquare.plugin_api.load_experiments`)."""
+    from trysquare.plugin_api import load_experiments as load
 
-    Unreadable run folders are reported on stderr and skipped; no run at all is a
-    :class:`NoRunsError` (exit 2).
-    """
-    from trysquare.errors import RunError
-    from trysquare.runs import discover
-
-    try:
-        experiments = discover(paths, replay=replay)
-    except RunError as error:
-        raise NoRunsError(error.message) from None
-    for experiment in experiments:
-        for unreadable in experiment.errors:
-            print(f"trysquare: skipped: {shown(unreadable.message)}", file=sys.stderr)
-    if not any(experiment.runs for experiment in experiments):
-        where = ", ".join(str(p) for p in paths)
-        unreadable = sum(len(experiment.errors) for experiment in experiments)
-        if unreadable:
-            # Runs were there and could not be used: the work fell short (1), not a usage slip (2).
-            raise RunError(
-                shown(f"no run under {where} could be used: {unreadable} run folder(s) could not be read")
-            )
-        raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
-    return experiments
+    return load(paths, replay=replay)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -449,7 +441,7 @@ def _plugins(args: argparse.Namespace) -> int:
             for info in listed
         ]
         print(json.dumps(pinned, indent=2))
-        return 0
+        return 1 if any(info.error for info in listed) else 0
     if not listed:
         print("no plugins installed")
     for info in listed:
@@ -465,7 +457,7 @@ def _plugins(args: argparse.Namespace) -> int:
         status = f"FAILED: {info.error}" if info.error else "; ".join(provided) or "hooks: " + ", ".join(info.hooks)
         print(f"{info.name} {info.version or ''}".rstrip() + f"  {status}")
     _print_protection()
-    return 0
+    return 1 if any(info.error for info in listed) else 0  # a plugin that failed is work fallen short
 
 
 def _print_protection() -> None:

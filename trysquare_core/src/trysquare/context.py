@@ -224,23 +224,29 @@ def _plugin_keys(run: Run, validation: Validation, context: Mapping[str, Any]) -
     from trysquare import plugins
 
     added: dict[str, Any] = {}
-    try:
-        answers = plugins.call_hook(
-            "trysquare_build_context", run=run, validation=validation, context=dict(context)
-        )
-    except Exception as error:  # noqa: BLE001 - a broken plugin skips this run, not the matrix
-        raise RunError(
-            f"{run.label}: a plugin's trysquare_build_context failed: {type(error).__name__}: {error}"
-        ) from None
-    for answer in answers:
-        if not answer:
-            continue
-        for key, value in answer.items():
-            if key in CORE_KEYS:
-                raise RunError(f"{run.label}: a plugin's context key '{key}' would replace a core key")
-            if key in added:
-                raise RunError(f"{run.label}: two plugins add the context key '{key}'")
-            added[key] = value
+    added_by: dict[str, str] = {}
+    for plugin_name, caller in plugins.hook_callers("trysquare_build_context"):
+        # Each plugin on its own: the one that raises is named, and only this run
+        # is skipped (its context would lack keys its validators may need).
+        try:
+            answers = caller(run=run, validation=validation, context=dict(context))
+        except Exception as error:  # noqa: BLE001 - a broken plugin skips this run, not the matrix
+            raise RunError(
+                f"{run.label}: plugin '{plugin_name}': trysquare_build_context failed: "
+                f"{type(error).__name__}: {error}"
+            ) from None
+        for answer in answers:
+            for key, value in (answer or {}).items():
+                if key in CORE_KEYS:
+                    raise RunError(
+                        f"{run.label}: plugin '{plugin_name}''s context key '{key}' would replace a core key"
+                    )
+                if key in added:
+                    raise RunError(
+                        f"{run.label}: plugins '{added_by[key]}' and '{plugin_name}' both add "
+                        f"the context key '{key}'"
+                    )
+                added[key], added_by[key] = value, plugin_name
     return added
 
 

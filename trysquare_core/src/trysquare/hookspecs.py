@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    import argparse
     from pathlib import Path
 
+    from trysquare.executors import Executor
+
     from trysquare.modes import Mode, Outcome, Validation
+    from trysquare.plugin_api import Commands
     from trysquare.report.formats import ReportFormat
     from trysquare.runs import Run
     from trysquare.sessions import SessionFormat
@@ -26,6 +28,26 @@ PROJECT_NAME = "trysquare"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec(historic=True)
+def trysquare_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
+    """Add hookspecs of a plugin's own, for other plugins to implement.
+
+    Called once for every plugin as it is registered (a historic hook), before
+    any other hook of the plugin is called.
+
+    :param pluginmanager: trysquare's ``pluggy.PluginManager``: call its
+        ``add_hookspecs(module)`` with the module holding your specs, marked
+        with :data:`trysquare.hookspecs.hookspec`.
+
+    Example::
+
+        @hookimpl
+        def trysquare_add_hookspecs(pluginmanager):
+            from trysquare_judge import hookspecs
+            pluginmanager.add_hookspecs(hookspecs)
+    """
 
 
 @hookspec
@@ -101,31 +123,34 @@ def trysquare_metrics_collected(run: Run, validation: Validation, outcome: Outco
 
 
 @hookspec
-def trysquare_register_commands(cli: argparse._SubParsersAction[Any]) -> None:
+def trysquare_register_commands(cli: Commands) -> None:
     """Add subcommands to the ``trysquare`` command line.
 
-    :param cli: the subparsers object of the ``trysquare`` parser. Add a parser
-        with ``cli.add_parser(name, help=...)`` and give it a handler with
-        ``parser.set_defaults(handler=function)``; the handler receives the
-        parsed ``argparse.Namespace`` and returns an exit code.
+    :param cli: a :class:`trysquare.plugin_api.Commands`. ``cli.add(name,
+        handler, help=...)`` returns the command's ``argparse.ArgumentParser``
+        for its arguments; ``handler`` receives the parsed ``argparse.Namespace``
+        and returns an exit code. The commands join the command line once the
+        hook returns; a hook that raises adds none and its plugin is reported.
 
     Example::
 
         @hookimpl
         def trysquare_register_commands(cli):
-            parser = cli.add_parser("form", help="fill metrics by hand")
-            parser.set_defaults(handler=run_form)
+            parser = cli.add("form", run_form, help="fill metrics by hand")
+            parser.add_argument("scenario", type=Path)
     """
 
 
 @hookspec
-def trysquare_register_executors(register: Callable[[Any], None]) -> None:
+def trysquare_register_executors(register: Callable[[Executor], None]) -> None:
     """Register executors: where ``trysquare validate --executor NAME`` runs its tasks.
 
     :param register: call it once per executor. An executor has a ``name`` and
         a ``configure(options, jobs=...)`` returning an object whose
         ``run(tasks, should_stop=...)`` yields ``(task, document)`` as each task
-        finishes, each task recorded by :func:`trysquare.runner.execute_task`.
+        finishes, each task recorded by :func:`trysquare.plugin_api.execute_task`
+        (the protocols are :class:`trysquare.executors.Executor` and
+        :class:`trysquare.executors.RunningExecutor`).
         The built-in ``local`` executor is a bounded thread pool.
 
     Example::

@@ -8,8 +8,6 @@ the validation returns an :class:`Outcome`, which the runner records.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -156,5 +154,6 @@ def _jsonable(_: Any, __: Any, value: Any) -> Any:
 
 
 def _digest_of(value: Any) -> str:
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    from trysquare.plugin_api import digest  # the one canonical-JSON digest
+
+    return digest(value)

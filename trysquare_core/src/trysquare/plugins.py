@@ -21,12 +21,17 @@ import pluggy
 from trysquare import hookspecs
 
 if TYPE_CHECKING:
+    import argparse
+
     from trysquare.modes import Mode
     from trysquare.sessions import SessionFormat
 
 __all__ = [
     "PluginInfo",
+    "add_commands",
+    "call_each",
     "get_manager",
+    "hook_callers",
     "infos",
     "modes",
     "registry",
@@ -71,6 +76,7 @@ class _State:
     failures: dict[str, str]
     registries: dict[str, dict[str, tuple[Any, str]]] = attrs.field(factory=dict)
     registered_by: dict[str, dict[str, list[str]]] = attrs.field(factory=dict)
+    callers: dict[str, list[tuple[str, Any]]] = attrs.field(factory=dict)
 
 
 _state: _State | None = None
@@ -91,6 +97,9 @@ def _describe(error: BaseException) -> str:
 def _load() -> _State:
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
+    # pytest's idiom: a plugin brings hookspecs of its own (the judge: providers) from
+    # this historic hook, which pluggy also calls for every plugin registered later.
+    manager.hook.trysquare_add_hookspecs.call_historic(kwargs={"pluginmanager": manager})
     state = _State(manager, {}, {})
     only = _names("TRYSQUARE_LOAD_PLUGINS")
     blocked = _names("TRYSQUARE_BLOCK_PLUGINS") or set()
@@ -101,12 +110,7 @@ def _load() -> _State:
             continue
         state.versions[name] = entry_point.dist.version if entry_point.dist else None
         try:
-            plugin = entry_point.load()
-            # A plugin may bring hookspecs of its own (the judge: providers).
-            extra_specs = getattr(plugin, "trysquare_hookspecs", None)
-            if extra_specs is not None:
-                manager.add_hookspecs(extra_specs)
-            loaded.append((name, plugin))
+            loaded.append((name, entry_point.load()))
         except Exception as error:  # noqa: BLE001 - one broken plugin is only reported
             state.failures[name] = _describe(error)
     for name, plugin in loaded:
@@ -119,6 +123,7 @@ def _load() -> _State:
                 continue  # not part of this build yet
             raise
         _register(state, module_name, module)
+    _drop_unspecified(state)
     return state
 
 
@@ -126,11 +131,27 @@ def _register(state: _State, name: str, plugin: Any) -> None:
     manager = state.manager
     try:
         manager.register(plugin, name=name)
-        manager.check_pending()
     except Exception as error:  # noqa: BLE001 - a bad hookimpl disables this plugin only
         if manager.is_registered(plugin):
             manager.unregister(plugin)
         state.failures[name] = _describe(error)
+
+
+def _drop_unspecified(state: _State) -> None:
+    """Unregister each plugin implementing a hook nobody specified.
+
+    Checked once every plugin is in, since a plugin may implement a hook whose
+    spec another plugin adds (a judge provider plugin loads before the judge).
+    """
+    manager = state.manager
+    while True:
+        try:
+            manager.check_pending()
+            return
+        except pluggy.PluginValidationError as error:
+            name = _name(manager, error.plugin)
+            manager.unregister(error.plugin)
+            state.failures[name] = _describe(error)
 
 
 def get_manager() -> pluggy.PluginManager:
@@ -166,19 +187,11 @@ def registry(hook_name: str) -> dict[str, Any]:
 
 
 def _collect(state: _State, hook_name: str) -> tuple[dict[str, tuple[Any, str]], dict[str, list[str]]]:
-    manager = state.manager
     found: dict[str, tuple[Any, str]] = {}
     by_plugin: dict[str, list[str]] = {}
-    hook = getattr(manager.hook, hook_name, None)
-    if hook is None:
-        return found, by_plugin
-    plugins = [(_name(manager, p), p) for p in manager.get_plugins()]
-    implementers = {impl.plugin_name for impl in hook.get_hookimpls()}
-    for plugin_name in sorted((name for name, _ in plugins), key=_order):
-        if plugin_name not in implementers or plugin_name in state.failures:
+    for plugin_name, caller in _callers(state, hook_name):
+        if plugin_name in state.failures:
             continue
-        others = [p for name, p in plugins if name != plugin_name]
-        caller = manager.subset_hook_caller(hook_name, remove_plugins=others)
         mine: list[tuple[Any, Any]] = []
 
         def register(item: Any, _mine: list[tuple[Any, Any]] = mine) -> None:
@@ -194,14 +207,94 @@ def _collect(state: _State, hook_name: str) -> tuple[dict[str, tuple[Any, str]],
                         f"'{name}' is registered by both '{found[name][1]}' and '{plugin_name}'"
                     )
         except Exception as error:  # noqa: BLE001 - only this plugin's registrations are lost
-            state.failures[plugin_name] = _describe(error)
-            print(f"trysquare: warning: plugin '{plugin_name}' failed: {state.failures[plugin_name]}",
-                  file=sys.stderr)
+            _fail(state, plugin_name, hook_name, error)
             continue
         for name, item in mine:
             found[name] = (item, plugin_name)
         by_plugin[plugin_name] = [name for name, _ in mine]
     return found, by_plugin
+
+
+def _callers(state: _State, hook_name: str) -> list[tuple[str, Any]]:
+    """``(plugin name, a hook caller reaching only that plugin)`` for each implementer.
+
+    Entry-point plugins come first, the in-tree defaults after them. Built with
+    pluggy's public ``subset_hook_caller``, so ordering and wrappers stay pluggy's
+    (a wrapper sees its own plugin's implementation only).
+    """
+    if hook_name in state.callers:
+        return state.callers[hook_name]
+    manager = state.manager
+    hook = getattr(manager.hook, hook_name, None)
+    callers: list[tuple[str, Any]] = []
+    if hook is not None:
+        plugins = [(_name(manager, p), p) for p in manager.get_plugins()]
+        implementers = {impl.plugin_name for impl in hook.get_hookimpls()}
+        for plugin_name in sorted(implementers, key=_order):
+            others = [p for name, p in plugins if name != plugin_name]
+            callers.append((plugin_name, manager.subset_hook_caller(hook_name, remove_plugins=others)))
+    state.callers[hook_name] = callers
+    return callers
+
+
+def _fail(state: _State, plugin_name: str, hook_name: str, error: BaseException) -> None:
+    """Disable a plugin for the rest of this process: a warning now, ``FAILED`` in ``plugins``."""
+    if plugin_name in state.failures:
+        return
+    state.failures[plugin_name] = f"{hook_name} raised {_describe(error)}"
+    print(f"trysquare: warning: plugin '{plugin_name}' failed: {state.failures[plugin_name]}",
+          file=sys.stderr)
+
+
+def hook_callers(hook_name: str) -> list[tuple[str, Any]]:
+    """``(plugin name, caller)`` for each working plugin implementing ``hook_name``.
+
+    For a caller that handles a plugin's exception itself (a context key a
+    plugin cannot compute makes that run unusable, naming the plugin).
+    """
+    state = _get_state()
+    return [(name, caller) for name, caller in _callers(state, hook_name) if name not in state.failures]
+
+
+def call_each(hook_name: str, /, *, include_failed: bool = False, **kwargs: Any) -> list[tuple[str, Any]]:
+    """Call ``hook_name`` on each plugin on its own; ``(plugin name, answer)`` for those that answered.
+
+    A plugin that raises is reported (a warning, and ``FAILED`` in ``trysquare
+    plugins``) and left out of every later hook; the others carry on. With
+    ``include_failed``, plugins that failed elsewhere are asked too (a secret a
+    broken plugin guards must still be withheld).
+    """
+    state = _get_state()
+    answers: list[tuple[str, Any]] = []
+    for plugin_name, caller in _callers(state, hook_name):
+        if plugin_name in state.failures and not include_failed:
+            continue
+        try:
+            answers.extend((plugin_name, answer) for answer in caller(**kwargs))
+        except Exception as error:  # noqa: BLE001 - one plugin's bug is reported, never a crash
+            _fail(state, plugin_name, hook_name, error)
+    return answers
+
+
+def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Let each plugin add its subcommands; a plugin that raises adds none.
+
+    A plugin describes its commands on parsers of its own
+    (:class:`trysquare.plugin_api.Commands`); they join the command line only
+    once its hook has returned, so a half-registered command never shows.
+    """
+    from trysquare.plugin_api import Commands
+
+    state = _get_state()
+    for plugin_name, caller in _callers(state, "trysquare_register_commands"):
+        if plugin_name in state.failures:
+            continue
+        commands = Commands(parser_class)
+        try:
+            caller(cli=commands)
+            commands.attach_to(subparsers)
+        except Exception as error:  # noqa: BLE001 - a plugin's bug never takes --help down
+            _fail(state, plugin_name, "trysquare_register_commands", error)
 
 
 def _name(manager: pluggy.PluginManager, plugin: Any) -> str:
@@ -227,11 +320,6 @@ def session_formats() -> dict[str, SessionFormat]:
 def report_formats() -> dict[str, Any]:
     """Every registered report format by name (``md``, ``json``, ``csv``, plugins' own)."""
     return registry("trysquare_register_report_formats")
-
-
-def call_hook(hook_name: str, **kwargs: Any) -> list[Any]:
-    """Call a hook on every loaded plugin (keyword arguments only)."""
-    return getattr(get_manager().hook, hook_name)(**kwargs)
 
 
 def infos() -> list[PluginInfo]:
@@ -275,3 +363,20 @@ def warn(message: str) -> None:
 
     print(f"trysquare: warning: {shown(message)}", file=sys.stderr)
 
+
+
+def observe_outcome(run: Any, validation: Any, outcome: Any) -> None:
+    """Hand a recorded outcome to each ``trysquare_metrics_collected`` observer on its own.
+
+    An observer that raises is a warning naming its plugin; the result stays
+    recorded and the other observers are still told. An observer is not
+    disabled for one failure (a tracker's network may come back).
+    """
+    for plugin_name, caller in hook_callers("trysquare_metrics_collected"):
+        try:
+            caller(run=run, validation=validation, outcome=outcome)
+        except Exception as error:  # noqa: BLE001 - an observer never loses a recorded result
+            warn(
+                f"plugin '{plugin_name}': an observer of trysquare_metrics_collected failed: "
+                f"{type(error).__name__}: {error}"
+            )

@@ -127,22 +127,37 @@ def write_result(run: Run, name: str, document: Mapping[str, Any], stderr: bytes
     and does not append it again, so the history never holds a duplicate.
     """
     path = result_path(run, name)
-    try:
-        raw: bytes | None = _atomic.read_bytes(path, root=run.dir)
-    except FileNotFoundError:
-        raw = None
-    if raw is not None:
-        try:
-            previous: Any = json.loads(raw)
-        except (ValueError, RecursionError):
-            previous = {"unreadable": raw.decode("utf-8", errors="replace")}
-        history = run.validation_dir / f"{name}.history.jsonl"
-        line = json.dumps(previous, sort_keys=True, ensure_ascii=True).encode("ascii")
-        if _atomic.last_line(history, root=run.dir) != line:
-            _atomic.append_line(history, previous, root=run.dir)
+    _move_to_history(path, run.validation_dir / f"{name}.history.jsonl", root=run.dir)
     if stderr is not None:
         _atomic.write_bytes(run.validation_dir / f"{name}.stderr", stderr, root=run.dir)
     _atomic.write_json(path, document, root=run.dir)
+
+
+def write_with_history(path: Path, document: Any, history: Path, *, root: Path) -> None:
+    """Write ``document`` as JSON to ``path``, first appending the one it replaces to ``history``.
+
+    Used for results and for a judge's transcripts; public as
+    :func:`trysquare.plugin_api.write_with_history`.
+    """
+    _move_to_history(path, history, root=root)
+    _atomic.write_json(path, document, root=root)
+
+
+def _move_to_history(path: Path, history: Path, *, root: Path) -> None:
+    try:
+        raw: bytes | None = _atomic.read_bytes(path, root=root)
+    except FileNotFoundError:
+        raw = None
+    if raw is None:
+        return
+    try:
+        previous: Any = json.loads(raw)
+    except (ValueError, RecursionError):
+        previous = {"unreadable": raw.decode("utf-8", errors="replace")}
+    # A kill between the append and the replacement leaves this line last already.
+    line = json.dumps(previous, sort_keys=True, ensure_ascii=True).encode("ascii")
+    if _atomic.last_line(history, root=root) != line:
+        _atomic.append_line(history, previous, root=root)
 
 
 def refuse_planted_links(run: Run, name: str) -> None:

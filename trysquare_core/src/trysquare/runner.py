@@ -466,7 +466,7 @@ def _execute(
     """Run the tasks, showing progress and telling observers; then re-read each clone
     (and, with ``watched``, every result file: only trysquare writes them)."""
     progress = Progress(len(tasks), options.progress, out)
-    observers = plugins.get_manager().hook.trysquare_metrics_collected
+    observers = plugins.observe_outcome
     executed: dict[Path, list[Task]] = {}
     written: dict[Path, Any] = {}
     try:
@@ -503,10 +503,7 @@ def _notify(observers: Any, task: Task, document: Mapping[str, Any]) -> None:
         error=document["error"],
         provenance=document.get("provenance"),
     )
-    try:
-        observers(run=task.run, validation=task.validation, outcome=outcome)
-    except Exception as error:  # noqa: BLE001 - an observer never loses a recorded result
-        plugins.warn(f"an observer of trysquare_metrics_collected failed: {type(error).__name__}: {error}")
+    observers(task.run, task.validation, outcome)
 
 
 @contextmanager

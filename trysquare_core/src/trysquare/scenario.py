@@ -199,7 +199,11 @@ def _protected_env(path: Path, config: Path | None) -> dict[str, str]:
     from trysquare import plugins
 
     protected: dict[str, str] = {}
-    for answer in plugins.call_hook("trysquare_protected_env", scenario_file=path, config=config):
+    # Plugins that failed elsewhere are asked too: a key a broken plugin guards stays withheld.
+    answers = plugins.call_each(
+        "trysquare_protected_env", include_failed=True, scenario_file=path, config=config
+    )
+    for _plugin, answer in answers:
         for name, where in (answer or {}).items():
             protected.setdefault(name, where)
     return protected

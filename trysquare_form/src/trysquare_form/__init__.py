@@ -12,7 +12,6 @@ Python API (what ``trysquare form export`` / ``ingest`` call)::
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ from trysquare.modes import Mode
 from trysquare_form.mode import FormMode, FormValidation
 
 if TYPE_CHECKING:
+    from trysquare.plugin_api import Commands
     from trysquare_form.export import ExportedRun, ExportResult, export_form
     from trysquare_form.ingest import IngestReport, Refusal, ingest_form
 
@@ -53,7 +53,7 @@ def trysquare_register_modes(register: Callable[[Mode], None]) -> None:
 
 
 @hookimpl
-def trysquare_register_commands(cli: argparse._SubParsersAction[Any]) -> None:
+def trysquare_register_commands(cli: Commands) -> None:
     from trysquare_form.commands import register
 
     register(cli)

@@ -6,17 +6,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trysquare.errors import UsageError
+
+if TYPE_CHECKING:
+    from trysquare.plugin_api import Commands
 
 __all__ = ["register"]
 
 
-def register(cli: argparse._SubParsersAction[Any]) -> None:
+def register(cli: Commands) -> None:
     """Add ``form`` and its two subcommands to the ``trysquare`` parser."""
-    form = cli.add_parser("form", help="metrics a human fills: a blind, shuffled TOML form")
-    form.set_defaults(handler=lambda _args: _usage(form))
+    form = cli.add(
+        "form", lambda _args: _usage(form), help="metrics a human fills: a blind, shuffled TOML form"
+    )
     commands = form.add_subparsers(dest="form_command", metavar="COMMAND", parser_class=type(form))
 
     export = commands.add_parser("export", help="write a blind, shuffled form for the runs under PATH")
@@ -53,7 +57,7 @@ def _seed(text: str) -> int:
 
 
 def _load(scenario_path: Path, path: Path) -> tuple[Any, Any]:
-    from trysquare.cli import load_experiments
+    from trysquare.plugin_api import load_experiments
     from trysquare.scenario import load_scenario
 
     scenario = load_scenario(scenario_path)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import attrs
 
-from trysquare import _atomic
+from trysquare import plugin_api
 from trysquare.context import RunFacts, gather_facts
 from trysquare.errors import RunError, UsageError
 from trysquare.results import read_result
@@ -148,7 +148,7 @@ def export_form(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     # The form last: a form on disk always has its pieces and its key.
-    _atomic.write_text(out, render_form(scenario, form, tables, seed, out, facts))
+    plugin_api.write_text(out, render_form(scenario, form, tables, seed, out, facts))
     return ExportResult(
         form=out,
         pieces=folder,

@@ -235,10 +235,7 @@ def _record(
         duration=0.0,
     )
     results.write_result(run, form.name, document, None)  # the replaced result goes to history
-    try:
-        plugins.get_manager().hook.trysquare_metrics_collected(run=run, validation=form, outcome=outcome)
-    except Exception as error:  # noqa: BLE001 - an observer never loses a recorded result
-        plugins.warn(f"an observer of trysquare_metrics_collected failed: {type(error).__name__}: {error}")
+    plugins.observe_outcome(run, form, outcome)  # an observer that raises is a warning
 
 
 def _context_digest(
@@ -262,9 +259,9 @@ def _context_digest(
     except OSError:
         unchanged = False
     if not unchanged:
-        from trysquare import _atomic
+        from trysquare import plugin_api
 
-        _atomic.write_text(path, text)
+        plugin_api.write_text(path, text)
     return contexts.context_digest(text, context)
 
 

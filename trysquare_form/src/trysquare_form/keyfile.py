@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from trysquare import _atomic
+from trysquare import plugin_api
 from trysquare.errors import UsageError
 
 __all__ = ["FormKey", "KeyEntry", "form_secret", "key_path", "read_key", "write_key"]
@@ -56,9 +56,9 @@ def form_secret(root: Path) -> bytes:
 
     path = root / ".trysquare" / "forms" / SECRET_FILE
     try:
-        secret = _atomic.read_bytes(path, root=root)
+        secret = plugin_api.read_bytes(path, root=root)
     except FileNotFoundError:
-        secret = _atomic.create_once(path, secrets.token_hex(32).encode("ascii") + b"\n", root=root)
+        secret = plugin_api.create_once(path, secrets.token_hex(32).encode("ascii") + b"\n", root=root)
     except OSError as error:
         raise UsageError(f"{path}: the form secret cannot be read ({error})") from None
     secret = secret.strip()
@@ -77,7 +77,7 @@ def write_key(path: Path, key: FormKey) -> None:
         "order": list(key.order),
         "runs": {opaque: attrs.asdict(entry) for opaque, entry in key.runs.items()},
     }
-    _atomic.write_json(path, document, root=path.parents[2])
+    plugin_api.write_json(path, document, root=path.parents[2])
 
 
 def read_key(root: Path, form: Path) -> FormKey:

@@ -4,19 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trysquare import hookimpl
 from trysquare.modes import Mode
-from trysquare_judge import hookspecs as trysquare_hookspecs
 from trysquare_judge.builtin import trysquare_register_judge_providers
 from trysquare_judge.mode import JudgeMode
 
+if TYPE_CHECKING:
+    import pluggy
+
 __all__ = [
     "JudgeMode",
-    "trysquare_hookspecs",
+    "trysquare_add_hookspecs",
     "trysquare_protected_env",
     "trysquare_register_judge_providers",
 ]
+
+
+@hookimpl
+def trysquare_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
+    # Provider plugins implement the judge's own hook (pytest's pytest_addhooks idiom).
+    from trysquare_judge import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 @hookimpl

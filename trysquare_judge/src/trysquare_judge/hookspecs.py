@@ -1,7 +1,7 @@
 """The hook the judge plugin adds: judge providers come from plugins too.
 
-The judge's ``__init__`` exposes this module as ``trysquare_hookspecs``, so the
-plugin manager adds the spec when the judge loads. Documented in
+The judge adds this module from its ``trysquare_add_hookspecs`` hook when it is
+registered, so the spec exists before any provider plugin is checked. Documented in
 ``docs/judge.md`` ("Writing a provider").
 """
 

@@ -10,8 +10,6 @@ vote: the matrix already repeats.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,9 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from trysquare import _atomic
 from trysquare.errors import ScenarioError
 from trysquare.modes import PIECES, Job, Outcome, TableSource, Validation
+from trysquare.plugin_api import digest as canonical_digest, write_with_history
 from trysquare_judge import blinding, prompt, scrub
 from trysquare_judge.providers import (
     THINKING,
@@ -111,8 +109,7 @@ class JudgeValidation(Validation):
             "template": prompt.TEMPLATE,
             "tool": [TOOL_NAME, TOOL_DESCRIPTION],
         }
-        canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return canonical_digest(identity)
 
     # -- refusals once runs are given -------------------------------------------
 
@@ -261,19 +258,8 @@ def _read_reply(
 
 def _write_transcript(archive: Path, transcript: Mapping[str, Any], *, root: Path) -> None:
     # Inside the run folder: never read or written through the agent's symlinks.
-    path = archive / TRANSCRIPT
-    try:
-        raw: bytes | None = _atomic.read_bytes(path, root=root)
-    except FileNotFoundError:
-        raw = None
-    if raw is not None:
-        # A re-judged run keeps the conversation its previous verdict came from.
-        try:
-            previous: Any = json.loads(raw)
-        except (ValueError, RecursionError):
-            previous = {"unreadable": raw.decode("utf-8", errors="replace")}
-        _atomic.append_line(archive / TRANSCRIPT_HISTORY, previous, root=root)
-    _atomic.write_json(path, transcript, root=root)
+    # A re-judged run keeps the conversation its previous verdict came from.
+    write_with_history(archive / TRANSCRIPT, transcript, archive / TRANSCRIPT_HISTORY, root=root)
 
 
 class JudgeMode:

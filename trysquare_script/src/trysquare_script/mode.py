@@ -19,11 +19,9 @@ from typing import Any
 
 import attrs
 
-from trysquare._env import child_environment
-from trysquare._process import DEFAULT_CAP, run_process
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
 from trysquare.outputs import parse_validator_output
-from trysquare.sandbox import Sandbox
+from trysquare.plugin_api import DEFAULT_OUTPUT_CAP, child_environment, run_process
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -73,7 +71,7 @@ class ScriptValidation(Validation):
                     env={**_environment(self.pass_env, job), "TMPDIR": workdir},
                     # Its scratch folder and its archive are all it may write (where
                     # the kernel allows it): not the clone, the run or the etalon cache.
-                    sandbox=Sandbox([workdir, job.archive]),
+                    writable=[workdir, job.archive],
                 )
             except OSError as error:
                 return Outcome.invalid(f"script {self.command} could not be started: {error.strerror}")
@@ -90,7 +88,7 @@ class ScriptValidation(Validation):
         if done.truncated:
             return Outcome.invalid(
                 f"script {self.command} printed more than the output cap "
-                f"({DEFAULT_CAP >> 20} MiB on stdout or stderr)",
+                f"({DEFAULT_OUTPUT_CAP >> 20} MiB on stdout or stderr)",
                 stderr=done.stderr,
             )
         outcome = parse_validator_output(done.stdout, declared=self.metrics, what=f"script {self.command}")

@@ -24,7 +24,10 @@ from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trysquare.plugin_api import Commands
 
 __all__ = ["ViewState", "add_view_command", "make_server"]
 
@@ -32,15 +35,14 @@ HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 
 
-def add_view_command(cli: Any) -> None:
+def add_view_command(cli: Commands) -> None:
     """Add ``trysquare view`` to the command line."""
-    parser = cli.add_parser("view", help="serve the HTML report on 127.0.0.1 (read-only), run panels on demand")
+    parser = cli.add("view", _view, help="serve the HTML report on 127.0.0.1 (read-only), run panels on demand")
     parser.add_argument("scenario", type=Path)
     parser.add_argument("path", type=Path)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="N",
                         help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)")
     parser.add_argument("--open", action="store_true", help="open the page in a browser")
-    parser.set_defaults(handler=_view)
 
 
 class ViewState:
@@ -54,7 +56,7 @@ class ViewState:
         self._lock = threading.Lock()
         # Found and checked once (a git call per run); each page then reads only
         # the results, which is what a running `validate` changes.
-        from trysquare.cli import load_experiments
+        from trysquare.plugin_api import load_experiments
 
         self.experiment = load_experiments([path])[0]
         self._page: str | None = None

@@ -21,18 +21,15 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
-from trysquare._env import child_environment
-from trysquare._process import run_process
 from trysquare.errors import RepoError
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
+from trysquare.plugin_api import child_environment, run_steps, tail
 from trysquare.repo import copy_tree
-from trysquare.sandbox import Sandbox
 from trysquare.scenario import ShellWordError, split_command
 
 from trysquare_hidden_tests.junit import Case, ReportError, read_report, unlisted_errors
@@ -109,7 +106,6 @@ class HiddenTestsValidation(Validation):
                     f"({error.strerror or error})"
                 )
         prepare = [split_command(step) for step in job.context.get("prepare") or ()]
-        evidence: list[bytes] = []
         with tempfile.TemporaryDirectory(prefix="trysquare-hidden-") as scratch:
             try:
                 copy = copy_tree(Path(job.context["repo"]), Path(scratch) / "repo")
@@ -123,15 +119,25 @@ class HiddenTestsValidation(Validation):
             # The agent's test code runs here, inside trysquare's process tree: no judge
             # key and no secret-looking variable unless [task] pass_env names it.
             env = child_environment(passed=job.suite_pass_env, protected=job.protected_env)
-            problem = _run_steps(prepare, argv, copy, self.timeout, evidence, env)
-            stderr = b"".join(evidence)
-            if problem is not None:
-                return attrs.evolve(self._unjudged(problem), stderr=stderr)
+            done = run_steps(
+                [("prepare", step) for step in prepare] + [("the command", argv)],
+                cwd=copy, timeout=self.timeout,
+                env={**env, "TMPDIR": scratch},  # scratch is all a confined suite may write
+                # Only the scratch folder holding the copy (and its report) is writable
+                # where the kernel allows it: never the clone, the run, the etalon cache.
+                writable=[scratch],
+                consequence="so no test ran",
+                tail_lines=TAIL_LINES,
+            )
+            stderr = done.transcript
+            if done.problem is not None:
+                return attrs.evolve(self._unjudged(done.problem), stderr=stderr)
             try:
                 cases = read_report(report)
             except ReportError as error:
+                evidence = tail(stderr.decode("utf-8", "replace"), TAIL_LINES)
                 return attrs.evolve(
-                    self._unjudged(f"{error} by `{' '.join(argv)}`:\n{_tail(evidence)}"),
+                    self._unjudged(f"{error} by `{' '.join(argv)}`:\n{evidence}"),
                     stderr=stderr,
                 )
         metrics, reasons = judge(cases, self.fail_to_pass, self.pass_to_pass)
@@ -174,46 +180,6 @@ def _place(copy: Path, hidden: Sequence[tuple[str, bytes, int]]) -> str | None:
         target.write_bytes(data)
         target.chmod(mode)
     return None
-
-
-def _run_steps(
-    prepare: Sequence[Sequence[str]],
-    argv: Sequence[str],
-    cwd: Path,
-    timeout: float,
-    evidence: list[bytes],
-    env: Mapping[str, str],
-) -> str | None:
-    """Run ``prepare`` then the command within ``timeout``; say why nobody can judge, or None."""
-    deadline = time.monotonic() + timeout
-    env = {**env, "TMPDIR": str(cwd.parent)}  # scratch is all a confined suite may write
-    steps = [("prepare", list(step)) for step in prepare] + [("the command", list(argv))]
-    for kind, words in steps:
-        shown = " ".join(words)
-        evidence.append(f"$ {shown}\n".encode())
-        try:
-            done = run_process(
-                words, cwd=cwd, timeout=max(deadline - time.monotonic(), 0.0), env=env,
-                # Only the scratch folder holding the copy (and its report) is writable
-                # where the kernel allows it: never the clone, the run, the etalon cache.
-                sandbox=Sandbox([cwd.parent]),
-            )
-        except OSError as error:
-            return f"{kind} `{shown}` could not start: {error.strerror or error}"
-        evidence.extend([done.stdout, done.stderr, f"[exit {done.returncode}]\n".encode()])
-        if done.timed_out:
-            return f"{kind} `{shown}` did not finish within the timeout of {timeout:g} s"
-        if kind == "prepare" and done.returncode != 0:
-            return (
-                f"prepare `{shown}` failed (exit {done.returncode}), so no test ran:\n"
-                f"{_tail(evidence)}"
-            )
-    return None
-
-
-def _tail(evidence: Sequence[bytes]) -> str:
-    text = b"".join(evidence).decode("utf-8", "replace")
-    return "\n".join(text.rstrip().splitlines()[-TAIL_LINES:])
 
 
 def judge(

@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
-from trysquare import _convert
+from trysquare import plugin_api
 from trysquare.errors import ConfigError, ScenarioError
 
 __all__ = [
@@ -196,14 +196,14 @@ def find_config(start: Path) -> Path | None:
 
 def load_config(path: Path) -> dict[str, ProviderConfig]:
     """Every ``[providers.NAME]`` of ``path``, strictly: a refusal names the file and the key."""
-    data = _convert.read_toml(path, error=ConfigError)
+    data = plugin_api.read_toml(path, error=ConfigError)
     try:
-        raw = _convert.structure(data, _ConfigFile, file=path)
+        raw = plugin_api.structure(data, _ConfigFile, file=path)
         configs = {}
         for name, table in raw.providers.items():
             if not isinstance(table, dict):
                 raise ConfigError(f"{path.name}: providers.{name}: must be a table")
-            section = _convert.structure(table, _Section, file=path, path=f"providers.{name}")
+            section = plugin_api.structure(table, _Section, file=path, path=f"providers.{name}")
             configs[name] = _checked(name, section, path.name, f"providers.{name}")
     except ScenarioError as error:
         # The converter speaks of scenarios; this is the configuration.
@@ -260,7 +260,7 @@ def resolve_provider(
         # A registered type named bare: its own defaults, as if it were a section.
         table = {"type": name, **types[name].defaults()}
         try:
-            section = _convert.structure(table, _Section, file=Path(f"provider type '{name}'"))
+            section = plugin_api.structure(table, _Section, file=Path(f"provider type '{name}'"))
         except ScenarioError as error:
             raise ConfigError(error.message) from None
         return _checked(name, section, f"provider type '{name}'", "defaults")

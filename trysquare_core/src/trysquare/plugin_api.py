@@ -1,0 +1,330 @@
+"""What a trysquare plugin may import: the stable surface its modes, commands and executors stand on.
+
+Everything here is public and documented in ``docs/plugins.md`` ("The plugin
+API"). A plugin imports from this module (and the public modules it names:
+:mod:`trysquare.modes`, :mod:`trysquare.runs`, :mod:`trysquare.errors`...),
+never from a ``trysquare._*`` module, whose contents may change in any release.
+
+Importing this module is cheap: what each function needs is imported when it is
+first called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from trysquare._process import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES, ProcessResult, Steps
+from trysquare.hookspecs import hookimpl, hookspec
+
+if TYPE_CHECKING:
+    from trysquare.errors import TrysquareError
+    from trysquare.runs import Experiment
+
+__all__ = [
+    "DEFAULT_OUTPUT_CAP",
+    "Commands",
+    "ProcessResult",
+    "Steps",
+    "append_line",
+    "child_environment",
+    "create_once",
+    "digest",
+    "hookimpl",
+    "hookspec",
+    "load_experiments",
+    "read_bytes",
+    "read_toml",
+    "register_structure_hook",
+    "run_process",
+    "run_steps",
+    "structure",
+    "tail",
+    "write_json",
+    "write_text",
+    "write_with_history",
+]
+
+T = TypeVar("T")
+
+# How much of a child's stdout and stderr is kept (each); the rest is dropped and
+# the result says so (``truncated``).
+DEFAULT_OUTPUT_CAP = DEFAULT_CAP
+
+
+# -- commands -------------------------------------------------------------------
+
+
+class Commands:
+    """What ``trysquare_register_commands(cli)`` receives: add subcommands to ``trysquare``.
+
+    Each command is described on a parser of its own and joins the command line
+    once the plugin's hook has returned, so a plugin that raises half-way adds
+    nothing and ``--help`` keeps working.
+    """
+
+    def __init__(self, parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> None:
+        self._parser_class = parser_class
+        self._staged: list[tuple[str, dict[str, Any], argparse.ArgumentParser]] = []
+
+    def add(
+        self,
+        name: str,
+        handler: Callable[[argparse.Namespace], int],
+        *,
+        help: str,  # noqa: A002 - argparse's own word for it
+        description: str | None = None,
+    ) -> argparse.ArgumentParser:
+        """Add ``trysquare NAME``; return its parser, for its arguments (and subcommands).
+
+        ``handler`` receives the parsed arguments and returns the exit code.
+        """
+        parser = self._stage(name, {"help": help, "description": description})
+        parser.set_defaults(handler=handler)
+        return parser
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """``argparse``'s spelling of :meth:`add`, for plugins written against it;
+        give the parser a handler with ``parser.set_defaults(handler=...)``."""
+        return self._stage(name, kwargs)
+
+    def _stage(self, name: str, options: dict[str, Any]) -> argparse.ArgumentParser:
+        parser = self._parser_class(
+            prog=f"trysquare {name}", add_help=False, description=options.get("description")
+        )
+        self._staged.append((name, options, parser))
+        return parser
+
+    def attach_to(self, subparsers: Any) -> None:
+        """Add every staged command to ``subparsers`` (the core calls this)."""
+        for name, options, parser in self._staged:
+            # `parents=` copies the staged arguments and defaults (argparse's public way).
+            subparsers.add_parser(name, parents=[parser], **options)
+
+
+# -- running a step -------------------------------------------------------------
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: str | Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cap: int = DEFAULT_OUTPUT_CAP,
+    writable: Sequence[str | Path] | None = None,
+) -> ProcessResult:
+    """Run one child in its own process group, output capped, killed whole at ``timeout``.
+
+    The result has ``returncode`` (``None`` when killed for its timeout),
+    ``stdout``/``stderr`` (bytes), ``timed_out``, ``truncated`` and ``duration``.
+    With ``writable``, the child (and whatever it starts) may write only there
+    where the kernel allows it (Linux Landlock), and nothing it started outlives
+    the call. Raises ``OSError`` when the program cannot be started.
+    """
+    from trysquare._process import run_process as run
+    from trysquare.sandbox import Sandbox
+
+    sandbox = None if writable is None else Sandbox([str(path) for path in writable])
+    return run(argv, cwd=cwd, timeout=timeout, env=env, cap=cap, sandbox=sandbox)
+
+
+def run_steps(
+    steps: Sequence[tuple[str, Sequence[str]]],
+    *,
+    cwd: str | Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    writable: Sequence[str | Path] | None = None,
+    consequence: str = "so the command did not run",
+    tail_lines: int = TAIL_LINES,
+) -> Steps:
+    """Run ``(label, argv)`` steps in turn (``prepare`` then the command) within one ``timeout``.
+
+    Every step but the last must exit 0; the last one (the command) may fail:
+    ``.last`` is its result, for the caller to read. ``.problem`` says why the
+    command's outcome cannot be read — a step that could not start or timed out,
+    an earlier step that failed (then it says ``consequence`` and ends with the
+    tail of that step's output) — or is ``None``. ``.transcript`` holds every
+    step's ``$ argv`` line, output and ``[exit N]`` as bytes.
+
+    Example::
+
+        done = run_steps([("prepare", ["npm", "ci"]), ("the command", argv)],
+                         cwd=copy, timeout=600, writable=[scratch],
+                         consequence="so no test ran")
+        if done.problem is not None:
+            return Outcome(metrics=dict.fromkeys(metrics),
+                           reasons=dict.fromkeys(metrics, done.problem))
+    """
+    from trysquare._process import run_steps as run
+    from trysquare.sandbox import Sandbox
+
+    sandbox = None if writable is None else Sandbox([str(path) for path in writable])
+    return run(
+        steps, cwd=cwd, timeout=timeout, env=env, sandbox=sandbox, consequence=consequence,
+        tail_lines=tail_lines,
+    )
+
+
+def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+    """The last ``lines`` lines of ``text``, at most ``chars`` characters (a reason's evidence).
+
+    >>> tail("a\\nb\\nc\\n", 2)
+    'b\\nc'
+    """
+    from trysquare._process import tail as last
+
+    return last(text, lines, chars)
+
+
+def child_environment(*, passed: Sequence[str] = (), protected: Sequence[str] = ()) -> dict[str, str]:
+    """This process's environment minus what a validator or the suite must not see.
+
+    ``protected`` names (every judge key, :attr:`trysquare.modes.Job.protected_env`)
+    are always removed; secret-looking names (``*KEY*``, ``*TOKEN*``...) unless
+    listed in ``passed`` (a ``pass_env``).
+    """
+    from trysquare._env import child_environment as environment
+
+    return environment(passed=passed, protected=protected)
+
+
+# -- writing inside a run folder ------------------------------------------------
+# Everything in a run folder may be the measured agent's: these never read or
+# write through a symlink below ``root`` (an ``OSError`` names the path), and
+# every write is a temporary file renamed into place.
+
+
+def write_text(path: Path, text: str, *, root: Path | None = None) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically, following no link below ``root``."""
+    from trysquare import _atomic
+
+    _atomic.write_text(path, text, root=root)
+
+
+def write_json(path: Path, value: Any, *, root: Path | None = None) -> None:
+    """Write ``value`` as stable JSON (sorted keys) to ``path`` atomically."""
+    from trysquare import _atomic
+
+    _atomic.write_json(path, value, root=root)
+
+
+def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
+    """Read ``path`` following no link below ``root`` (``FileNotFoundError`` when absent)."""
+    from trysquare import _atomic
+
+    return _atomic.read_bytes(path, root=root)
+
+
+def append_line(path: Path, value: Any, *, root: Path | None = None) -> None:
+    """Append ``value`` as one JSON line to ``path``, following no link below ``root``."""
+    from trysquare import _atomic
+
+    _atomic.append_line(path, value, root=root)
+
+
+def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> bytes:
+    """Create ``path`` holding ``data`` unless it exists; return what it holds either way."""
+    from trysquare import _atomic
+
+    return _atomic.create_once(path, data, root=root, mode=mode)
+
+
+def write_with_history(path: Path, document: Any, history: Path, *, root: Path) -> None:
+    """Write ``document`` as JSON to ``path``, first appending the one it replaces to ``history``.
+
+    The replaced document becomes one line of ``history`` (JSON lines); an
+    unreadable one is kept as ``{"unreadable": text}``. A kill between the two
+    writes leaves the old document in place and as the history's last line; the
+    next write sees that line and does not append it twice.
+    """
+    from trysquare.results import write_with_history as write
+
+    write(path, document, history, root=root)
+
+
+# -- identity -------------------------------------------------------------------
+
+
+def digest(value: Any) -> str:
+    """``"sha256:<hex>"`` of ``value`` as canonical JSON (sorted keys, no spaces).
+
+    Two values equal as JSON have the same digest; a ``Path`` counts as its text.
+
+    >>> digest({"b": 1, "a": [1, 2]}) == digest({"a": [1, 2], "b": 1})
+    True
+    """
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+# -- tables ---------------------------------------------------------------------
+
+
+def structure(
+    data: Mapping[str, Any], cls: type[T], *, file: Path, path: str = "", label: str | None = None
+) -> T:
+    """Structure a TOML table into the attrs class ``cls`` with trysquare's strict converter.
+
+    An unknown key, a missing one or a wrong type (``1`` is not a string) raises
+    one :class:`trysquare.errors.ScenarioError` (exit 2) whose lines name the file
+    (``label``, default its name) and the key path (``path``), with a close-match
+    suggestion: ``scenario.toml: [[validation]][1].metircs: unknown key (did you
+    mean 'metrics'?)``.
+    """
+    from trysquare import _convert
+
+    return _convert.structure(data, cls, file=file, path=path, label=label)
+
+
+def register_structure_hook(kind: Any, hook: Callable[[Any, Any], Any]) -> None:
+    """Add a strict check for a type of your own (``hook(value, kind)`` raises ``ValueError``)."""
+    from trysquare import _convert
+
+    _convert.register_structure_hook(kind, hook)
+
+
+def read_toml(path: Path, *, error: type[TrysquareError], label: str | None = None) -> dict[str, Any]:
+    """Parse a TOML file, or raise ``error`` with one sentence naming it (``label``)."""
+    from trysquare import _convert
+
+    return _convert.read_toml(path, error=error, label=label)
+
+
+# -- experiments ----------------------------------------------------------------
+
+
+def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Experiment]:
+    """The experiments below ``paths``, as every command reads them (plugin commands too).
+
+    Unreadable run folders are reported on stderr and skipped; no run at all is a
+    :class:`trysquare.errors.NoRunsError` (exit 2); runs that all failed to read,
+    a :class:`trysquare.errors.RunError` (exit 1).
+    """
+    from trysquare._shown import shown
+    from trysquare.errors import NoRunsError, RunError
+    from trysquare.runs import discover
+
+    try:
+        experiments = discover(paths, replay=replay)
+    except RunError as error:
+        raise NoRunsError(error.message) from None
+    for experiment in experiments:
+        for unreadable in experiment.errors:
+            print(f"trysquare: skipped: {shown(unreadable.message)}", file=sys.stderr)
+    if not any(experiment.runs for experiment in experiments):
+        where = ", ".join(str(p) for p in paths)
+        count = sum(len(experiment.errors) for experiment in experiments)
+        if count:
+            # Runs were there and could not be used: the work fell short (1), not a usage slip (2).
+            raise RunError(
+                shown(f"no run under {where} could be used: {count} run folder(s) could not be read")
+            )
+        raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
+    return experiments
