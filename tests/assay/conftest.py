@@ -16,7 +16,7 @@ PYTHON = sys.executable
 
 @pytest.fixture
 def write_context(tmp_path: Path) -> Callable[..., Path]:
-    """Write a context by hand: every §4 key with harmless values, overridden by ``keys``.
+    """Write a context by hand: every core context key with harmless values, overridden by ``keys``.
 
     A key given as ``...`` (Ellipsis) is left out, the way a judge's context lacks
     ``cell`` and ``given``.

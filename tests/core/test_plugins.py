@@ -64,7 +64,7 @@ def test_plugins_json_lists_the_in_tree_modes(cli) -> None:
     assert listing["trysquare-judge"]["modes"] == ["judge"]
     assert listing["trysquare-form"]["modes"] == ["form"]
     for entry in listing.values():
-        # The pinned shape (DESIGN §3): nothing added, nothing missing.
+        # The pinned shape of `plugins --json` (docs/plugins.md): nothing added, nothing missing.
         assert set(entry) == {"name", "version", "hooks", "modes", "providers", "session_formats",
                               "executors", "error"}
         assert entry["error"] is None

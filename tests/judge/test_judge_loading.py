@@ -30,7 +30,7 @@ def test_a_missing_rubric_is_refused(lab: JudgeLab) -> None:
     ("pieces", "expected"),
     [
         ('["prompt", "transcript"]', "[[validation]][1].pieces: unknown piece 'transcript'"),
-        ("[]", "[[validation]][1].pieces: declares no piece"),
+        ("[]", "[[validation]][1].pieces: names no piece"),
         ('"prompt"', "[[validation]][1].pieces: must be a list"),
     ],
 )

@@ -4,7 +4,7 @@ Kept apart from ``trysquare.assay`` so that importing the assay stays cheap: thi
 module (and ``subprocess`` behind ``trysquare._process``) is loaded only when a
 validator actually calls ``run.tests()``.
 
-The verdict rules (DESIGN §5):
+The verdict rules (what ``run.tests()`` promises):
 
 - ``prepare`` failing, not starting or timing out -> unjudged: nobody judged.
 - the suite timing out or not starting -> unjudged.

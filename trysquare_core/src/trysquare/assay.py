@@ -200,7 +200,7 @@ def _matches_artefact(path: str, pattern: str) -> bool:
 
 
 class Assay:
-    """A finished run as its context file describes it (DESIGN §4).
+    """A finished run as the ``context.json`` handed to a validator describes it.
 
     Sets of paths (``touched``, ``files``, ``given``, ``artefacts``) are
     frozensets of repo-relative POSIX strings. A key the context lacks (a judge's

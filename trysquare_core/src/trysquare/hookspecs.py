@@ -148,7 +148,7 @@ def trysquare_register_executors(register: Callable[[Executor], None]) -> None:
     :param register: call it once per executor. An executor has a ``name`` and
         a ``configure(options, jobs=...)`` returning an object whose
         ``run(tasks, should_stop=...)`` yields ``(task, document)`` as each task
-        finishes, each task recorded by :func:`trysquare.plugin_api.execute_task`
+        finishes, each task recorded by :func:`trysquare.runner.execute_task`
         (the protocols are :class:`trysquare.executors.Executor` and
         :class:`trysquare.executors.RunningExecutor`).
         The built-in ``local`` executor is a bounded thread pool.

@@ -65,6 +65,19 @@ def check_timeout(source: TableSource, seconds: float, key: str = "timeout") -> 
         raise source.refuse(key, f"must be a finite positive number of seconds, not {seconds!r}")
 
 
+def check_pieces(source: TableSource, pieces: Sequence[str], key: str = "pieces") -> None:
+    """Refuse a list of pieces (what a judge is sent, what a form shows) that names none,
+    one trysquare does not know, or one twice."""
+    choices = ", ".join(PIECES)
+    if not pieces:
+        raise source.refuse(key, f"names no piece (choose from {choices})")
+    for piece in pieces:
+        if piece not in PIECES:
+            raise source.refuse(key, f"unknown piece '{piece}' (choose from {choices})")
+    if len(set(pieces)) != len(pieces):
+        raise source.refuse(key, "names a piece twice")
+
+
 @attrs.frozen(kw_only=True)
 class Validation:
     """One loaded ``[[validation]]`` table. Modes subclass it with their own keys.

@@ -1,9 +1,10 @@
 """The plugin manager: loaded lazily, once, with every plugin guarded on its own.
 
 Plugins are found through the ``trysquare`` entry-point group (the name of each
-entry point is its distribution's name). One that fails to import, to register
-or to answer a registry hook is reported here and in ``trysquare plugins``; the
-others carry on. ``TRYSQUARE_LOAD_PLUGINS`` (empty: none; a comma list: only
+entry point is its distribution's name). Every hook is called on each plugin
+on its own (pluggy's ``subset_hook_caller``): one that fails to import, to
+register or raises from a hook is reported here and in ``trysquare plugins``,
+is left out of later hooks, and the others carry on. ``TRYSQUARE_LOAD_PLUGINS`` (empty: none; a comma list: only
 those) and ``TRYSQUARE_BLOCK_PLUGINS`` (a comma list never loaded) choose which
 entry points load.
 """

@@ -3,7 +3,7 @@
 Everything trysquare reads from a measured clone goes through here, and nothing
 here writes into it — ``.git`` included.
 
-**The clone's ``.git`` is hostile** (DESIGN §8): the measured agent wrote it. Its
+**The clone's ``.git`` is hostile** (docs/security.md): the measured agent wrote it. Its
 config can name programs (``filter.*.clean``/``smudge``/``process``,
 ``diff.*.textconv``/``command``, ``diff.external``, ``core.fsmonitor``,
 ``core.pager``, ``core.hooksPath``, ``include.path`` to a FIFO that hangs us), its
@@ -78,6 +78,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from trysquare._pool import io_workers
 from trysquare.errors import RepoError
 
 __all__ = [
@@ -1404,7 +1405,7 @@ def copy_tree(repo: Path, dest: Path) -> Path:
     # Copying is system-call bound: threads overlap it well.
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) * 2)) as pool:
+    with ThreadPoolExecutor(max_workers=io_workers()) as pool:
         for _ in pool.map(copy, paths, chunksize=64):
             pass
     return dest

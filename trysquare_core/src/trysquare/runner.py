@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import attrs
 
 from trysquare import _atomic, context as contexts, guard, plugins, results
+from trysquare._pool import io_workers
 from trysquare._shown import shown
 from trysquare.errors import RunError, UsageError
 from trysquare.lock import LOCK_FILE, experiment_lock  # noqa: F401 - the lock's old home
@@ -446,7 +447,7 @@ def _plan_all(
     unbuilt: list[RunError] = []
     # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
     # which bounds the validators.
-    builders = max(options.jobs, min(8, 2 * (os.cpu_count() or 1)))
+    builders = max(options.jobs, io_workers())
     with ThreadPoolExecutor(max_workers=builders) as pool:
         tasks = plan(scenario, runs, validations, options, unbuilt, pool)
     for error in unbuilt:
@@ -488,7 +489,7 @@ def _execute(
     if watched is not None and not should_stop():
         guard.refuse_forged(watched[0], guard.forged_results(watched[1], written), out)
     # Each check is a stat walk of one clone: overlap them.
-    with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:
+    with ThreadPoolExecutor(max_workers=io_workers()) as pool:
         problems = list(pool.map(guard.clone_problem, executed.values()))
     for run_tasks, problem in zip(executed.values(), problems):
         if problem is not None:

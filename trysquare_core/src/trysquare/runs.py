@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from trysquare import _convert, repo
+from trysquare._pool import io_workers
 from trysquare.errors import RepoError, RunError, ScenarioError
 
 __all__ = ["Etalon", "Experiment", "Run", "discover", "load_run", "RUN_FILE"]
@@ -288,7 +289,7 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
                 )
 
         # Loading asks git about each clone: overlap those calls, keep the order.
-        with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:
+        with ThreadPoolExecutor(max_workers=io_workers()) as pool:
             # A folder inside one already named holds runs already found: each is validated once.
             run_files = [f for f in sorted(_run_files(root)) if f.resolve() not in seen_run_files]
             seen_run_files.update(f.resolve() for f in run_files)

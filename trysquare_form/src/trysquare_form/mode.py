@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from trysquare.modes import PIECES, Job, Outcome, TableSource, Validation
+from trysquare.modes import Job, Outcome, TableSource, Validation, check_pieces
 
 if TYPE_CHECKING:
     from trysquare.scenario import Scenario
@@ -26,19 +26,6 @@ class FormValidation(Validation):
     """``[[validation]] mode = "form"``: ``metrics`` a human fills, over ``pieces``."""
 
     pieces: tuple[str, ...]
-
-    def check(self, scenario: Scenario, source: TableSource) -> None:
-        if not self.pieces:
-            raise source.refuse(
-                "pieces", f"names no piece; a form shows at least one of {', '.join(PIECES)}"
-            )
-        for piece in self.pieces:
-            if piece not in PIECES:
-                raise source.refuse(
-                    "pieces", f"unknown piece '{piece}' (the pieces are {', '.join(PIECES)})"
-                )
-        if len(set(self.pieces)) != len(self.pieces):
-            raise source.refuse("pieces", "names a piece twice")
 
     def evaluate(self, job: Job) -> Outcome:
         # A re-validation (a changed digest, a changed diff, --force) must keep
@@ -111,4 +98,6 @@ class FormMode:
     name = "form"
 
     def load(self, table: Mapping[str, Any], source: TableSource) -> FormValidation:
-        return source.structure(table, FormValidation)
+        form = source.structure(table, FormValidation)
+        check_pieces(source, form.pieces)  # at load, as the judge does
+        return form

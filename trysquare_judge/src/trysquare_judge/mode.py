@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from trysquare.errors import ScenarioError
-from trysquare.modes import PIECES, Job, Outcome, TableSource, Validation
+from trysquare.modes import Job, Outcome, TableSource, Validation, check_pieces
 from trysquare.plugin_api import digest as canonical_digest, write_with_history
 from trysquare_judge import blinding, prompt, scrub
 from trysquare_judge.providers import (
@@ -269,13 +269,7 @@ class JudgeMode:
         raw = source.structure(table, _JudgeTable)
         if raw.thinking not in THINKING:
             raise source.refuse("thinking", f"must be one of {', '.join(THINKING)}, not '{raw.thinking}'")
-        if not raw.pieces:
-            raise source.refuse("pieces", f"declares no piece (choose from {', '.join(PIECES)})")
-        for piece in raw.pieces:
-            if piece not in PIECES:
-                raise source.refuse("pieces", f"unknown piece '{piece}' (choose from {', '.join(PIECES)})")
-        if len(set(raw.pieces)) != len(raw.pieces):
-            raise source.refuse("pieces", "names a piece twice")
+        check_pieces(source, raw.pieces)
         if raw.max_turns < 1:
             raise source.refuse("max_turns", "must be at least 1")
         if raw.max_piece_bytes < 1:

@@ -32,7 +32,7 @@ class Verdict:
 
 
 def verdict_schema(metrics: Sequence[str]) -> dict[str, Any]:
-    """The exact schema DESIGN §6 pins: one object per metric, reason before value."""
+    """The verdict tool's exact schema: one object per metric, reason before value, nothing extra."""
     entry = {
         "type": "object",
         # Reason first, so a model that writes in order argues before it decides.

@@ -12,7 +12,6 @@ in file order.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,8 @@ from trysquare.sessions.base import (
     LoggedReading,
     PathResolver,
     arguments_kept_or_logged,
+    iter_positioned,
     kept_or_logged,
-    parse_line,
     skill_tags,
     text_of,
 )
@@ -120,51 +119,36 @@ class PiReading(LoggedReading):
         is_tree = False
         counter = LineCounter()
         doubts: list[str] = []
-        loads = json.loads
-        offset = 0
-        with file.open("rb") as stream:
-            for line in stream:
-                position = offset
-                offset += len(line)
-                counter.line += 1
-                try:
-                    entry = loads(line)
-                except (ValueError, RecursionError):
-                    entry = parse_line(line, counter, position)  # counted and named
-                    if entry is None:
-                        continue
-                if not isinstance(entry, dict):
-                    counter.broke("not a JSON object", position)
+        for position, entry in iter_positioned(file, counter):  # broken lines counted and named
+            if state is None:
+                header = entry if entry.get("type") == "session" else {}
+                cwd = header.get("cwd")
+                state = _State(
+                    PathResolver.for_session(cwd if isinstance(cwd, str) else None, self.repo),
+                    file,
+                )
+                version = header.get("version", 1)
+                is_tree = isinstance(version, int) and version >= 2
+                if header:
                     continue
-                if state is None:
-                    header = entry if entry.get("type") == "session" else {}
-                    cwd = header.get("cwd")
-                    state = _State(
-                        PathResolver.for_session(cwd if isinstance(cwd, str) else None, self.repo),
-                        file,
-                    )
-                    version = header.get("version", 1)
-                    is_tree = isinstance(version, int) and version >= 2
-                    if header:
-                        continue
-                effect = state.extract(entry, file, position)
-                if not is_tree:
-                    state.apply(effect, counter.line)
-                    continue
-                entry_id = entry.get("id")
-                if not isinstance(entry_id, str):
-                    counter.broke("a tree entry with no id", position)
-                    continue
-                parent = entry.get("parentId")
-                if entry_id in tree:
-                    # Which of the two is the real entry cannot be told: both stay out
-                    # of nothing, and every process metric says so.
-                    doubts.append(
-                        f"{file.name}: lines {tree[entry_id][2]} and {counter.line} both use "
-                        f"the entry id {entry_id!r}, so which entry the history holds cannot be told"
-                    )
-                tree[entry_id] = (parent if isinstance(parent, str) else None, effect, counter.line)
-                leaf = entry_id
+            effect = state.extract(entry, file, position)
+            if not is_tree:
+                state.apply(effect, counter.line)
+                continue
+            entry_id = entry.get("id")
+            if not isinstance(entry_id, str):
+                counter.broke("a tree entry with no id", position)
+                continue
+            parent = entry.get("parentId")
+            if entry_id in tree:
+                # Which of the two is the real entry cannot be told: both stay out
+                # of nothing, and every process metric says so.
+                doubts.append(
+                    f"{file.name}: lines {tree[entry_id][2]} and {counter.line} both use "
+                    f"the entry id {entry_id!r}, so which entry the history holds cannot be told"
+                )
+            tree[entry_id] = (parent if isinstance(parent, str) else None, effect, counter.line)
+            leaf = entry_id
         if state is None:
             return FilePart(
                 calls=[],
