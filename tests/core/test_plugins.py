@@ -293,3 +293,41 @@ def test_a_plugin_whose_hookspecs_fail_is_reported_alone(cli, site) -> None:
     listing = by_name(plugins_json(cli, failed=True))
     assert "cannot add my hooks" in listing["trysquare-nospecs"]["error"]
     assert listing["trysquare-judge"]["error"] is None and listing["trysquare-judge"]["providers"] == ["openai"]
+
+
+GUARDS_A_KEY_BUT_BREAKS = """
+from trysquare import hookimpl
+
+@hookimpl
+def trysquare_register_modes(register):
+    raise RuntimeError('modes broke')
+
+@hookimpl
+def trysquare_protected_env(scenario_file, config):
+    return {"MY_SERVICE_TOKEN_VAR": "the broken plugin's service key"}
+"""
+
+
+def test_a_key_a_failed_plugin_guards_stays_withheld(site, tmp_path: Path, capsys) -> None:
+    import pytest
+
+    from trysquare import plugins
+    from trysquare.errors import ScenarioError
+    from trysquare.scenario import load_scenario
+    from tests.helpers import write_script
+
+    site("trysquare-guard", "trysquare_guard", GUARDS_A_KEY_BUT_BREAKS)
+    plugins.reset()
+    write_script(tmp_path / "s", "score.py", "print('{}')\n")
+    scenario = write_scenario(tmp_path / "s", """
+        [[validation]]
+        mode = "script"
+        command = "score.py"
+        metrics = ["ok"]
+        pass_env = ["MY_SERVICE_TOKEN_VAR"]
+    """)
+    with pytest.raises(ScenarioError) as refused:
+        load_scenario(scenario)
+    assert "MY_SERVICE_TOKEN_VAR" in refused.value.message
+    assert "the broken plugin's service key" in refused.value.message
+    assert "plugin 'trysquare-guard' failed: trysquare_register_modes raised RuntimeError" in capsys.readouterr().err
