@@ -1,11 +1,10 @@
-"""Building benchmark matrices: one real git run, copied N times, and a script validator."""
+"""Benchmark matrices: a script validator, and runs from ``trysquare.testing.build_matrix``."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from trysquare.testing import RunBuilder
+from trysquare import testing
 
 
 def build_matrix(root: Path, count: int, validator_name: str, validator_source: str) -> tuple[Path, Path]:
@@ -24,13 +23,11 @@ def build_matrix(root: Path, count: int, validator_name: str, validator_source: 
         f'[[validation]]\nmode = "script"\ncommand = "{validator_name}"\nmetrics = ["changed"]\n'
     )
     experiment = root / "exp"
-    first = RunBuilder(experiment / "runs" / "r0000", cell="c0", repetition=0)
-    first.base({"a.py": "a = 1\n", "b.py": "b = 1\n"})
-    first.repo.write("a.py", "a = 2\n")
-    first.finish(response="done\n")
-    for index in range(1, count):
-        target = experiment / "runs" / f"r{index:04d}"
-        shutil.copytree(first.path, target, symlinks=True)
-        toml = (target / "run.toml").read_text().replace('cell = "c0"', f'cell = "c{index % 4}"')
-        (target / "run.toml").write_text(toml.replace("repetition = 0", f"repetition = {index}"))
+    testing.build_matrix(
+        experiment,
+        [(f"r{index:04d}", f"c{index % 4}", index) for index in range(count)],
+        base={"a.py": "a = 1\n", "b.py": "b = 1\n"},
+        changes={"a.py": "a = 2\n"},
+        response="done\n",
+    )
     return scenario, experiment

@@ -1,10 +1,15 @@
-"""Shared helpers: the CLI in a subprocess, fake installed plugins, built runs."""
+"""Shared helpers: the CLI in this process or a subprocess, fake installed plugins, built runs."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import os
+import signal
 import subprocess
 import sys
+import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -25,8 +30,25 @@ from tests.helpers import fake_distribution
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-class Cli:
-    """Run ``python -m trysquare`` as a user would, in a subprocess."""
+class Result:
+    """What a CLI call left: the shape of ``subprocess.CompletedProcess`` tests read."""
+
+    def __init__(self, args: list[str], returncode: int, stdout: str, stderr: str) -> None:
+        self.args = args
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def __repr__(self) -> str:
+        return f"Result(args={self.args!r}, returncode={self.returncode!r})"
+
+
+class CliProcess:
+    """Run ``python -m trysquare`` as a user would, in a subprocess.
+
+    For the tests where the process is the point: signals, the console script's exit
+    code, ``--debug`` tracebacks, confinement of trysquare itself, interruption.
+    """
 
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
@@ -45,13 +67,105 @@ class Cli:
         )
 
 
+class Cli(CliProcess):
+    """Run ``trysquare.cli.main(argv)`` in this process, as a subprocess would see it.
+
+    Starting an interpreter per call was most of the suite's time. Each call gets
+    the environment, working directory and ``PYTHONPATH`` entries (fake installed
+    plugins) it asks for, a freshly loaded plugin manager and captured streams;
+    everything it changed in this process is put back afterwards. ``timeout`` is
+    accepted for the call shape and ignored: a hang shows as pytest's own timeout.
+    """
+
+    def __call__(  # type: ignore[override]
+        self, *args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+        timeout: float = 300,
+    ) -> Result:
+        return run_in_process([str(arg) for arg in args], cwd=cwd, env={**self.env, **(env or {})})
+
+
+def run_in_process(argv: list[str], *, cwd: Path | None, env: Mapping[str, str]) -> Result:
+    """``trysquare ARGV`` through :func:`trysquare.cli.main`, isolated as a process would be."""
+    from trysquare.cli import main
+
+    ours = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    roots = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in ours]
+    extra = [p for p in roots if p not in sys.path]
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    saved_signals = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    saved_modules = set(sys.modules)
+    out, err = _stream(), _stream()
+    sys.path[:0] = extra
+    importlib.invalidate_caches()  # a plugin written just now must be found, by path and entry point
+    os.environ.clear()
+    os.environ.update(env)
+    plugins.reset()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as stop:  # argparse's --help and --version
+                code = _exit_code(stop.code, err)
+            except BaseException:  # --debug lets it through: the interpreter would print it
+                traceback.print_exc(file=err)
+                code = 1
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        for sig, handler in saved_signals.items():
+            signal.signal(sig, handler)
+        for path in extra:
+            sys.path.remove(path)
+        # A fake plugin module of the same name may hold other code in the next test.
+        for name in set(sys.modules) - saved_modules:
+            origin = getattr(sys.modules[name], "__file__", None) or ""
+            if any(origin.startswith(path) for path in roots):
+                del sys.modules[name]
+        plugins.reset()
+    return Result(["trysquare", *argv], code, _text(out), _text(err))
+
+
+def _stream() -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape", write_through=True)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    # As subprocess.run(text=True) reads a pipe: the locale's codec, universal newlines.
+    data = stream.buffer.getvalue()  # type: ignore[attr-defined]
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace").read()
+
+
+def _exit_code(code: object, err: io.TextIOWrapper) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=err)
+    return 1
+
+
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
+    """The CLI, called in this process (see :class:`Cli`)."""
+    return Cli(_cli_env(tmp_path))
+
+
+@pytest.fixture
+def cli_process(tmp_path: Path) -> CliProcess:
+    """The CLI in a real subprocess, where the process itself is what a test shows."""
+    return CliProcess(_cli_env(tmp_path))
+
+
+def _cli_env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     env.pop("TRYSQUARE_LOAD_PLUGINS", None)
     env.pop("TRYSQUARE_BLOCK_PLUGINS", None)
-    return Cli(env)
+    return env
 
 
 @pytest.fixture(autouse=True)
@@ -62,20 +176,28 @@ def _fresh_plugins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def site(tmp_path: Path, cli: Cli) -> Callable[..., Path]:
-    """Add fake installed plugins to the CLI's path (and this process's)."""
+def site(tmp_path: Path, cli: Cli, cli_process: CliProcess) -> Callable[..., Path]:
+    """Add fake installed plugins to the CLI's path (in this process or a subprocess)."""
     folder = tmp_path / "site"
 
     def add(dist: str, module: str, source: str) -> Path:
         fake_distribution(folder, dist, module, source)
-        cli.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), cli.env.get("PYTHONPATH")]))
+        for runner in (cli, cli_process):
+            runner.env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(folder), runner.env.get("PYTHONPATH")])
+            )
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
+        importlib.invalidate_caches()
         return folder
 
     yield add
     if str(folder) in sys.path:
         sys.path.remove(str(folder))
+    # The next test's fake plugin may reuse a module name with other code.
+    for name, module in list(sys.modules.items()):
+        if (getattr(module, "__file__", None) or "").startswith(str(folder)):
+            del sys.modules[name]
 
 
 @pytest.fixture

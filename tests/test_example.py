@@ -19,6 +19,8 @@ import pytest
 
 from trysquare.testing.builders import run_from_folders
 
+from tests.conftest import run_in_process
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 TINY = ROOT / "tests" / "fixtures" / "tiny"
@@ -59,13 +61,7 @@ def make_run(
     ]
     scenario = tmp_path / "scenario.toml"
     scenario.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    done = subprocess.run(
-        [PYTHON, "-m", "trysquare", "context", str(scenario), str(run.path)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        check=False,
-    )
+    done = run_in_process(["context", str(scenario), str(run.path)], cwd=None, env=ENV)
     assert done.returncode == 0, done.stderr
     context = tmp_path / "context.json"
     context.write_text(done.stdout, encoding="utf-8")

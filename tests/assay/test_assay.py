@@ -10,6 +10,8 @@ import pytest
 
 from trysquare.assay import Assay, Unjudged
 
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+
 Write = Callable[..., Path]
 
 

@@ -7,6 +7,8 @@ import pytest
 import trysquare.assay
 from trysquare.assay import Metric, Unjudged
 
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+
 
 def test_the_module_exports_exactly_four_names() -> None:
     assert sorted(trysquare.assay.__all__) == ["Assay", "Metric", "Unjudged", "validator"]

@@ -10,6 +10,8 @@ from trysquare._matrix import one_edit_apart
 
 from tests.helpers import write_scenario, write_script
 
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+
 SCORE = 'import json\nprint(json.dumps({"metrics": {"ok": True}}))\n'
 
 

@@ -10,6 +10,8 @@ from tests.helpers import write_scenario, write_script
 from trysquare.errors import ScenarioError
 from trysquare.scenario import load_scenario
 
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+
 VALIDATOR = "import json; print(json.dumps({'metrics': {}}))\n"
 
 
@@ -243,11 +245,6 @@ def test_check_exits_2_with_one_plain_sentence(cli, folder: Path, text: str, nam
     assert named in done.stderr
     assert done.stderr.startswith("trysquare: scenario.toml: ")
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
-
-
-def test_debug_shows_the_traceback(cli, folder: Path) -> None:
-    done = cli("--debug", "check", write_scenario(folder, "[taks]\n"))
-    assert done.returncode != 0 and "Traceback" in done.stderr
 
 
 def test_a_metric_listed_twice_by_one_validator_is_said_so(folder: Path) -> None:

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from trysquare.scenario import ShellWordError, split_command
 
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+
 
 def test_double_quotes_unescape_backtick_and_dollar_as_a_shell_does() -> None:
     assert split_command('echo "\\`" "\\$HOME"') == ["echo", "`", "$HOME"]

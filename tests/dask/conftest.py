@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from trysquare.testing import RunBuilder
+from trysquare.testing import build_matrix
 
 from tests.helpers import write_scenario, write_script
 
@@ -69,25 +69,20 @@ class Matrix:
         write_script(self.folder, "score.py", SCORE)
         self.scenario = write_scenario(self.folder, SCENARIO.format(timeout=timeout))
         self.exp = root / "exp"
-        first = RunBuilder(root / "template", cell="c0", repetition=1)
-        first.base({"counter.py": "count = 1\n", "README.md": "counter\n"})
-        first.repo.write("counter.py", "count = 0\n")
-        first.finish(response="Started the count at zero.\n")
-        self.template = first.path
+        self.template = root / "template"
         self.ids: list[str] = []
         for number, run_id in enumerate(ids):
             self.add(run_id, cell=f"c{number % 2}", repetition=number + 1)
 
     def add(self, run_id: str, *, cell: str, repetition: int) -> Path:
-        target = self.exp / "runs" / run_id
-        shutil.copytree(self.template, target, symlinks=True)
-        toml = (target / "run.toml").read_text(encoding="utf-8")
-        toml = toml.replace('cell = "c0"', f'cell = "{cell}"').replace(
-            "repetition = 1", f"repetition = {repetition}"
-        )
-        (target / "run.toml").write_text(toml, encoding="utf-8")
+        """One more run, a copy of the one real git run (built once, at ``template``)."""
+        folders = build_matrix(
+            self.exp, [(run_id, cell, repetition)], template=self.template,
+            base={"counter.py": "count = 1\n", "README.md": "counter\n"},
+            changes={"counter.py": "count = 0\n"}, response="Started the count at zero.\n",
+        )  # fmt: skip
         self.ids.append(run_id)
-        return target
+        return folders[run_id]
 
     def copy(self, name: str) -> Path:
         """The experiment copied before validation, for another executor to validate."""

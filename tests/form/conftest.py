@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 import pytest
+
+from trysquare.testing import build_matrix
 
 from tests.helpers import write_scenario, write_script
 
@@ -81,17 +82,20 @@ def _id(cell: str, repetition: int) -> str:
 
 
 @pytest.fixture
-def matrix(tmp_path: Path, make_run: Callable[..., object]) -> Matrix:
+def matrix(tmp_path: Path) -> Matrix:
     root = tmp_path / "exp"
-    runs = {}
-    for index, cell in enumerate(CELLS):
-        for repetition in range(1, RUNS_PER_CELL + 1):
-            run_id = _id(cell, repetition)
-            builder = make_run(run_id, cell=cell, repetition=repetition, prompt="Fix the counter.\n")
-            builder.base({"counter.py": "def add(a, b):\n    return a - b\n"})
-            builder.repo.write("counter.py", f"def add(a, b):\n    return a + b  # variant {index}{repetition}\n")
-            builder.finish(response=f"I fixed add() in counter.py (attempt {repetition}).\n")
-            runs[run_id] = cell
+    runs = {_id(cell, repetition): cell for cell in CELLS for repetition in range(1, RUNS_PER_CELL + 1)}
+    # Each run's diff and response are its own: a form that mixed two runs up would show.
+    build_matrix(
+        root,
+        [(run_id, cell, int(run_id.rsplit("-", 1)[1])) for run_id, cell in runs.items()],
+        base={"counter.py": "def add(a, b):\n    return a - b\n"},
+        changes=lambda _id, cell, repetition: {
+            "counter.py": f"def add(a, b):\n    return a + b  # variant {CELLS.index(cell)}{repetition}\n"
+        },
+        response=lambda _id, _cell, repetition: f"I fixed add() in counter.py (attempt {repetition}).\n",
+        prompt="Fix the counter.\n",
+    )
     scenario = write_scenario(tmp_path / "scn", SCENARIO)
     write_script(tmp_path / "scn", "score.py", SCORE)
     out = tmp_path / "out"

@@ -9,6 +9,8 @@ from collections import Counter
 import pytest
 from trysquare.report import stats
 
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+
 
 def gap(cell: tuple[int, int], reference: tuple[int, int], resamples: int = stats.RESAMPLES) -> stats.Gap:
     return stats.proportion_gap(

@@ -12,6 +12,8 @@ import pytest
 from trysquare.report import Layout, build_report, render
 from trysquare.report.tables import cell_order, declared_cells
 
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+
 
 def row(
     run_id: str,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import unicodedata
 
+import pytest
 from hypothesis import given, strategies as st
 
 from trysquare._shown import csv_cell, json_text, md, md_code, shown
+
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
 
 ANY_TEXT = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=60)
 

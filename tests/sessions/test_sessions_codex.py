@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from sessionlogs import WriteLog
 from trysquare.sessions.codex import CodexFormat
+
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
 
 CWD = "/home/me/repo"
 

@@ -24,6 +24,8 @@ from sessionlogs import (
 from trysquare.assay import Unjudged
 from trysquare.sessions import SessionFormat, open_session
 
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+
 
 @pytest.fixture(params=FORMATS)
 def fmt(request: pytest.FixtureRequest) -> str:

@@ -14,6 +14,8 @@ from sessionlogs import FORMATS, WriteLog, session_entries
 from trysquare.assay import Unjudged
 from trysquare.sessions import SessionFormat, open_session
 
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+
 
 def _reading(
     write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str, steps: list[tuple[Any, ...]]

@@ -23,6 +23,8 @@ from trysquare.sessions.claude_code import ClaudeCodeReading
 from trysquare.sessions.codex import CodexReading
 from trysquare.sessions.pi import PiReading
 
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+
 
 def test_detects_each_format_from_its_content(
     formats: dict[str, SessionFormat], write_log: WriteLog

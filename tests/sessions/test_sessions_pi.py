@@ -20,6 +20,8 @@ from sessionlogs import (
 from trysquare.sessions import SessionFormat, open_session
 from trysquare.sessions.pi import PiFormat
 
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+
 LARGE = FIXTURES / "pi" / "large-session.jsonl"
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessionlogs import FORMATS, session_entries
 from trysquare.assay import Unjudged
 from trysquare.sessions import open_session
 from trysquare.sessions.builtin import builtin_formats
+
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
 
 _HOSTILE = st.one_of(
     st.binary(max_size=40).filter(lambda raw: b"\n" not in raw),

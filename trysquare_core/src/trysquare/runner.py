@@ -362,11 +362,17 @@ def validate(
     experiments: Sequence[Experiment],
     options: ValidateOptions,
     *,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> Summary:
-    """Validate every run of ``experiments``; write results and ``measures.json``."""
+    """Validate every run of ``experiments``; write results and ``measures.json``.
+
+    Lines go to ``out``, by default ``sys.stdout`` as it is at the call (not at import).
+    """
     from trysquare import executors
+
+    if out is None:
+        out = sys.stdout
 
     validations = select_validations(scenario, options.only)
     executor = executors.get(options.executor, options.executor_options, jobs=options.jobs)

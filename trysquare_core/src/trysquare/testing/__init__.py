@@ -9,9 +9,19 @@ by the runtime.
 from trysquare.testing.builders import (
     GitRepo,
     RunBuilder,
+    build_matrix,
     build_run,
+    copy_run,
     run_from_folders,
     write_pi_session,
 )
 
-__all__ = ["GitRepo", "RunBuilder", "build_run", "run_from_folders", "write_pi_session"]
+__all__ = [
+    "GitRepo",
+    "RunBuilder",
+    "build_matrix",
+    "build_run",
+    "copy_run",
+    "run_from_folders",
+    "write_pi_session",
+]

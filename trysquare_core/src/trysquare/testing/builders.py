@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import tomli_w
@@ -241,3 +244,62 @@ def build_run(
         run.repo.commit("agent")
     run.finish(response=response, session=session)
     return run
+
+
+# A run's own content in a matrix: a mapping for every run alike, or one per (id, cell, repetition).
+PerRun = Callable[[str, str, int], Any]
+
+
+def build_matrix(
+    experiment: Path,
+    runs: Iterable[tuple[str, str, int]],
+    *,
+    base: Mapping[str, str | bytes],
+    changes: Mapping[str, str | bytes] | PerRun = MappingProxyType({}),
+    response: str | PerRun | None = None,
+    template: Path | None = None,
+    **options: Any,
+) -> dict[str, Path]:
+    """Finished runs ``experiment/runs/<id>``, one per ``(id, cell, repetition)``; their folders by id.
+
+    When ``changes`` and ``response`` are the same for every run, one real run is
+    built (at ``template`` when given and absent, else as the first run) and copied:
+    the copies differ only in cell and repetition, so 10,000 runs cost one
+    ``git init``. When either is a callable of ``(id, cell, repetition)``, each run
+    is built with real git from its own content. ``options`` go to :class:`RunBuilder`.
+    """
+    folders: dict[str, Path] = {}
+    per_run = callable(changes) or callable(response)
+    for run_id, cell, repetition in runs:
+        target = experiment / "runs" / run_id
+        if per_run:
+            build_run(
+                target, base=base, cell=cell, repetition=repetition,
+                changes=changes(run_id, cell, repetition) if callable(changes) else changes,
+                response=response(run_id, cell, repetition) if callable(response) else response,
+                **options,
+            )  # fmt: skip
+        else:
+            if template is None:
+                template = target
+            if not (template / "run.toml").exists():
+                build_run(template, base=base, changes=changes, response=response, **options)  # type: ignore[arg-type]
+            if target != template:
+                copy_run(template, target)
+            _set_cell(target, cell, repetition)
+        folders[run_id] = target
+    return folders
+
+
+def copy_run(source: Path, target: Path) -> Path:
+    """A copy of a finished run (its clone and ``.git`` too), links kept as links."""
+    shutil.copytree(source, target, symlinks=True)
+    return target
+
+
+def _set_cell(run_dir: Path, cell: str, repetition: int) -> None:
+    path = run_dir / "run.toml"
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    if (doc.get("cell"), doc.get("repetition")) != (cell, repetition):
+        doc.update(cell=cell, repetition=repetition)
+        path.write_text(tomli_w.dumps(doc), encoding="utf-8")
