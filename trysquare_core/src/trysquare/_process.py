@@ -231,6 +231,66 @@ def _processes() -> dict[int, tuple[int, int]]:
     return table
 
 
+def _read_proc(path: str) -> bytes | None:
+    """A /proc file's whole text, read with bare system calls (this runs once per validation)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        parts = []
+        while chunk := os.read(fd, 1 << 16):
+            parts.append(chunk)
+        return b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+_children_files: list[bool] = []
+
+
+def _has_children_files() -> bool:
+    """Whether this kernel lists a thread's children (``/proc/<pid>/task/<tid>/children``)."""
+    if not _children_files:
+        _children_files.append(os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children"))
+    return _children_files[0]
+
+
+def _descendants(me: int) -> dict[int, tuple[int, int]]:
+    """Our descendants only: pid -> (parent pid, session id), following each thread's children.
+
+    Every stray is a descendant of ours (we are the subreaper of our children's
+    orphans), so the table :func:`_find_strays` needs is this, not all of /proc:
+    reading every process on a busy machine cost more than the trivial validator
+    it followed.
+    """
+    table: dict[int, tuple[int, int]] = {}
+    todo = [me]
+    while todo:
+        parent = todo.pop()
+        try:
+            threads = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            for field in (_read_proc(f"/proc/{parent}/task/{tid}/children") or b"").split():
+                pid = int(field)
+                if pid in table:
+                    continue
+                stat = _read_proc(f"/proc/{pid}/stat")
+                if stat is None:
+                    continue  # gone already
+                fields = stat[stat.rfind(b")") + 2 :].split()
+                try:
+                    table[pid] = (int(fields[1]), int(fields[3]))
+                except (IndexError, ValueError):
+                    continue
+                todo.append(pid)
+    return table
+
+
 def _carries(pid: int, token: str) -> bool:
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
@@ -270,7 +330,7 @@ def _find_strays(
     me: int, my_session: int, leader: int, token: str
 ) -> tuple[list[int], dict[int, tuple[int, int]]]:
     """Our descendants that are strays of ``leader``, and the process table they came from."""
-    table = _processes()
+    table = _descendants(me) if _has_children_files() else _processes()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _sid) in table.items():
         children.setdefault(ppid, []).append(pid)
