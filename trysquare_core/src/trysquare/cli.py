@@ -196,11 +196,11 @@ def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Exp
             print(f"trysquare: skipped: {shown(unreadable.message)}", file=sys.stderr)
     if not any(experiment.runs for experiment in experiments):
         where = ", ".join(str(p) for p in paths)
-        unreadable = sum(len(experiment.errors) for experiment in experiments)
-        if unreadable:
+        unreadable_count = sum(len(experiment.errors) for experiment in experiments)
+        if unreadable_count:
             # Runs were there and could not be used: the work fell short (1), not a usage slip (2).
             raise RunError(
-                shown(f"no run under {where} could be used: {unreadable} run folder(s) could not be read")
+                shown(f"no run under {where} could be used: {unreadable_count} run folder(s) could not be read")
             )
         raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
     return experiments
