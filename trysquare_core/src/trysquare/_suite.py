@@ -138,7 +138,7 @@ _READERS: tuple[Callable[[str], int | None], ...] = (
 )
 
 # What each reader is called in a reason ("3 tests ran per the unittest summary").
-_READER_NAMES = {
+_READER_NAMES: dict[Callable[[str], int | None], str] = {
     _unittest: "unittest's `Ran N tests`",
     _pytest: "pytest's summary line",
     _node: "node --test's `tests N`",
@@ -155,8 +155,7 @@ _NPM_MISSING = re.compile(r"^npm (?:ERR!|error) Missing script: ?(.*)$", re.M)
 def read_counts(output: str) -> tuple[int | None, list[str]]:
     """The count of tests ``output`` reports, and the names of the summaries it was read from."""
     text = _ANSI.sub("", output)
-    found = [(read(text), _READER_NAMES[read]) for read in _READERS]
-    found = [(n, name) for n, name in found if n is not None]
+    found = [(n, _READER_NAMES[read]) for read in _READERS if (n := read(text)) is not None]
     if not found:
         return None, []
     return sum(n for n, _ in found), [name for _, name in found]

@@ -66,6 +66,7 @@ def gather_facts(run: Run) -> RunFacts:
     """
     if run.base_commit is None:
         raise RunError(f"{run.label}: loaded for --replay, so its context cannot be rebuilt")
+    base_commit = run.base_commit  # narrowed to str, for the lambda below
     preflight(run)
     diff_path = run.dir / DIFF_FILE
     try:
@@ -73,7 +74,7 @@ def gather_facts(run: Run) -> RunFacts:
         # Streamed to disk: a 2 GB file in the clone must not become 2 GB of memory.
         _atomic.write_stream(
             diff_path,
-            lambda out: repo.write_diff_patch(run.repo, run.base_commit, out, run.excluded),
+            lambda out: repo.write_diff_patch(run.repo, base_commit, out, run.excluded),
             root=run.dir,
         )
         checkout = None

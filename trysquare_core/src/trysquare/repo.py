@@ -249,9 +249,9 @@ def _clone_refs(git_dir: Path, common: Path) -> tuple[dict[str, bytes], bytes]:
     except OSError:
         data = b""
     for line in data.splitlines():
-        oid, _, name = line.partition(b" ")
-        if _HEX.match(oid) and _good_ref(name):
-            refs[name.decode("ascii")] = oid
+        oid, _, packed_name = line.partition(b" ")
+        if _HEX.match(oid) and _good_ref(packed_name):
+            refs[packed_name.decode("ascii")] = oid
     symbolic: dict[str, str] = {}
     for current, folders, files in os.walk(common / "refs"):
         folders[:] = [f for f in folders if not (Path(current) / f).is_symlink()]
@@ -1151,7 +1151,7 @@ def write_diff_patch(
         for path, kind, number in keyed:
             if kind == 0:
                 stop = starts[number + 1][0] if number + 1 < len(starts) else end
-                _copy_range(tracked, starts[number][0], stop, sink)  # type: ignore[arg-type]
+                _copy_range(tracked, starts[number][0], stop, sink)
             else:
                 _write_new_file(shadow.repo, path, width, attributes.get(path, b"unspecified"), sink)
     return written

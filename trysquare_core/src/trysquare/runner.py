@@ -380,8 +380,10 @@ def validate(
     _disk_full.clear()
     user_stop = should_stop
 
-    def should_stop() -> bool:
+    def stop_or_disk_full() -> bool:
         return user_stop() or _disk_full.is_set()
+
+    should_stop = stop_or_disk_full
 
     for experiment in experiments:
         summary.skipped_runs.extend(experiment.errors)

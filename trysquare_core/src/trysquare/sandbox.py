@@ -176,7 +176,7 @@ class Sandbox:
         ok, value = outcome[0]
         if not ok:
             raise value
-        return value  # type: ignore[no-any-return]
+        return value
 
     def _ruleset(self) -> int:
         """A Landlock ruleset allowing writes beneath ``writable`` and /dev only; its fd."""

@@ -248,8 +248,8 @@ def _validator_section(run_dir: Path, name: str) -> str:
         out.append("</p>")
         if result.get("error"):
             out.append(f'<p class="error">error: {esc(result["error"])}</p>')
-        metrics = result.get("metrics") if isinstance(result.get("metrics"), Mapping) else {}
-        reasons = result.get("reasons") if isinstance(result.get("reasons"), Mapping) else {}
+        metrics = found if isinstance(found := result.get("metrics"), Mapping) else {}
+        reasons = found if isinstance(found := result.get("reasons"), Mapping) else {}
         if metrics or reasons:
             out.append('<table class="metrics"><thead><tr><th>metric</th><th>value</th>'
                        "<th>reason</th></tr></thead><tbody>")

@@ -190,7 +190,7 @@ class _Session:
 
         stop = Event(self.stop_event, client=self.client)
         pending = iter(enumerate(tasks))
-        running: dict[str, tuple[Future, Task]] = {}
+        running: dict[object, tuple[Future[Any], Task]] = {}
         completed = as_completed()
 
         def submit_more() -> None:
@@ -234,7 +234,7 @@ class _Session:
             if running:
                 self.client.cancel([future for future, _ in running.values()])
 
-    def _document(self, future: Future, task: Task) -> dict[str, Any] | None:
+    def _document(self, future: Future[Any], task: Task) -> dict[str, Any] | None:
         from concurrent.futures import CancelledError
 
         from trysquare_dask.worker import WorkerCannotSeeRuns

@@ -42,7 +42,7 @@ class Layout:
             reference=verdict.reference,
             criteria=None if verdict.criteria is None else tuple(verdict.criteria),
             validity=tuple(verdict.validity),
-            agreement=tuple(tuple(pair) for pair in verdict.agreement),  # type: ignore[misc]
+            agreement=tuple(tuple(pair) for pair in verdict.agreement),
             declared_cells=tuple(declared_cells(scenario.axes, scenario.variants)),
             owners={m: v.name for v in scenario.validations for m in v.metrics},
         )

@@ -282,7 +282,7 @@ class _State:
         # A turn that ended (no call, stopped) with no text is a real empty answer: "".
         ended = message.get("stopReason") in {"stop", "end_turn", "length"}
         if isinstance(content, str):
-            final = content if content.strip() else ("" if ended else None)
+            final: str | None = content if content.strip() else ("" if ended else None)
             return ("call", [], final)
         if not isinstance(content, list):
             return ("call", [], "" if ended else None)
@@ -302,7 +302,7 @@ class _State:
                 kept = arguments_kept_or_logged(arguments, file, offset, call_id, _logged_arguments)
                 calls.append((call_id, name, kept, reads, writes, more))
         if any(text.strip() for text in texts):
-            final: str | None = "\n".join(texts)
+            final = "\n".join(texts)
         else:
             final = "" if ended and not calls else None
         return ("call", calls, final)

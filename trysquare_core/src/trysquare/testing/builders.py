@@ -108,9 +108,13 @@ def write_pi_session(path: Path, events: Iterable[Mapping[str, Any]], *, cwd: st
 class RunBuilder:
     """A finished run: a clone with a base commit, the agent's changes, a prompt, a run.toml.
 
+    With ``tmp`` an empty folder:
+
     >>> run = RunBuilder(tmp / "runs" / "a1", cell="rule", repetition=1)
-    >>> run.base({"counter.py": "..."}); run.repo.write("counter.py", "fixed")
-    >>> run.finish()
+    >>> base_commit = run.base({"counter.py": "..."})
+    >>> changed = run.repo.write("counter.py", "fixed")
+    >>> (run.finish() / "run.toml").is_file()
+    True
     """
 
     def __init__(
