@@ -253,6 +253,11 @@ def run_suite(
     steps = [_words(step) for step in prepare]
     deadline = time.monotonic() + timeout
     env = child_environment(passed=pass_env)
+    # The runner's word to this validator about the suite's cache is not the suite's business.
+    from trysquare._suiteslot import REPORT_ENV, REUSE_ENV
+
+    env.pop(REPORT_ENV, None)
+    env.pop(REUSE_ENV, None)
     def step(argv: list[str], what: str) -> ProcessResult | Metric:
         """The finished process, or the unjudged Metric saying why there is none."""
         try:

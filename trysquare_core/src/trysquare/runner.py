@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from trysquare import _atomic, context as contexts, guard, plugins, results
+from trysquare import _atomic, _suitecache, context as contexts, guard, plugins, results
 from trysquare._shown import shown
 from trysquare.errors import RunError, UsageError
 from trysquare.lock import LOCK_FILE, experiment_lock  # noqa: F401 - the lock's old home
@@ -41,6 +41,7 @@ class ValidateOptions:
     progress: bool | None = None  # None: a bar on a terminal, plain lines otherwise
     executor: str = "local"
     executor_options: Mapping[str, str] = attrs.field(factory=dict)
+    rerun_suite: bool = False  # run.tests() runs the suite even when its outcome is recorded
 
 
 @attrs.frozen
@@ -62,6 +63,7 @@ class Task:
     # The scenario's guarded variables (a judge's keys): never in a validator's environment.
     protected_env: frozenset[str] = frozenset()
     suite_pass_env: tuple[str, ...] = ()  # [task] pass_env
+    rerun_suite: bool = False  # --rerun-suite: no recorded suite outcome is reused
 
 
 @attrs.define
@@ -113,6 +115,8 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
     recorded and ``None`` is returned.
     """
     started = time.monotonic()
+    refusal = None if task.clone_before is None else task.clone_before.problem
+    suite = None if refusal is not None else _suitecache.offer(task)
     job = Job(
         run=task.run,
         validation=task.validation,
@@ -122,8 +126,8 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
         previous=task.previous,
         protected_env=task.protected_env,
         suite_pass_env=task.suite_pass_env,
+        environment={} if suite is None else dict(suite.environment),
     )
-    refusal = None if task.clone_before is None else task.clone_before.problem
     refused = refusal is not None
     try:
         if refusal is not None:
@@ -139,6 +143,7 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
             )
         else:
             outcome = task.validation.evaluate(job)
+            outcome = _suitecache.collect(task, suite, outcome)
     except Exception as error:  # noqa: BLE001 - a broken mode spoils one result, not the matrix
         outcome = Outcome.invalid(
             f"validator '{task.validation.name}' crashed inside trysquare: {type(error).__name__}: {error}"
@@ -292,6 +297,7 @@ def _tasks_for_run(
             clone_before=clone_before,
             protected_env=frozenset(scenario.protected_env),
             suite_pass_env=scenario.task.pass_env,
+            rerun_suite=options.rerun_suite,
         ))
     return tasks
 
@@ -311,7 +317,7 @@ def _must_run(
         # A paid verdict is only asked again when asked for by name.
         if options.rejudge:
             return True
-    elif options.force:
+    elif options.force or options.rerun_suite:
         return True
     recorded = previous.get("validator") or {}
     return recorded.get("digest") != digest or previous.get("context_digest") != context_digest
