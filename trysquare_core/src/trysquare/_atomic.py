@@ -325,6 +325,16 @@ def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> by
     return read_bytes(path, root=root)
 
 
+def remove(path: Path, *, root: Path | None = None) -> None:
+    """Delete the file ``path`` below ``root`` (a symlink itself, never its target).
+
+    :class:`FileNotFoundError` when it is absent.
+    """
+    path = Path(path)
+    with _parent_fd(path, root, create=False) as folder:
+        os.unlink(path.name, dir_fd=folder)
+
+
 def remove_stale_temps(folder: Path, *, root: Path) -> list[str]:
     """Delete the temporary files a killed writer left in ``folder`` (below ``root``).
 

@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, metavar="N")
     validate.add_argument("--replay", action="store_true", help="reuse the archived contexts instead of rebuilding them")
     validate.add_argument("--force", action="store_true", help="re-run validators whose results are up to date")
+    validate.add_argument(
+        "--rerun-suite", action="store_true",
+        help="run.tests() runs the suite again instead of reusing the outcome recorded for the "
+        "same clone (re-runs every validator but judges)",
+    )
     validate.add_argument("--rejudge", action="store_true", help="ask judges again even for up-to-date verdicts")
     validate.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     validate.add_argument("--executor", default="local", metavar="NAME")
@@ -209,6 +214,7 @@ def _validate(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         replay=args.replay,
         force=args.force,
+        rerun_suite=args.rerun_suite,
         rejudge=args.rejudge,
         progress=False if args.no_progress else None,
         executor=args.executor,

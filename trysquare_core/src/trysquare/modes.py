@@ -137,6 +137,9 @@ class Job:
     # Secret-looking variables the scenario's suite may see ([task] pass_env), from the
     # scenario itself: never from an archived context, which lies inside the run folder.
     suite_pass_env: tuple[str, ...] = ()
+    # trysquare's own variables for a validator process it starts (where run.tests()
+    # finds a recorded suite outcome and reports a fresh one): set by the runner.
+    environment: Mapping[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen

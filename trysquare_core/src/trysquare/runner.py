@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from trysquare import _atomic, context as contexts, guard, plugins, results
+from trysquare import _atomic, _suitecache, context as contexts, guard, plugins, results
 from trysquare._pool import io_workers
 from trysquare._shown import shown
 from trysquare.errors import RunError, UsageError
@@ -42,6 +42,7 @@ class ValidateOptions:
     progress: bool | None = None  # None: a bar on a terminal, plain lines otherwise
     executor: str = "local"
     executor_options: Mapping[str, str] = attrs.field(factory=dict)
+    rerun_suite: bool = False  # run.tests() runs the suite even when its outcome is recorded
 
 
 @attrs.frozen
@@ -55,7 +56,9 @@ class Task:
     context_digest: str
     digest: str
     previous: Mapping[str, Any] | None
-    # Metrics other validators declare: a stray one of those is dropped, the declarer wins.
+    # Which validator declares each metric (its own included): a stray metric another one
+    # declares is dropped, the declarer wins. One mapping shared by every task: a copy per
+    # task without its own metrics made 10,000 validators cost 10,000² entries.
     declared_elsewhere: Mapping[str, str]
     # The measured clone before validation, to catch a validator writing into it;
     # None when the clone is not there to look at (a --replay once it is gone).
@@ -63,6 +66,7 @@ class Task:
     # The scenario's guarded variables (a judge's keys): never in a validator's environment.
     protected_env: frozenset[str] = frozenset()
     suite_pass_env: tuple[str, ...] = ()  # [task] pass_env
+    rerun_suite: bool = False  # --rerun-suite: no recorded suite outcome is reused
 
 
 @attrs.define
@@ -114,6 +118,8 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
     recorded and ``None`` is returned.
     """
     started = time.monotonic()
+    refusal = None if task.clone_before is None else task.clone_before.problem
+    suite = None if refusal is not None else _suitecache.offer(task)
     job = Job(
         run=task.run,
         validation=task.validation,
@@ -123,8 +129,8 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
         previous=task.previous,
         protected_env=task.protected_env,
         suite_pass_env=task.suite_pass_env,
+        environment={} if suite is None else dict(suite.environment),
     )
-    refusal = None if task.clone_before is None else task.clone_before.problem
     refused = refusal is not None
     try:
         if refusal is not None:
@@ -140,6 +146,7 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
             )
         else:
             outcome = task.validation.evaluate(job)
+            outcome = _suitecache.collect(task, suite, outcome)
     except Exception as error:  # noqa: BLE001 - a broken mode spoils one result, not the matrix
         outcome = Outcome.invalid(
             f"validator '{task.validation.name}' crashed inside trysquare: {type(error).__name__}: {error}"
@@ -188,7 +195,8 @@ def _write_problem(error: OSError) -> str:
 
 
 def _drop_foreign_metrics(outcome: Outcome, task: Task) -> Outcome:
-    foreign = [m for m in outcome.metrics if m in task.declared_elsewhere]
+    own = task.validation.name
+    foreign = [m for m in outcome.metrics if task.declared_elsewhere.get(m, own) != own]
     if not foreign:
         return outcome
     notes = list(outcome.notes)
@@ -267,6 +275,7 @@ def _tasks_for_run(
     clone_before = guard.picture_clone(run, facts)
     refused = clone_before is not None and clone_before.problem is not None
     tasks = []
+    declarers = {m: v.name for m, v in owners.items()}  # shared by this run's tasks
     for validation in validations:
         archive = results.archive_dir(run, validation.name)
         context_path = archive / "context.json"
@@ -289,10 +298,11 @@ def _tasks_for_run(
             context_digest=context_digest,
             digest=digests[validation.name],
             previous=previous,
-            declared_elsewhere={m: v.name for m, v in owners.items() if v.name != validation.name},
+            declared_elsewhere=declarers,
             clone_before=clone_before,
             protected_env=frozenset(scenario.protected_env),
             suite_pass_env=scenario.task.pass_env,
+            rerun_suite=options.rerun_suite,
         ))
     return tasks
 
@@ -312,7 +322,7 @@ def _must_run(
         # A paid verdict is only asked again when asked for by name.
         if options.rejudge:
             return True
-    elif options.force:
+    elif options.force or options.rerun_suite:
         return True
     recorded = previous.get("validator") or {}
     return recorded.get("digest") != digest or previous.get("context_digest") != context_digest

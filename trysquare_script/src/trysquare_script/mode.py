@@ -68,7 +68,7 @@ class ScriptValidation(Validation):
                     [str(self.executable), str(job.context_path)],
                     cwd=workdir,
                     timeout=self.timeout,
-                    env={**_environment(self.pass_env, job), "TMPDIR": workdir},
+                    env={**_environment(self.pass_env, job), **job.environment, "TMPDIR": workdir},
                     # Its scratch folder and its archive are all it may write (where
                     # the kernel allows it): not the clone, the run or the etalon cache.
                     writable=[workdir, job.archive],
