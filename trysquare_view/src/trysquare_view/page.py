@@ -49,6 +49,7 @@ i.tk{font-style:normal;color:#8250df}i.ts{font-style:normal;color:#0a3069}i.tc{c
 .note{color:#555;font-style:italic}.error{color:#b3261e}
 svg text{font:12px system-ui,sans-serif}
 .hidden{display:none}
+tr.total td{font-weight:bold;background:#fafafa}td.unpriced{color:#8a5a00}
 """
 
 SCRIPT = r"""
@@ -346,6 +347,35 @@ def _matrix(source: Any, rows: Sequence[Mapping[str, Any]]) -> str:
     return "".join(out)
 
 
+def _usage(report: Mapping[str, Any]) -> str:
+    """What the judge providers reported spending, per validator and cell, and the cost."""
+    from trysquare.report.render import cost_text, tokens_text
+
+    usage = report.get("usage") or ()
+    if not usage:
+        return ""
+    out = ['<h2 id="usage">Usage and cost</h2><table id="usage-table"><thead><tr><th>validator</th>'
+           "<th>cell</th><th>results</th><th>requests</th><th>input tokens</th><th>of which cached</th>"
+           "<th>output tokens</th><th>cost (USD)</th></tr></thead><tbody>"]
+    for item in usage:
+        total = item["cell"] is None or item["validator"] is None
+        validator = "all validators" if item["validator"] is None else esc(item["validator"])
+        cell = "all cells" if item["cell"] is None else esc(item["cell"])
+        cost = esc(cost_text(item))
+        kind = ' class="total"' if total else ""
+        out.append(f'<tr{kind}><td>{validator}</td><td>{cell}</td>'
+                   f'<td class="num">{item["results"]}</td><td class="num">{item["requests"]}</td>'
+                   f'<td class="num">{esc(tokens_text(item["input_tokens"]))}</td>'
+                   f'<td class="num">{esc(tokens_text(item["cached_tokens"]))}</td>'
+                   f'<td class="num">{esc(tokens_text(item["output_tokens"]))}</td>'
+                   f'<td class="num{" unpriced" if item["cost_usd"] is None else ""}">{cost}</td></tr>')
+    out.append("</tbody></table>")
+    out.append('<p class="note">requests count retries and failed attempts; invalid and unjudged '
+               "results count. A cost uses the price recorded with each result (price_input / "
+               "price_output per million tokens of the provider that judged it).</p>")
+    return "".join(out)
+
+
 NOTES_PER_CELL = 10
 
 
@@ -412,11 +442,14 @@ def build_page(source: Any, *, lazy: bool = False) -> str:
         f'<p id="summary">{report["runs"]} run(s) in {len(report["cells"])} cell(s); '
         f'<b class="{"pub" if report["publishable"] else "nopub"}">{verdict}</b>.</p>',
         '<nav><a href="#scores">scores</a> \u00b7 <a href="#charts">charts</a> \u00b7 '
-        '<a href="#gaps">gaps</a> \u00b7 <a href="#runs">runs</a> \u00b7 <a href="#notes">notes</a></nav>',
+        '<a href="#gaps">gaps</a> \u00b7 '
+        + ('<a href="#usage">usage</a> \u00b7 ' if report.get("usage") else "")
+        + '<a href="#runs">runs</a> \u00b7 <a href="#notes">notes</a></nav>',
         _score_table(report),
         '<h2 id="charts">Per criterion</h2>',
         *(_proportion_chart(report, m) for m in report["metrics"]["boolean"]),
         _forest(report),
+        _usage(report),
         _matrix(source, rows),
         '<h2 id="panels-head">Run panels</h2>',
         '<div id="panels">',
