@@ -15,7 +15,7 @@ import attrs
 
 from trysquare.report import stats
 
-__all__ = ["Layout", "build_report", "cell_order", "declared_cells", "run_details", "usage_table"]
+__all__ = ["Layout", "build_report", "cell_order", "declared_cells", "run_details", "usage_table", "usage_totals"]
 
 Row = Mapping[str, Any]
 
@@ -462,7 +462,8 @@ NO_PRICE = "no price declared"
 NO_TOKENS = "tokens not reported"
 
 
-def _usage_totals(validator: str | None, cell: str | None, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def usage_totals(validator: str | None, cell: str | None, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The sums of ``items`` (results' ``usage`` records) and their cost, as one usage row."""
     totals: dict[str, Any] = {
         "validator": validator,  # None: every validator
         "cell": cell,  # None: every cell
@@ -510,12 +511,12 @@ def usage_table(layout: Layout, rows: Sequence[Row], order: Sequence[str]) -> li
         by_cell = spent[validator]
         for cell in order:
             if cell in by_cell:
-                table.append(_usage_totals(validator, cell, by_cell[cell]))
-        table.append(_usage_totals(validator, None, [u for items in by_cell.values() for u in items]))
+                table.append(usage_totals(validator, cell, by_cell[cell]))
+        table.append(usage_totals(validator, None, [u for items in by_cell.values() for u in items]))
     if len(validators) > 1:
         for cell in order:
             items = [u for v in validators for u in spent[v].get(cell, ())]
             if items:
-                table.append(_usage_totals(None, cell, items))
-        table.append(_usage_totals(None, None, [u for v in validators for items in spent[v].values() for u in items]))
+                table.append(usage_totals(None, cell, items))
+        table.append(usage_totals(None, None, [u for v in validators for items in spent[v].values() for u in items]))
     return table
