@@ -130,3 +130,24 @@ def test_usage_table_totals_per_validator_and_cell_with_the_cost_or_no_price(pag
     total = next(row for row in rows if "all cells" in row)
     assert 'class="total"' in total and "$0.00152 + 1 result(s): no price declared" in total
     assert XSS not in page and "$0.00" not in evil
+
+
+def test_view_matrix_is_one_window_filtered_and_paged_by_the_query(lab) -> None:
+    from trysquare_view.page import Window
+
+    source = source_of(lab)
+    first = build_page(source, lazy=True, window=Window.from_query("", size=2))
+    assert first.count('class="runrow"') == 2 and "runs 1\u20132 of 5" in first
+    assert 'href="?from=2#runs"' in first and 'id="run-' not in first  # panels come on demand
+    invalid = build_page(source, lazy=True, window=Window.from_query("state=invalid&from=abc", size=2))
+    assert invalid.count('class="runrow"') == 1 and 'data-run="3"' in invalid and "of 1 matching" in invalid
+    assert '<option value="invalid" selected>' in invalid
+    # A hostile or malformed query is the default window, never an error or markup.
+    odd = Window.from_query("from=99999999999&state=%3Cscript%3E&metric=nope&x=1&x=2", size=2)
+    assert (odd.start, odd.state) == (0, "")
+    page = build_page(source, lazy=True, window=odd)
+    assert page.count('class="runrow"') == 2 and "<script>alert" not in page
+    none = build_page(source, lazy=True, window=Window.from_query("cell=nowhere"))
+    assert "no run matches (of 5)" in none and 'class="runrow"' not in none
+    # Past the last page: back to the first.
+    assert build_page(source, lazy=True, window=Window(start=40, size=2)).count('class="runrow"') == 2
