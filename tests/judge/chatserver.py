@@ -22,16 +22,34 @@ __all__ = ["ChatServer", "Received", "Reply", "by_turn", "error", "prose", "scri
 _ids = itertools.count(1)
 
 
-def completion(message: Mapping[str, Any]) -> dict[str, Any]:
-    return {
+# What each reply reports spending, as the API words it (prompt tokens include the cached).
+PROMPT_TOKENS = 120
+COMPLETION_TOKENS = 30
+CACHED_TOKENS = 20
+USAGE: dict[str, Any] = {
+    "prompt_tokens": PROMPT_TOKENS,
+    "completion_tokens": COMPLETION_TOKENS,
+    "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+    "prompt_tokens_details": {"cached_tokens": CACHED_TOKENS},
+}
+
+
+def completion(message: Mapping[str, Any], usage: Mapping[str, Any] | None = USAGE) -> dict[str, Any]:
+    """A chat completion; ``usage=None`` is a server that reports no usage at all."""
+    body: dict[str, Any] = {
         "id": f"chatcmpl-{next(_ids)}",
         "object": "chat.completion",
         "model": "judge",
         "choices": [{"index": 0, "message": dict(message), "finish_reason": "stop"}],
     }
+    if usage is not None:
+        body["usage"] = dict(usage)
+    return body
 
 
-def tool_call(arguments: Any, *, name: str = "verdict", raw: bool = False) -> Reply:
+def tool_call(
+    arguments: Any, *, name: str = "verdict", raw: bool = False, usage: Mapping[str, Any] | None = USAGE
+) -> Reply:
     """A reply calling ``name``; ``arguments`` JSON-encoded unless ``raw`` (a string as is)."""
     text = arguments if raw else json.dumps(arguments)
     return Reply(body=completion({
@@ -42,11 +60,13 @@ def tool_call(arguments: Any, *, name: str = "verdict", raw: bool = False) -> Re
             "type": "function",
             "function": {"name": name, "arguments": text},
         }],
-    }))
+    }, usage))
 
 
-def verdict(values: Mapping[str, bool], reason: str = "because") -> Reply:
-    return tool_call({m: {"reason": f"{reason} ({m})", "value": v} for m, v in values.items()})
+def verdict(
+    values: Mapping[str, bool], reason: str = "because", *, usage: Mapping[str, Any] | None = USAGE
+) -> Reply:
+    return tool_call({m: {"reason": f"{reason} ({m})", "value": v} for m, v in values.items()}, usage=usage)
 
 
 def prose(text: str = "I think the work is fine.") -> Reply:

@@ -27,7 +27,16 @@ ERROR_TYPES = {
     529: "overloaded_error",
 }
 _ids = itertools.count(1)
-
+# What each reply reports spending, as the API words it: input_tokens leave out the cache.
+INPUT_TOKENS = 100
+OUTPUT_TOKENS = 20
+CACHE_READ_TOKENS = 40
+USAGE: dict[str, Any] = {
+    "input_tokens": INPUT_TOKENS,
+    "output_tokens": OUTPUT_TOKENS,
+    "cache_read_input_tokens": CACHE_READ_TOKENS,
+    "cache_creation_input_tokens": 0,
+}
 
 
 
@@ -41,7 +50,7 @@ def message(blocks: Sequence[Mapping[str, Any]], stop_reason: str = "end_turn") 
             "content": [dict(block) for block in blocks],
             "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": {"input_tokens": 100, "output_tokens": 20},
+            "usage": dict(USAGE),
         },
         headers={"request-id": f"req_{next(_ids)}"},
     )

@@ -23,6 +23,9 @@ from trysquare.testing import RunBuilder
 
 from tests.venvs import Venv, build_venv
 from tests.plugins.messages_server import (
+    CACHE_READ_TOKENS,
+    INPUT_TOKENS,
+    OUTPUT_TOKENS,
     MessagesServer,
     Received,
     Reply,
@@ -175,6 +178,12 @@ def test_a_good_verdict_through_the_messages_api(lab: Lab) -> None:
     assert result["state"] == "valid", result
     assert result["metrics"] == GOOD
     assert result["reasons"]["note_usable"] == "because (note_usable)"
+    # The API's input_tokens leave the cache out; the judge's count every input token billed.
+    usage = result["usage"]
+    assert usage["requests"] == 1
+    assert usage["input_tokens"] == INPUT_TOKENS + CACHE_READ_TOKENS
+    assert usage["cached_tokens"] == CACHE_READ_TOKENS
+    assert usage["output_tokens"] == OUTPUT_TOKENS
 
     [request] = lab.server.received
     assert request.headers["x-api-key"] == KEY
@@ -257,6 +266,9 @@ def test_overloaded_529_is_retried_after_retry_after(lab: Lab) -> None:
     first, second = lab.server.received
     assert second.at - first.at >= 0.9  # the server's 1 s, not the 0.05 s backoff
     exchanges = lab.transcript()["exchanges"]
+    # The retried request counts; only the answer carried tokens.
+    assert lab.result()["usage"]["requests"] == 2
+    assert lab.result()["usage"]["output_tokens"] == OUTPUT_TOKENS
     assert [e["response"]["status"] for e in exchanges] == [529, 200]
     assert exchanges[0]["error"] == "HTTP 529" and exchanges[0]["response"]["retry_after"] == "1"
 
@@ -271,6 +283,8 @@ def test_a_500_storm_ends_invalid_never_negative(lab: Lab) -> None:
     assert "gave up after 3 attempts" in result["error"]
     assert len(lab.server.received) == 3
     assert len(lab.transcript()["exchanges"]) == 3
+    # Three requests paid for, no token count reported: unknown, not zero.
+    assert result["usage"]["requests"] == 3 and result["usage"]["input_tokens"] is None
 
 
 # -- the wire mapping, in-process -------------------------------------------------
@@ -425,3 +439,14 @@ def test_a_refusal_is_final_and_never_echoes_the_key(monkeypatch: pytest.MonkeyP
 
 def attrs_of(reply: Reply) -> dict[str, Any]:
     return {"status": reply.status, "body": reply.body, "headers": reply.headers}
+
+
+def test_usage_is_read_from_a_messages_reply_and_unreported_counts_stay_unknown() -> None:
+    full = wire.read_usage({"usage": {"input_tokens": 7, "output_tokens": 3,
+                                      "cache_read_input_tokens": 11, "cache_creation_input_tokens": 5}})
+    assert (full.input_tokens, full.output_tokens, full.cached_tokens) == (23, 3, 11)
+    bare = wire.read_usage({"usage": {"input_tokens": 7, "output_tokens": 3}})
+    assert (bare.input_tokens, bare.output_tokens, bare.cached_tokens) == (7, 3, None)
+    for silent in ({}, {"usage": None}, {"usage": {"input_tokens": "many", "output_tokens": -1}}):
+        none = wire.read_usage(silent)
+        assert (none.input_tokens, none.output_tokens, none.cached_tokens) == (None, None, None)

@@ -182,3 +182,43 @@ def test_browser_view_server_loads_a_panel_on_demand(watched: Watched, lab: Lab)
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_browser_view_pages_and_filters_the_matrix_on_the_server(watched: Watched, lab: Lab) -> None:
+    """10,000 runs open at once because the matrix comes a page at a time: here 2 runs a page."""
+    from trysquare.scenario import load_scenario
+    from trysquare_view.server import make_server
+
+    server = make_server(load_scenario(lab.scenario), lab.root, port=0, page_rows=2)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+
+    def shown_runs() -> list[str]:
+        return [link.inner_text() for link in page.locator("#matrix tr.runrow a[data-run]").all()]
+
+    try:
+        page = watched.page
+        page.goto(url)
+        assert page.locator("#score-table").is_visible() and page.locator("#matrix").is_visible()
+        assert shown_runs() == ["base-1", "base-2"]
+        assert "runs 1\u20132 of 5" in page.locator("#pager").inner_text()
+        page.locator("#pager a[rel=next]").click()
+        page.wait_for_url("**from=2**")
+        assert shown_runs() == ["evil-1", "evil-2"]
+        watched.shot("view-paged")
+
+        page.select_option("#f-state", "invalid")  # the script submits the form to the server
+        page.wait_for_url("**state=invalid**")
+        assert shown_runs() == list(lab.invalid)
+        assert {row.get_attribute("data-state") for row in page.locator("#matrix tr.runrow").all()} == {"invalid"}
+        assert "of 1 matching" in page.locator("#pager").inner_text()
+        assert page.locator("#f-state").input_value() == "invalid"  # the filter stays chosen
+        page.get_by_role("link", name=lab.invalid[0], exact=True).click()
+        panel = page.locator("#run-3")  # the run's place among all runs, whatever the page
+        panel.wait_for()
+        assert "invalid: check: the clone changed:" in panel.inner_text()
+        watched.shot("view-filtered-invalid")
+        _assert_quiet(watched, url)
+    finally:
+        server.shutdown()
+        server.server_close()

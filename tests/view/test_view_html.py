@@ -10,7 +10,7 @@ import pytest
 from trysquare_view.page import build_page, wilson
 from trysquare_view.panel import DIFF_FILE_CHARS
 
-from tests.view.viewlab import BIG_FILE, EVIL_CELL, build_lab, source_of
+from tests.view.viewlab import BASE_USAGE, BIG_FILE, EVIL_CELL, XSS, build_lab, source_of
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +96,9 @@ def test_panel_holds_response_reasons_stderr_tail_transcript_and_history(page: s
     assert "judge transcript" in panel and "&quot;pieces&quot;" in panel
     # What the judge cost, from its transcript: a retry is a request too.
     assert "requests: 2 \u00b7 tokens in 1,200 (300 cached) \u00b7 out 80" in panel
+    # What the judge recorded with its result, and what that cost at the price recorded with it.
+    assert ("spent: 2 request(s) \u00b7 input tokens 1,200 (300 cached) \u00b7 output tokens 80 "
+            "\u00b7 $0.00076 \u00b7 local/judge-1") in panel
     assert "result history (1 earlier result(s)" in panel
     evil1 = page[page.index('id="run-2"'):page.index('id="run-3"')]
     assert "stderr (tail)" in evil1 and "showing the last 4,000 of" in evil1
@@ -110,3 +113,41 @@ def test_notes_say_why_a_cell_is_not_publishable_and_what_is_stale(page: str) ->
     notes = page[page.index('id="notes"'):]
     assert "not publishable: run <code>evil-2</code>: invalid: check: the clone changed:" in notes
     assert "stale: run <code>base-1</code>: recorded by check, judge before it changed" in notes
+
+
+def test_usage_table_totals_per_validator_and_cell_with_the_cost_or_no_price(page: str) -> None:
+    start = page.index('id="usage-table"')
+    table = page[start:page.index("</table>", start)]
+    rows = [row for row in table.split("<tr")[2:]]
+    base = next(row for row in rows if "<td>base</td>" in row)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", base)
+    assert cells == ["judge", "base", "2", str(BASE_USAGE["requests"]), f"{BASE_USAGE['input_tokens']:,}",
+                     "300", str(BASE_USAGE["output_tokens"]), BASE_USAGE["cost"]]
+    evil = next(row for row in rows if "all cells" not in row and "base" not in row)
+    # evil-1's judge reported no tokens and had no price; evil-2's usage was planted garbage.
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", evil)
+    assert cells[2:] == ["2", "1", "not reported", "not reported", "not reported", "no price declared"]
+    total = next(row for row in rows if "all cells" in row)
+    assert 'class="total"' in total and "$0.00152 + 1 result(s): no price declared" in total
+    assert XSS not in page and "$0.00" not in evil
+
+
+def test_view_matrix_is_one_window_filtered_and_paged_by_the_query(lab) -> None:
+    from trysquare_view.page import Window
+
+    source = source_of(lab)
+    first = build_page(source, lazy=True, window=Window.from_query("", size=2))
+    assert first.count('class="runrow"') == 2 and "runs 1\u20132 of 5" in first
+    assert 'href="?from=2#runs"' in first and 'id="run-' not in first  # panels come on demand
+    invalid = build_page(source, lazy=True, window=Window.from_query("state=invalid&from=abc", size=2))
+    assert invalid.count('class="runrow"') == 1 and 'data-run="3"' in invalid and "of 1 matching" in invalid
+    assert '<option value="invalid" selected>' in invalid
+    # A hostile or malformed query is the default window, never an error or markup.
+    odd = Window.from_query("from=99999999999&state=%3Cscript%3E&metric=nope&x=1&x=2", size=2)
+    assert (odd.start, odd.state) == (0, "")
+    page = build_page(source, lazy=True, window=odd)
+    assert page.count('class="runrow"') == 2 and "<script>alert" not in page
+    none = build_page(source, lazy=True, window=Window.from_query("cell=nowhere"))
+    assert "no run matches (of 5)" in none and 'class="runrow"' not in none
+    # Past the last page: back to the first.
+    assert build_page(source, lazy=True, window=Window(start=40, size=2)).count('class="runrow"') == 2

@@ -62,12 +62,28 @@ class Lab:
 
 
 def _result(metrics: Mapping[str, Any], reasons: Mapping[str, str] | None = None,
-            *, state: str = "valid", error: str | None = None, name: str = "check") -> dict[str, Any]:
-    return {
+            *, state: str = "valid", error: str | None = None, name: str = "check",
+            usage: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    document = {
         "metrics": dict(metrics), "reasons": dict(reasons or {}), "state": state, "error": error,
         "validator": {"name": name, "mode": "script", "digest": "sha256:old"},
         "context_digest": None, "duration": 0.25,
     }
+    if usage is not None:
+        document["usage"] = dict(usage)
+    return document
+
+
+def _usage(requests: int, tokens: tuple[int | None, int | None, int | None],
+           price: tuple[float | None, float | None] = (None, None)) -> dict[str, Any]:
+    """A judge's usage record as the judge mode writes it."""
+    return {"requests": requests, "input_tokens": tokens[0], "output_tokens": tokens[1],
+            "cached_tokens": tokens[2], "provider": "local", "model": "judge-1",
+            "price_input": price[0], "price_output": price[1]}
+
+
+# What the page must show for the judge's spending (base: priced; the evil cell: not).
+BASE_USAGE = {"requests": 3, "input_tokens": 2400, "output_tokens": 160, "cost": "$0.00152"}
 
 
 def _record(run_dir: Path, name: str, document: Mapping[str, Any], *, stderr: str | None = None) -> None:
@@ -99,12 +115,14 @@ def build_lab(tmp_path: Path) -> Lab:
     fixed = {"counter.py": "def count(text):\n    return len(text.split())\n"}
     base1 = _run(root, "base-1", "base", 1, fixed, "Fixed the split.")
     _record(base1, "check", _result({"passes": True, "style": True}), stderr="ran 3 tests\nOK\n")
-    _record(base1, "judge", _result({"clear": True}, {"clear": "reads well"}, name="judge"))
+    _record(base1, "judge", _result({"clear": True}, {"clear": "reads well"}, name="judge",
+                                    usage=_usage(1, (1200, 80, 0), (0.5, 2.0))))
 
     base2 = _run(root, "base-2", "base", 2, {}, "Nothing to do.")
     _record(base2, "check", _result({"passes": False, "style": None},
                                     {"passes": f"suite failed: {XSS}", "style": f"linter crashed {XSS}"}))
-    _record(base2, "judge", _result({"clear": False}, {"clear": "no change"}, name="judge"))
+    _record(base2, "judge", _result({"clear": False}, {"clear": "no change"}, name="judge",
+                                    usage=_usage(2, (1200, 80, 300), (0.5, 2.0))))
     (base2 / "validation" / "judge").mkdir()
     _atomic.write_json(base2 / "validation" / "judge" / "transcript.json", {
         "exchanges": [
@@ -124,7 +142,7 @@ def build_lab(tmp_path: Path) -> Lab:
                                                    BIG_FILE: "x" * 60_000 + "\n"}, XSS)
     _record(evil1, "check", _result({"passes": True, "style": True}, {"passes": XSS}),
             stderr="noise\n" * 2000 + f"last line {XSS}\n")
-    _record(evil1, "judge", _result({"clear": True}, name="judge"))
+    _record(evil1, "judge", _result({"clear": True}, name="judge", usage=_usage(1, (None, None, None))))
 
     evil2 = _run(root, "evil-2", EVIL_CELL, 2, fixed, None)
     # A link that leaves the run folder refuses the whole run at load; one into the
@@ -133,7 +151,9 @@ def build_lab(tmp_path: Path) -> Lab:
     inside.write_text(SECRET, encoding="utf-8")
     (evil2 / "response.md").symlink_to(inside)
     _record(evil2, "check", _result({}, state="invalid", error=f"the clone changed: {XSS}"))
-    _record(evil2, "judge", _result({"clear": True}, name="judge"))
+    # A planted usage record: nothing in it may reach the page as markup or as a number.
+    _record(evil2, "judge", _result({"clear": True}, name="judge", usage={
+        "requests": XSS, "input_tokens": -5, "output_tokens": 1e9, "provider": XSS, "price_input": "free"}))
 
     evil3 = _run(root, "evil-3", EVIL_CELL, 3, fixed, "Done.")
     _record(evil3, "check", _result({"passes": True, "style": False}, {"style": "long lines"}))

@@ -157,6 +157,9 @@ class Outcome:
     stderr: bytes | None = None  # kept as validation/<name>.stderr
     provenance: Mapping[str, Mapping[str, str]] | None = None  # form: {metric: {by, at}}
     notes: tuple[str, ...] = ()
+    # What a paid validator spent (a judge: requests, tokens, the price in force), recorded
+    # as ``usage`` in the result whatever its state: invalid and unjudged results cost too.
+    usage: Mapping[str, Any] | None = None
 
     @classmethod
     def invalid(cls, error: str, *, stderr: bytes | None = None, **kwargs: Any) -> Outcome:

@@ -114,6 +114,8 @@ def result_document(
         document["provenance"] = {k: dict(v) for k, v in outcome.provenance.items()}
     if outcome.notes:
         document["notes"] = list(outcome.notes)
+    if outcome.usage is not None:
+        document["usage"] = dict(outcome.usage)
     return document
 
 
@@ -179,6 +181,7 @@ def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | N
     errors: list[dict[str, str]] = []
     pending: list[str] = []
     stale: list[str] = []
+    spent: dict[str, dict[str, Any]] = {}
     invalid = False
     for validation in scenario.validations:
         try:
@@ -191,6 +194,9 @@ def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | N
         if result is None:
             pending.extend(validation.metrics)  # not validated yet
             continue
+        usage = usage_of(result)
+        if usage is not None:  # an invalid result's spending counts too
+            spent[validation.name] = usage
         state = result.get("state")
         if state == "invalid":
             invalid = True
@@ -219,7 +225,37 @@ def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | N
     }
     if stale:
         row["stale"] = sorted(stale)
+    if spent:
+        row["usage"] = spent
     return row
+
+
+USAGE_COUNTS = ("requests", "input_tokens", "output_tokens", "cached_tokens")
+USAGE_PRICES = ("price_input", "price_output")
+
+
+def usage_of(result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A result's ``usage`` (what a paid validator spent), each value checked, or ``None``.
+
+    trysquare writes it from what the provider reported; a value of the wrong
+    kind (a damaged or planted file) reads as unknown (``None``), never as a
+    count or a price, and never stops the report.
+    """
+    usage = result.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    clean: dict[str, Any] = {}
+    for key in USAGE_COUNTS:
+        value = usage.get(key)
+        clean[key] = value if type(value) is int and value >= 0 else None
+    for key in USAGE_PRICES:
+        value = usage.get(key)
+        ok = type(value) in (int, float) and value >= 0 and value != float("inf")
+        clean[key] = float(value) if ok else None
+    for key in ("provider", "model"):
+        value = usage.get(key)
+        clean[key] = value if isinstance(value, str) else None
+    return clean
 
 
 def unusable_row(error: RunError) -> dict[str, Any] | None:

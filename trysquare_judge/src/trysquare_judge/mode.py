@@ -29,6 +29,7 @@ from trysquare_judge.providers import (
     ProviderConfig,
     ProviderError,
     ToolSpec,
+    Usage,
     connection_for,
     resolve_provider,
 )
@@ -152,15 +153,41 @@ class JudgeValidation(Validation):
         )
         # Written even when the conversation crashes: the exchanges so far are the evidence.
         outcome = Outcome.invalid(f"judge '{self.name}' stopped before its conversation ended")
+        spent: list[Usage] = []  # one entry per reply or provider failure, in order
         try:
-            outcome = self._converse(job, transcript["exchanges"])
+            outcome = self._converse(job, transcript["exchanges"], spent)
         finally:
-            outcome = _scrubbed(outcome, keys)
+            outcome = attrs.evolve(_scrubbed(outcome, keys), usage=self.usage_record(spent))
+            transcript["usage"] = dict(outcome.usage or {})
             transcript["outcome"] = {"state": outcome.state, "error": outcome.error}
             _write_transcript(job.archive, scrub.scrub_value(transcript, keys), root=job.run.dir)
         return outcome
 
-    def _converse(self, job: Job, exchanges: list[Mapping[str, Any]]) -> Outcome:
+    def usage_record(self, spent: Sequence[Usage]) -> dict[str, Any]:
+        """What this conversation spent, and the price in force for the provider that answered.
+
+        The price is recorded with the tokens, at judging time: the cost is what
+        these tokens cost from this provider when they were spent, whatever the
+        scenario or ``trysquare.toml`` say later (another provider, a new price).
+        Nothing sent is zero; a count the provider did not report is ``None``.
+        """
+        if spent:
+            total = sum(spent[1:], spent[0])
+        else:
+            total = Usage(requests=0, input_tokens=0, output_tokens=0, cached_tokens=0)
+        endpoint = self.endpoint
+        return {
+            "requests": total.requests,
+            "input_tokens": total.input_tokens,
+            "output_tokens": total.output_tokens,
+            "cached_tokens": total.cached_tokens,
+            "provider": self.provider,
+            "model": self.model,
+            "price_input": None if endpoint is None else endpoint.price_input,
+            "price_output": None if endpoint is None else endpoint.price_output,
+        }
+
+    def _converse(self, job: Job, exchanges: list[Mapping[str, Any]], spent: list[Usage]) -> Outcome:
         assert self.endpoint is not None
         texts: dict[str, str] = {}
         for piece in self.pieces:
@@ -199,8 +226,11 @@ class JudgeValidation(Validation):
                 reply = connection.complete(request)
             except ProviderError as error:
                 exchanges.extend(error.exchanges)
+                # A provider that does not count its attempts sent at least one per exchange.
+                spent.append(error.usage or Usage(requests=len(error.exchanges)))
                 return Outcome.invalid(f"judge provider '{self.provider}' failed: {error.message}")
             exchanges.extend(reply.exchanges)
+            spent.append(reply.usage or Usage(requests=max(1, len(reply.exchanges))))
             verdict, answers, problem = _read_reply(reply, self.metrics)
             if verdict is not None:
                 return Outcome(metrics=dict(verdict.metrics), reasons=dict(verdict.reasons))

@@ -15,9 +15,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from trysquare_view.panel import esc, run_panel
 
-__all__ = ["build_page", "marks", "ordered_rows", "read_experiment", "wilson"]
+__all__ = ["PAGE_ROWS", "Window", "build_page", "marks", "ordered_rows", "read_experiment", "wilson"]
 
 MARKS = {
     "true": ("\u2713", "true"),
@@ -38,7 +40,7 @@ thead th{background:#f4f4f6}.num{text-align:right}
 .m-true{color:#137333}.m-false{color:#b3261e}.m-unjudged{color:#8a5a00}.m-pending{color:#666}.m-invalid{color:#6b2fb5}
 td.mark{text-align:center;font-weight:bold}
 .st-invalid{color:#6b2fb5}.st-pending{color:#666}.st-valid{color:#137333}
-.filters{margin:.5em 0}.filters label{margin-right:1em}
+.filters{margin:.5em 0}.filters label{margin-right:1em}.pager a{margin:0 .3em}
 details.run{border:1px solid #ccc;border-radius:4px;margin:.4em 0;padding:.2em .6em}
 details.run[open]{box-shadow:0 0 0 2px #8ab4f8}
 pre{background:#f7f7f9;padding:.5em;overflow:auto;max-height:30em;white-space:pre-wrap;word-break:break-all}
@@ -49,6 +51,7 @@ i.tk{font-style:normal;color:#8250df}i.ts{font-style:normal;color:#0a3069}i.tc{c
 .note{color:#555;font-style:italic}.error{color:#b3261e}
 svg text{font:12px system-ui,sans-serif}
 .hidden{display:none}
+tr.total td{font-weight:bold;background:#fafafa}td.unpriced{color:#8a5a00}
 """
 
 SCRIPT = r"""
@@ -82,8 +85,15 @@ SCRIPT = r"""
     });
     document.getElementById('f-count').textContent = shown + ' run(s) shown';
   }
-  [cellSel, metricSel, stateSel].forEach(function(s){ if (s) { s.addEventListener('change', apply); } });
-  if (cellSel) { apply(); }
+  if (lazy) {
+    // `view` filters and pages on the server: a change submits the form (it also works without script).
+    [cellSel, metricSel, stateSel].forEach(function(s){
+      if (s) { s.addEventListener('change', function(){ f.submit(); }); }
+    });
+  } else {
+    [cellSel, metricSel, stateSel].forEach(function(s){ if (s) { s.addEventListener('change', apply); } });
+    if (cellSel) { apply(); }
+  }
   function reveal(panel){ panel.open = true; panel.scrollIntoView({block: 'start'}); }
   function openRun(n){
     var panel = document.getElementById('run-' + n);
@@ -114,9 +124,9 @@ def _hash(text: str) -> str:
 
 
 def _csp(lazy: bool) -> str:
-    connect = "'self'" if lazy else "'none'"
+    own = "'self'" if lazy else "'none'"  # view: panels fetched, the filter form submitted, to itself
     return (f"default-src 'none'; style-src {_hash(STYLE)}; script-src {_hash(SCRIPT)}; "
-            f"connect-src {connect}; img-src 'none'; base-uri 'none'; form-action 'none'")
+            f"connect-src {own}; img-src 'none'; base-uri 'none'; form-action {own}")
 
 
 def wilson(true: int, n: int, z: float = 1.959964) -> tuple[float, float, float] | None:
@@ -304,25 +314,127 @@ def matrix_metrics(report: Mapping[str, Any]) -> list[str]:
     return [*report["metrics"]["boolean"], *report["metrics"]["number"]]
 
 
-def _matrix(source: Any, rows: Sequence[Mapping[str, Any]]) -> str:
+# Runs per page of `view`'s matrix: a browser lays out a few hundred rows at once; 10,000
+# rows of HTML took Chromium tens of seconds to parse and lay out before anything was usable.
+PAGE_ROWS = 200
+STATES = ("true", "false", "unjudged", "pending", "invalid")
+
+
+@attrs.frozen
+class Window:
+    """Which runs ``view``'s matrix shows: the filters and the page, read from the query."""
+
+    cell: str = ""
+    metric: str = ""
+    state: str = ""
+    start: int = 0
+    size: int = PAGE_ROWS
+
+    @classmethod
+    def from_query(cls, query: str, size: int = PAGE_ROWS) -> Window:
+        """The window a query string asks for; anything malformed is the default (never an error)."""
+        from urllib.parse import parse_qs
+
+        try:
+            values = parse_qs(query, max_num_fields=8)
+        except ValueError:
+            values = {}
+
+        def one(key: str) -> str:
+            found = values.get(key)
+            return found[0][:2000] if found else ""
+
+        start = one("from")
+        return cls(
+            cell=one("cell"),
+            metric=one("metric"),
+            state=one("state") if one("state") in STATES else "",
+            start=int(start) if start.isdigit() and len(start) < 10 else 0,
+            size=max(1, size),
+        )
+
+    def matches(self, row: Mapping[str, Any], metrics: Sequence[str]) -> bool:
+        """The file's script's rule: a row shows when its cell matches and any shown metric
+        (or the run itself, for ``invalid``) has the state asked for."""
+        if self.cell and row["cell"] != self.cell:
+            return False
+        if not self.state:
+            return True
+        if self.state == "invalid" and row.get("state") == "invalid":
+            return True
+        return any(marks(row, metric)[0] == self.state for metric in metrics)
+
+    def link(self, start: int) -> str:
+        from urllib.parse import urlencode
+
+        query = {k: v for k, v in (("cell", self.cell), ("metric", self.metric), ("state", self.state)) if v}
+        if start:
+            query["from"] = str(start)
+        return "?" + urlencode(query) + "#runs"
+
+
+def _filter_form(cells: Sequence[str], metrics: Sequence[str], window: Window | None) -> str:
+    def options(values: Sequence[str], chosen: str) -> str:
+        return "".join(f'<option value="{esc(v)}"{" selected" if v == chosen else ""}>{esc(v)}</option>'
+                       for v in values)
+
+    if window is None:  # the file: filtered by its script, so hidden without one
+        head, button = '<form class="filters" id="filters" hidden>', ""
+        window = Window()
+    else:  # view: a plain GET form, filtered and paged by the server
+        head = '<form class="filters" id="filters" method="get" action="#runs">'
+        button = "<noscript><button>filter</button></noscript>"
+    return (f'{head}<label>cell <select id="f-cell" name="cell"><option value="">all</option>'
+            f"{options(cells, window.cell)}</select></label>"
+            f'<label>metric <select id="f-metric" name="metric"><option value="">all</option>'
+            f"{options(metrics, window.metric)}</select></label>"
+            '<label>state <select id="f-state" name="state"><option value="">any</option>'
+            f'{options(STATES, window.state)}</select></label>{button}<output id="f-count"></output></form>')
+
+
+def _pager(window: Window, matching: int, total: int) -> str:
+    if not matching:
+        return f'<p class="pager" id="pager">no run matches (of {total:,})</p>'
+    end = min(window.start + window.size, matching)
+    text = f"runs {window.start + 1:,}\u2013{end:,} of {matching:,}"
+    text += " matching" if matching != total else ""
+    links = []
+    if window.start > 0:
+        links.append(f'<a rel="prev" href="{esc(window.link(max(0, window.start - window.size)))}">'
+                     "\u2039 previous</a>")
+    if end < matching:
+        links.append(f'<a rel="next" href="{esc(window.link(end))}">next \u203a</a>')
+    joined = " \u00b7 ".join(links)
+    return f'<p class="pager" id="pager">{text} {joined}</p>'
+
+
+def _matrix(source: Any, rows: Sequence[Mapping[str, Any]], window: Window | None = None) -> str:
+    """The runs matrix: every run (the file), or one window of them (``view``)."""
     report = source.report
     metrics = matrix_metrics(report)
     cells = [cell["cell"] for cell in report["cells"]]
+    indexed: Sequence[tuple[int, Mapping[str, Any]]] = list(enumerate(rows))
+    pager = ""
+    if window is not None:
+        if window.metric not in metrics:
+            window = attrs.evolve(window, metric="")
+        shown_metrics = [window.metric] if window.metric else metrics
+        matching = [(i, row) for i, row in indexed if window.matches(row, shown_metrics)]
+        if window.start >= len(matching):
+            window = attrs.evolve(window, start=0)
+        indexed = matching[window.start:window.start + window.size]
+        pager = _pager(window, len(matching), len(rows))
+        metrics = shown_metrics
     out = ['<h2 id="runs">Runs</h2>']
     legend = " \u00b7 ".join(f'<span class="m-{k}">{sym}</span> {esc(text)}' for k, (sym, text) in MARKS.items())
     out.append(f'<p class="legend">{legend}. Click a run to see its diff, response and reasons.</p>')
-    options = lambda values: "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
-    out.append('<form class="filters" id="filters" hidden>'
-               f'<label>cell <select id="f-cell"><option value="">all</option>{options(cells)}</select></label>'
-               f'<label>metric <select id="f-metric"><option value="">all</option>{options(metrics)}</select></label>'
-               '<label>state <select id="f-state"><option value="">any</option>'
-               f'{options(["true", "false", "unjudged", "pending", "invalid"])}</select></label>'
-               '<output id="f-count"></output></form>')
+    out.append(_filter_form(cells, matrix_metrics(report), window))
+    out.append(pager)
     out.append('<table id="matrix"><thead><tr><th>run</th><th>#</th><th>state</th>')
     out += [f'<th data-metric="{esc(m)}">{esc(m)}</th>' for m in metrics]
     out.append("</tr></thead>")
     current = None
-    for index, row in enumerate(rows):
+    for index, row in indexed:
         if row["cell"] != current:
             if current is not None:
                 out.append("</tbody>")
@@ -343,6 +455,36 @@ def _matrix(source: Any, rows: Sequence[Mapping[str, Any]]) -> str:
     if current is not None:
         out.append("</tbody>")
     out.append("</table>")
+    out.append(pager.replace('id="pager"', 'id="pager-foot"'))
+    return "".join(out)
+
+
+def _usage(report: Mapping[str, Any]) -> str:
+    """What the judge providers reported spending, per validator and cell, and the cost."""
+    from trysquare.report.render import cost_text, tokens_text
+
+    usage = report.get("usage") or ()
+    if not usage:
+        return ""
+    out = ['<h2 id="usage">Usage and cost</h2><table id="usage-table"><thead><tr><th>validator</th>'
+           "<th>cell</th><th>results</th><th>requests</th><th>input tokens</th><th>of which cached</th>"
+           "<th>output tokens</th><th>cost (USD)</th></tr></thead><tbody>"]
+    for item in usage:
+        total = item["cell"] is None or item["validator"] is None
+        validator = "all validators" if item["validator"] is None else esc(item["validator"])
+        cell = "all cells" if item["cell"] is None else esc(item["cell"])
+        cost = esc(cost_text(item))
+        kind = ' class="total"' if total else ""
+        out.append(f'<tr{kind}><td>{validator}</td><td>{cell}</td>'
+                   f'<td class="num">{item["results"]}</td><td class="num">{item["requests"]}</td>'
+                   f'<td class="num">{esc(tokens_text(item["input_tokens"]))}</td>'
+                   f'<td class="num">{esc(tokens_text(item["cached_tokens"]))}</td>'
+                   f'<td class="num">{esc(tokens_text(item["output_tokens"]))}</td>'
+                   f'<td class="num{" unpriced" if item["cost_usd"] is None else ""}">{cost}</td></tr>')
+    out.append("</tbody></table>")
+    out.append('<p class="note">requests count retries and failed attempts; invalid and unjudged '
+               "results count. A cost uses the price recorded with each result (price_input / "
+               "price_output per million tokens of the provider that judged it).</p>")
     return "".join(out)
 
 
@@ -393,14 +535,22 @@ def read_experiment(scenario: Any, path: Any, experiment: Any = None) -> Any:
     return report_source(report, rows, experiment)
 
 
-def build_page(source: Any, *, lazy: bool = False) -> str:
+def build_page(
+    source: Any, *, lazy: bool = False, window: Window | None = None,
+    rows: Sequence[Mapping[str, Any]] | None = None,
+) -> str:
     """The whole page for a :class:`trysquare.report.formats.ReportSource`.
 
     ``lazy`` (``trysquare view``): run panels are left out and fetched from
-    ``run/N`` when a run is clicked, so a large experiment opens at once.
+    ``run/N`` when a run is clicked, and the runs matrix shows one ``window``
+    (filters and a page of :data:`PAGE_ROWS` runs, default the first page), so a
+    large experiment opens at once. ``rows``: :func:`ordered_rows` of the source,
+    when the caller has them already.
     """
     report = source.report
-    rows = ordered_rows(source)
+    rows = ordered_rows(source) if rows is None else rows
+    if lazy and window is None:
+        window = Window()
     verdict = "every cell is publishable" if report["publishable"] else "not publishable"
     out = [
         "<!DOCTYPE html>",
@@ -412,12 +562,15 @@ def build_page(source: Any, *, lazy: bool = False) -> str:
         f'<p id="summary">{report["runs"]} run(s) in {len(report["cells"])} cell(s); '
         f'<b class="{"pub" if report["publishable"] else "nopub"}">{verdict}</b>.</p>',
         '<nav><a href="#scores">scores</a> \u00b7 <a href="#charts">charts</a> \u00b7 '
-        '<a href="#gaps">gaps</a> \u00b7 <a href="#runs">runs</a> \u00b7 <a href="#notes">notes</a></nav>',
+        '<a href="#gaps">gaps</a> \u00b7 '
+        + ('<a href="#usage">usage</a> \u00b7 ' if report.get("usage") else "")
+        + '<a href="#runs">runs</a> \u00b7 <a href="#notes">notes</a></nav>',
         _score_table(report),
         '<h2 id="charts">Per criterion</h2>',
         *(_proportion_chart(report, m) for m in report["metrics"]["boolean"]),
         _forest(report),
-        _matrix(source, rows),
+        _usage(report),
+        _matrix(source, rows, window if lazy else None),
         '<h2 id="panels-head">Run panels</h2>',
         '<div id="panels">',
     ]

@@ -258,6 +258,9 @@ def _validator_section(run_dir: Path, name: str) -> str:
                 out.append(f"<tr><td>{esc(metric)}</td><td>{esc(_value(value))}</td>"
                            f'<td class="reason">{esc(reasons.get(metric, ""))}</td></tr>')
             out.append("</tbody></table>")
+        spent = result_usage(result)
+        if spent:
+            out.append(f'<p class="usage">{esc(spent)}</p>')
     stderr, note = _piece(run_dir, f"validation/{name}.stderr", STDERR_TAIL_BYTES, tail=True)
     if stderr:
         out.append(f"<h5>stderr (tail)</h5>{_note(note)}{_pre(stderr, 'stderr')}")
@@ -285,6 +288,26 @@ def _validator_section(run_dir: Path, name: str) -> str:
     out.append(_history(run_dir, name))
     out.append("</section>")
     return "".join(out)
+
+
+def result_usage(result: Mapping[str, Any]) -> str:
+    """``spent: 2 request(s) · input tokens 1,200 (300 cached) · output tokens 80 · $0.00076``
+    from a result's ``usage`` (what the judge recorded), or ``""`` when it has none."""
+    from trysquare.report.render import cost_text, tokens_text
+    from trysquare.report.tables import usage_totals
+    from trysquare.results import usage_of
+
+    usage = usage_of(result)
+    if usage is None:
+        return ""
+    totals = usage_totals(None, None, [usage])
+    text = f"spent: {totals['requests']} request(s) \u00b7 input tokens {tokens_text(totals['input_tokens'])}"
+    if totals["cached_tokens"]:
+        text += f" ({totals['cached_tokens']:,} cached)"
+    text += f" \u00b7 output tokens {tokens_text(totals['output_tokens'])} \u00b7 {cost_text(totals)}"
+    if usage.get("provider") and usage.get("model"):
+        text += f" \u00b7 {usage['provider']}/{usage['model']}"
+    return text
 
 
 def _count(value: Any) -> int:

@@ -48,9 +48,14 @@ def add_view_command(cli: Commands) -> None:
 class ViewState:
     """The experiment as last read; the page re-reads it, a panel uses the last read."""
 
-    def __init__(self, scenario: Any, path: Path) -> None:
+    def __init__(self, scenario: Any, path: Path, page_rows: int | None = None) -> None:
+        from trysquare_view.page import PAGE_ROWS
+
         self.scenario = scenario
         self.path = path
+        self.page_rows = page_rows or PAGE_ROWS  # runs per page of the matrix
+        self._source: Any = None
+        self._pages: dict[str, str] = {}  # by query, for the results as last read
         self.rows: Sequence[Mapping[str, Any]] = ()
         self.run_dirs: Mapping[str, Path] = {}
         self._lock = threading.Lock()
@@ -59,23 +64,34 @@ class ViewState:
         from trysquare.plugin_api import load_experiments
 
         self.experiment = load_experiments([path])[0]
-        self._page: str | None = None
         self._signature_built: tuple[int, ...] = ()
 
-    def page(self) -> str:
-        """The page (panels left out), rebuilt only when a result has changed since."""
-        from trysquare_view.page import build_page, ordered_rows, read_experiment
+    def page(self, query: str = "") -> str:
+        """The page for ``query`` (the matrix's filters and page; panels left out).
+
+        The results are read again only when one has changed since; a page is
+        built once per query for the results as read (a window of the matrix is
+        quick to build whatever the experiment's size).
+        """
+        from trysquare_view.page import Window, build_page, ordered_rows, read_experiment
 
         signature = self._signature()
         with self._lock:
-            if self._page is not None and signature == self._signature_built:
-                return self._page
-        source = read_experiment(self.scenario, self.path, self.experiment)
-        page = build_page(source, lazy=True)
+            fresh = self._source is not None and signature == self._signature_built
+            if fresh and query in self._pages:
+                return self._pages[query]
+            source, rows = self._source, self.rows
+        if not fresh:
+            source = read_experiment(self.scenario, self.path, self.experiment)
+            rows = ordered_rows(source)
+        page = build_page(source, lazy=True, window=Window.from_query(query, self.page_rows), rows=rows)
         with self._lock:
-            self.rows = ordered_rows(source)
-            self.run_dirs = dict(source.run_dirs)
-            self._page, self._signature_built = page, signature
+            if not fresh:
+                self._source, self.rows, self.run_dirs = source, rows, dict(source.run_dirs)
+                self._signature_built, self._pages = signature, {}
+            if len(self._pages) >= 64:  # a bounded cache: queries are the user's clicks
+                self._pages.clear()
+            self._pages[query] = page
         return page
 
     def _signature(self) -> tuple[int, ...]:
@@ -134,9 +150,10 @@ def _handler(state: ViewState) -> type[BaseHTTPRequestHandler]:
             if not self._allowed_host():
                 self._send(HTTPStatus.FORBIDDEN, "only 127.0.0.1 or localhost\n", "text/plain", head=head)
                 return
-            path = self.path.split("?", 1)[0]
+            path, _, query = self.path.partition("?")
             if path in ("/", "/index.html"):
-                self._send(HTTPStatus.OK, state.page(), head=head)
+                # The query only picks the matrix's filters and page; it names no file.
+                self._send(HTTPStatus.OK, state.page(query), head=head)
                 return
             match = _PANEL.fullmatch(path)
             if match:
@@ -166,9 +183,14 @@ def _handler(state: ViewState) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def make_server(scenario: Any, path: Path, port: int = DEFAULT_PORT) -> ThreadingHTTPServer:
-    """The server, bound to 127.0.0.1 only (``port`` 0: a free one); not yet serving."""
-    state = ViewState(scenario, path)
+def make_server(
+    scenario: Any, path: Path, port: int = DEFAULT_PORT, *, page_rows: int | None = None
+) -> ThreadingHTTPServer:
+    """The server, bound to 127.0.0.1 only (``port`` 0: a free one); not yet serving.
+
+    ``page_rows``: runs per page of the matrix (default :data:`trysquare_view.page.PAGE_ROWS`).
+    """
+    state = ViewState(scenario, path, page_rows)
     state.page()  # built before the first visit, which then opens at once
     server = ThreadingHTTPServer((HOST, port), _handler(state))
     server.daemon_threads = True

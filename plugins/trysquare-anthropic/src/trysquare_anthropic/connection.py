@@ -60,4 +60,6 @@ def _reply(
         raise ProviderError(
             f"unreadable reply from {response.url} ({error}): {snippet(response, key)}", exchanges
         ) from None
-    return ChatReply(content=content, tool_calls=calls, exchanges=exchanges)
+    return ChatReply(
+        content=content, tool_calls=calls, exchanges=exchanges, usage=wire.read_usage(response.json())
+    )

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-from trysquare_judge.providers import ChatRequest, Message, ToolCall
+from trysquare_judge.providers import ChatRequest, Message, ToolCall, Usage, token_count
 
 __all__ = [
     "ANSWER_TOKENS",
@@ -32,6 +32,7 @@ __all__ = [
     "AnthropicToolCall",
     "body",
     "read_reply",
+    "read_usage",
     "tool_choice",
 ]
 
@@ -179,3 +180,25 @@ def read_reply(data: Any) -> tuple[str, tuple[ToolCall, ...]]:
         for number, use in enumerate(uses, start=1)
     )
     return "".join(texts), calls
+
+
+def read_usage(data: Any) -> Usage:
+    """The tokens a Messages reply reports, in the judge's terms.
+
+    The API's ``input_tokens`` leaves out what the prompt cache served
+    (``cache_read_input_tokens``) or wrote (``cache_creation_input_tokens``);
+    the judge's ``input_tokens`` is every input token billed, so they are added
+    back, and ``cached_tokens`` is the cache read. Unreported counts stay ``None``.
+    """
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return Usage()
+    fresh = token_count(usage.get("input_tokens"))
+    cached = token_count(usage.get("cache_read_input_tokens"))
+    written = token_count(usage.get("cache_creation_input_tokens"))
+    parts = [count for count in (fresh, cached, written) if count is not None]
+    return Usage(
+        input_tokens=sum(parts) if parts else None,
+        output_tokens=token_count(usage.get("output_tokens")),
+        cached_tokens=cached,
+    )

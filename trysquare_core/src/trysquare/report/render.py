@@ -19,7 +19,7 @@ from typing import Any
 
 from trysquare._shown import csv_cell, json_text, md, md_code
 
-__all__ = ["render", "render_csv", "render_json", "render_md", "render_runs"]
+__all__ = ["cost_text", "render", "render_csv", "render_json", "render_md", "render_runs", "tokens_text", "usd"]
 
 # Per cell, how many runs the Markdown names before "... and N more": a CI job
 # summary must stay small whatever the matrix; --format json names them all.
@@ -165,6 +165,8 @@ def render_md(report: Report) -> str:
             rows.append([" vs ".join(f"`{m}`" for m in pair["pair"]), str(pair["n"]), raw, kappa])
         lines += _table(["pair", "n", "raw agreement", "Cohen's kappa"], rows)
         lines += ["", "n: runs (not invalid) where both are booleans, over every cell."]
+
+    lines += _usage_md(report)
 
     if blocked:
         lines += ["", "### Not publishable", ""]
@@ -341,7 +343,72 @@ def render_csv(report: Report) -> str:
         put(table="raw agreement", metric=name, n=pair["n"], estimate=pair["raw"])
     for row in _run_rows(report.get("by_run") or ()):
         writer.writerow(row)
+    for usage in report.get("usage") or ():
+        # Long, like the rest: one row per quantity, its value in `estimate`, n the results
+        # counted. A blank cell or validator is every cell or every validator; an unknown
+        # value is blank with `state` saying why (never 0).
+        common = {"table": "usage", "cell": usage["cell"], "validator": usage["validator"],
+                  "n": usage["results"]}
+        for key in ("requests", "input_tokens", "cached_tokens", "output_tokens"):
+            value = usage[key]
+            put(**common, metric=key, estimate=value, state="not reported" if value is None else None)
+        put(**common, metric="cost_usd", estimate=usage["cost_usd"],
+            state=NO_PRICE if usage["cost_usd"] is None and NO_PRICE in usage["unpriced"] else None,
+            reason=_unpriced_text(usage) or None)
     return out.getvalue()
+
+
+def usd(value: float) -> str:
+    """A cost in US dollars, with the cents of a cheap judge still visible."""
+    if value >= 1:
+        return f"${value:,.2f}"
+    text = f"{value:.6f}".rstrip("0")
+    return "$" + (text + "0" * (2 - len(text.split(".")[1])))
+
+
+def tokens_text(value: int | None) -> str:
+    """A token count, or what an unreported one is (never 0)."""
+    return "not reported" if value is None else f"{value:,}"
+
+
+def _unpriced_text(usage: Mapping[str, Any]) -> str:
+    return "; ".join(f"{count} result(s): {why}" for why, count in (usage.get("unpriced") or {}).items())
+
+
+def cost_text(usage: Mapping[str, Any]) -> str:
+    """The cost of one usage row: dollars, "no price declared", or both when partly priced."""
+    unpriced = usage.get("unpriced") or {}
+    if usage.get("cost_usd") is None:
+        return "; ".join(unpriced) or NO_PRICE
+    text = usd(usage["cost_usd"])
+    if unpriced:
+        text += " + " + _unpriced_text(usage)
+    return text
+
+
+NO_PRICE = "no price declared"
+
+
+def _usage_md(report: Report) -> list[str]:
+    usage = report.get("usage") or ()
+    if not usage:
+        return []
+    rows = []
+    for item in usage:
+        validator = "all validators" if item["validator"] is None else md(item["validator"])
+        cell = "**all cells**" if item["cell"] is None else _cellsafe(item["cell"])
+        rows.append([
+            validator, cell, str(item["results"]), str(item["requests"]),
+            tokens_text(item["input_tokens"]), tokens_text(item["cached_tokens"]),
+            tokens_text(item["output_tokens"]), cost_text(item),
+        ])
+    header = ["validator", "cell", "results", "requests", "input tokens", "of which cached",
+              "output tokens", "cost (USD)"]
+    return ["", "### Usage and cost", "",
+            "What the judge providers reported: requests include retries and failed attempts; "
+            "invalid and unjudged results count. Costs use the price recorded with each result "
+            "(`price_input` / `price_output` of the provider that judged it, per million tokens).",
+            "", *_table(header, rows)]
 
 
 def render(report: Report, fmt: str) -> str:

@@ -37,12 +37,14 @@ __all__ = [
     "ProviderError",
     "ToolCall",
     "ToolSpec",
+    "Usage",
     "connection_for",
     "find_config",
     "load_config",
     "protected_keys",
     "provider_types",
     "resolve_provider",
+    "token_count",
 ]
 
 CONFIG_FILE = "trysquare.toml"
@@ -52,13 +54,62 @@ THINKING: tuple[str, ...] = ("off", "low", "medium", "high")
 TOOL_CHOICES: tuple[str, ...] = ("named", "required", "auto")
 
 
+@attrs.frozen(kw_only=True)
+class Usage:
+    """What a provider reported spending: requests sent, and the tokens it counted.
+
+    ``requests`` counts every request sent, retries and requests that failed
+    before any answer included (each may be billed, and each counts against a
+    rate limit). A token count is ``None`` when the provider reported none:
+    unknown is not zero. ``input_tokens`` is every input token billed, those
+    served from a prompt cache included; ``cached_tokens`` is that cached part.
+    """
+
+    requests: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            requests=self.requests + other.requests,
+            input_tokens=_plus(self.input_tokens, other.input_tokens),
+            output_tokens=_plus(self.output_tokens, other.output_tokens),
+            cached_tokens=_plus(self.cached_tokens, other.cached_tokens),
+        )
+
+
+def _plus(first: int | None, second: int | None) -> int | None:
+    # Unknown plus a count is the count; unknown plus unknown stays unknown.
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return first + second
+
+
+def token_count(value: Any) -> int | None:
+    """A token count read from a provider's reply: a non-negative whole number, else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
 class ProviderError(Exception):
     """A provider gave up on a request (retries spent, timeout, refusal): the run is invalid."""
 
-    def __init__(self, message: str, exchanges: tuple[Mapping[str, Any], ...] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        exchanges: tuple[Mapping[str, Any], ...] = (),
+        usage: Usage | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.exchanges = exchanges  # what was sent and received before giving up
+        # What was spent before giving up (None: the provider did not say; the judge
+        # then counts one request per exchange).
+        self.usage = usage
 
 
 @attrs.frozen(kw_only=True)
@@ -78,6 +129,9 @@ class ProviderConfig:
     max_retries: int = 4  # attempts after the first, on 429 / 5xx / a lost connection
     retry_backoff: float = 1.0  # first backoff in seconds, doubled each retry
     tool_choice: str = "named"  # named: force `verdict`; required: any tool; auto: none forced
+    # USD per million input / output tokens; None: no price declared (never read as free).
+    price_input: float | None = None
+    price_output: float | None = None
     source: str = ""  # where it was read, for messages (not part of identity)
 
     def identity(self) -> dict[str, Any]:
@@ -125,6 +179,9 @@ class ChatReply:
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     exchanges: tuple[Mapping[str, Any], ...] = ()
+    # What this reply cost, retries included; None: the provider did not say (the judge
+    # then counts one request per exchange, tokens unknown).
+    usage: Usage | None = None
 
 
 class Connection(Protocol):
@@ -171,6 +228,8 @@ class _Section:
     max_retries: int = 4
     retry_backoff: float = 1.0
     tool_choice: str = "named"
+    price_input: float | None = None
+    price_output: float | None = None
 
 
 @attrs.frozen
@@ -227,6 +286,10 @@ def _checked(name: str, section: _Section, file: str, where: str) -> ProviderCon
         raise refuse("tool_choice", f"must be one of {', '.join(TOOL_CHOICES)}, not '{section.tool_choice}'")
     if section.api_key_env is not None and not section.api_key_env.strip():
         raise refuse("api_key_env", "is empty; name the variable that holds the key, or remove the key")
+    for key in ("price_input", "price_output"):
+        price = getattr(section, key)
+        if price is not None and (not math.isfinite(price) or price < 0):
+            raise refuse(key, f"must be a non-negative number of US dollars per million tokens, not {price!r}")
     if section.base_url is not None and not section.base_url.startswith(("http://", "https://")):
         raise refuse("base_url", f"'{section.base_url}' is not an http:// or https:// address")
     return ProviderConfig(name=name, source=f"{file} [{where}]", **attrs.asdict(section))

@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
 import httpx
 
-from trysquare_judge.providers import ChatReply, ProviderConfig, ProviderError
+from trysquare_judge.providers import ChatReply, ProviderConfig, ProviderError, Usage
 from trysquare_judge.scrub import scrub as scrub_text
 from trysquare_judge.scrub import scrub_value
 
@@ -57,7 +58,12 @@ class HttpEndpoint:
     def post(
         self, body: Mapping[str, Any], headers: Mapping[str, str], key: str | None, read: ReadReply
     ) -> ChatReply:
-        """Send ``body`` until a reply comes, retrying what may pass on a second try."""
+        """Send ``body`` until a reply comes, retrying what may pass on a second try.
+
+        The reply's (or the error's) usage counts every attempt as a request:
+        a retried request, and one that failed before any answer, was sent all
+        the same. Tokens are those ``read`` found in the answer.
+        """
         exchanges: list[dict[str, Any]] = []
         attempts = self.config.max_retries + 1
         for attempt in range(1, attempts + 1):
@@ -76,11 +82,17 @@ class HttpEndpoint:
                 exchange["response"] = self._recorded(response, key)
                 if response.status_code == 200:
                     exchange["duration"] = round(time.monotonic() - started, 6)
-                    return read(response, tuple(exchanges))
+                    try:
+                        reply = read(response, tuple(exchanges))
+                    except ProviderError as unreadable:
+                        unreadable.usage = Usage(requests=attempt)
+                        raise
+                    return attrs.evolve(reply, usage=attrs.evolve(reply.usage or Usage(), requests=attempt))
                 if response.status_code not in RETRIED_STATUSES and response.status_code < 500:
                     raise ProviderError(
                         f"HTTP {response.status_code} from {self.url}: {snippet(response, key)}",
                         tuple(exchanges),
+                        Usage(requests=attempt),
                     )
                 exchange["error"] = f"HTTP {response.status_code}"
                 wait = _retry_after(response)
@@ -95,6 +107,7 @@ class HttpEndpoint:
         raise ProviderError(
             f"{last} from {self.url} (gave up after {attempts} attempt{'s' if attempts > 1 else ''})",
             tuple(exchanges),
+            Usage(requests=attempts),
         )
 
     def _recorded(self, response: httpx.Response, key: str | None) -> dict[str, Any]:

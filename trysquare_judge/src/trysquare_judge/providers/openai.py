@@ -25,7 +25,9 @@ from trysquare_judge.providers import (
     ProviderConfig,
     ProviderError,
     ToolCall,
+    Usage,
     api_key,
+    token_count,
 )
 from trysquare_judge.providers.http import HttpEndpoint, snippet
 
@@ -127,4 +129,21 @@ def _reply(response: httpx.Response, exchanges: tuple[Mapping[str, Any], ...], k
         content=content if isinstance(content, str) else "",
         tool_calls=tuple(calls),
         exchanges=exchanges,
+        usage=usage_of(response.json()),
+    )
+
+
+def usage_of(data: Any) -> Usage:
+    """The tokens a chat-completions reply reports: ``usage.prompt_tokens`` (cached ones
+    included, as the API counts them), ``completion_tokens`` and
+    ``prompt_tokens_details.cached_tokens``; what it does not report stays ``None``."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return Usage()
+    details = usage.get("prompt_tokens_details")
+    cached = token_count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return Usage(
+        input_tokens=token_count(usage.get("prompt_tokens")),
+        output_tokens=token_count(usage.get("completion_tokens")),
+        cached_tokens=cached,
     )
