@@ -15,6 +15,8 @@ __all__ = ["register"]
 
 def register(cli: argparse._SubParsersAction[Any]) -> None:
     """Add ``form`` and its two subcommands to the ``trysquare`` parser."""
+    from trysquare.cli import add_selection_options
+
     form = cli.add_parser("form", help="metrics a human fills: a blind, shuffled TOML form")
     form.set_defaults(handler=lambda _args: _usage(form))
     commands = form.add_subparsers(dest="form_command", metavar="COMMAND", parser_class=type(form))
@@ -27,6 +29,7 @@ def register(cli: argparse._SubParsersAction[Any]) -> None:
     export.add_argument("--only", metavar="NAME", help="which form validator (default: the first)")
     export.add_argument("--all", action="store_true", help="also runs whose metrics are all filled, to correct them")
     export.add_argument("--force", action="store_true", help="replace an existing form")
+    add_selection_options(export)
     export.set_defaults(handler=_export)
 
     ingest = commands.add_parser("ingest", help="record the answers of a filled form")
@@ -64,7 +67,10 @@ def _load(scenario_path: Path, path: Path) -> tuple[Any, Any]:
 def _export(args: argparse.Namespace) -> int:
     from trysquare_form.export import export_form
 
+    from trysquare.selection import Selection
+
     scenario, experiment = _load(args.scenario, args.path)
+    (experiment,) = Selection.from_args(args.cell, args.run).apply([experiment])
     result = export_form(
         scenario,
         experiment,
