@@ -28,11 +28,25 @@ __all__ = ["load_experiments", "main"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse's own exit code is 2 too; keep one format
-        raise UsageError(f"{self.prog}: {message}")
+        raise _ArgumentsError(f"{self.prog}: {message}", usage=self.format_usage())
+
+
+class _ArgumentsError(UsageError):
+    """A command line argparse refused: shown as its usage line, then the sentence, once each."""
+
+    def __init__(self, message: str, *, usage: str) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="trysquare", description="Turn finished coding-agent runs into named metrics.")
+    parser = _Parser(
+        prog="trysquare",
+        description="Turn finished coding-agent runs into named metrics. Paths on every command "
+        "line are relative to the current directory; `trysquare COMMAND --help` describes one.",
+        epilog="example:\n  trysquare demo\n  trysquare validate scenario.toml runs/ && trysquare report scenario.toml runs/",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"trysquare {__version__}")
     parser.add_argument("--debug", action="store_true", help="show a traceback on failure")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -149,7 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     plugins_cmd.add_argument("--json", action="store_true")
     plugins_cmd.set_defaults(handler=_plugins)
 
-    from trysquare import plugins
+    from trysquare import helptext, plugins
+
+    helptext.apply(commands)
 
     plugins.get_manager().hook.trysquare_register_commands(cli=commands)
     return parser
@@ -193,6 +209,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             raise
         # Messages name paths, cells and values from run folders: never raw on a terminal.
+        if isinstance(error, _ArgumentsError):
+            # The message already starts with the command ("trysquare validate: ...").
+            sys.stderr.write(error.usage)
+            print(shown(error.message, newlines=True), file=sys.stderr)
+            return error.exit_code
         print(f"trysquare: {shown(error.message, newlines=True)}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
@@ -268,6 +289,8 @@ def _validate(args: argparse.Namespace) -> int:
     )
 
     def outputs(summary: Any) -> int:
+        if args.force and not args.rejudge:
+            _say_verdicts_kept(scenario, args.only, sys.stderr if args.format == "json" else sys.stdout)
         # Selected runs were recorded; measures.json goes on holding every run.
         if selection.active:
             from trysquare.selection import restore_unselected
@@ -277,6 +300,18 @@ def _validate(args: argparse.Namespace) -> int:
 
     machine = args.format == "json"
     return _run_validate(scenario, experiments, options, out=sys.stderr if machine else sys.stdout, finish=outputs)
+
+
+def _say_verdicts_kept(scenario: Any, only: Sequence[str], out: Any) -> None:
+    """--force re-runs what is cheap; a paid verdict (a judge) is asked again only by --rejudge."""
+    kept = [v.name for v in scenario.validations if v.costly and (not only or v.name in only)]
+    if kept:
+        names = ", ".join(f"'{name}'" for name in kept)
+        print(
+            f"--force kept the up-to-date verdicts of {names}: a judge is asked again only "
+            "with --rejudge (which pays for new verdicts)",
+            file=out,
+        )
 
 
 def _ci_outputs(args: argparse.Namespace, scenario: Any, experiments: Any, summary: Any) -> int:

@@ -280,7 +280,7 @@ def _tasks_for_run(
         archive = results.archive_dir(run, validation.name)
         context_path = archive / "context.json"
         if facts is None:
-            context, text = contexts.load_archived(context_path)
+            context, text = _replayed_context(scenario, run, validation, context_path)
         else:
             context = contexts.build_context(scenario, run, validation, facts)
             text = contexts.dump_context(context)
@@ -304,6 +304,28 @@ def _tasks_for_run(
             suite_pass_env=scenario.task.pass_env,
         ))
     return tasks
+
+
+def _replayed_context(
+    scenario: Scenario, run: Run, validation: Validation, context_path: Path
+) -> tuple[dict[str, Any], str]:
+    """``--replay``: the archived context; built (and archived) when this validator has never
+    had one — a validator added since (``--replay --only NEW``) — from the clone, if it is there."""
+    if context_path.exists() or context_path.is_symlink():
+        return contexts.load_archived(context_path)
+    from trysquare.runs import RUN_FILE, load_run
+
+    try:
+        full = load_run(run.dir / RUN_FILE)  # with its base pinned: --replay loaded it without
+    except RunError as error:
+        raise RunError(
+            f"{context_path}: no archived context to replay, and it cannot be built: {error.message}",
+            run_dir=run.dir,
+        ) from None
+    context = contexts.build_context(scenario, full, validation, contexts.gather_facts(full))
+    text = contexts.dump_context(context)
+    _atomic.write_text_if_changed(context_path, text, root=run.dir)
+    return context, text
 
 
 def _remove_crash_litter(run: Run, validations: Sequence[Validation]) -> None:
@@ -402,7 +424,9 @@ def validate(
                     print(shown(line), file=out)
         tasks, unbuilt = _plan_all(scenario, all_runs, validations, options)
         summary.skipped_runs.extend(unbuilt)
-        summary.reused = len(all_runs) * len(validations) - len(tasks)
+        # A run whose tasks could not be built reused nothing: it is not "unchanged".
+        built = len(all_runs) - len({error.run_dir for error in unbuilt})
+        summary.reused = max(0, built * len(validations) - len(tasks))
         watched = guard.result_stats(all_runs, [v.name for v in validations])
         _execute(executor, tasks, options, summary, out, should_stop, watched=(all_runs, watched))
         summary.interrupted = user_stop()

@@ -22,7 +22,7 @@ import attrs
 from trysquare._env import child_environment
 from trysquare._process import DEFAULT_CAP, run_process
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
-from trysquare.outputs import parse_validator_output
+from trysquare.outputs import keep_output, parse_validator_output
 from trysquare.sandbox import Sandbox
 
 DEFAULT_TIMEOUT = 300.0
@@ -94,6 +94,8 @@ class ScriptValidation(Validation):
                 stderr=done.stderr,
             )
         outcome = parse_validator_output(done.stdout, declared=self.metrics, what=f"script {self.command}")
+        if outcome.state == "invalid" and done.stdout.strip():
+            keep_output(job, done.stdout)  # the error quotes its first bytes; the archive has all
         return attrs.evolve(outcome, stderr=done.stderr)
 
 
