@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from trysquare import __version__
 from trysquare._shown import shown
+from trysquare.plugin_api import add_selection_options
 from trysquare.errors import NoRunsError, TrysquareError, UsageError
 
 if TYPE_CHECKING:
@@ -28,11 +29,25 @@ __all__ = ["load_experiments", "main"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse's own exit code is 2 too; keep one format
-        raise UsageError(f"{self.prog}: {message}")
+        raise _ArgumentsError(f"{self.prog}: {message}", usage=self.format_usage())
+
+
+class _ArgumentsError(UsageError):
+    """A command line argparse refused: shown as its usage line, then the sentence, once each."""
+
+    def __init__(self, message: str, *, usage: str) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="trysquare", description="Turn finished coding-agent runs into named metrics.")
+    parser = _Parser(
+        prog="trysquare",
+        description="Turn finished coding-agent runs into named metrics. Paths on every command "
+        "line are relative to the current directory; `trysquare COMMAND --help` describes one.",
+        epilog="example:\n  trysquare demo\n  trysquare validate scenario.toml runs/ && trysquare report scenario.toml runs/",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"trysquare {__version__}")
     parser.add_argument("--debug", action="store_true", help="show a traceback on failure")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -59,12 +74,36 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     validate.add_argument("--executor", default="local", metavar="NAME")
     validate.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE")
+    add_selection_options(validate)
+    validate.add_argument(
+        "-x", "--exitfirst", action="store_true",
+        help="stop at the first invalid result: finished results are kept, no other task starts, "
+        "running validators are ended and record nothing",
+    )  # fmt: skip
+    validate.add_argument(
+        "-q", "--quiet", action="store_true",
+        help="print only the closing line, invalid results and errors",
+    )  # fmt: skip
+    validate.add_argument(
+        "--format", choices=("text", "json"), default="text",
+        help="json: one summary object on stdout (schema_version, counts, every run x validator); "
+        "no per-task lines; errors stay on stderr",
+    )  # fmt: skip
+    validate.add_argument(
+        "--junit-xml", type=Path, metavar="FILE",
+        help="also write the results as JUnit XML to FILE (relative to the current directory): "
+        "a testsuite per cell, a testcase per run x validator",
+    )  # fmt: skip
     validate.set_defaults(handler=_validate)
 
     check = commands.add_parser("check", help="refuse at load what cannot be measured; spends nothing")
     check.add_argument("scenario", type=Path)
     check.add_argument("--config", type=Path, metavar="FILE", help="trysquare.toml (default: the nearest above the scenario)")
     check.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    check.add_argument(
+        "--format", choices=("text", "json"), default="text",
+        help="json: one object on stdout (schema_version, validators, blinding, problems); errors stay on stderr",
+    )  # fmt: skip
     check.set_defaults(handler=_check)
 
     context = commands.add_parser("context", help="print the context a validator would get for a run")
@@ -86,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs", action="store_true",
         help="print only the runs with an invalid result or an unjudged or pending metric, and why",
     )
+    add_selection_options(report, files_note=True)
     report.set_defaults(handler=_report)
 
     record = commands.add_parser(
@@ -129,10 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
     plugins_cmd.add_argument("--json", action="store_true")
     plugins_cmd.set_defaults(handler=_plugins)
 
-    from trysquare import plugins
+    from trysquare import helptext, plugins
+
+    helptext.apply(commands)
 
     plugins.add_commands(commands, parser_class=_Parser)  # each plugin guarded on its own
     return parser
+
+
 
 
 def _positive_int(text: str) -> int:
@@ -162,6 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             raise
         # Messages name paths, cells and values from run folders: never raw on a terminal.
+        if isinstance(error, _ArgumentsError):
+            # The message already starts with the command ("trysquare validate: ...").
+            sys.stderr.write(error.usage)
+            print(shown(error.message, newlines=True), file=sys.stderr)
+            return error.exit_code
         print(f"trysquare: {shown(error.message, newlines=True)}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
@@ -205,10 +254,13 @@ def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Exp
 
 def _validate(args: argparse.Namespace) -> int:
     from trysquare.runner import ValidateOptions
+    from trysquare.selection import Selection
 
     scenario = _load(args.scenario, args.config)
-    experiments = load_experiments(args.paths, replay=args.replay)
-    _refuse_duplicates(experiments)
+    whole = load_experiments(args.paths, replay=args.replay)
+    _refuse_duplicates(whole)
+    selection = Selection.from_args(args.cell, args.run)
+    experiments = selection.apply(whole)
     options = ValidateOptions(
         only=tuple(args.only),
         jobs=args.jobs,
@@ -219,11 +271,59 @@ def _validate(args: argparse.Namespace) -> int:
         progress=False if args.no_progress else None,
         executor=args.executor,
         executor_options=_key_values(args.executor_option),
+        quiet=args.quiet or args.format == "json",
+        exitfirst=args.exitfirst,
     )
-    return _run_validate(scenario, experiments, options)
+
+    def outputs(summary: Any) -> int:
+        if args.force and not args.rejudge:
+            _say_verdicts_kept(scenario, args.only, sys.stderr if args.format == "json" else sys.stdout)
+        # Selected runs were recorded; measures.json goes on holding every run.
+        if selection.active:
+            from trysquare.selection import restore_unselected
+
+            restore_unselected(scenario, whole, experiments)
+        return _ci_outputs(args, scenario, experiments, summary)
+
+    machine = args.format == "json"
+    return _run_validate(scenario, experiments, options, out=sys.stderr if machine else sys.stdout, finish=outputs)
 
 
-def _run_validate(scenario: Any, experiments: Any, options: Any) -> int:
+def _say_verdicts_kept(scenario: Any, only: Sequence[str], out: Any) -> None:
+    """--force re-runs what is cheap; a paid verdict (a judge) is asked again only by --rejudge."""
+    kept = [v.name for v in scenario.validations if v.costly and (not only or v.name in only)]
+    if kept:
+        names = ", ".join(f"'{name}'" for name in kept)
+        print(
+            f"--force kept the up-to-date verdicts of {names}: a judge is asked again only "
+            "with --rejudge (which pays for new verdicts)",
+            file=out,
+        )
+
+
+def _ci_outputs(args: argparse.Namespace, scenario: Any, experiments: Any, summary: Any) -> int:
+    """``--junit-xml`` and ``--format json`` from what validate recorded; the closing line otherwise."""
+    exit_code = summary.exit_code
+    if args.junit_xml is None and args.format != "json":
+        print(summary.closing_line())
+        return exit_code
+    from trysquare import ci
+
+    found = ci.records(scenario, experiments, args.only)
+    if args.junit_xml is not None:
+        from trysquare.junit import write_junit
+
+        write_junit(args.junit_xml, found, name=f"trysquare {scenario.path.stem}")
+    if args.format == "json":
+        sys.stdout.write(ci.dump(ci.validate_document(summary, found, scenario=scenario, exit_code=exit_code)))
+    else:
+        print(summary.closing_line())
+    return exit_code
+
+
+def _run_validate(
+    scenario: Any, experiments: Any, options: Any, *, out: Any = None, finish: Any = None
+) -> int:
     from trysquare import _process
     from trysquare.runner import validate
 
@@ -235,7 +335,9 @@ def _run_validate(scenario: Any, experiments: Any, options: Any) -> int:
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        summary = validate(scenario, experiments, options, should_stop=lambda: bool(received))
+        summary = validate(
+            scenario, experiments, options, out=out or sys.stdout, should_stop=lambda: bool(received)
+        )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -246,6 +348,8 @@ def _run_validate(scenario: Any, experiments: Any, options: Any) -> int:
             file=sys.stderr,
         )
         return 128 + received[0]
+    if finish is not None:
+        return int(finish(summary))
     print(summary.closing_line())
     return summary.exit_code
 
@@ -262,33 +366,52 @@ def _key_values(items: Sequence[str]) -> dict[str, str]:
 
 def _check(args: argparse.Namespace) -> int:
     scenario = _load(args.scenario, args.config)
+    machine = args.format == "json"
+    # With --format json the lines a person reads go into the one object on stdout.
+    say = (lambda _line: None) if machine else print
     metrics = sum(len(v.metrics) for v in scenario.validations)
-    print(
-        f"{scenario.path.name}: loads ({len(scenario.validations)} validator(s), {metrics} metric(s))"
-    )
-    _print_protection()
+    say(f"{scenario.path.name}: loads ({len(scenario.validations)} validator(s), {metrics} metric(s))")
+    from trysquare.sandbox import protection_line
+
+    protection = protection_line()
+    say(protection)
     if not args.paths:
-        return 0
+        return _check_json(scenario, 0, protection) if machine else 0
     from trysquare.context import preflight
     from trysquare.errors import RunError
 
     experiments = load_experiments(args.paths)
     runs = []
+    skipped = [str(error.message) for experiment in experiments for error in experiment.errors]
     for run in (run for experiment in experiments for run in experiment.runs):
         try:
             preflight(run)
             runs.append(run)
         except RunError as error:
+            skipped.append(error.message)
             print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
-    for validation in scenario.validations:
-        for line in validation.check_runs(scenario, runs):
-            print(shown(line))
+    lines = [line for validation in scenario.validations for line in validation.check_runs(scenario, runs)]
+    for line in lines:
+        say(shown(line))
     problems = _matrix_problems(scenario, experiments)
     for problem in problems:
         print(f"trysquare: {shown(problem)}", file=sys.stderr)
     unreadable = sum(len(e.errors) for e in experiments) + sum(len(e.runs) for e in experiments) - len(runs)
-    print(f"{len(runs)} run(s) readable" + (f", {unreadable} not" if unreadable else ""))
-    return 1 if unreadable or problems else 0
+    say(f"{len(runs)} run(s) readable" + (f", {unreadable} not" if unreadable else ""))
+    code = 1 if unreadable or problems else 0
+    if machine:
+        return _check_json(
+            scenario, code, protection, lines=lines, problems=problems, skipped=skipped,
+            readable=len(runs), unreadable=unreadable,
+        )
+    return code
+
+
+def _check_json(scenario: Any, code: int, protection: str, **found: Any) -> int:
+    from trysquare import ci
+
+    sys.stdout.write(ci.dump(ci.check_document(scenario, exit_code=code, protection=protection, **found)))
+    return code
 
 
 def _matrix_problems(scenario: Any, experiments: Sequence[Experiment]) -> list[str]:
@@ -330,9 +453,15 @@ def _report(args: argparse.Namespace) -> int:
     from trysquare.report import run_report
 
     scenario = _load(args.scenario)
+    from trysquare.selection import Selection
+
     experiments = load_experiments([args.path])
     _refuse_duplicates(experiments)
-    return run_report(scenario, experiments[0], args.format, runs_only=args.runs, output=args.output)
+    selection = Selection.from_args(args.cell, args.run)
+    selected = selection.apply(experiments)[0] if selection.active else None
+    return run_report(
+        scenario, experiments[0], args.format, runs_only=args.runs, output=args.output, selected=selected
+    )
 
 
 def _record(args: argparse.Namespace) -> int:

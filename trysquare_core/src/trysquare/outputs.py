@@ -12,9 +12,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from trysquare.modes import Outcome
+from trysquare.modes import Job, Outcome
 
-__all__ = ["parse_validator_output"]
+__all__ = ["began", "keep_output", "parse_validator_output"]
 
 NO_REASON = "unjudged (the validator gave no reason)"
 
@@ -54,20 +54,20 @@ def _parse(stdout: bytes, declared: Sequence[str], what: str) -> Outcome:
     try:
         text = stdout.decode("utf-8")
     except UnicodeDecodeError as error:
-        return Outcome.invalid(f"{what} printed invalid UTF-8 (byte {error.start})")
+        return Outcome.invalid(f"{what} printed invalid UTF-8 (byte {error.start}){began(stdout)}")
     try:
         document = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
     except _DuplicateKey as duplicate:
         return Outcome.invalid(f"{what} printed JSON with the key {duplicate.key!r} twice in one object")
     except (ValueError, RecursionError) as error:
-        return Outcome.invalid(f"{what} printed unreadable JSON: {_first_line(error)}")
+        return Outcome.invalid(f"{what} printed unreadable JSON: {_first_line(error)}{began(stdout)}")
     if not isinstance(document, dict):
         return Outcome.invalid(
-            f"{what} printed JSON {type(document).__name__}, not an object with 'metrics'"
+            f"{what} printed JSON {type(document).__name__}, not an object with 'metrics'{began(stdout)}"
         )
     metrics = document.get("metrics")
     if not isinstance(metrics, dict):
-        return Outcome.invalid(f"{what} printed no 'metrics' object")
+        return Outcome.invalid(f"{what} printed no 'metrics' object{began(stdout)}")
     reasons = document.get("reasons", {})
     if reasons is None:
         reasons = {}
@@ -97,6 +97,36 @@ def _parse(stdout: bytes, declared: Sequence[str], what: str) -> Outcome:
             reasons=clean_reasons,
         )
     return Outcome(metrics=metrics, reasons=clean_reasons)
+
+
+# How much of unreadable output an error quotes (all of it is kept in the archive).
+BEGAN_BYTES = 120
+
+
+def began(stdout: bytes) -> str:
+    """``; it began: '...'``: the first bytes of output that could not be read, quoted.
+
+    ``repr`` writes control characters and undecodable bytes as escapes, so the
+    quote stays on one line whatever the validator printed.
+    """
+    data = stdout.lstrip()
+    head = data[:BEGAN_BYTES].decode("utf-8", errors="backslashreplace")
+    return f"; it began: {head!r}" + (" …" if len(data) > BEGAN_BYTES else "")
+
+
+def keep_output(job: Job, stdout: bytes, name: str = "stdout") -> None:
+    """Keep a validator's output that could not be used as ``validation/<validator>/stdout``.
+
+    It is the evidence beside an error that quotes only its first bytes. Written
+    without following a symlink inside the run folder; a refused write loses only
+    this copy (the result's own write then says what is wrong with the folder).
+    """
+    from trysquare import _atomic
+
+    try:
+        _atomic.write_bytes(job.archive / name, stdout, root=job.run.dir)
+    except OSError:
+        pass
 
 
 def _first_line(error: BaseException) -> str:

@@ -31,6 +31,7 @@ __all__ = [
     "Commands",
     "ProcessResult",
     "Steps",
+    "add_selection_options",
     "append_line",
     "child_environment",
     "create_once",
@@ -106,6 +107,17 @@ class Commands:
             # `parents=` copies the staged arguments and defaults (argparse's public way).
             subparsers.add_parser(name, parents=[parser], **options)
 
+
+
+def add_selection_options(parser: argparse.ArgumentParser, *, files_note: bool = False) -> None:
+    """Add ``--cell GLOB`` and ``--run GLOB`` to a command, as ``validate`` and ``report`` have them.
+
+    Read them back with :class:`trysquare.selection.Selection`; ``files_note`` says in the
+    help that files covering every run (``measures.json``) are still written whole.
+    """
+    from trysquare.selection import add_selection_options as add
+
+    add(parser, files_note=files_note)
 
 # -- running a step -------------------------------------------------------------
 

@@ -43,6 +43,8 @@ class ValidateOptions:
     executor: str = "local"
     executor_options: Mapping[str, str] = attrs.field(factory=dict)
     rerun_suite: bool = False  # run.tests() runs the suite even when its outcome is recorded
+    quiet: bool = False  # -q: no per-task line but an invalid result's, no bar
+    exitfirst: bool = False  # -x: stop at the first invalid result
 
 
 @attrs.frozen
@@ -82,6 +84,8 @@ class Summary:
     stopped: str | None = None
     # Results that could not be recorded (a symlink, a full disk), by run folder.
     unrecorded: dict[Path, list[dict[str, str]]] = attrs.field(factory=dict)
+    # -x: tasks never started (or ended unrecorded) after the first invalid result.
+    not_started: int = 0
 
     def count(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Add measures rows to the closing line's counts."""
@@ -104,6 +108,10 @@ class Summary:
             line += f" (cell{'s' if len(self.unpublishable) > 1 else ''} {cells} {verb} not publishable)"
         if self.skipped_runs:
             line += f"; {len(self.skipped_runs)} run folder(s) could not be read"
+        if self.reused:
+            line += f"; {self.reused} result{'s' if self.reused != 1 else ''} unchanged (reused)"
+        if self.not_started:
+            line += f"; stopped at the first invalid result (-x): {self.not_started} task(s) not run"
         if self.stopped:
             line += f"; stopped early: {self.stopped}"
         return shown(line)
@@ -180,6 +188,8 @@ def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False)
 
 # Set when a write met a full disk: no further task starts, and validate exits 1.
 _disk_full = threading.Event()
+# Set by -x at the first invalid result: no further task starts.
+_first_invalid = threading.Event()
 
 
 def _write_problem(error: OSError) -> str:
@@ -280,7 +290,7 @@ def _tasks_for_run(
         archive = results.archive_dir(run, validation.name)
         context_path = archive / "context.json"
         if facts is None:
-            context, text = contexts.load_archived(context_path)
+            context, text = _replayed_context(scenario, run, validation, context_path)
         else:
             context = contexts.build_context(scenario, run, validation, facts)
             text = contexts.dump_context(context)
@@ -307,6 +317,28 @@ def _tasks_for_run(
     return tasks
 
 
+def _replayed_context(
+    scenario: Scenario, run: Run, validation: Validation, context_path: Path
+) -> tuple[dict[str, Any], str]:
+    """``--replay``: the archived context; built (and archived) when this validator has never
+    had one — a validator added since (``--replay --only NEW``) — from the clone, if it is there."""
+    if context_path.exists() or context_path.is_symlink():
+        return contexts.load_archived(context_path)
+    from trysquare.runs import RUN_FILE, load_run
+
+    try:
+        full = load_run(run.dir / RUN_FILE)  # with its base pinned: --replay loaded it without
+    except RunError as error:
+        raise RunError(
+            f"{context_path}: no archived context to replay, and it cannot be built: {error.message}",
+            run_dir=run.dir,
+        ) from None
+    context = contexts.build_context(scenario, full, validation, contexts.gather_facts(full))
+    text = contexts.dump_context(context)
+    _atomic.write_text_if_changed(context_path, text, root=run.dir)
+    return context, text
+
+
 def _remove_crash_litter(run: Run, validations: Sequence[Validation]) -> None:
     """Delete the temporary files a killed trysquare left in this run (its lock is held)."""
     folders = [run.dir, run.validation_dir, run.dir / ".trysquare"]
@@ -331,13 +363,14 @@ def _must_run(
 class Progress:
     """A bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, total: int, enabled: bool | None, stream: TextIO) -> None:
+    def __init__(self, total: int, enabled: bool | None, stream: TextIO, *, quiet: bool = False) -> None:
         self.total = total
+        self.quiet = quiet
         self.done = 0
         self.stream = stream
         self.bar = None
         if enabled is None:
-            enabled = stream.isatty()
+            enabled = stream.isatty() and not quiet
         self.plain = not enabled
         if enabled and total:
             from rich.progress import Progress as RichProgress
@@ -355,11 +388,15 @@ class Progress:
             f"[{self.done}/{self.total}] {task.run.id} ({task.run.cell} #{task.run.repetition}) "
             f"{task.validation.name}: {state}{detail}"
         )
+        if state == "invalid":  # its error says what; its stderr's last lines say why
+            from trysquare.failures import invalid_lines
+
+            line = "\n".join([line, *invalid_lines(task.run.dir, task.validation.name, document)])
         if self.bar is not None:
             self.bar.advance(self.task_id)
             if state == "invalid":  # a failure stays on screen above the bar
                 self.bar.console.print(line, markup=False, highlight=False)
-        elif self.plain:
+        elif self.plain and (state == "invalid" or not self.quiet):
             print(line, file=self.stream, flush=True)
 
     def close(self) -> None:
@@ -388,10 +425,11 @@ def validate(
     executor = executors.get(options.executor, options.executor_options, jobs=options.jobs)
     summary = Summary()
     _disk_full.clear()
+    _first_invalid.clear()
     user_stop = should_stop
 
     def stop_or_disk_full() -> bool:
-        return user_stop() or _disk_full.is_set()
+        return user_stop() or _disk_full.is_set() or _first_invalid.is_set()
 
     should_stop = stop_or_disk_full
 
@@ -401,13 +439,18 @@ def validate(
     with _locks(experiments):
         for validation in validations:
             for line in validation.check_runs(scenario, all_runs):  # e.g. the judge's blinding line
-                print(shown(line), file=out)
+                if not options.quiet or line.startswith("!"):  # -q keeps the warnings only
+                    print(shown(line), file=out)
         tasks, unbuilt = _plan_all(scenario, all_runs, validations, options)
         summary.skipped_runs.extend(unbuilt)
-        summary.reused = len(all_runs) * len(validations) - len(tasks)
+        # A run whose tasks could not be built reused nothing: it is not "unchanged".
+        built = len(all_runs) - len({error.run_dir for error in unbuilt})
+        summary.reused = max(0, built * len(validations) - len(tasks))
         watched = guard.result_stats(all_runs, [v.name for v in validations])
         _execute(executor, tasks, options, summary, out, should_stop, watched=(all_runs, watched))
         summary.interrupted = user_stop()
+        if _first_invalid.is_set():
+            summary.not_started = len(tasks) - summary.executed
         skipped_dirs = {error.run_dir for error in unbuilt}
         current = {v.name: v.digest() for v in scenario.validations}
         for experiment in experiments:
@@ -484,7 +527,7 @@ def _execute(
 ) -> None:
     """Run the tasks, showing progress and telling observers; then re-read each clone
     (and, with ``watched``, every result file: only trysquare writes them)."""
-    progress = Progress(len(tasks), options.progress, out)
+    progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
     observers = plugins.observe_outcome
     executed: dict[Path, list[Task]] = {}
     written: dict[Path, Any] = {}
@@ -501,6 +544,8 @@ def _execute(
                 written[results.result_path(task.run, task.validation.name)] = document
             progress.advance(task, document)
             _notify(observers, task, document)
+            if options.exitfirst and document.get("state") == "invalid" and not _first_invalid.is_set():
+                _stop_at_first_invalid()
     finally:
         progress.close()
     # After an interruption a worker may still record a task nobody waits for: no check then.
@@ -512,6 +557,15 @@ def _execute(
     for run_tasks, problem in zip(executed.values(), problems):
         if problem is not None:
             guard.spoil(run_tasks, problem, out)
+
+
+def _stop_at_first_invalid() -> None:
+    """-x: no task starts after this one; validators still running are ended, as
+    on Ctrl-C, and record nothing (their runs are validated next time)."""
+    from trysquare import _process
+
+    _first_invalid.set()
+    _process.kill_all()
 
 
 def _notify(observers: Any, task: Task, document: Mapping[str, Any]) -> None:

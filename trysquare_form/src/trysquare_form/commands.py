@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trysquare.errors import UsageError
+from trysquare.plugin_api import add_selection_options
 
 if TYPE_CHECKING:
     from trysquare.plugin_api import Commands
@@ -18,25 +19,57 @@ __all__ = ["register"]
 
 def register(cli: Commands) -> None:
     """Add ``form`` and its two subcommands to the ``trysquare`` parser."""
-    form = cli.add(
-        "form", lambda _args: _usage(form), help="metrics a human fills: a blind, shuffled TOML form"
+    form = cli.add_parser(
+        "form", help="metrics a human fills: a blind, shuffled TOML form",
+        description="The form mode's two halves: export a blind, shuffled form of the runs, "
+        "then ingest it once a person has filled it. Paths are relative to the current directory.",
+        epilog="example:\n  trysquare form export scenario.toml runs/ -o form.toml\n"
+        "  trysquare form ingest scenario.toml runs/ form.toml --by alice",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    form.set_defaults(handler=lambda _args: _usage(form))
     commands = form.add_subparsers(dest="form_command", metavar="COMMAND", parser_class=type(form))
 
-    export = commands.add_parser("export", help="write a blind, shuffled form for the runs under PATH")
-    export.add_argument("scenario", type=Path)
-    export.add_argument("path", type=Path, metavar="PATH")
-    export.add_argument("-o", "--output", type=Path, required=True, metavar="FORM.toml")
+    export = commands.add_parser(
+        "export", help="write a blind, shuffled form for the runs under PATH",
+        description="Write FORM.toml: one table per run, shuffled, under an opaque id, with a "
+        "copy of each piece the scenario names and a commented hint per metric. The id-to-run "
+        "key stays in PATH/.trysquare/forms/, never in the form.",
+        epilog="example:\n  trysquare form export scenario.toml runs/ -o form.toml --cell 'rule / *'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    export.add_argument("scenario", type=Path, help="the scenario file (relative to the current directory)")
+    export.add_argument(
+        "path", type=Path, metavar="PATH",
+        help="the experiment folder: every run.toml below it is a run (relative to the current directory)",
+    )  # fmt: skip
+    export.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="FORM.toml",
+        help="where to write the form (relative to the current directory); its pieces go beside it",
+    )  # fmt: skip
     export.add_argument("--seed", type=_seed, metavar="N", help="shuffle with this seed (default: a random one)")
     export.add_argument("--only", metavar="NAME", help="which form validator (default: the first)")
     export.add_argument("--all", action="store_true", help="also runs whose metrics are all filled, to correct them")
     export.add_argument("--force", action="store_true", help="replace an existing form")
+    add_selection_options(export)
     export.set_defaults(handler=_export)
 
-    ingest = commands.add_parser("ingest", help="record the answers of a filled form")
-    ingest.add_argument("scenario", type=Path)
-    ingest.add_argument("path", type=Path, metavar="PATH")
-    ingest.add_argument("form", type=Path, metavar="FORM.toml")
+    ingest = commands.add_parser(
+        "ingest", help="record the answers of a filled form",
+        description="Record the metrics a filled form holds, for those nothing else produces; "
+        "never overwrites a measured one. Says how many were merged, unchanged, still pending "
+        "and refused, with the reasons.",
+        epilog="example:\n  trysquare form ingest scenario.toml runs/ form.toml --by alice",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ingest.add_argument("scenario", type=Path, help="the scenario file (relative to the current directory)")
+    ingest.add_argument(
+        "path", type=Path, metavar="PATH",
+        help="the experiment folder the form was exported from (relative to the current directory)",
+    )  # fmt: skip
+    ingest.add_argument(
+        "form", type=Path, metavar="FORM.toml", help="the filled form (relative to the current directory)"
+    )
     ingest.add_argument("--by", metavar="NAME", help="who filled it (default: your login name)")
     ingest.set_defaults(handler=_ingest)
 
@@ -68,7 +101,10 @@ def _load(scenario_path: Path, path: Path) -> tuple[Any, Any]:
 def _export(args: argparse.Namespace) -> int:
     from trysquare_form.export import export_form
 
+    from trysquare.selection import Selection
+
     scenario, experiment = _load(args.scenario, args.path)
+    (experiment,) = Selection.from_args(args.cell, args.run).apply([experiment])
     result = export_form(
         scenario,
         experiment,

@@ -47,16 +47,19 @@ class IngestReport:
     form: Path
     validation: str
     by: str
-    merged: int  # values of the form now recorded (new, corrected, or already there)
+    merged: int  # values of the form now recorded that were not before (new or corrected)
     pending: int  # metrics of the form's runs still without a value
     refused: tuple[Refusal, ...]
     written: tuple[str, ...]  # ids of the runs whose result changed
     measures: Path
     states: Mapping[str, int]  # run states of the rebuilt measures.json
+    unchanged: int = 0  # values of the form recorded already, exactly so (a form ingested again)
 
     @property
     def summary(self) -> str:
-        return f"{self.merged} merged, {self.pending} still pending, {len(self.refused)} refused"
+        # Said only when some are: a form ingested twice reads "0 merged, N unchanged".
+        unchanged = f", {self.unchanged} unchanged" if self.unchanged else ""
+        return f"{self.merged} merged{unchanged}, {self.pending} still pending, {len(self.refused)} refused"
 
     @property
     def exit_code(self) -> int:
@@ -141,7 +144,7 @@ def ingest_form(
             else:
                 answers.setdefault(run.id, {})[metric] = value
 
-    merged = pending = 0
+    merged = pending = unchanged = 0
     written: list[str] = []
     with experiment_lock(experiment.root, experiment.runs, command="form ingest"):
         for opaque in key.order:
@@ -156,7 +159,7 @@ def ingest_form(
                 if m not in values and v is not None
             }
             changed = False
-            merged_before = merged
+            merged_before, unchanged_before = merged, unchanged
             for metric, value in answers.get(run.id, {}).items():
                 if metric in measured:
                     refused.append(Refusal(
@@ -164,11 +167,13 @@ def ingest_form(
                         "already measured for this run; a form never replaces a measured value",
                     ))
                     continue
-                merged += 1
                 recorded = values.get(metric)
                 if recorded is None or recorded.value != value or type(recorded.value) is not bool:
                     values[metric] = ManualValue(value=value, by=by, at=at)
                     changed = True
+                    merged += 1
+                else:
+                    unchanged += 1
             pending += sum(1 for m in form.metrics if m not in values)
             if changed:
                 try:
@@ -177,7 +182,7 @@ def ingest_form(
                     # This run's folder refused the write (a symlink, a full disk): its
                     # answers are refused by name, the other runs' are recorded.
                     refused.append(Refusal(f"run.{opaque}", f"not recorded: {error}"))
-                    merged = merged_before
+                    merged, unchanged = merged_before, unchanged_before
                     continue
                 written.append(run.id)
 
@@ -197,6 +202,7 @@ def ingest_form(
         written=tuple(written),
         measures=measures,
         states=states,
+        unchanged=unchanged,
     )
 
 

@@ -20,8 +20,9 @@ from typing import Any
 import attrs
 
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
-from trysquare.outputs import parse_validator_output
+from trysquare.outputs import keep_output, parse_validator_output
 from trysquare.plugin_api import DEFAULT_OUTPUT_CAP, child_environment, run_process
+from trysquare.sandbox import Sandbox
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -92,6 +93,8 @@ class ScriptValidation(Validation):
                 stderr=done.stderr,
             )
         outcome = parse_validator_output(done.stdout, declared=self.metrics, what=f"script {self.command}")
+        if outcome.state == "invalid" and done.stdout.strip():
+            keep_output(job, done.stdout)  # the error quotes its first bytes; the archive has all
         return attrs.evolve(outcome, stderr=done.stderr)
 
 

@@ -37,9 +37,18 @@ DEFAULT_PORT = 8765
 
 def add_view_command(cli: Commands) -> None:
     """Add ``trysquare view`` to the command line."""
-    parser = cli.add("view", _view, help="serve the HTML report on 127.0.0.1 (read-only), run panels on demand")
-    parser.add_argument("scenario", type=Path)
-    parser.add_argument("path", type=Path)
+    parser = cli.add_parser(
+        "view", help="serve the HTML report on 127.0.0.1 (read-only), run panels on demand",
+        description="Serve the HTML report of the runs under PATH on 127.0.0.1 only, read-only; "
+        "a run's panel (its diff, response and results) is built when opened.",
+        epilog="example:\n  trysquare view scenario.toml runs/ --port 8765 --open",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("scenario", type=Path, help="the scenario file (relative to the current directory)")
+    parser.add_argument(
+        "path", type=Path,
+        help="the experiment folder: every run.toml below it is a run (relative to the current directory)",
+    )  # fmt: skip
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="N",
                         help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)")
     parser.add_argument("--open", action="store_true", help="open the page in a browser")

@@ -41,6 +41,7 @@ def run_report(
     *,
     runs_only: bool = False,
     output: Path | None = None,
+    selected: Any = None,
 ) -> int:
     """Rebuild ``measures.json``, write ``synthesis.md``, print the report in ``fmt``.
 
@@ -50,7 +51,11 @@ def run_report(
     is printed, whole (the Markdown names at most 10 runs per cell);
     ``synthesis.md`` is written all the same.
 
-    Returns the exit code: 0 when every cell is publishable, 1 otherwise (a run
+    With ``selected`` (``--cell``/``--run``: the experiment with only the chosen
+    runs), ``measures.json`` and ``synthesis.md`` still cover every run, and the
+    report printed (or written to ``output``) covers the chosen ones.
+
+    Returns the exit code (of the report printed): 0 when every cell is publishable, 1 otherwise (a run
     folder that could not be read, or a reference with no run, counts too: no
     trustworthy verdict can be drawn).
     """
@@ -70,6 +75,17 @@ def run_report(
     )
     markdown = render(report, "md")
     _atomic.write_text(experiment.root / SYNTHESIS_FILE, markdown)
+    if selected is not None:
+        folders = {run.dir for run in selected.runs} | {error.run_dir for error in selected.errors}
+        rows = _rows_of(rows, experiment, folders)
+        experiment = selected
+        report = build_report(
+            Layout.from_scenario(scenario),
+            rows,
+            appearance=[run.cell for run in experiment.runs],
+            skipped=[str(error) for error in experiment.errors],
+        )
+        markdown = render(report, "md")
     if runs_only:
         text = render_runs(report, fmt)
     elif fmt == "md":
@@ -82,6 +98,15 @@ def run_report(
         _atomic.write_text(output, text)
         print(f"wrote {output}")
     return 0 if report["publishable"] else 1
+
+
+def _rows_of(rows: Sequence[Mapping[str, Any]], experiment: Any, chosen: set[Any]) -> list[Mapping[str, Any]]:
+    """The measures rows of the runs (and unusable run folders) whose folder is in ``chosen``."""
+    from trysquare.results import unusable_row
+
+    ids = {run.id for run in experiment.runs if run.dir in chosen}
+    unusable = {row["id"] for row in (unusable_row(e) for e in experiment.errors if e.run_dir in chosen) if row}
+    return [row for row in rows if (row["id"] in unusable if row.get("unusable") else row["id"] in ids)]
 
 
 def report_format(name: str) -> Any:

@@ -279,6 +279,10 @@ def render_runs(report: Report, fmt: str) -> str:
 
 
 def render_json(report: Report) -> str:
+    # schema_version: a reader checks it before trusting a key (trysquare.ci.SCHEMA_VERSION).
+    from trysquare.ci import SCHEMA_VERSION
+
+    report = {**report, "schema_version": SCHEMA_VERSION}
     text = json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     return json_text(text) + "\n"
 

@@ -1,0 +1,53 @@
+"""Every subcommand explains itself; usage errors say so once (issue 16.7)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trysquare import cli
+
+
+def commands(parser: argparse.ArgumentParser, prefix: str = "trysquare") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield f"{prefix} {name}", sub
+                yield from commands(sub, f"{prefix} {name}")
+
+
+def test_every_subcommand_has_a_description_an_example_and_help_lines() -> None:
+    parser = cli.build_parser()
+    found = dict(commands(parser))
+    # The core's and the in-tree plugins' commands are all there to be checked.
+    assert {"trysquare validate", "trysquare report", "trysquare form export", "trysquare form ingest"} <= set(found)
+    problems = []
+    for name, sub in found.items():
+        if not (sub.description or "").strip():
+            problems.append(f"{name}: no description")
+        if "example:" not in (sub.epilog or ""):
+            problems.append(f"{name}: no example")
+        for action in sub._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            label = "/".join(action.option_strings) or action.dest
+            if not (action.help or "").strip():
+                problems.append(f"{name} {label}: no help line")
+            elif action.type is Path and "relative to" not in action.help:
+                problems.append(f"{name} {label}: does not say what the path is relative to")
+        # The help renders (argparse checks its % formats only then).
+        assert sub.format_help()
+    assert problems == []
+
+
+@pytest.mark.parametrize("argv", [["validate"], ["report", "s.toml"], ["validate", "s.toml", "p", "--jobs", "0"]])
+def test_usage_error_prints_usage_once_without_a_doubled_prefix(argv, capsys) -> None:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert err.count("usage:") == 1 and lines[0].startswith(f"usage: trysquare {argv[0]} ")
+    assert lines[-1].startswith(f"trysquare {argv[0]}: ")
+    assert "trysquare: trysquare" not in err and "Traceback" not in err

@@ -1,0 +1,114 @@
+"""What ``trysquare COMMAND --help`` says: a description and an example per core command,
+and a help line for each argument that had none (saying what a path is relative to).
+
+Kept apart from :mod:`trysquare.cli` so that the words can change without touching
+how commands are wired. Plugin commands (``form``, ``view``) carry their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["PATH_NOTE", "apply"]
+
+# Every command reads the paths on its command line the same way.
+PATH_NOTE = "relative to the current directory"
+
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": (
+        "Build the shipped example matrix (a Python repository, two cells, runs made with real "
+        "git) into DIR, validate it with the script and form modes, and print its report. "
+        "Needs nothing but Python and git: no network, no model.",
+        "trysquare demo\n  trysquare demo /tmp/try-it --no-progress",
+    ),
+    "validate": (
+        "Build each run's context, run the scenario's validators on it and record the results "
+        "beside the run (validation/<name>.json) and measures.json in each experiment folder. "
+        "Results whose validator and context are unchanged are reused. Exit 0 when every run is "
+        "valid, 1 when a result is invalid or a run folder could not be read, 2 when nothing ran.",
+        "trysquare validate scenario.toml runs/\n"
+        "  trysquare validate scenario.toml runs/ --cell 'rule / *' -x -q\n"
+        "  trysquare validate scenario.toml runs/ --junit-xml junit.xml --format json > summary.json",
+    ),
+    "check": (
+        "Load the scenario and refuse, before anything runs or is paid for, what cannot be "
+        "measured; with PATHs, also read every run and print the judge's blinding line. "
+        "Spends nothing. Exit 0 when it all loads, 1 when a run cannot be read, 2 when the "
+        "scenario does not load.",
+        "trysquare check scenario.toml\n  trysquare check scenario.toml runs/ --format json",
+    ),
+    "context": (
+        "Print the context.json a validator would be handed for one run, without running it: "
+        "what to feed a validator you are writing.",
+        "trysquare context scenario.toml runs/a7f3 --validator script > context.json",
+    ),
+    "report": (
+        "Rebuild measures.json from the recorded results, write synthesis.md in PATH and print "
+        "the report: per-cell scores with their unjudged and pending counts, the gap table "
+        "against [verdict].reference, and why a cell is not publishable. Exit 1 when a cell is "
+        "not publishable.",
+        "trysquare report scenario.toml runs/\n"
+        "  trysquare report scenario.toml runs/ --format json --cell 'rule / *' -o report.json",
+    ),
+    "record": (
+        "Write RUN_DIR/run.toml from flags, for a harness that ran an agent. Paths on this "
+        "command line (--repo, --prompt, --session, --trace, --etalon-checkout) are relative to "
+        "the current directory, as in every command, and stored relative to the run folder; "
+        "--given and --exclude name paths inside the clone.",
+        "trysquare record runs/a7f3 --cell 'rule / high' --repetition 1 --prompt prompt.txt "
+        "--session session.jsonl --etalon-tag etalon-v1",
+    ),
+    "plugins": (
+        "List the installed trysquare plugins, what each provides (modes, judge providers, "
+        "session formats, executors, report formats) and any that failed to load; then which "
+        "protection of the measured clone this machine gives.",
+        "trysquare plugins\n  trysquare plugins --json",
+    ),
+}
+
+# Arguments that had no help line, by destination (the same word means the same thing everywhere).
+_ARGUMENTS: dict[str, str] = {
+    "scenario": f"the scenario file, scenario.toml ({PATH_NOTE})",
+    "paths": f"an experiment folder: every run.toml below it is a run ({PATH_NOTE})",
+    "path": f"the experiment folder: every run.toml below it is a run ({PATH_NOTE})",
+    "run_dir": f"the run folder, holding run.toml ({PATH_NOTE})",
+    "jobs": "how many validators run at once (default: the number of CPUs)",
+    "executor": "where tasks run: local (default) or one a plugin registers (trysquare plugins lists them)",
+    "executor_option": "an option for the executor (repeatable), e.g. address=tcp://127.0.0.1:8786",
+    "validator": "the validator's name (default: the first in the scenario)",
+    "json": "print a JSON list, one object per plugin",
+    "cell": "the cell this run belongs to, e.g. 'rule / high'",
+    "repetition": "which repetition of its cell this run is (0 or more)",
+    "session_format": "the session log's format, e.g. pi (default: detected from its content)",
+    "trace": f"a trace file of the run ({PATH_NOTE})",
+    "etalon_tag": "the git tag of the reference the agent started from",
+    "etalon_checkout": f"a folder holding the etalon's files ({PATH_NOTE}; default: made from the tag)",
+    "id": "the run's id (default: the run folder's name)",
+}
+
+# Options naming a file or folder whose help line does not yet say what it is relative to.
+_PATHS = frozenset({"config", "output", "repo", "prompt", "session", "trace", "dir", "run_dir"})
+
+
+def apply(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Give each core command its description and example, and each bare argument its help."""
+    for name, parser in commands.choices.items():
+        if name in _COMMANDS:
+            description, example = _COMMANDS[name]
+            parser.description = description
+            parser.epilog = f"example:\n  {example}"
+            parser.formatter_class = _Formatter
+        for action in parser._actions:
+            if action.help is None and action.dest in _ARGUMENTS:
+                action.help = _ARGUMENTS[action.dest]
+            elif action.dest in _PATHS and action.help and "relative" not in action.help:
+                action.help = f"{action.help} ({PATH_NOTE})"
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Wraps the description as prose, keeps the example's lines as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("example:"):
+            return super()._fill_text(text, width, indent)
+        return argparse.HelpFormatter._fill_text(self, text, width, indent)
