@@ -156,6 +156,22 @@ def test_try_refuses_what_it_cannot_run_in_one_sentence(cli, project, tmp_path: 
     assert len(planted.stderr.strip().splitlines()) == 1
 
 
+def test_try_a_form_shows_what_is_still_to_fill(cli, project, tmp_path: Path) -> None:
+    scenario, run = project
+    write_scenario(tmp_path / "scn", """
+        [[validation]]
+        mode = "form"
+        pieces = ["diff"]
+        metrics = ["clear"]
+    """, name="form.toml")
+    before = snapshot(run)
+    done = cli("try", tmp_path / "scn" / "form.toml", run)
+    assert done.returncode == 0, done.stderr
+    assert "validator 'form' (form) on run 'r1' (cell 'default', repetition 1): pending" in done.stdout
+    assert "not yet filled: clear" in done.stdout
+    assert snapshot(run) == before
+
+
 def test_init_writes_a_project_whose_test_and_check_pass(cli, tmp_path: Path) -> None:
     target = tmp_path / "mine"
     done = cli("init", target)

@@ -133,11 +133,12 @@ def score_once(scenario: Scenario, run: Run, validation: Validation) -> Scored:
     return Scored(document=document, context=context, stderr=stderr, clone_changes=changes)
 
 
-def _scratch_run(run: Run, scratch: Path) -> Run:
+def _scratch_run(run: Run, scratch: Path, name: str) -> Run:
     """``run`` with its folder moved to ``scratch``: trysquare's files there, the clone in place.
 
     What trysquare already recorded about the run (the pinned base, the work
-    record) and a ``response.md`` written by whoever ran the agent are copied
+    record, validator ``name``'s current result, which a form reads its answers
+    from) and a ``response.md`` written by whoever ran the agent are copied
     first, without following a symlink, so the run is checked as ``validate``
     would check it.
     """
@@ -147,7 +148,8 @@ def _scratch_run(run: Run, scratch: Path) -> Run:
     from trysquare.runs import BASE_PIN
 
     scratch.mkdir()
-    for relative in (BASE_PIN, WORK_FILE, Path(RESPONSE_FILE)):
+    result = Path("validation") / f"{name}.json"
+    for relative in (BASE_PIN, WORK_FILE, Path(RESPONSE_FILE), result):
         try:
             data = _atomic.read_bytes(run.dir / relative, root=run.dir)
         except FileNotFoundError:
@@ -196,7 +198,7 @@ def try_validator(
             return text.replace(str(scratch), str(run.dir))
 
         try:
-            scored = score_once(scenario, _scratch_run(run, scratch), validation)
+            scored = score_once(scenario, _scratch_run(run, scratch, validation.name), validation)
         except RunError as error:
             raise RunError(as_run(error.message)) from None
         document = json.loads(as_run(json.dumps(scored.document)))
