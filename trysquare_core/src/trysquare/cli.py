@@ -165,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("--force", action="store_true", help="replace an existing run.toml")
     record.set_defaults(handler=_record)
 
+    from trysquare.authoring import add_commands
+
+    add_commands(commands)  # try, init: the validator author's inner loop
+
     plugins_cmd = commands.add_parser("plugins", help="list installed plugins")
     plugins_cmd.add_argument("--json", action="store_true")
     plugins_cmd.set_defaults(handler=_plugins)

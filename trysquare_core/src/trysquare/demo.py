@@ -2,7 +2,9 @@
 
 The material lives in the repository's ``examples/`` folder: ``scenario.toml``,
 ``validator.py`` and ``demo/`` (the project, the agent's changes per run, and
-``matrix.toml`` saying which run did what).
+``matrix.toml`` saying which run did what). Wheels ship a copy of it as package
+data (``trysquare/_examples``, see ``trysquare_core/hatch_build.py``), so
+``pip install trysquare`` then ``trysquare demo`` needs no checkout.
 """
 
 from __future__ import annotations
@@ -24,13 +26,20 @@ ETALON_TAG = "etalon-v1"
 
 
 def find_examples() -> Path:
-    """The ``examples/`` folder of this checkout (or of the current folder)."""
-    candidates = [Path.cwd() / "examples", *(p / "examples" for p in Path(__file__).resolve().parents)]
+    """The demo's material: shipped in the package (``trysquare/_examples``, put there when
+    the wheel is built from the repository's ``examples/``), else a checkout's ``examples/``."""
+    here = Path(__file__).resolve().parent
+    candidates = [
+        here / "_examples",
+        *(p / "examples" for p in here.parents),
+        Path.cwd() / "examples",
+    ]
     for candidate in candidates:
         if (candidate / "scenario.toml").is_file() and (candidate / "demo" / "matrix.toml").is_file():
             return candidate
     raise UsageError(
-        "the shipped examples/ folder was not found; run `trysquare demo` from a trysquare checkout"
+        "the demo's example matrix was not found: this trysquare-core was installed without "
+        "its package data (reinstall it from a wheel), and no trysquare checkout is above it"
     )
 
 

@@ -124,7 +124,17 @@ class Mode(Protocol):
 
 @attrs.frozen
 class Job:
-    """One run × one validation, its context already built and archived."""
+    """One run × one validation, its context already built and archived.
+
+    ``run`` is the :class:`trysquare.runs.Run` (its folder, clone, ids);
+    ``context`` the mapping the validator is handed (the context keys, see
+    ``docs/api.md``), also archived at ``context_path`` (what a script is
+    given). ``archive`` (``validation/<name>/``) is where a mode keeps evidence:
+    write there through ``trysquare._atomic`` with ``root=run.dir``, never by
+    following a symlink. ``previous`` is the recorded result this one replaces
+    (a form keeps its human answers from it). A child process running untrusted
+    code gets ``protected_env`` removed whatever ``suite_pass_env`` passes.
+    """
 
     run: Run
     validation: Validation
@@ -148,6 +158,15 @@ class Outcome:
 
     ``metrics`` maps a name to its value; ``None`` is *unjudged* (the reason
     says why). An invalid outcome's metrics are never read as negatives.
+    ``state`` is ``valid``, ``invalid`` (``error`` says why: a crash, a
+    timeout, unreadable output) or ``pending`` (a metric a person has yet to
+    fill). ``stderr`` is kept as ``validation/<name>.stderr``; ``notes`` are
+    recorded beside the result; ``provenance`` says who filled a form metric.
+
+    >>> Outcome(metrics={"in_scope": True, "tests": None}, reasons={"tests": "no test ran"}).state
+    'valid'
+    >>> Outcome.invalid("exited with code 1").metrics
+    {}
     """
 
     metrics: Mapping[str, Any] = attrs.field(factory=dict)
@@ -163,6 +182,7 @@ class Outcome:
 
     @classmethod
     def invalid(cls, error: str, *, stderr: bytes | None = None, **kwargs: Any) -> Outcome:
+        """A result that could not be produced, with its cause (never a negative)."""
         return cls(state="invalid", error=error, stderr=stderr, **kwargs)
 
 

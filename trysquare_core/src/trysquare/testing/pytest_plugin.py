@@ -139,9 +139,7 @@ def _validate(
 ) -> ValidatorResult:
     import json
 
-    from trysquare import context as contexts
-    from trysquare import results
-    from trysquare.runner import Task, execute_task
+    from trysquare.authoring import score_once
     from trysquare.runs import load_run
     from trysquare.scenario import load_scenario
 
@@ -153,43 +151,17 @@ def _validate(
     validation = scenario.validation(name) if name is not None else scenario.validations[0]
     run = load_run(run_file)
     validation.check_runs(scenario, [run])  # the refusals `check SCENARIO PATH` makes
-    facts = contexts.gather_facts(run)
-    clone_before = contexts.picture_clone(run, facts)
-    context = contexts.build_context(scenario, run, validation, facts)
-    text = contexts.dump_context(context)
-    context_path = results.archive_dir(run, validation.name) / "context.json"
-    context_path.parent.mkdir(parents=True, exist_ok=True)
-    context_path.write_text(text, encoding="utf-8")
-    task = Task(
-        run=run,
-        validation=validation,
-        context=context,
-        context_path=context_path,
-        context_digest=contexts.context_digest(text, context),
-        digest=validation.digest(),
-        previous=results.read_result(run, validation.name),
-        declared_elsewhere={
-            m: v.name for m, v in scenario.declared_metrics.items() if v.name != validation.name
-        },
-        protected_env=frozenset(scenario.protected_env),
-        suite_pass_env=scenario.task.pass_env,
-        clone_before=clone_before,
-    )
-    document = execute_task(task)
-    assert document is not None  # only an interruption records nothing
-    stderr_path = run.validation_dir / f"{validation.name}.stderr"
-    stderr = (
-        stderr_path.read_text(encoding="utf-8", errors="replace") if stderr_path.exists() else ""
-    )
+    scored = score_once(scenario, run, validation)
+    document = scored.document
     return ValidatorResult(
         metrics=document["metrics"],
         reasons=document["reasons"],
         state=document["state"],
         error=document["error"],
-        stderr=stderr,
+        stderr=scored.stderr,
         document=json.loads(json.dumps(document)),
-        context=context,
-        clone_changes=None if clone_before is None else contexts.clone_changes(run, clone_before),
+        context=scored.context,
+        clone_changes=scored.clone_changes,
     )
 
 

@@ -141,6 +141,8 @@ class ProviderConfig:
 
 @attrs.frozen
 class ToolCall:
+    """One tool call in a reply: its id, the tool's name and its arguments as JSON text."""
+
     id: str
     name: str
     arguments: str  # JSON text, as the model wrote it
@@ -158,6 +160,8 @@ class Message:
 
 @attrs.frozen
 class ToolSpec:
+    """The tool a request offers (the judge's ``verdict``): its JSON schema in ``parameters``."""
+
     name: str
     description: str
     parameters: Mapping[str, Any]  # a JSON schema
@@ -165,6 +169,10 @@ class ToolSpec:
 
 @attrs.frozen(kw_only=True)
 class ChatRequest:
+    """One request of the judge: the model, the thinking level, the system prompt (the
+    rubric), the conversation so far in neutral :class:`Message` records, and the tool
+    the reply must call."""
+
     model: str
     thinking: str  # off | low | medium | high; off asks for no reasoning
     system: str
