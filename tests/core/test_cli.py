@@ -77,4 +77,5 @@ def test_each_call_loads_the_plugins_it_is_given_and_leaves_nothing_behind(
 def test_help_and_usage_errors_are_return_codes_not_exits(cli) -> None:
     assert cli("--help").returncode == 0
     usage = cli("validate")
-    assert usage.returncode == 2 and usage.stderr.startswith("trysquare")
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: trysquare validate")
+    assert "trysquare validate: the following arguments are required" in usage.stderr
