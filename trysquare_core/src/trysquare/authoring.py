@@ -48,9 +48,13 @@ def add_commands(commands: Any) -> None:
         "folder. Exit 0 when the validator produced a result (whatever its metrics), 1 when "
         "its result is invalid or the run cannot be read, 2 when the scenario does not load. "
         "Paths are relative to the current directory.",
+        epilog="example:\n  trysquare try scenario.toml runs/r1 --validator tests_pass",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    attempt.add_argument("scenario", type=Path, help="the scenario.toml")
-    attempt.add_argument("run_dir", type=Path, help="the run folder (holding run.toml)")
+    attempt.add_argument("scenario", type=Path, help="the scenario.toml (relative to the current directory)")
+    attempt.add_argument(
+        "run_dir", type=Path, help="the run folder holding run.toml (relative to the current directory)"
+    )
     attempt.add_argument("--validator", metavar="NAME", help="the validator (default: the first)")
     attempt.add_argument(
         "--config", type=Path, metavar="FILE",
@@ -64,8 +68,13 @@ def add_commands(commands: Any) -> None:
         help="write a scenario, a validator and its pytest test that pass as written",
         description=f"Write {', '.join(INIT_FILES)} into DIR (default: the current directory), "
         "refusing to replace any file. Then: `pytest DIR` and `trysquare check DIR/scenario.toml`.",
+        epilog="example:\n  trysquare init my-metrics && cd my-metrics && uv run pytest",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    init.add_argument("dir", nargs="?", type=Path, default=Path("."), help="where to write them")
+    init.add_argument(
+        "dir", nargs="?", type=Path, default=Path("."),
+        help="where to write them (relative to the current directory; default: it)",
+    )  # fmt: skip
     init.set_defaults(handler=_init_command)
 
 
