@@ -32,6 +32,45 @@ def slow_scenario(folder: Path, seconds: float = 0.6) -> Path:
     """)
 
 
+GATED = """
+import json, os, sys, time
+deadline = time.monotonic() + 60
+while os.path.exists(GATE) and time.monotonic() < deadline:
+    time.sleep(0.02)
+print(json.dumps({"metrics": {"done": True}}))
+"""
+
+
+def gated_scenario(folder: Path, gate: Path) -> Path:
+    """One script validator, `slow`, that answers only once ``gate`` is removed (60 s at most):
+    a second command is then tried while the first surely holds its lock, however loaded the
+    machine (a fixed sleep raced the first command's end)."""
+    gate.write_text("closed\n")
+    write_script(folder, "slow.py", GATED.replace("GATE", repr(str(gate))))
+    return write_scenario(folder, """
+        [[validation]]
+        name = "slow"
+        mode = "script"
+        command = "slow.py"
+        metrics = ["done"]
+    """)
+
+
+def wait_for_validator(script: Path, timeout: float = 60) -> None:
+    """Until a process running ``script`` exists (the first validate holds its lock by then)."""
+    needle = str(script).encode()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if needle in cmdline.read_bytes():
+                    return
+            except OSError:
+                continue
+        time.sleep(0.05)
+    raise AssertionError(f"no validator running {script} appeared")
+
+
 def matrix(make_run, count: int) -> Path:
     first = make_run("r00")
     first.base({"a.py": "a = 1\n"})
@@ -88,12 +127,12 @@ def test_signal_keeps_finished_results_and_resumes(cli, make_run, tmp_path: Path
 
 def test_a_second_validate_is_refused_by_the_lock(cli, make_run, tmp_path: Path) -> None:
     experiment = matrix(make_run, 3)
-    # 2 s a run: the second command must start while the first still works, even
-    # on a loaded machine (0.6 s left it racing the first one's end).
-    scenario = slow_scenario(tmp_path / "s", seconds=2)
+    gate = tmp_path / "gate"
+    scenario = gated_scenario(tmp_path / "s", gate)
     first = start_validate(cli, scenario, experiment)
-    wait_for_results(experiment, 1)
+    wait_for_validator(scenario.parent / "slow.py")
     second = cli("validate", scenario, experiment, "--no-progress")
+    gate.unlink()
     first.communicate(timeout=60)
     assert first.returncode == 0
     assert second.returncode == 1
@@ -104,15 +143,14 @@ def test_a_second_validate_is_refused_by_the_lock(cli, make_run, tmp_path: Path)
 @pytest.mark.parametrize("second_path", ["a run inside", "the folder above"])
 def test_overlapping_paths_are_refused_too(cli, make_run, tmp_path: Path, second_path: str) -> None:
     experiment = matrix(make_run, 2)
-    scenario = slow_scenario(tmp_path / "s", seconds=3)  # outlasts the second start
+    gate = tmp_path / "gate"
+    scenario = gated_scenario(tmp_path / "s", gate)
     inner = experiment / "runs" / "r01"
     first_path, other = (experiment, inner) if second_path == "a run inside" else (inner, experiment)
     first = start_validate(cli, scenario, first_path)
-    deadline = time.monotonic() + 60
-    while not (first_path / ".trysquare" / "validate.lock").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.3)
+    wait_for_validator(scenario.parent / "slow.py")
     second = cli("validate", scenario, other, "--no-progress")
+    gate.unlink()
     first.communicate(timeout=60)
     assert first.returncode == 0
     assert second.returncode == 1, second.stdout + second.stderr
