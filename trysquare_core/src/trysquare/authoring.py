@@ -7,7 +7,7 @@ copy of the run folder that is deleted afterwards. The measured clone is read
 in place, under the same guard and sandbox as ``validate``, so a validator that
 writes into it is caught the same way.
 
-``init [DIR]`` writes a scenario, an ``trysquare.assay`` validator and its pytest
+``init [DIR]`` writes a scenario, a ``trysquare.assay`` validator and its pytest
 test (with the fixtures ``trysquare-core`` ships) that pass as written.
 """
 
