@@ -31,13 +31,23 @@ PLUGINS_PAGE = ROOT / "docs" / "plugins.md"
 # Not workspace members: built explicitly (see the module's docstring).
 OUTSIDE_THE_WORKSPACE = ("plugins/trysquare-hidden-tests", "plugins/trysquare-anthropic")
 # Installed into the venv: the meta distribution pulls in the five it names.
-INSTALLED = ("trysquare", "trysquare-hidden-tests", "trysquare-anthropic", "trysquare-fewfiles", "trysquare-local")
-_BLOCK = re.compile(r"^```(?:toml|python)\n# (trysquare-[a-z-]+/[\w.]+)\n(.*?)^```$", re.M | re.S)
+INSTALLED = (
+    "trysquare",
+    "trysquare-hidden-tests",
+    "trysquare-anthropic",
+    "trysquare-fewfiles",
+    "trysquare-local",
+)
+_BLOCK = re.compile(
+    r"^```(?:toml|python)\n# (trysquare-[a-z-]+/[\w.]+)\n(.*?)^```$", re.MULTILINE | re.DOTALL
+)
 
 
 def kit_files(page: Path = PLUGINS_PAGE) -> dict[str, str]:
     """The files docs/plugins.md shows, by path (each block's first line names its file)."""
-    return {path: f"# {path}\n{body}" for path, body in _BLOCK.findall(page.read_text(encoding="utf-8"))}
+    return {
+        path: f"# {path}\n{body}" for path, body in _BLOCK.findall(page.read_text(encoding="utf-8"))
+    }
 
 
 @attrs.frozen
@@ -48,7 +58,9 @@ class Installed:
 
 
 def _uv_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+    return {
+        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
+    }
 
 
 def _requirements(dist: Path, names: set[str]) -> list[str]:
@@ -84,8 +96,17 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     ]
     # Independent builds: overlapped, each checked.
     running = [
-        (args, subprocess.Popen([uv, *args], cwd=ROOT, env=_uv_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True))
+        (
+            args,
+            subprocess.Popen(
+                [uv, *args],
+                cwd=ROOT,
+                env=_uv_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            ),
+        )
         for args in builds
     ]
     for args, process in running:
@@ -93,79 +114,150 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         assert process.returncode == 0, f"uv {' '.join(args)} failed:\n{output}"
 
     def uv_run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([uv, *args], cwd=root, env=_uv_env(), capture_output=True, text=True,
-                              timeout=600, check=False)
+        done = subprocess.run(
+            [uv, *args],
+            cwd=root,
+            env=_uv_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert done.returncode == 0 or not check, f"uv {' '.join(args)} failed:\n{done.stderr}"
         return done
 
     venv = root / "venv"
     uv_run("venv", "--quiet", "--python", sys.executable, str(venv))
     python = str(venv / "bin" / "python")
-    names = {n for n in INSTALLED} | {"trysquare-core", "trysquare-script", "trysquare-judge",
-                                      "trysquare-form", "trysquare-view"}
+    names = {n for n in INSTALLED} | {
+        "trysquare-core",
+        "trysquare-script",
+        "trysquare-judge",
+        "trysquare-form",
+        "trysquare-view",
+    }
     third_party = [*_requirements(dist, names), "pytest>=8"]
     # From uv's cache when it holds them all; the index otherwise (never for trysquare's own).
-    if uv_run("pip", "install", "--quiet", "--offline", "--python", python, *third_party,
-              check=False).returncode != 0:
+    if (
+        uv_run(
+            "pip", "install", "--quiet", "--offline", "--python", python, *third_party, check=False
+        ).returncode
+        != 0
+    ):
         uv_run("pip", "install", "--quiet", "--python", python, *third_party)
-    uv_run("pip", "install", "--quiet", "--no-index", "--find-links", str(dist), "--python", python,
-           *INSTALLED)
+    uv_run(
+        "pip",
+        "install",
+        "--quiet",
+        "--no-index",
+        "--find-links",
+        str(dist),
+        "--python",
+        python,
+        *INSTALLED,
+    )
     return Installed(Venv(venv), dist, kit)
 
 
 def test_every_distribution_in_the_repository_builds_a_wheel(installed: Installed) -> None:
     declared = {
         tomllib.loads(path.read_text(encoding="utf-8"))["project"]["name"]
-        for path in [ROOT / "pyproject.toml", *ROOT.glob("*/pyproject.toml"), *ROOT.glob("plugins/*/pyproject.toml")]
+        for path in [
+            ROOT / "pyproject.toml",
+            *ROOT.glob("*/pyproject.toml"),
+            *ROOT.glob("plugins/*/pyproject.toml"),
+        ]
     }
     built = {wheel.name.split("-")[0].replace("_", "-") for wheel in installed.dist.glob("*.whl")}
     assert declared <= built, f"not built: {sorted(declared - built)}"
     assert {"trysquare-fewfiles", "trysquare-local"} <= built  # the page's two plugins
 
 
-def test_pip_install_trysquare_then_demo_works_without_a_checkout(installed: Installed, tmp_path: Path) -> None:
+def test_pip_install_trysquare_then_demo_works_without_a_checkout(
+    installed: Installed, tmp_path: Path
+) -> None:
     where = installed.venv.python(
-        "-c", "import trysquare.demo as d; print(d.__file__); print(d.find_examples())", cwd=tmp_path
+        "-c",
+        "import trysquare.demo as d; print(d.__file__); print(d.find_examples())",
+        cwd=tmp_path,
     )
     assert where.returncode == 0, where.stderr
     module, examples = where.stdout.split()
     assert module.startswith(str(installed.venv.path)) and "site-packages" in module
     assert examples == str(Path(module).parent / "_examples")  # the package data, not a checkout
-    done = installed.venv.trysquare("demo", tmp_path / "demo", "--no-progress", cwd=tmp_path,
-                                    XDG_CACHE_HOME=str(tmp_path / "cache"))
+    done = installed.venv.trysquare(
+        "demo",
+        tmp_path / "demo",
+        "--no-progress",
+        cwd=tmp_path,
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "| nothing (reference) | 3 | 3/3 | 2/3 | 2/3 | 2/3 |" in done.stdout
     assert "form form.toml: 6 merged, 0 still pending, 0 refused" in done.stdout
-    assert (tmp_path / "demo" / "report.html").is_file()  # trysquare-view came with the meta distribution
+    assert (
+        tmp_path / "demo" / "report.html"
+    ).is_file()  # trysquare-view came with the meta distribution
 
 
 def test_plugins_lists_every_installed_plugin(installed: Installed, tmp_path: Path) -> None:
     done = installed.venv.trysquare("plugins", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    for name in ("trysquare-script", "trysquare-judge", "trysquare-form", "trysquare-view",
-                 "trysquare-hidden-tests", "trysquare-anthropic", "trysquare-fewfiles", "trysquare-local"):
-        assert re.search(rf"^{name} 0\.1\.0 ", done.stdout, re.M), done.stdout
+    for name in (
+        "trysquare-script",
+        "trysquare-judge",
+        "trysquare-form",
+        "trysquare-view",
+        "trysquare-hidden-tests",
+        "trysquare-anthropic",
+        "trysquare-fewfiles",
+        "trysquare-local",
+    ):
+        assert re.search(rf"^{name} 0\.1\.0 ", done.stdout, re.MULTILINE), done.stdout
     assert "FAILED" not in done.stdout
     assert "modes: fewfiles" in done.stdout and "providers: local" in done.stdout
 
 
-def test_the_documented_plugins_pass_their_own_tests_installed(installed: Installed, tmp_path: Path) -> None:
+def test_the_documented_plugins_pass_their_own_tests_installed(
+    installed: Installed, tmp_path: Path
+) -> None:
     tests = sorted(str(p) for p in installed.kit.glob("*/test_*.py"))
     assert len(tests) == 2
     env = installed.venv.env(XDG_CACHE_HOME=str(tmp_path / "cache"))
-    env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # the fixtures come from trysquare-core's pytest11 entry point
-    done = subprocess.run([str(installed.venv.bin / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *tests], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    env.pop(
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+    )  # the fixtures come from trysquare-core's pytest11 entry point
+    done = subprocess.run(
+        [
+            str(installed.venv.bin / "python"),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *tests,
+        ],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 passed" in done.stdout
 
 
 def test_the_documented_plugins_run_through_validate(installed: Installed, tmp_path: Path) -> None:
-    from tests.judge.chatserver import ChatServer, script, verdict
     from trysquare.testing import build_run
 
-    build_run(tmp_path / "runs" / "r1", base={"a.py": "x = 1\n", "b.py": "y = 1\n"},
-              changes={"a.py": "x = 2\n"})
+    from tests.judge.chatserver import ChatServer, script, verdict
+
+    build_run(
+        tmp_path / "runs" / "r1",
+        base={"a.py": "x = 1\n", "b.py": "y = 1\n"},
+        changes={"a.py": "x = 2\n"},
+    )
     (tmp_path / "rubric.md").write_text("Is the change readable? Call the tool either way.\n")
     with ChatServer(script([verdict({"readable": True}, "one clear line")])) as server:
         (tmp_path / "trysquare.toml").write_text(
@@ -176,8 +268,14 @@ def test_the_documented_plugins_run_through_validate(installed: Installed, tmp_p
             '[[validation]]\nmode = "judge"\nprovider = "mine"\nmodel = "qwen3"\nthinking = "off"\n'
             'rubric = "rubric.md"\npieces = ["diff"]\nmetrics = ["readable"]\n'
         )
-        done = installed.venv.trysquare("validate", "scenario.toml", "runs", "--no-progress",
-                                        cwd=tmp_path, XDG_CACHE_HOME=str(tmp_path / "cache"))
+        done = installed.venv.trysquare(
+            "validate",
+            "scenario.toml",
+            "runs",
+            "--no-progress",
+            cwd=tmp_path,
+            XDG_CACHE_HOME=str(tmp_path / "cache"),
+        )
         sent = server.received
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 run: 1 valid" in done.stdout

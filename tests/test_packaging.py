@@ -13,7 +13,11 @@ from tests.test_install import kit_files
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECTS = sorted(
-    [ROOT / "pyproject.toml", *ROOT.glob("*/pyproject.toml"), *ROOT.glob("plugins/*/pyproject.toml")]
+    [
+        ROOT / "pyproject.toml",
+        *ROOT.glob("*/pyproject.toml"),
+        *ROOT.glob("plugins/*/pyproject.toml"),
+    ]
 )
 SIBLING = re.compile(r"^(trysquare(?:-[a-z-]+)?)\s*(.*)$")
 
@@ -24,19 +28,33 @@ def project(path: Path) -> dict:
 
 def test_every_distribution_folder_is_found() -> None:
     names = {project(path)["name"] for path in PYPROJECTS}
-    assert {"trysquare", "trysquare-core", "trysquare-script", "trysquare-judge", "trysquare-form",
-            "trysquare-view", "trysquare-dask", "trysquare-hidden-tests", "trysquare-anthropic"} <= names
+    assert {
+        "trysquare",
+        "trysquare-core",
+        "trysquare-script",
+        "trysquare-judge",
+        "trysquare-form",
+        "trysquare-view",
+        "trysquare-dask",
+        "trysquare-hidden-tests",
+        "trysquare-anthropic",
+    } <= names
 
 
-@pytest.mark.parametrize("pyproject", PYPROJECTS, ids=lambda p: str(p.parent.relative_to(ROOT)) or "root")
+@pytest.mark.parametrize(
+    "pyproject", PYPROJECTS, ids=lambda p: str(p.parent.relative_to(ROOT)) or "root"
+)
 def test_a_distribution_says_what_it_is_where_it_runs_and_what_it_needs(pyproject: Path) -> None:
     meta, folder = project(pyproject), pyproject.parent
     assert (folder / meta["readme"]).is_file()
     assert meta["license"] == "MIT" and meta["license-files"] == ["LICENSE"]
     assert (folder / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
     # The locks and process groups are POSIX: say so to pip's users.
-    assert {"Operating System :: POSIX", "Operating System :: POSIX :: Linux",
-            "Operating System :: MacOS"} <= set(meta["classifiers"])
+    assert {
+        "Operating System :: POSIX",
+        "Operating System :: POSIX :: Linux",
+        "Operating System :: MacOS",
+    } <= set(meta["classifiers"])
     assert {"Homepage", "Source", "Issues"} <= set(meta["urls"])
     for requirement in meta.get("dependencies", []):
         found = SIBLING.match(requirement)
@@ -55,9 +73,12 @@ def test_the_demo_material_ships_with_the_core() -> None:
 def test_the_plugins_page_opens_with_a_mode_and_a_provider_under_40_lines_a_file() -> None:
     files = kit_files()
     assert sorted(files) == [
-        "trysquare-fewfiles/pyproject.toml", "trysquare-fewfiles/test_fewfiles.py",
-        "trysquare-fewfiles/trysquare_fewfiles.py", "trysquare-local/pyproject.toml",
-        "trysquare-local/test_local.py", "trysquare-local/trysquare_local.py",
+        "trysquare-fewfiles/pyproject.toml",
+        "trysquare-fewfiles/test_fewfiles.py",
+        "trysquare-fewfiles/trysquare_fewfiles.py",
+        "trysquare-local/pyproject.toml",
+        "trysquare-local/test_local.py",
+        "trysquare-local/trysquare_local.py",
     ]
     for path, text in files.items():
         assert len(text.splitlines()) < 40, path

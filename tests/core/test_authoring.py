@@ -50,7 +50,9 @@ def snapshot(folder: Path) -> dict[str, tuple[str, int, str]]:
 def project(tmp_path: Path) -> tuple[Path, Path]:
     """A scenario with one script validator, and one finished run."""
     write_script(tmp_path / "scn", "score.py", SCORER)
-    scenario = write_scenario(tmp_path / "scn", """
+    scenario = write_scenario(
+        tmp_path / "scn",
+        """
         [[validation]]
         name = "scope"
         mode = "script"
@@ -62,18 +64,30 @@ def project(tmp_path: Path) -> tuple[Path, Path]:
         mode = "script"
         command = "broken.py"
         metrics = ["ok"]
-    """)
-    write_script(tmp_path / "scn", "broken.py", "import sys\nprint('it went wrong', file=sys.stderr)\nsys.exit(3)\n")
-    run = build_run(tmp_path / "exp" / "r1", base=BASE, changes={"app.py": "x = 2\n"}, response="Done.\n")
+    """,
+    )
+    write_script(
+        tmp_path / "scn",
+        "broken.py",
+        "import sys\nprint('it went wrong', file=sys.stderr)\nsys.exit(3)\n",
+    )
+    run = build_run(
+        tmp_path / "exp" / "r1", base=BASE, changes={"app.py": "x = 2\n"}, response="Done.\n"
+    )
     return scenario, run.path
 
 
-def test_try_prints_the_result_and_stderr_and_leaves_the_run_folder_byte_identical(cli, project) -> None:
+def test_try_prints_the_result_and_stderr_and_leaves_the_run_folder_byte_identical(
+    cli, project
+) -> None:
     scenario, run = project
     before = snapshot(run)
     done = cli("try", scenario, run, "--validator", "scope")
     assert done.returncode == 0, done.stderr
-    assert "validator 'scope' (script) on run 'r1' (cell 'default', repetition 1): valid" in done.stdout
+    assert (
+        "validator 'scope' (script) on run 'r1' (cell 'default', repetition 1): valid"
+        in done.stdout
+    )
     assert "in_scope  true  -- touched app.py" in done.stdout
     assert "changed   1" in done.stdout
     assert "looked at 1 paths" in done.stderr  # the validator's stderr, shown
@@ -116,19 +130,25 @@ def test_try_on_a_validated_run_keeps_its_records_and_still_guards_the_clone(cli
     before = snapshot(run)
     done = cli("try", scenario, run, "--validator", "scope")
     assert done.returncode == 1
-    assert "changed since its work was recorded at first measurement (changed app.py)" in done.stderr
+    assert (
+        "changed since its work was recorded at first measurement (changed app.py)" in done.stderr
+    )
     assert "trysquare-try-" not in done.stderr  # never the scratch copy
     assert snapshot(run) == before
 
 
 def test_try_catches_a_validator_writing_into_the_clone(cli, project, tmp_path: Path) -> None:
     scenario, run = project
-    write_script(tmp_path / "scn", "score.py", (
-        "import json, pathlib, sys\n"
-        "context = json.load(open(sys.argv[1]))\n"
-        "pathlib.Path(context['repo'], 'stray.txt').write_text('oops')\n"
-        "print(json.dumps({'metrics': {'in_scope': True, 'changed': 0}}))\n"
-    ))
+    write_script(
+        tmp_path / "scn",
+        "score.py",
+        (
+            "import json, pathlib, sys\n"
+            "context = json.load(open(sys.argv[1]))\n"
+            "pathlib.Path(context['repo'], 'stray.txt').write_text('oops')\n"
+            "print(json.dumps({'metrics': {'in_scope': True, 'changed': 0}}))\n"
+        ),
+    )
     # Detection is what is shown (with Landlock the write fails at the write instead).
     done = cli("try", scenario, run, env={"TRYSQUARE_SANDBOX": "off"})
     assert done.returncode == 1
@@ -157,17 +177,23 @@ def test_try_refuses_what_it_cannot_run_in_one_sentence(cli, project, tmp_path: 
 
 
 def test_try_a_form_shows_what_is_still_to_fill(cli, project, tmp_path: Path) -> None:
-    scenario, run = project
-    write_scenario(tmp_path / "scn", """
+    _, run = project
+    write_scenario(
+        tmp_path / "scn",
+        """
         [[validation]]
         mode = "form"
         pieces = ["diff"]
         metrics = ["clear"]
-    """, name="form.toml")
+    """,
+        name="form.toml",
+    )
     before = snapshot(run)
     done = cli("try", tmp_path / "scn" / "form.toml", run)
     assert done.returncode == 0, done.stderr
-    assert "validator 'form' (form) on run 'r1' (cell 'default', repetition 1): pending" in done.stdout
+    assert (
+        "validator 'form' (form) on run 'r1' (cell 'default', repetition 1): pending" in done.stdout
+    )
     assert "not yet filled: clear" in done.stdout
     assert snapshot(run) == before
 
@@ -184,9 +210,25 @@ def test_init_writes_a_project_whose_test_and_check_pass(cli, tmp_path: Path) ->
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRYSQUARE_", "PYTEST_"))}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     tests = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
-         "-p", "no:anyio", "test_validator.py"],
-        cwd=target, env=env, capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            "-p",
+            "no:anyio",
+            "test_validator.py",
+        ],
+        cwd=target,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert "3 passed" in tests.stdout

@@ -7,7 +7,7 @@ copy of the run folder that is deleted afterwards. The measured clone is read
 in place, under the same guard and sandbox as ``validate``, so a validator that
 writes into it is caught the same way.
 
-``init [DIR]`` writes a scenario, an ``trysquare.assay`` validator and its pytest
+``init [DIR]`` writes a scenario, a ``trysquare.assay`` validator and its pytest
 test (with the fixtures ``trysquare-core`` ships) that pass as written.
 """
 
@@ -103,7 +103,8 @@ def score_once(scenario: Scenario, run: Run, validation: Validation) -> Scored:
     ``validation.check_runs`` makes. Raises :class:`RunError` when the run's
     context cannot be built.
     """
-    from trysquare import _atomic, context as contexts, guard, results
+    from trysquare import _atomic, guard, results
+    from trysquare import context as contexts
     from trysquare.runner import Task, execute_task
 
     facts = contexts.gather_facts(run)
@@ -225,20 +226,28 @@ def try_validator(
         err.write(f"--- stderr of validator '{shown(validation.name)}' ---\n")
         err.write(shown(stderr, newlines=True).rstrip("\n") + "\n")
     if document["state"] == "invalid":
-        err.write(shown(
-            f"trysquare: validator '{validation.name}' could not score run '{run.id}': "
-            f"{document.get('error')}"
-        ) + "\n")
+        err.write(
+            shown(
+                f"trysquare: validator '{validation.name}' could not score run '{run.id}': "
+                f"{document.get('error')}"
+            )
+            + "\n"
+        )
         return 1
     return 0
 
 
-def _print_result(out: TextIO, validation: Validation, run: Run, document: Mapping[str, Any]) -> None:
+def _print_result(
+    out: TextIO, validation: Validation, run: Run, document: Mapping[str, Any]
+) -> None:
     """The result as a person reads it: one metric a line, its reason beside it."""
-    out.write(shown(
-        f"validator '{validation.name}' ({validation.mode}) on run '{run.id}' "
-        f"(cell '{run.cell}', repetition {run.repetition}): {document['state']}"
-    ) + "\n")
+    out.write(
+        shown(
+            f"validator '{validation.name}' ({validation.mode}) on run '{run.id}' "
+            f"(cell '{run.cell}', repetition {run.repetition}): {document['state']}"
+        )
+        + "\n"
+    )
     metrics: Mapping[str, Any] = document.get("metrics") or {}
     reasons: Mapping[str, str] = document.get("reasons") or {}
     width = max((len(m) for m in metrics), default=0)
@@ -254,8 +263,7 @@ def _print_result(out: TextIO, validation: Validation, run: Run, document: Mappi
     missing = [m for m in validation.metrics if m not in metrics]
     if missing and document["state"] != "invalid":
         out.write(shown(f"  not yet filled: {', '.join(missing)}") + "\n")
-    for note in document.get("notes") or ():
-        out.write(shown(f"  note: {note}") + "\n")
+    out.writelines(shown(f"  note: {note}") + "\n" for note in document.get("notes") or ())
     out.write(shown(f"nothing was recorded in {run.dir}") + "\n")
 
 
@@ -279,7 +287,9 @@ def init_project(target: Path) -> list[Path]:
     paths = [target / name for name in INIT_FILES]
     for path in paths:
         if path.exists() or path.is_symlink():
-            raise UsageError(f"{path} exists already; init never replaces a file (move it, or name another folder)")
+            raise UsageError(
+                f"{path} exists already; init never replaces a file (move it, or name another folder)"
+            )
     target.mkdir(parents=True, exist_ok=True)
     for path in paths:
         source = _TEMPLATES / f"{path.name}.txt"
@@ -295,9 +305,11 @@ def _init_command(args: argparse.Namespace) -> int:
     for path in written:
         print(shown(f"wrote {path}"))
     where = args.dir
-    print(shown(
-        f"next: `pytest {where}` runs the validator's tests; "
-        f"`trysquare check {where / 'scenario.toml'}` loads the scenario; "
-        f"`trysquare try {where / 'scenario.toml'} RUN_DIR` scores one run"
-    ))
+    print(
+        shown(
+            f"next: `pytest {where}` runs the validator's tests; "
+            f"`trysquare check {where / 'scenario.toml'}` loads the scenario; "
+            f"`trysquare try {where / 'scenario.toml'} RUN_DIR` scores one run"
+        )
+    )
     return 0
