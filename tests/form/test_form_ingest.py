@@ -156,7 +156,7 @@ def test_re_validating_never_loses_an_ingested_value(cli, validated: Matrix) -> 
 
     done = cli("validate", matrix.scenario, matrix.root, "--no-progress")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "6 runs: 1 valid, 5 pending"
+    assert done.stdout.strip().splitlines()[-1] == "6 runs: 1 valid, 5 pending; 12 results unchanged (reused)"
     assert matrix.result(target) == recorded  # up to date: not even re-run
 
     done = cli("validate", matrix.scenario, matrix.root, "--no-progress", "--force")
