@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="trysquare",
         description="Turn finished coding-agent runs into named metrics. Paths on every command "
         "line are relative to the current directory; `trysquare COMMAND --help` describes one.",
-        epilog="example:\n  trysquare demo\n  trysquare validate scenario.toml runs/ && trysquare report scenario.toml runs/",
+        epilog="example:\n  trysquare demo\n"
+        "  trysquare validate scenario.toml runs/ && trysquare report scenario.toml runs/",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"trysquare {__version__}")
@@ -260,6 +261,10 @@ def _validate(args: argparse.Namespace) -> int:
     from trysquare.runner import ValidateOptions
     from trysquare.selection import Selection
 
+    if args.junit_xml is not None and not args.junit_xml.absolute().parent.is_dir():
+        # Said before anything runs: CI must not learn it after an hour of validators.
+        folder = args.junit_xml.absolute().parent
+        raise UsageError(f"--junit-xml {args.junit_xml}: the folder {folder} does not exist")
     scenario = _load(args.scenario, args.config)
     whole = load_experiments(args.paths, replay=args.replay)
     _refuse_duplicates(whole)
@@ -290,7 +295,8 @@ def _validate(args: argparse.Namespace) -> int:
         return _ci_outputs(args, scenario, experiments, summary)
 
     machine = args.format == "json"
-    return _run_validate(scenario, experiments, options, out=sys.stderr if machine else sys.stdout, finish=outputs)
+    out = sys.stderr if machine else sys.stdout  # json: stdout holds the one object
+    return _run_validate(scenario, experiments, options, out=out, finish=outputs)
 
 
 def _say_verdicts_kept(scenario: Any, only: Sequence[str], out: Any) -> None:
@@ -317,7 +323,12 @@ def _ci_outputs(args: argparse.Namespace, scenario: Any, experiments: Any, summa
     if args.junit_xml is not None:
         from trysquare.junit import write_junit
 
-        write_junit(args.junit_xml, found, name=f"trysquare {scenario.path.stem}")
+        try:
+            write_junit(args.junit_xml, found, name=f"trysquare {scenario.path.stem}")
+        except OSError as error:
+            problem = error.strerror or str(error)
+            print(shown(f"trysquare: --junit-xml {args.junit_xml}: not written: {problem}"), file=sys.stderr)
+            exit_code = max(exit_code, 1)
     if args.format == "json":
         sys.stdout.write(ci.dump(ci.validate_document(summary, found, scenario=scenario, exit_code=exit_code)))
     else:

@@ -49,7 +49,9 @@ def stderr_tail(run_dir: Path, name: str, *, lines: int = TAIL_LINES) -> list[st
     finally:
         os.close(fd)
     text = data.decode("utf-8", errors="replace")
-    kept = [line for line in text.splitlines() if line.strip()]
+    # Lines end at "\n" only: the other characters str.splitlines() breaks at are the
+    # validator's text, shown escaped on their line.
+    kept = [line.removesuffix("\r") for line in text.split("\n") if line.strip()]
     if size > _TAIL_BYTES and kept:
         kept = kept[1:]  # the first line read may be cut in the middle
     return [_capped(line) for line in kept[-lines:]]

@@ -8,6 +8,7 @@ how commands are wired. Plugin commands (``form``, ``view``) carry their own.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 __all__ = ["PATH_NOTE", "apply"]
 
@@ -90,7 +91,7 @@ _ARGUMENTS: dict[str, str] = {
 _PATHS = frozenset({"config", "output", "repo", "prompt", "session", "trace", "dir", "run_dir"})
 
 
-def apply(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def apply(commands: argparse._SubParsersAction[Any]) -> None:
     """Give each core command its description and example, and each bare argument its help."""
     for name, parser in commands.choices.items():
         if name in _COMMANDS:

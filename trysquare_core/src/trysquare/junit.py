@@ -25,7 +25,8 @@ Run ids, cells, reasons, errors and stderr come from run folders (the agent's):
 the XML is built with :mod:`xml.etree.ElementTree`, which escapes markup (so a
 ``]]>`` or a ``</testcase>`` in a reason is text), and every character XML 1.0
 cannot hold at all (C0 controls, lone surrogates, U+FFFE/U+FFFF) is first
-written as a visible escape (``\\x1b``), so the file always parses.
+written as a visible escape (``\\x1b``), so the file always parses; so are C1
+controls and bidirectional overrides, which a CI page would show to a person.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trysquare._shown import shown
 from trysquare.ci import ResultRecord
 
 __all__ = ["render_junit", "write_junit"]
@@ -48,9 +50,19 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _text(value: object) -> str:
-    """Text safe in an XML 1.0 attribute or element."""
-    text = value if isinstance(value, str) else str(value)
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+    """Text safe in an XML 1.0 attribute or element, and on the page a CI system renders.
+
+    Besides what XML cannot hold, C1 controls, bidirectional overrides and the other
+    characters :func:`~trysquare._shown.shown` escapes are written as escapes too:
+    a CI page is read by a person, as a terminal is. Newlines are kept.
+    """
+    text = shown(value if isinstance(value, str) else str(value), newlines=True)
+    return _NOT_XML.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _seconds(value: float | None) -> str:

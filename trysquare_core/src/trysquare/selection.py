@@ -80,7 +80,9 @@ class Selection:
         unmatched = [f"--cell {g}" for g in self.cells if not any(fnmatch.fnmatchcase(c, g) for c in cells)]
         unmatched += [f"--run {g}" for g in self.runs if not any(fnmatch.fnmatchcase(i, g) for i in ids)]
         if unmatched:
-            raise UsageError(f"{', '.join(unmatched)}: matches no run (globs are fnmatch patterns over the whole name)")
+            raise UsageError(
+                f"{', '.join(unmatched)}: matches no run (globs are fnmatch patterns over the whole name)"
+            )
         if not any(e.runs or e.errors for e in chosen):
             given = " ".join([*(f"--cell {g}" for g in self.cells), *(f"--run {g}" for g in self.runs)])
             raise UsageError(f"{given}: no run matches all of these together")

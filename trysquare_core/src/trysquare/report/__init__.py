@@ -100,7 +100,7 @@ def run_report(
     return 0 if report["publishable"] else 1
 
 
-def _rows_of(rows: Sequence[Mapping[str, Any]], experiment: Any, chosen: set[Any]) -> list[Mapping[str, Any]]:
+def _rows_of(rows: Sequence[dict[str, Any]], experiment: Any, chosen: set[Any]) -> list[dict[str, Any]]:
     """The measures rows of the runs (and unusable run folders) whose folder is in ``chosen``."""
     from trysquare.results import unusable_row
 
