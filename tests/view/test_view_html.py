@@ -128,7 +128,7 @@ def test_usage_table_totals_per_validator_and_cell_with_the_cost_or_no_price(pag
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", evil)
     assert cells[2:] == ["2", "1", "not reported", "not reported", "not reported", "no price declared"]
     total = next(row for row in rows if "all cells" in row)
-    assert 'class="total"' in total and "$0.00152 + 1 result(s): no price declared" in total
+    assert 'class="total"' in total and "$0.00152 + 2 result(s): no price declared" in total
     assert XSS not in page and "$0.00" not in evil
 
 

@@ -477,8 +477,8 @@ def usage_totals(validator: str | None, cell: str | None, items: Sequence[Mappin
     priced: list[float] = []
     unpriced: dict[str, int] = {}
     for item in items:
-        if not item.get("requests"):
-            continue  # sent nothing: no cost to say, priced or not
+        if item.get("requests") == 0:
+            continue  # sent nothing: no cost to say, priced or not (unknown is not nothing)
         cost, why = _result_cost(item)
         if cost is None:
             unpriced[why or NO_PRICE] = unpriced.get(why or NO_PRICE, 0) + 1
