@@ -55,7 +55,8 @@ def blocks(page: Path) -> list[Block]:
         indent, fence = opening["indent"], opening["fence"]
         body: list[str] = []
         end = number + 1
-        while end < len(lines) and not lines[end].strip().startswith(fence):
+        closing = re.compile(re.escape(fence[0]) + "{%d,}" % len(fence))  # as long or longer
+        while end < len(lines) and not closing.fullmatch(lines[end].strip()):
             body.append(lines[end][len(indent):] if lines[end].startswith(indent) else lines[end])
             end += 1
         previous = next((lines[i] for i in range(number - 1, -1, -1) if lines[i].strip()), "")
@@ -174,6 +175,12 @@ call_the_judge()
 ```toml
 not = "run"
 ```
+
+````markdown
+```python
+shown_not_run()
+```
+````
 """
 
 
@@ -186,6 +193,7 @@ def test_blocks_reads_languages_markers_and_indented_fences(tmp_path: Path) -> N
         ("python", 8, "needs a judge server"),
         ("sh", 14, None),
         ("toml", 18, None),
+        ("markdown", 22, None),
     ]
     assert found[2].code == "test -f scenario.toml\n"
     assert [b.line for b in runnable(page)] == [3, 14]

@@ -46,5 +46,6 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     # The API reference was rendered from the docstrings, not left as a `:::` line.
     api = (site / "api" / "index.html").read_text(encoding="utf-8")
     assert ":::" not in api and "Validation" in api
+    assert ":class:" not in api  # Sphinx roles render as plain code
     # A page's link to a plugin's README reaches a page of the site.
     assert (site / "repo" / "plugins" / "trysquare-dask" / "index.html").is_file()
