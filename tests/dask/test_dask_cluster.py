@@ -211,10 +211,11 @@ def test_the_judge_concurrency_bound_holds_across_worker_processes(lab) -> None:
     assert all(lab.result(f"r{number}")["metrics"] == good for number in range(6))
 
 
-def test_a_task_whose_worker_always_dies_makes_its_run_invalid_saying_so(cli, matrix) -> None:
+def test_a_task_whose_worker_always_dies_makes_its_run_invalid_saying_so(cli_process, matrix) -> None:
     m: Matrix = matrix(["doom1"])
     (m.exp / "runs" / "doom1" / "kill-worker-always.txt").write_text("")
-    done = cli(
+    # A real process: dask reads DASK_* from the environment once, when it is imported.
+    done = cli_process(
         "validate",
         m.scenario,
         m.exp,
