@@ -107,7 +107,8 @@ def test_an_existing_cluster_is_used_by_its_address(cli, matrix) -> None:
     from distributed import LocalCluster
 
     m: Matrix = matrix(["r1", "bad1"])
-    # Threads in this process: cheap, and still another process than the CLI's.
+    # Threads in this process, cheap: what is shown is that validate reaches a cluster it did
+    # not start, by its scheduler's address over TCP.
     with LocalCluster(
         n_workers=1,
         threads_per_worker=2,
