@@ -208,3 +208,24 @@ def make_run(tmp_path: Path) -> Callable[..., RunBuilder]:
         return RunBuilder(tmp_path / "exp" / "runs" / run_id, **kwargs)  # type: ignore[arg-type]
 
     return make
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep the users of one expensive shared fixture on one xdist worker.
+
+    Tests are spread one by one over the workers (``--dist loadgroup``), which
+    balances a slow file across them; but a module- or session-scoped fixture of
+    the suite (a browser, a built virtual environment) would then be built once
+    per worker. Its users are grouped instead, so it is built once.
+    """
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        for name, definitions in info.name2fixturedefs.items():
+            shared = [d for d in definitions if d.scope in ("module", "session") and d.baseid]
+            if shared:
+                scope = shared[-1].scope
+                group = f"{shared[-1].baseid}::{name}" if scope == "session" else item.nodeid.split("::")[0]
+                item.add_marker(pytest.mark.xdist_group(group))
+                break

@@ -107,7 +107,8 @@ def test_an_existing_cluster_is_used_by_its_address(cli, matrix) -> None:
     from distributed import LocalCluster
 
     m: Matrix = matrix(["r1", "bad1"])
-    # Threads in this process: cheap, and still another process than the CLI's.
+    # Threads in this process, cheap: what is shown is that validate reaches a cluster it did
+    # not start, by its scheduler's address over TCP.
     with LocalCluster(
         n_workers=1,
         threads_per_worker=2,
@@ -211,10 +212,11 @@ def test_the_judge_concurrency_bound_holds_across_worker_processes(lab) -> None:
     assert all(lab.result(f"r{number}")["metrics"] == good for number in range(6))
 
 
-def test_a_task_whose_worker_always_dies_makes_its_run_invalid_saying_so(cli, matrix) -> None:
+def test_a_task_whose_worker_always_dies_makes_its_run_invalid_saying_so(cli_process, matrix) -> None:
     m: Matrix = matrix(["doom1"])
     (m.exp / "runs" / "doom1" / "kill-worker-always.txt").write_text("")
-    done = cli(
+    # A real process: dask reads DASK_* from the environment once, when it is imported.
+    done = cli_process(
         "validate",
         m.scenario,
         m.exp,

@@ -124,9 +124,10 @@ def test_full_disk_makes_the_task_invalid_and_stops_the_matrix(tmp_path: Path, m
     assert not any((exp / "runs" / f"r{i}" / "validation" / "score.json").exists() for i in range(4))
 
 
-def test_full_disk_on_the_cli_exits_1_without_a_traceback(cli, tmp_path: Path) -> None:
+def test_full_disk_on_the_cli_exits_1_without_a_traceback(cli_process, tmp_path: Path) -> None:
     # RLIMIT_FSIZE is EFBIG, not ENOSPC, and no tmpfs is at hand unprivileged: a
-    # sitecustomize makes the result writer meet a full disk in the real process.
+    # sitecustomize makes the result writer meet a full disk in the real process
+    # (a real process is the point: sitecustomize runs at interpreter start).
     exp, scenario = matrix(tmp_path, count=2)
     site = tmp_path / "site"
     site.mkdir()
@@ -142,7 +143,7 @@ def test_full_disk_on_the_cli_exits_1_without_a_traceback(cli, tmp_path: Path) -
         "_atomic.write_bytes = _full\n",
         encoding="utf-8",
     )
-    done = cli("validate", scenario, exp, "--no-progress", "--jobs", "1", env={"PYTHONPATH": str(site)})
+    done = cli_process("validate", scenario, exp, "--no-progress", "--jobs", "1", env={"PYTHONPATH": str(site)})
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
     assert "no space left on device" in done.stdout

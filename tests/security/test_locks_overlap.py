@@ -95,13 +95,14 @@ def test_form_ingest_on_the_experiment_while_validate_works_on_one_run(cli, tmp_
     assert "2 merged" in again.stdout
 
 
-def test_validate_on_one_run_while_form_ingest_holds_the_experiment(cli, tmp_path: Path) -> None:
+def test_validate_on_one_run_while_form_ingest_holds_the_experiment(cli_process, tmp_path: Path) -> None:
     from trysquare.lock import experiment_lock
 
     exp, scenario = experiment(tmp_path)
     runs = discover([exp])[0].runs
-    with experiment_lock(exp, runs, command="form ingest"):  # as `form ingest` holds it
-        done = cli("validate", scenario, exp / "runs" / "r1", "--no-progress", "--only", "slow")
+    # The lock is held by this process, as `form ingest` would hold it: validate must be another.
+    with experiment_lock(exp, runs, command="form ingest"):
+        done = cli_process("validate", scenario, exp / "runs" / "r1", "--no-progress", "--only", "slow")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "another trysquare form ingest is running on" in done.stderr
     assert not (exp / "runs" / "r1" / "validation" / "slow.json").exists()

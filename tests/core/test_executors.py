@@ -1,0 +1,73 @@
+"""``trysquare.executors``: choosing where tasks run, and the built-in local pool.
+
+The tasks here are stand-ins (the pool only hands them to ``execute_task``), so
+what is shown is the pool's own promise: at most ``jobs`` at once, every result
+yielded, nothing started once a stop is asked for.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from trysquare import executors, runner
+from trysquare.errors import UsageError
+
+pytestmark = pytest.mark.fast
+
+
+def test_the_local_executor_is_registered_and_an_unknown_one_is_named() -> None:
+    assert callable(executors.get("local", {}, jobs=2).run)
+    with pytest.raises(UsageError) as refused:
+        executors.get("nowhere", {}, jobs=2)
+    assert refused.value.message.startswith("--executor nowhere: no installed plugin provides executor 'nowhere'")
+    assert "local" in refused.value.message
+
+
+def test_the_local_executor_takes_no_options() -> None:
+    with pytest.raises(UsageError, match="--executor-option workers: the local executor takes no options"):
+        executors.get("local", {"workers": "2"}, jobs=2)
+
+
+def fake_tasks(monkeypatch: pytest.MonkeyPatch, count: int, delay: float = 0.05) -> dict[str, Any]:
+    """``count`` stand-in tasks; ``execute_task`` records the peak of those running at once."""
+    seen: dict[str, Any] = {"now": 0, "peak": 0, "started": []}
+    lock = threading.Lock()
+
+    def execute(task: Any, *, interrupted: Any) -> dict[str, Any]:
+        with lock:
+            seen["now"] += 1
+            seen["peak"] = max(seen["peak"], seen["now"])
+            seen["started"].append(task)
+        time.sleep(delay)
+        with lock:
+            seen["now"] -= 1
+        return {"task": task}
+
+    monkeypatch.setattr(runner, "execute_task", execute)
+    seen["tasks"] = [f"t{number}" for number in range(count)]
+    return seen
+
+
+def test_the_pool_runs_at_most_jobs_at_once_and_yields_every_result(monkeypatch) -> None:
+    seen = fake_tasks(monkeypatch, 7)
+    pool = executors.get("local", {}, jobs=3)
+    done = list(pool.run(seen["tasks"], should_stop=lambda: False))
+    assert sorted(task for task, _ in done) == sorted(seen["tasks"])
+    assert all(document == {"task": task} for task, document in done)
+    assert 1 < seen["peak"] <= 3
+
+
+def test_a_stop_starts_nothing_more(monkeypatch) -> None:
+    seen = fake_tasks(monkeypatch, 10)
+    stop = threading.Event()
+    pool = executors.get("local", {}, jobs=2)
+    finished = []
+    for task, _ in pool.run(seen["tasks"], should_stop=stop.is_set):
+        finished.append(task)
+        stop.set()
+    # What had started finishes (and is yielded); nothing after the stop starts.
+    assert len(seen["started"]) <= 3 and len(finished) == len(seen["started"])

@@ -1,0 +1,106 @@
+"""``trysquare.results``: what is written beside a run, and how a row of ``measures.json`` is read.
+
+Called directly on a real run folder: the history keeps every replaced result
+once, a damaged file is never read as a measurement, and a run's state follows
+the rules (invalid beats pending beats valid).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trysquare import results
+from trysquare.runs import Run, discover
+from trysquare.scenario import Scenario, load_scenario
+from trysquare.testing import build_run
+
+from tests.helpers import write_scenario, write_script
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Run:
+    build_run(tmp_path / "exp" / "runs" / "r1", base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"})
+    (found,) = discover([tmp_path / "exp"])[0].runs
+    return found
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Scenario:
+    folder = tmp_path / "scn"
+    write_script(folder, "score.py", "print('{}')\n")
+    return load_scenario(write_scenario(folder, """
+        [[validation]]
+        name = "score"
+        mode = "script"
+        command = "score.py"
+        metrics = ["changed", "small"]
+
+        [[validation]]
+        name = "human"
+        mode = "form"
+        pieces = ["diff"]
+        metrics = ["clear"]
+    """))
+
+
+def document(state: str = "valid", **metrics: object) -> dict:
+    return {"metrics": metrics, "reasons": {}, "state": state, "error": None if state != "invalid" else "boom"}
+
+
+def history(run: Run, name: str = "score") -> list[dict]:
+    path = run.validation_dir / f"{name}.history.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_replaced_result_goes_to_the_history_once(run: Run) -> None:
+    first, second = document(changed=True), document(changed=False)
+    results.write_result(run, "score", first, b"first stderr")
+    assert history(run) == [] and results.read_result(run, "score") == first
+    results.write_result(run, "score", second, None)
+    assert history(run) == [first] and results.read_result(run, "score") == second
+    # Killed after the history append, before the replacement: the retry appends nothing twice.
+    results.write_result(run, "score", document(changed=None), None)
+    (run.validation_dir / "score.json").write_text(json.dumps(second))
+    results.write_result(run, "score", document(changed=None), None)
+    assert history(run) == [first, second]
+    assert (run.validation_dir / "score.stderr").read_bytes() == b"first stderr"
+
+
+@pytest.mark.parametrize("damage", ["{not json", "[1, 2]", '{"state": "maybe", "metrics": {}}'])
+def test_a_damaged_result_is_never_a_measurement(run: Run, scenario: Scenario, damage: str) -> None:
+    run.validation_dir.mkdir(parents=True, exist_ok=True)
+    (run.validation_dir / "score.json").write_text(damage)
+    assert results.read_result(run, "score") is None
+    with pytest.raises(results.UnreadableResult):
+        results.load_result(run, "score")
+    row = results.run_row(scenario, run)
+    assert row["state"] == "invalid" and row["metrics"] == {}
+    assert row["errors"][0]["validator"] == "score" and "run validate again" in row["errors"][0]["error"]
+
+
+def test_a_rows_state_is_invalid_then_pending_then_valid(run: Run, scenario: Scenario) -> None:
+    assert results.run_row(scenario, run)["pending"] == ["changed", "clear", "small"]
+    results.write_result(run, "score", document(changed=True), None)  # `small` missing
+    row = results.run_row(scenario, run)
+    assert row["state"] == "pending" and row["pending"] == ["clear", "small"]
+    results.write_result(run, "score", document(changed=True, small=True), None)
+    results.write_result(run, "human", document(clear=True), None)
+    row = results.run_row(scenario, run)
+    assert (row["state"], row["metrics"]) == ("valid", {"changed": True, "small": True, "clear": True})
+    results.write_result(run, "human", document("invalid"), None)
+    row = results.run_row(scenario, run)
+    assert row["state"] == "invalid" and row["errors"] == [{"validator": "human", "error": "boom"}]
+
+
+def test_measures_are_ordered_by_cell_then_repetition_and_written_whole(tmp_path: Path, scenario: Scenario) -> None:
+    for run_id, cell, repetition in (("z", "b", 1), ("y", "a", 2), ("x", "a", 1)):
+        build_run(tmp_path / "many" / "runs" / run_id, base={"a.py": "a\n"}, cell=cell, repetition=repetition)
+    rows = results.build_measures(scenario, discover([tmp_path / "many"])[0].runs)
+    assert [row["id"] for row in rows] == ["x", "y", "z"]
+    path = results.write_measures(tmp_path / "many", rows)
+    assert json.loads(path.read_text()) == rows
