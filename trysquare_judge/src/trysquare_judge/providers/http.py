@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import httpcore  # noqa: F401 - httpx imports it on the first client; paid here, when a provider connects
 import httpx
 
 from trysquare_judge.providers import ChatReply, ProviderConfig, ProviderError
