@@ -141,7 +141,8 @@ def _validate(
 
     from trysquare import context as contexts
     from trysquare import results
-    from trysquare.runner import Task, execute_task
+    from trysquare.execute import execute_task
+    from trysquare.modes import ValidationTask
     from trysquare.runs import load_run
     from trysquare.scenario import load_scenario
 
@@ -160,7 +161,7 @@ def _validate(
     context_path = results.archive_dir(run, validation.name) / "context.json"
     context_path.parent.mkdir(parents=True, exist_ok=True)
     context_path.write_text(text, encoding="utf-8")
-    task = Task(
+    task = ValidationTask(
         run=run,
         validation=validation,
         context=context,
@@ -175,8 +176,9 @@ def _validate(
         suite_pass_env=scenario.task.pass_env,
         clone_before=clone_before,
     )
-    document = execute_task(task)
-    assert document is not None  # only an interruption records nothing
+    result = execute_task(task)
+    assert result is not None  # only an interruption records nothing
+    document = result.document
     stderr_path = run.validation_dir / f"{validation.name}.stderr"
     stderr = (
         stderr_path.read_text(encoding="utf-8", errors="replace") if stderr_path.exists() else ""
