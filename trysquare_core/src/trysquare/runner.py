@@ -27,7 +27,7 @@ from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
 from trysquare.summary import Summary
 
-__all__ = ["Summary", "Task", "TaskResult", "ValidateOptions", "ValidationTask", "execute_task", "validate"]
+__all__ = ["Summary", "TaskResult", "ValidateOptions", "ValidationTask", "execute_task", "validate"]
 
 # The runner's task has one type, the one modes are handed; this is its old name here.
 # ValidateOptions, Summary and execute_task, now in their own modules, are
