@@ -43,7 +43,7 @@ from trysquare._suiteslot import REPORT_ENV, REPORT_FILE, REUSE_ENV
 
 if TYPE_CHECKING:
     from trysquare.modes import Outcome
-    from trysquare.runner import Task
+    from trysquare.modes import ValidationTask as Task
 
 __all__ = ["REPORT_ENV", "REUSE_ENV", "SuiteOffer", "collect", "offer", "suite_key"]
 
@@ -151,7 +151,7 @@ def offer(task: Task) -> SuiteOffer | None:
         report = task.context_path.parent / REPORT_FILE
         # Whatever lies there now was not written by this validator: never read as its report.
         _remove(report, run.dir)
-        reused = None if getattr(task, "rerun_suite", False) else _verified(task, key)
+        reused = None if task.rerun_suite else _verified(task, key)
     except (OSError, ValueError, RecursionError):
         return None  # the cache is an economy, never a reason to fail a run
     environment = {REPORT_ENV: str(report)}

@@ -97,7 +97,7 @@ def score_once(scenario: Scenario, run: Run, validation: Validation) -> Scored:
 
     The runner's own path, in process: the facts gathered, the clone checked
     against its recorded work and pictured, the context built and archived, the
-    mode's ``evaluate`` run through :func:`trysquare.runner.execute_task`, and the
+    mode's ``evaluate`` run through :func:`trysquare.execute.execute_task`, and the
     clone compared with its picture afterwards (said in ``clone_changes``; the
     document is left as recorded). The caller has made the refusals
     ``validation.check_runs`` makes. Raises :class:`RunError` when the run's
@@ -105,7 +105,8 @@ def score_once(scenario: Scenario, run: Run, validation: Validation) -> Scored:
     """
     from trysquare import _atomic, guard, results
     from trysquare import context as contexts
-    from trysquare.runner import Task, execute_task
+    from trysquare.execute import execute_task
+    from trysquare.modes import ValidationTask
 
     facts = contexts.gather_facts(run)
     clone_before = guard.picture_clone(run, facts)
@@ -117,7 +118,7 @@ def score_once(scenario: Scenario, run: Run, validation: Validation) -> Scored:
         _atomic.write_text(context_path, text, root=run.dir)
     except _atomic.UnsafePath as unsafe:
         raise RunError(f"{run.label}: {unsafe}") from None
-    task = Task(
+    task = ValidationTask(
         run=run,
         validation=validation,
         context=context,
@@ -132,8 +133,9 @@ def score_once(scenario: Scenario, run: Run, validation: Validation) -> Scored:
         protected_env=frozenset(scenario.protected_env),
         suite_pass_env=scenario.task.pass_env,
     )
-    document = execute_task(task)
-    assert document is not None  # only an interruption records nothing
+    result = execute_task(task)
+    assert result is not None  # only an interruption records nothing
+    document = result.document
     changes = None if clone_before is None else guard.clone_changes(run, clone_before)
     stderr_path = run.validation_dir / f"{validation.name}.stderr"
     try:

@@ -1,21 +1,23 @@
 """Where validation tasks run: the built-in ``local`` pool, or one from a plugin.
 
 An executor takes planned tasks (each a run × validator with its context
-archived) and yields ``(task, document)`` as each finishes; the document is
-what :func:`trysquare.runner.execute_task` recorded.
+archived) and yields a :class:`trysquare.execute.TaskResult` as each finishes:
+what :func:`trysquare.execute.execute_task` recorded. (An executor that yields
+``(task, document)`` pairs, as they once did, still works.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from trysquare.errors import UsageError
 from trysquare.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from trysquare.runner import Task
+    from trysquare.execute import TaskResult
+    from trysquare.modes import ValidationTask as Task
 
 __all__ = ["Executor", "LocalExecutor", "get"]
 
@@ -31,7 +33,7 @@ class Executor(Protocol):
 class RunningExecutor(Protocol):
     def run(
         self, tasks: Sequence[Task], *, should_stop: Callable[[], bool]
-    ) -> Iterable[tuple[Task, dict[str, Any]]]:
+    ) -> Iterable[TaskResult]:
         ...
 
 
@@ -54,11 +56,11 @@ class _LocalPool:
 
     def run(
         self, tasks: Sequence[Task], *, should_stop: Callable[[], bool]
-    ) -> Iterator[tuple[Task, dict[str, Any]]]:
-        from trysquare.runner import execute_task
+    ) -> Iterator[TaskResult]:
+        from trysquare.execute import execute_task
 
         pending = iter(tasks)
-        running: dict[Future[dict[str, Any] | None], Task] = {}
+        running: dict[Future[TaskResult | None], Task] = {}
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             # Submit no more than the pool can start, so a stop takes effect at once.
             while True:
@@ -71,10 +73,10 @@ class _LocalPool:
                     return
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
-                    task = running.pop(future)
-                    document = future.result()
-                    if document is not None:
-                        yield task, document
+                    running.pop(future)
+                    result = future.result()
+                    if result is not None:
+                        yield result
 
 
 @hookimpl

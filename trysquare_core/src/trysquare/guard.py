@@ -37,7 +37,7 @@ from trysquare.runs import Run
 
 if TYPE_CHECKING:
     from trysquare.context import RunFacts
-    from trysquare.runner import Task
+    from trysquare.modes import ValidationTask as Task
 
 __all__ = [
     "WORK_FILE",

@@ -2,7 +2,7 @@
 
 A *mode* (``script``, ``judge``, ``form``, or one from a plugin) turns one
 ``[[validation]]`` table into a :class:`Validation`. The runner builds the
-context once per run, archives it, and hands each validation a :class:`Job`;
+context once per run, archives it, and hands each validation a :class:`ValidationTask`;
 the validation returns an :class:`Outcome`, which the runner records.
 """
 
@@ -19,10 +19,11 @@ from trysquare import _convert
 from trysquare.errors import ScenarioError
 
 if TYPE_CHECKING:
+    from trysquare.guard import ClonePicture
     from trysquare.runs import Run
     from trysquare.scenario import Scenario
 
-__all__ = ["Job", "Mode", "Outcome", "State", "TableSource", "Validation", "check_timeout"]
+__all__ = ["Job", "Mode", "Outcome", "State", "TableSource", "Validation", "ValidationTask", "check_timeout"]
 
 State = Literal["valid", "invalid", "pending"]
 T = TypeVar("T")
@@ -122,26 +123,36 @@ class Mode(Protocol):
         ...
 
 
+def _archive_of(task: ValidationTask) -> Path:
+    # Where results.archive_dir puts it; spelt here so a task needs nothing but its run.
+    return task.run.validation_dir / task.validation.name
+
+
 @attrs.frozen
-class Job:
+class ValidationTask:
     """One run × one validation, its context already built and archived.
+
+    The one record for this through trysquare: the runner plans it, an executor
+    runs it (:func:`trysquare.execute.execute_task`), and a mode's
+    :meth:`Validation.evaluate` reads it (``Job`` is its older name).
 
     ``run`` is the :class:`trysquare.runs.Run` (its folder, clone, ids);
     ``context`` the mapping the validator is handed (the context keys, see
     ``docs/api.md``), also archived at ``context_path`` (what a script is
     given). ``archive`` (``validation/<name>/``) is where a mode keeps evidence:
-    write there through ``trysquare._atomic`` with ``root=run.dir``, never by
-    following a symlink. ``previous`` is the recorded result this one replaces
-    (a form keeps its human answers from it). A child process running untrusted
-    code gets ``protected_env`` removed whatever ``suite_pass_env`` passes.
+    write there through the no-follow writers of :mod:`trysquare.plugin_api`,
+    never by following a symlink. ``previous`` is the recorded result this one
+    replaces (a form keeps its human answers from it). A child process running
+    untrusted code gets ``protected_env`` removed whatever ``suite_pass_env`` passes.
     """
 
     run: Run
     validation: Validation
     context: Mapping[str, Any]
     context_path: Path  # validation/<name>/context.json, what a script is handed
-    archive: Path  # validation/<name>/, where a mode may keep evidence (transcripts)
-    previous: Mapping[str, Any] | None  # the result this one would replace, if any
+    # validation/<name>/, where a mode may keep evidence (transcripts)
+    archive: Path = attrs.field(default=attrs.Factory(_archive_of, takes_self=True))
+    previous: Mapping[str, Any] | None = None  # the result this one would replace, if any
     # Variables a child of this job must never get (a judge provider's key), whatever pass_env says.
     protected_env: frozenset[str] = frozenset()
     # Secret-looking variables the scenario's suite may see ([task] pass_env), from the
@@ -150,6 +161,22 @@ class Job:
     # trysquare's own variables for a validator process it starts (where run.tests()
     # finds a recorded suite outcome and reports a fresh one): set by the runner.
     environment: Mapping[str, str] = attrs.field(factory=dict)
+    # What the runner records beside the outcome: the validator's digest and the
+    # context's, so an unchanged pair is reused next time.
+    digest: str = ""
+    context_digest: str = ""
+    # Which validator declares each metric (its own included): a stray metric another one
+    # declares is dropped, the declarer wins. One mapping shared by every task: a copy per
+    # task without its own metrics made 10,000 validators cost 10,000² entries.
+    declared_elsewhere: Mapping[str, str] = attrs.field(factory=dict)
+    # The measured clone before validation (a trysquare.guard.ClonePicture), to catch
+    # a validator writing into it; None when the clone is not there to look at.
+    clone_before: ClonePicture | None = None
+    rerun_suite: bool = False  # --rerun-suite: no recorded suite outcome is reused
+
+
+# The name modes have always been handed; the same class.
+Job = ValidationTask
 
 
 @attrs.frozen

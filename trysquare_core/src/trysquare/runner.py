@@ -7,219 +7,33 @@ and validator goes on.
 
 from __future__ import annotations
 
-import errno
-import os
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-import attrs
-
-from trysquare import _atomic, _suitecache, context as contexts, guard, plugins, results
+from trysquare import _atomic, context as contexts, guard, plugins, results
 from trysquare._pool import io_workers
 from trysquare._shown import shown
 from trysquare.errors import RunError, UsageError
+from trysquare.execute import TaskResult, disk_full as _disk_full, execute_task, first_invalid as _first_invalid
+from trysquare.execute import write_problem as _write_problem
 from trysquare.lock import LOCK_FILE, experiment_lock  # noqa: F401 - the lock's old home
-from trysquare.modes import Job, Outcome, Validation
+from trysquare.modes import Validation, ValidationTask
+from trysquare.options import ValidateOptions
+from trysquare.progress import Progress
 from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
+from trysquare.summary import Summary
 
-__all__ = ["Summary", "Task", "ValidateOptions", "execute_task", "validate"]
+__all__ = ["Summary", "TaskResult", "ValidateOptions", "ValidationTask", "execute_task", "validate"]
 
-
-@attrs.frozen
-class ValidateOptions:
-    only: tuple[str, ...] = ()
-    jobs: int = attrs.field(factory=lambda: os.cpu_count() or 1)
-    replay: bool = False
-    force: bool = False
-    rejudge: bool = False
-    progress: bool | None = None  # None: a bar on a terminal, plain lines otherwise
-    executor: str = "local"
-    executor_options: Mapping[str, str] = attrs.field(factory=dict)
-    rerun_suite: bool = False  # run.tests() runs the suite even when its outcome is recorded
-    quiet: bool = False  # -q: no per-task line but an invalid result's, no bar
-    exitfirst: bool = False  # -x: stop at the first invalid result
-
-
-@attrs.frozen
-class Task:
-    """One run × one validator, its context built and archived: the unit an executor runs."""
-
-    run: Run
-    validation: Validation
-    context: Mapping[str, Any]
-    context_path: Path
-    context_digest: str
-    digest: str
-    previous: Mapping[str, Any] | None
-    # Which validator declares each metric (its own included): a stray metric another one
-    # declares is dropped, the declarer wins. One mapping shared by every task: a copy per
-    # task without its own metrics made 10,000 validators cost 10,000² entries.
-    declared_elsewhere: Mapping[str, str]
-    # The measured clone before validation, to catch a validator writing into it;
-    # None when the clone is not there to look at (a --replay once it is gone).
-    clone_before: guard.ClonePicture | None = None
-    # The scenario's guarded variables (a judge's keys): never in a validator's environment.
-    protected_env: frozenset[str] = frozenset()
-    suite_pass_env: tuple[str, ...] = ()  # [task] pass_env
-    rerun_suite: bool = False  # --rerun-suite: no recorded suite outcome is reused
-
-
-@attrs.define
-class Summary:
-    runs: int = 0
-    states: dict[str, int] = attrs.field(factory=lambda: {"valid": 0, "invalid": 0, "pending": 0})
-    unpublishable: list[str] = attrs.field(factory=list)
-    skipped_runs: list[RunError] = attrs.field(factory=list)
-    executed: int = 0
-    reused: int = 0
-    interrupted: bool = False
-    # Set when the disk filled up: the matrix stopped early, and exit is 1.
-    stopped: str | None = None
-    # Results that could not be recorded (a symlink, a full disk), by run folder.
-    unrecorded: dict[Path, list[dict[str, str]]] = attrs.field(factory=dict)
-    # -x: tasks never started (or ended unrecorded) after the first invalid result.
-    not_started: int = 0
-
-    def count(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Add measures rows to the closing line's counts."""
-        for row in rows:
-            self.runs += 1
-            self.states[row["state"]] += 1
-            if row["state"] == "invalid" and row["cell"] not in self.unpublishable:
-                self.unpublishable.append(row["cell"])
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.states["invalid"] or self.skipped_runs or self.stopped else 0
-
-    def closing_line(self) -> str:
-        parts = [f"{self.states[s]} {s}" for s in ("valid", "invalid", "pending") if self.states[s]]
-        line = f"{self.runs} run{'s' if self.runs != 1 else ''}: " + (", ".join(parts) or "none")
-        if self.unpublishable:
-            cells = ", ".join(f"'{c}'" for c in self.unpublishable)
-            verb = "is" if len(self.unpublishable) == 1 else "are"
-            line += f" (cell{'s' if len(self.unpublishable) > 1 else ''} {cells} {verb} not publishable)"
-        if self.skipped_runs:
-            line += f"; {len(self.skipped_runs)} run folder(s) could not be read"
-        if self.reused:
-            line += f"; {self.reused} result{'s' if self.reused != 1 else ''} unchanged (reused)"
-        if self.not_started:
-            line += f"; stopped at the first invalid result (-x): {self.not_started} task(s) not run"
-        if self.stopped:
-            line += f"; stopped early: {self.stopped}"
-        return shown(line)
-
-
-def execute_task(task: Task, *, interrupted: Callable[[], bool] = lambda: False) -> dict[str, Any] | None:
-    """Evaluate one task and record its result atomically; return the recorded document.
-
-    Any executor runs exactly this, so a result written on a cluster worker is
-    the same file the local pool writes. When ``interrupted()`` turns true while
-    the validator ran, it was killed by the interruption, not failed: nothing is
-    recorded and ``None`` is returned.
-    """
-    started = time.monotonic()
-    refusal = None if task.clone_before is None else task.clone_before.problem
-    suite = None if refusal is not None else _suitecache.offer(task)
-    job = Job(
-        run=task.run,
-        validation=task.validation,
-        context=task.context,
-        context_path=task.context_path,
-        archive=results.archive_dir(task.run, task.validation.name),
-        previous=task.previous,
-        protected_env=task.protected_env,
-        suite_pass_env=task.suite_pass_env,
-        environment={} if suite is None else dict(suite.environment),
-    )
-    refused = refusal is not None
-    try:
-        if refusal is not None:
-            # The clone is not the agent's recorded work: nothing run on it is a measurement.
-            # What was recorded (a human's answers, a paid verdict) is kept beside the
-            # refusal, as a spoiled result keeps it, for when the clone is made right.
-            kept = task.previous or {}
-            outcome = Outcome.invalid(
-                refusal,
-                metrics=dict(kept.get("metrics") or {}),
-                reasons=dict(kept.get("reasons") or {}),
-                provenance=kept.get("provenance"),
-            )
-        else:
-            outcome = task.validation.evaluate(job)
-            outcome = _suitecache.collect(task, suite, outcome)
-    except Exception as error:  # noqa: BLE001 - a broken mode spoils one result, not the matrix
-        outcome = Outcome.invalid(
-            f"validator '{task.validation.name}' crashed inside trysquare: {type(error).__name__}: {error}"
-        )
-    if interrupted():
-        return None
-    outcome = _drop_foreign_metrics(outcome, task)
-    document = results.result_document(
-        task.validation,
-        outcome,
-        digest=task.digest,
-        # A refused clone's result is never reused: the next validate decides afresh.
-        context_digest=None if refused else task.context_digest,
-        duration=time.monotonic() - started,
-    )
-    try:
-        results.write_result(task.run, task.validation.name, document, outcome.stderr)
-    except OSError as error:
-        # This run's folder refused the write (a symlink, a full disk): its task
-        # is invalid, said by path; the matrix goes on (or stops cleanly on ENOSPC).
-        document = {
-            **document,
-            "metrics": {},
-            "reasons": {},
-            "state": "invalid",
-            "error": f"{task.run.label}: the result could not be recorded: {_write_problem(error)}",
-            "unrecorded": True,  # not in any file: the runner marks the run invalid in measures
-        }
-    return document
-
-
-# Set when a write met a full disk: no further task starts, and validate exits 1.
-_disk_full = threading.Event()
-# Set by -x at the first invalid result: no further task starts.
-_first_invalid = threading.Event()
-
-
-def _write_problem(error: OSError) -> str:
-    """One phrase for a failed read or write of one run's data; notes a full disk."""
-    if error.errno == errno.ENOSPC:
-        _disk_full.set()
-        where = f" ({error.filename})" if error.filename else ""
-        return f"no space left on device{where}"
-    if isinstance(error, _atomic.UnsafePath):
-        return str(error)
-    text = error.strerror or type(error).__name__
-    return f"{text} ({error.filename})" if error.filename else text
-
-
-def _drop_foreign_metrics(outcome: Outcome, task: Task) -> Outcome:
-    own = task.validation.name
-    foreign = [m for m in outcome.metrics if task.declared_elsewhere.get(m, own) != own]
-    if not foreign:
-        return outcome
-    notes = list(outcome.notes)
-    for metric in foreign:
-        notes.append(
-            f"dropped metric '{metric}': it is declared by validator '{task.declared_elsewhere[metric]}'"
-        )
-    return attrs.evolve(
-        outcome,
-        metrics={k: v for k, v in outcome.metrics.items() if k not in foreign},
-        reasons={k: v for k, v in outcome.reasons.items() if k not in foreign},
-        notes=tuple(notes),
-    )
+# The runner's task has one type, the one modes are handed; this is its old name here.
+# ValidateOptions, Summary and execute_task, now in their own modules, are
+# re-exported here, where callers have always found them.
+Task = ValidationTask
 
 
 def select_validations(scenario: Scenario, only: Sequence[str]) -> tuple[Validation, ...]:
@@ -242,12 +56,12 @@ def plan(
     options: ValidateOptions,
     errors: list[RunError],
     pool: ThreadPoolExecutor,
-) -> list[Task]:
+) -> list[ValidationTask]:
     """Build (or, with ``--replay``, reread) every context and keep the tasks that must run."""
     digests = {v.name: v.digest() for v in validations}
     owners = scenario.declared_metrics
 
-    def for_run(run: Run) -> list[Task] | RunError:
+    def for_run(run: Run) -> list[ValidationTask] | RunError:
         if _disk_full.is_set():
             return RunError(f"{run.label}: not validated: no space left on device", run_dir=run.dir)
         try:
@@ -261,7 +75,7 @@ def plan(
                 f"{run.label}: could not be read ({type(error).__name__}: {error})", run_dir=run.dir
             )
 
-    tasks: list[Task] = []
+    tasks: list[ValidationTask] = []
     for outcome in pool.map(for_run, runs):
         if isinstance(outcome, RunError):
             errors.append(outcome)
@@ -277,7 +91,7 @@ def _tasks_for_run(
     digests: Mapping[str, str],
     owners: Mapping[str, Validation],
     options: ValidateOptions,
-) -> list[Task]:
+) -> list[ValidationTask]:
     _remove_crash_litter(run, validations)
     facts = None if options.replay else contexts.gather_facts(run)
     # Taken whatever the validators: a --replay can damage a clone as much as a first run.
@@ -300,11 +114,12 @@ def _tasks_for_run(
         previous = results.read_result(run, validation.name)
         if not refused and previous is not None and not _must_run(previous, digests[validation.name], context_digest, validation, options):
             continue
-        tasks.append(Task(
+        tasks.append(ValidationTask(
             run=run,
             validation=validation,
             context=context,
             context_path=context_path,
+            archive=archive,
             context_digest=context_digest,
             digest=digests[validation.name],
             previous=previous,
@@ -360,50 +175,6 @@ def _must_run(
     return recorded.get("digest") != digest or previous.get("context_digest") != context_digest
 
 
-class Progress:
-    """A bar on a terminal, plain lines otherwise."""
-
-    def __init__(self, total: int, enabled: bool | None, stream: TextIO, *, quiet: bool = False) -> None:
-        self.total = total
-        self.quiet = quiet
-        self.done = 0
-        self.stream = stream
-        self.bar = None
-        if enabled is None:
-            enabled = stream.isatty() and not quiet
-        self.plain = not enabled
-        if enabled and total:
-            from rich.progress import Progress as RichProgress
-
-            self.bar = RichProgress(transient=True)
-            self.bar.start()
-            self.task_id = self.bar.add_task("validating", total=total)
-
-    def advance(self, task: Task, document: Mapping[str, Any]) -> None:
-        self.done += 1
-        state = document.get("state")
-        detail = f": {document.get('error')}" if state == "invalid" else ""
-        # Run ids, cells and errors come from run folders: escaped, one item one line.
-        line = shown(
-            f"[{self.done}/{self.total}] {task.run.id} ({task.run.cell} #{task.run.repetition}) "
-            f"{task.validation.name}: {state}{detail}"
-        )
-        if state == "invalid":  # its error says what; its stderr's last lines say why
-            from trysquare.failures import invalid_lines
-
-            line = "\n".join([line, *invalid_lines(task.run.dir, task.validation.name, document)])
-        if self.bar is not None:
-            self.bar.advance(self.task_id)
-            if state == "invalid":  # a failure stays on screen above the bar
-                self.bar.console.print(line, markup=False, highlight=False)
-        elif self.plain and (state == "invalid" or not self.quiet):
-            print(line, file=self.stream, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
 def validate(
     scenario: Scenario,
     experiments: Sequence[Experiment],
@@ -414,13 +185,12 @@ def validate(
 ) -> Summary:
     """Validate every run of ``experiments``; write results and ``measures.json``.
 
-    Lines go to ``out``, by default ``sys.stdout`` as it is at the call (not at import).
+    Lines go to ``out``, by default the ``sys.stdout`` of the moment of the call.
     """
     from trysquare import executors
 
     if out is None:
         out = sys.stdout
-
     validations = select_validations(scenario, options.only)
     executor = executors.get(options.executor, options.executor_options, jobs=options.jobs)
     summary = Summary()
@@ -503,7 +273,7 @@ def _mark_failed_runs(
 
 def _plan_all(
     scenario: Scenario, runs: Sequence[Run], validations: Sequence[Validation], options: ValidateOptions
-) -> tuple[list[Task], list[RunError]]:
+) -> tuple[list[ValidationTask], list[RunError]]:
     """Every task that must run; runs whose context could not be built are reported by path."""
     unbuilt: list[RunError] = []
     # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
@@ -518,7 +288,7 @@ def _plan_all(
 
 def _execute(
     executor: Any,
-    tasks: Sequence[Task],
+    tasks: Sequence[ValidationTask],
     options: ValidateOptions,
     summary: Summary,
     out: TextIO,
@@ -529,22 +299,24 @@ def _execute(
     (and, with ``watched``, every result file: only trysquare writes them)."""
     progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
     observers = plugins.observe_outcome
-    executed: dict[Path, list[Task]] = {}
+    executed: dict[Path, list[ValidationTask]] = {}
     written: dict[Path, Any] = {}
     try:
-        for task, document in executor.run(tasks, should_stop=should_stop):
+        for item in executor.run(tasks, should_stop=should_stop):
+            result = _as_result(item)
+            task = result.task
             summary.executed += 1
-            if document.get("unrecorded"):
+            if not result.recorded:
                 summary.unrecorded.setdefault(task.run.dir, []).append(
-                    {"validator": task.validation.name, "error": str(document["error"])}
+                    {"validator": task.validation.name, "error": str(result.outcome.error)}
                 )
             executed.setdefault(task.run.dir, []).append(task)
-            if not document.get("unrecorded"):
+            if result.recorded:
                 # A result that could not be written is not one to hold the file to.
-                written[results.result_path(task.run, task.validation.name)] = document
-            progress.advance(task, document)
-            _notify(observers, task, document)
-            if options.exitfirst and document.get("state") == "invalid" and not _first_invalid.is_set():
+                written[results.result_path(task.run, task.validation.name)] = result.document
+            progress.advance(result)
+            _notify(observers, result)
+            if options.exitfirst and result.outcome.state == "invalid" and not _first_invalid.is_set():
                 _stop_at_first_invalid()
     finally:
         progress.close()
@@ -568,15 +340,18 @@ def _stop_at_first_invalid() -> None:
     _process.kill_all()
 
 
-def _notify(observers: Any, task: Task, document: Mapping[str, Any]) -> None:
-    outcome = Outcome(
-        metrics=document["metrics"],
-        reasons=document["reasons"],
-        state=document["state"],
-        error=document["error"],
-        provenance=document.get("provenance"),
-    )
-    observers(task.run, task.validation, outcome)
+def _as_result(item: TaskResult | tuple[ValidationTask, Mapping[str, Any]]) -> TaskResult:
+    """An executor yields records; one written before they existed yields (task, document)."""
+    if isinstance(item, TaskResult):
+        return item
+    task, document = item
+    return TaskResult.from_document(task, document)
+
+
+def _notify(observers: Any, result: TaskResult) -> None:
+    # Each plugin's observer is called on its own (plugins.observe_outcome): one that
+    # raises is a warning naming it, and the result stays recorded.
+    observers(run=result.task.run, validation=result.task.validation, outcome=result.outcome)
 
 
 @contextmanager

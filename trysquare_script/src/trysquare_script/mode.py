@@ -22,7 +22,6 @@ import attrs
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
 from trysquare.outputs import keep_output, parse_validator_output
 from trysquare.plugin_api import DEFAULT_OUTPUT_CAP, child_environment, run_process
-from trysquare.sandbox import Sandbox
 
 DEFAULT_TIMEOUT = 300.0
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 import threading
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from distributed import Semaphore
 
     from trysquare.modes import Validation
-    from trysquare.runner import Task
+    from trysquare.execute import TaskResult
+    from trysquare.modes import ValidationTask as Task
 
 __all__ = ["WorkerCannotSeeRuns", "run_task", "semaphore_for"]
 
@@ -66,11 +67,11 @@ def _semaphore(name: str, limit: int) -> Semaphore:
 
 def run_task(
     task: Task, *, stop_event: str, semaphore: tuple[str, int] | None
-) -> dict[str, Any] | None:
+) -> TaskResult | None:
     """Run one task on this worker; the result is written atomically into the run folder."""
     from distributed import Event
 
-    from trysquare.runner import execute_task
+    from trysquare.runner import execute_task  # the public home; trysquare.execute holds it
 
     if not task.context_path.is_file():
         # Writing here would create a phantom run folder on this machine's disk.

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+import httpcore  # noqa: F401 - httpx imports it on the first client; paid here, when a provider connects
 import httpx
 
 from trysquare_judge.providers import ChatReply, ProviderConfig, ProviderError, Usage

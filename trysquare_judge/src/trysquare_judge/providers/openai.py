@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
-
-import httpcore  # noqa: F401 - httpx imports it on the first client; pay it with the judge's loading
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from trysquare_judge.providers import (
     ChatReply,
@@ -29,7 +26,13 @@ from trysquare_judge.providers import (
     api_key,
     token_count,
 )
-from trysquare_judge.providers.http import HttpEndpoint, snippet
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx (and what it pulls in) is imported by trysquare_judge.providers.http when a
+# provider connects: registering this type, which every validate does to learn the
+# keys to withhold from validators, must not pay for it.
 
 __all__ = ["OpenAIConnection", "OpenAIProvider"]
 
@@ -49,6 +52,8 @@ class OpenAIConnection:
     """One endpoint speaking chat completions, over the judge's shared HTTP transport."""
 
     def __init__(self, config: ProviderConfig) -> None:
+        from trysquare_judge.providers.http import HttpEndpoint
+
         self.config = config
         url = (config.base_url or "https://api.openai.com/v1").rstrip("/") + "/chat/completions"
         self.endpoint = HttpEndpoint(config, url)
@@ -102,6 +107,8 @@ def _wire_message(message: Message) -> dict[str, Any]:
 
 
 def _reply(response: httpx.Response, exchanges: tuple[Mapping[str, Any], ...], key: str | None) -> ChatReply:
+    from trysquare_judge.providers.http import snippet
+
     try:
         message = response.json()["choices"][0]["message"]
         if not isinstance(message, dict):

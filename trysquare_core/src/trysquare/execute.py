@@ -1,0 +1,166 @@
+"""Running one validation task and recording its result: what every executor runs.
+
+:func:`execute_task` evaluates one :class:`~trysquare.modes.ValidationTask` and
+writes its result atomically into the run folder; it returns a
+:class:`TaskResult`, the record the runner, the progress display and the
+``trysquare_metrics_collected`` observers read. An executor running tasks
+elsewhere (a cluster worker) runs exactly this function, so the files it writes
+are the ones the local pool writes.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from trysquare import _atomic, _convert, _suitecache, results
+from trysquare.modes import Outcome, State, ValidationTask
+
+__all__ = ["TaskResult", "execute_task"]
+
+
+@attrs.frozen
+class _RecordedOutcome:
+    """The part of a result document an observer is told, structured strictly."""
+
+    metrics: dict[str, Any]
+    reasons: dict[str, str]
+    state: State
+    error: str | None
+    provenance: dict[str, dict[str, str]] | None = None
+    notes: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class TaskResult:
+    """What became of one task: its outcome as recorded, and the result file's document."""
+
+    task: ValidationTask
+    outcome: Outcome  # as recorded (foreign metrics dropped); its stderr is in the file
+    document: Mapping[str, Any]  # validation/<name>.json as written
+    # False when the run's folder refused the write (a symlink, a full disk): the
+    # document then holds the invalid state and why, and is in no file.
+    recorded: bool = True
+
+    @classmethod
+    def from_document(cls, task: ValidationTask, document: Mapping[str, Any]) -> TaskResult:
+        """The record for a result document that arrived as a dict (an executor written
+        before this record existed, or one that returns plain JSON from afar).
+
+        Structured by trysquare's strict converter: a document whose metrics,
+        state or reasons are not what a result holds is refused (``ScenarioError``).
+        """
+        fields = {f.name for f in attrs.fields(_RecordedOutcome)}
+        found = _convert.structure(
+            {k: v for k, v in document.items() if k in fields},
+            _RecordedOutcome,
+            file=Path(f"{task.validation.name}.json"),
+            label=f"the result of validator '{task.validation.name}'",
+        )
+        outcome = Outcome(
+            metrics=found.metrics,
+            reasons=found.reasons,
+            state=found.state,
+            error=found.error,
+            provenance=found.provenance,
+            notes=found.notes,
+        )
+        return cls(task, outcome, document, recorded=not document.get("unrecorded"))
+
+
+def execute_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lambda: False) -> TaskResult | None:
+    """Evaluate one task and record its result atomically; return what was recorded.
+
+    Any executor runs exactly this, so a result written on a cluster worker is
+    the same file the local pool writes. When ``interrupted()`` turns true while
+    the validator ran, it was killed by the interruption, not failed: nothing is
+    recorded and ``None`` is returned.
+    """
+    started = time.monotonic()
+    refusal = None if task.clone_before is None else task.clone_before.problem
+    refused = refusal is not None
+    suite = None if refused else _suitecache.offer(task)
+    try:
+        if refusal is not None:
+            # The clone is not the agent's recorded work: nothing run on it is a measurement.
+            # What was recorded (a human's answers, a paid verdict) is kept beside the
+            # refusal, as a spoiled result keeps it, for when the clone is made right.
+            kept = task.previous or {}
+            outcome = Outcome.invalid(
+                refusal,
+                metrics=dict(kept.get("metrics") or {}),
+                reasons=dict(kept.get("reasons") or {}),
+                provenance=kept.get("provenance"),
+            )
+        else:
+            job = task if suite is None else attrs.evolve(task, environment=dict(suite.environment))
+            outcome = task.validation.evaluate(job)
+            outcome = _suitecache.collect(task, suite, outcome)
+    except Exception as error:  # noqa: BLE001 - a broken mode spoils one result, not the matrix
+        outcome = Outcome.invalid(
+            f"validator '{task.validation.name}' crashed inside trysquare: {type(error).__name__}: {error}"
+        )
+    if interrupted():
+        return None
+    outcome = _drop_foreign_metrics(outcome, task)
+    document = results.result_document(
+        task.validation,
+        outcome,
+        digest=task.digest,
+        # A refused clone's result is never reused: the next validate decides afresh.
+        context_digest=None if refused else task.context_digest,
+        duration=time.monotonic() - started,
+    )
+    try:
+        results.write_result(task.run, task.validation.name, document, outcome.stderr)
+    except OSError as error:
+        # This run's folder refused the write (a symlink, a full disk): its task
+        # is invalid, said by path; the matrix goes on (or stops cleanly on ENOSPC).
+        problem = f"{task.run.label}: the result could not be recorded: {write_problem(error)}"
+        document = {**document, "metrics": {}, "reasons": {}, "state": "invalid", "error": problem,
+                    "unrecorded": True}
+        return TaskResult(task, Outcome.invalid(problem), document, recorded=False)
+    # The stderr is in its file; the record travels (to observers, from a worker) without it.
+    return TaskResult(task, attrs.evolve(outcome, stderr=None), document)
+
+
+# Set when a write met a full disk: no further task starts, and validate exits 1.
+disk_full = threading.Event()
+# Set by -x at the first invalid result: no further task starts.
+first_invalid = threading.Event()
+
+
+def write_problem(error: OSError) -> str:
+    """One phrase for a failed read or write of one run's data; notes a full disk."""
+    if error.errno == errno.ENOSPC:
+        disk_full.set()
+        where = f" ({error.filename})" if error.filename else ""
+        return f"no space left on device{where}"
+    if isinstance(error, _atomic.UnsafePath):
+        return str(error)
+    text = error.strerror or type(error).__name__
+    return f"{text} ({error.filename})" if error.filename else text
+
+
+def _drop_foreign_metrics(outcome: Outcome, task: ValidationTask) -> Outcome:
+    own = task.validation.name
+    foreign = [m for m in outcome.metrics if task.declared_elsewhere.get(m, own) != own]
+    if not foreign:
+        return outcome
+    notes = list(outcome.notes)
+    for metric in foreign:
+        notes.append(
+            f"dropped metric '{metric}': it is declared by validator '{task.declared_elsewhere[metric]}'"
+        )
+    return attrs.evolve(
+        outcome,
+        metrics={k: v for k, v in outcome.metrics.items() if k not in foreign},
+        reasons={k: v for k, v in outcome.reasons.items() if k not in foreign},
+        notes=tuple(notes),
+    )

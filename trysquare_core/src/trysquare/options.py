@@ -1,0 +1,27 @@
+"""What ``trysquare validate`` was asked to do: its options, as one record."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import attrs
+
+__all__ = ["ValidateOptions"]
+
+
+@attrs.frozen
+class ValidateOptions:
+    """The options of one ``validate``; the command line fills them in."""
+
+    only: tuple[str, ...] = ()  # --only: these validators alone
+    jobs: int = attrs.field(factory=lambda: os.cpu_count() or 1)  # validators at once
+    replay: bool = False  # reuse the archived contexts instead of reading the clones
+    force: bool = False  # run again what is current (a paid verdict needs rejudge)
+    rejudge: bool = False
+    progress: bool | None = None  # None: a bar on a terminal, plain lines otherwise
+    executor: str = "local"
+    executor_options: Mapping[str, str] = attrs.field(factory=dict)
+    rerun_suite: bool = False  # run.tests() runs the suite even when its outcome is recorded
+    quiet: bool = False  # -q: no per-task line but an invalid result's, no bar
+    exitfirst: bool = False  # -x: stop at the first invalid result

@@ -1,0 +1,58 @@
+"""What ``validate`` shows while it works: a bar on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TextIO
+
+from trysquare._shown import shown
+
+if TYPE_CHECKING:
+    from trysquare.execute import TaskResult
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """A bar on a terminal, plain lines otherwise; a failure stays on screen."""
+
+    def __init__(self, total: int, enabled: bool | None, stream: TextIO, *, quiet: bool = False) -> None:
+        self.total = total
+        self.quiet = quiet
+        self.done = 0
+        self.stream = stream
+        self.bar = None
+        if enabled is None:
+            enabled = stream.isatty() and not quiet
+        self.plain = not enabled
+        if enabled and total:
+            from rich.progress import Progress as RichProgress
+
+            self.bar = RichProgress(transient=True)
+            self.bar.start()
+            self.task_id = self.bar.add_task("validating", total=total)
+
+    def advance(self, result: TaskResult) -> None:
+        """Count one finished task and say how it ended."""
+        self.done += 1
+        run = result.task.run
+        state = result.outcome.state
+        detail = f": {result.outcome.error}" if state == "invalid" else ""
+        # Run ids, cells and errors come from run folders: escaped, one item one line.
+        line = shown(
+            f"[{self.done}/{self.total}] {run.id} ({run.cell} #{run.repetition}) "
+            f"{result.task.validation.name}: {state}{detail}"
+        )
+        if state == "invalid":  # its error says what; its stderr's last lines say why
+            from trysquare.failures import invalid_lines
+
+            line = "\n".join([line, *invalid_lines(run.dir, result.task.validation.name, result.document)])
+        if self.bar is not None:
+            self.bar.advance(self.task_id)
+            if state == "invalid":  # a failure stays on screen above the bar
+                self.bar.console.print(line, markup=False, highlight=False)
+        elif self.plain and (state == "invalid" or not self.quiet):
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
