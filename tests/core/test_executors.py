@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from trysquare import executors, runner
+from trysquare import execute, executors
 from trysquare.errors import UsageError
 
 pytestmark = pytest.mark.fast
@@ -37,7 +37,7 @@ def fake_tasks(monkeypatch: pytest.MonkeyPatch, count: int, delay: float = 0.05)
     seen: dict[str, Any] = {"now": 0, "peak": 0, "started": []}
     lock = threading.Lock()
 
-    def execute(task: Any, *, interrupted: Any) -> dict[str, Any]:
+    def execute_one(task: Any, *, interrupted: Any) -> tuple[Any, dict[str, Any]]:
         with lock:
             seen["now"] += 1
             seen["peak"] = max(seen["peak"], seen["now"])
@@ -45,9 +45,9 @@ def fake_tasks(monkeypatch: pytest.MonkeyPatch, count: int, delay: float = 0.05)
         time.sleep(delay)
         with lock:
             seen["now"] -= 1
-        return {"task": task}
+        return task, {"task": task}  # what the pool yields, untouched
 
-    monkeypatch.setattr(runner, "execute_task", execute)
+    monkeypatch.setattr(execute, "execute_task", execute_one)
     seen["tasks"] = [f"t{number}" for number in range(count)]
     return seen
 
