@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 import attrs
 
 from trysquare import _convert
+from trysquare._canonical import digest as canonical_digest
 from trysquare.errors import ScenarioError
 
 if TYPE_CHECKING:
@@ -220,6 +221,4 @@ def _jsonable(_: Any, __: Any, value: Any) -> Any:
 
 
 def _digest_of(value: Any) -> str:
-    from trysquare.plugin_api import digest  # the one canonical-JSON digest
-
-    return digest(value)
+    return canonical_digest(value)  # the one canonical-JSON digest

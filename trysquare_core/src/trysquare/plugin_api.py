@@ -12,14 +12,14 @@ first called.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from trysquare._canonical import digest
 from trysquare._process import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES, ProcessResult, Steps
+from trysquare.commands import Commands
 from trysquare.hookspecs import hookimpl, hookspec
 
 if TYPE_CHECKING:
@@ -61,63 +61,23 @@ DEFAULT_OUTPUT_CAP = DEFAULT_CAP
 # -- commands -------------------------------------------------------------------
 
 
-class Commands:
-    """What ``trysquare_register_commands(cli)`` receives: add subcommands to ``trysquare``.
-
-    Each command is described on a parser of its own and joins the command line
-    once the plugin's hook has returned, so a plugin that raises half-way adds
-    nothing and ``--help`` keeps working.
-    """
-
-    def __init__(self, parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> None:
-        self._parser_class = parser_class
-        self._staged: list[tuple[str, dict[str, Any], argparse.ArgumentParser]] = []
-
-    def add(
-        self,
-        name: str,
-        handler: Callable[[argparse.Namespace], int],
-        *,
-        help: str,  # noqa: A002 - argparse's own word for it
-        description: str | None = None,
-    ) -> argparse.ArgumentParser:
-        """Add ``trysquare NAME``; return its parser, for its arguments (and subcommands).
-
-        ``handler`` receives the parsed arguments and returns the exit code.
-        """
-        parser = self._stage(name, {"help": help, "description": description})
-        parser.set_defaults(handler=handler)
-        return parser
-
-    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
-        """``argparse``'s spelling of :meth:`add`, for plugins written against it;
-        give the parser a handler with ``parser.set_defaults(handler=...)``."""
-        return self._stage(name, kwargs)
-
-    def _stage(self, name: str, options: dict[str, Any]) -> argparse.ArgumentParser:
-        parser = self._parser_class(
-            prog=f"trysquare {name}", add_help=False, description=options.get("description")
-        )
-        self._staged.append((name, options, parser))
-        return parser
-
-    def attach_to(self, subparsers: Any) -> None:
-        """Add every staged command to ``subparsers`` (the core calls this)."""
-        for name, options, parser in self._staged:
-            # `parents=` copies the staged arguments and defaults (argparse's public way).
-            subparsers.add_parser(name, parents=[parser], **options)
-
-
-
 def add_selection_options(parser: argparse.ArgumentParser, *, files_note: bool = False) -> None:
     """Add ``--cell GLOB`` and ``--run GLOB`` to a command, as ``validate`` and ``report`` have them.
 
     Read them back with :class:`trysquare.selection.Selection`; ``files_note`` says in the
     help that files covering every run (``measures.json``) are still written whole.
     """
-    from trysquare.selection import add_selection_options as add
+    note = "; measures.json and synthesis.md still cover every run" if files_note else ""
+    parser.add_argument(
+        "--cell", action="append", default=[], metavar="GLOB",
+        help="only runs whose cell matches this fnmatch glob (repeatable; a glob matching "
+        f"nothing is an error){note}",
+    )  # fmt: skip
+    parser.add_argument(
+        "--run", action="append", default=[], metavar="GLOB",
+        help="only runs whose id matches this fnmatch glob (repeatable; a glob matching nothing is an error)",
+    )  # fmt: skip
 
-    add(parser, files_note=files_note)
 
 # -- running a step -------------------------------------------------------------
 
@@ -264,16 +224,6 @@ def write_with_history(path: Path, document: Any, history: Path, *, root: Path) 
 # -- identity -------------------------------------------------------------------
 
 
-def digest(value: Any) -> str:
-    """``"sha256:<hex>"`` of ``value`` as canonical JSON (sorted keys, no spaces).
-
-    Two values equal as JSON have the same digest; a ``Path`` counts as its text.
-
-    >>> digest({"b": 1, "a": [1, 2]}) == digest({"a": [1, 2], "b": 1})
-    True
-    """
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 # -- tables ---------------------------------------------------------------------

@@ -284,7 +284,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser]) -
     (:class:`trysquare.plugin_api.Commands`); they join the command line only
     once its hook has returned, so a half-registered command never shows.
     """
-    from trysquare.plugin_api import Commands
+    from trysquare.commands import Commands
 
     state = _get_state()
     for plugin_name, caller in _callers(state, "trysquare_register_commands"):

@@ -14,7 +14,6 @@ in the chosen cell.
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -24,7 +23,7 @@ import attrs
 from trysquare.errors import RunError, UsageError
 from trysquare.runs import Experiment
 
-__all__ = ["Selection", "add_selection_options"]
+__all__ = ["Selection"]
 
 
 @attrs.frozen
@@ -139,16 +138,3 @@ def restore_unselected(scenario: Any, whole: Sequence[Experiment], chosen: Seque
                 row["cell"], row["repetition"] if isinstance(row.get("repetition"), int) else -1, row["id"]
             ))
             results.write_measures(full.root, rows)
-
-def add_selection_options(parser: argparse.ArgumentParser, *, files_note: bool = False) -> None:
-    """``--cell GLOB`` and ``--run GLOB`` ; plugin commands use it too."""
-    note = "; measures.json and synthesis.md still cover every run" if files_note else ""
-    parser.add_argument(
-        "--cell", action="append", default=[], metavar="GLOB",
-        help="only runs whose cell matches this fnmatch glob (repeatable; a glob matching "
-        f"nothing is an error){note}",
-    )  # fmt: skip
-    parser.add_argument(
-        "--run", action="append", default=[], metavar="GLOB",
-        help="only runs whose id matches this fnmatch glob (repeatable; a glob matching nothing is an error)",
-    )  # fmt: skip

@@ -1,0 +1,60 @@
+"""The wrapper a plugin's ``trysquare_register_commands`` hook is handed.
+
+Its own module (argparse alone) so the plugin manager can stage a plugin's
+commands without importing the rest of the plugin API.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Commands"]
+
+
+class Commands:
+    """What ``trysquare_register_commands(cli)`` receives: add subcommands to ``trysquare``.
+
+    Each command is described on a parser of its own and joins the command line
+    once the plugin's hook has returned, so a plugin that raises half-way adds
+    nothing and ``--help`` keeps working.
+    """
+
+    def __init__(self, parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> None:
+        self._parser_class = parser_class
+        self._staged: list[tuple[str, dict[str, Any], argparse.ArgumentParser]] = []
+
+    def add(
+        self,
+        name: str,
+        handler: Callable[[argparse.Namespace], int],
+        *,
+        help: str,  # noqa: A002 - argparse's own word for it
+        description: str | None = None,
+    ) -> argparse.ArgumentParser:
+        """Add ``trysquare NAME``; return its parser, for its arguments (and subcommands).
+
+        ``handler`` receives the parsed arguments and returns the exit code.
+        """
+        parser = self._stage(name, {"help": help, "description": description})
+        parser.set_defaults(handler=handler)
+        return parser
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """``argparse``'s spelling of :meth:`add`, for plugins written against it;
+        give the parser a handler with ``parser.set_defaults(handler=...)``."""
+        return self._stage(name, kwargs)
+
+    def _stage(self, name: str, options: dict[str, Any]) -> argparse.ArgumentParser:
+        parser = self._parser_class(
+            prog=f"trysquare {name}", add_help=False, description=options.get("description")
+        )
+        self._staged.append((name, options, parser))
+        return parser
+
+    def attach_to(self, subparsers: Any) -> None:
+        """Add every staged command to ``subparsers`` (the core calls this)."""
+        for name, options, parser in self._staged:
+            # `parents=` copies the staged arguments and defaults (argparse's public way).
+            subparsers.add_parser(name, parents=[parser], **options)
