@@ -133,10 +133,24 @@ def _hash_path(path: Path) -> str:
     return f"sha256:{hasher.hexdigest()}:{exec_bit}"
 
 
-def _git_fingerprint(clone: Path, entries: Mapping[str, Entry]) -> dict[str, str]:
-    """A hash of every file the picture saw under ``.git`` (config, HEAD, refs, hooks, info...)."""
-    found = {rel: _hash_path(clone / rel) for rel, entry in entries.items()
-             if (rel == ".git" or rel.startswith(".git/")) and not stat.S_ISDIR(entry[4])}
+def _git_fingerprint(
+    clone: Path, entries: Mapping[str, Entry], known: Mapping[str, str] | None = None,
+    pictured: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """A hash of every file the picture saw under ``.git`` (config, HEAD, refs, hooks, info...).
+
+    A file whose stat entry (inode, size, mtime, ctime, mode) is the one ``pictured``
+    in the recorded work keeps its ``known`` hash instead of being read again: any
+    write moves its ctime, which no unprivileged process can set back.
+    """
+    found = {}
+    for rel, entry in entries.items():
+        if not (rel == ".git" or rel.startswith(".git/")) or stat.S_ISDIR(entry[4]):
+            continue
+        if known is not None and pictured is not None and rel in known and pictured.get(rel) == entry:
+            found[rel] = known[rel]
+        else:
+            found[rel] = _hash_path(clone / rel)
     return found
 
 
@@ -228,6 +242,11 @@ def _compare(
     if run.base_commit is not None and recorded.get("base") not in (None, run.base_commit):
         return (f"the measured clone's base is {run.base_commit} but its work was recorded "
                 f"against {recorded['base']} ({_work_path(run)})")
+    # The recorded stat picture, where it applies (the same clone folder, not a copy):
+    # a path whose entry is unchanged holds what was hashed, and is not read again.
+    pictured: dict[str, Entry] = {}
+    if recorded.get("root") == list(root):
+        pictured = {rel: tuple(entry) for rel, entry in recorded["picture"].items()}  # type: ignore[misc]
     was_touched: Mapping[str, str] = recorded["touched"]
     # Keys are JSON-safe names; the file system wants the names as they are.
     raw = {rel: rel for rel in was_touched}
@@ -242,11 +261,13 @@ def _compare(
             added.append(rel)
         elif rel not in now_touched:
             changed.append(rel)  # back as it was at base: still a change of the agent's work
+        elif rel in entries and pictured.get(rel) == entries[rel]:
+            continue  # not written since it was hashed
         elif _hash_path(run.repo / raw[rel]) != was_touched[rel]:
             gone = not (run.repo / raw[rel]).exists() and not (run.repo / raw[rel]).is_symlink()
             (deleted if gone else changed).append(rel)
     was_git: Mapping[str, str] = recorded["git"]
-    now_git = _git_fingerprint(run.repo, entries)
+    now_git = _git_fingerprint(run.repo, entries, was_git, pictured)
     for rel in sorted(set(was_git) | set(now_git)):
         if rel not in was_git:
             added.append(rel)
@@ -258,8 +279,7 @@ def _compare(
     # untouched files). Compared only in the same folder: a copied or moved
     # clone has new inodes, and then the hashes above are what holds.
     if recorded.get("root") == list(root):
-        picture = {rel: tuple(entry) for rel, entry in recorded["picture"].items()}
-        a, c, d = _differences(picture, entries)
+        a, c, d = _differences(pictured, entries)
         seen = set(added) | set(changed) | set(deleted)
         added += [p for p in a if p not in seen]
         changed += [p for p in c if p not in seen]

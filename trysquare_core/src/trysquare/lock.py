@@ -92,17 +92,29 @@ def _holder_of(lock_path: Path) -> str:
 
 def _overlapping_locks(root: Path, runs: Iterable[Run]) -> Iterator[Path]:
     """Existing lock files of every folder above ``root`` or between it and a run."""
-    folders = set(root.parents)
+    folders = {os.fspath(parent) for parent in root.parents}
+    top = os.fspath(root)
+    below = top.rstrip(os.sep) + os.sep
+    # Runs share their parent folders: each is resolved once, and a run folder itself
+    # only when it is a link (the same run reached through a symlinked path).
+    resolved: dict[str, str] = {}
     for run in runs:
+        name = os.fspath(run.dir)
+        parent, base = os.path.split(name)
         try:
-            folder = run.dir.resolve()
+            if parent not in resolved:
+                resolved[parent] = os.path.realpath(parent)
+            folder = os.path.join(resolved[parent], base)
+            if os.path.islink(folder):
+                folder = os.path.realpath(folder)
         except OSError:
             continue
-        while folder != root and root in folder.parents:
+        # Strings, not Paths: this walk runs once per run folder.
+        while folder != top and folder.startswith(below):
             folders.add(folder)
-            folder = folder.parent
+            folder = os.path.dirname(folder)
     for folder in sorted(folders):
-        candidate = folder / LOCK_FILE
+        candidate = Path(folder) / LOCK_FILE
         if candidate.exists():
             yield candidate
 

@@ -27,8 +27,7 @@ from trysquare.errors import UsageError
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-    from trysquare.execute import TaskResult
-    from trysquare.modes import ValidationTask as Task
+    from trysquare.runner import Task
 
 __all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "parse_options"]
 
@@ -139,7 +138,7 @@ class DaskRun:
 
     def run(
         self, tasks: Sequence[Task], *, should_stop: Callable[[], bool]
-    ) -> Iterator[TaskResult | tuple[Task, dict[str, Any]]]:
+    ) -> Iterator[tuple[Task, dict[str, Any]]]:
         if not tasks:
             return  # nothing to do: no cluster started for it
         with self._client() as client:
@@ -184,7 +183,7 @@ class _Session:
 
     def run(
         self, tasks: Sequence[Task], should_stop: Callable[[], bool]
-    ) -> Iterator[TaskResult | tuple[Task, dict[str, Any]]]:
+    ) -> Iterator[tuple[Task, dict[str, Any]]]:
         from distributed import Event, as_completed
 
         from trysquare_dask.worker import run_task, semaphore_for
@@ -228,16 +227,14 @@ class _Session:
                     _, task = running.pop(future.key)
                     document = self._document(future, task)
                     if document is not None:
-                        # A worker hands back execute_task's record; a failure the
-                        # client recorded itself is a (task, document) pair.
-                        yield document if not isinstance(document, dict) else (task, document)
+                        yield task, document
                 submit_more()
         finally:
             # Tasks not started never will; results already written stay (whole files).
             if running:
                 self.client.cancel([future for future, _ in running.values()])
 
-    def _document(self, future: Future[Any], task: Task) -> TaskResult | dict[str, Any] | None:
+    def _document(self, future: Future[Any], task: Task) -> dict[str, Any] | None:
         from concurrent.futures import CancelledError
 
         from trysquare_dask.worker import WorkerCannotSeeRuns

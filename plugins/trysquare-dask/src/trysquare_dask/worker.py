@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from distributed import Semaphore
 
     from trysquare.modes import Validation
-    from trysquare.execute import TaskResult
     from trysquare.modes import ValidationTask as Task
 
 __all__ = ["WorkerCannotSeeRuns", "run_task", "semaphore_for"]
@@ -67,11 +66,11 @@ def _semaphore(name: str, limit: int) -> Semaphore:
 
 def run_task(
     task: Task, *, stop_event: str, semaphore: tuple[str, int] | None
-) -> TaskResult | None:
+) -> dict[str, Any] | None:
     """Run one task on this worker; the result is written atomically into the run folder."""
     from distributed import Event
 
-    from trysquare.runner import execute_task  # the public home; trysquare.execute holds it
+    from trysquare.execute import execute_task
 
     if not task.context_path.is_file():
         # Writing here would create a phantom run folder on this machine's disk.
@@ -87,7 +86,10 @@ def run_task(
     _remove_leftovers(task)
     bound = _semaphore(*semaphore) if semaphore is not None else nullcontext()
     with bound:
-        return execute_task(task, interrupted=stop.is_set)
+        result = execute_task(task, interrupted=stop.is_set)
+    # Only the document travels back to the client (the task is there already), which
+    # structures it into the runner's record with trysquare's converter.
+    return None if result is None else dict(result.document)
 
 
 def _remove_leftovers(task: Task) -> None:

@@ -1,0 +1,47 @@
+"""The clone check reads again only what was written since its recorded picture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trysquare import context as contexts, guard
+from trysquare.runs import load_run
+from trysquare.testing import RunBuilder
+
+
+def _run(tmp_path: Path):
+    built = RunBuilder(tmp_path / "exp" / "runs" / "r1", cell="plain", repetition=1)
+    built.base({"a.py": "a = 1\n", "b.py": "b = 1\n"})
+    built.repo.write("a.py", "a = 2\n")
+    built.finish()
+    return load_run(built.path / "run.toml")
+
+
+def test_an_untouched_clone_is_checked_without_hashing_it_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _run(tmp_path)
+    first = guard.picture_clone(run, contexts.gather_facts(run))  # records work.json
+    assert first is not None and first.problem is None
+    hashed: list[Path] = []
+    real = guard._hash_path
+    monkeypatch.setattr(guard, "_hash_path", lambda path: hashed.append(path) or real(path))
+    again = guard.picture_clone(run, None)  # as --replay does
+    assert again is not None and again.problem is None
+    assert hashed == []
+    # A .git file written again with the same length is read again, and named.
+    config = run.repo / ".git" / "config"
+    text = config.read_text()
+    assert "bare = false" in text
+    config.write_text(text.replace("bare = false", "bare = fals0"))
+    changed = guard.picture_clone(run, None)
+    assert config in hashed
+    assert changed is not None and changed.problem is not None and ".git/config" in changed.problem
+
+
+def test_a_touched_file_rewritten_is_hashed_and_named(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    guard.picture_clone(run, contexts.gather_facts(run))
+    (run.repo / "a.py").write_text("a = 3\n")  # same size, new content
+    changed = guard.picture_clone(run, None)
+    assert changed is not None and changed.problem is not None and "a.py" in changed.problem
