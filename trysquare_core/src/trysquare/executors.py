@@ -17,7 +17,38 @@ from trysquare.hookspecs import hookimpl
 if TYPE_CHECKING:
     from trysquare.runner import Task
 
-__all__ = ["Executor", "LocalExecutor", "get"]
+__all__ = ["Executor", "LocalExecutor", "execute_stoppable", "get"]
+
+
+def execute_stoppable(
+    task: Task, stopped: Callable[[], bool], *, poll: float = 0.2
+) -> dict[str, Any] | None:
+    """Run one task as :func:`trysquare.runner.execute_task` does, for an executor whose stop
+    arrives from elsewhere (a cluster worker told by its client): once ``stopped()`` turns
+    true, the processes this task started (its validator, the suite) are killed at once and
+    nothing is recorded. Other tasks running in the same process are left alone.
+    """
+    import threading
+
+    from trysquare import _process
+    from trysquare.runner import execute_task
+
+    finished = threading.Event()
+    with _process.owned_groups() as groups:
+
+        def watch() -> None:
+            while not finished.wait(poll):
+                if stopped():
+                    # Again at every poll: a process started just after the first kill dies too.
+                    _process.kill_groups(groups)
+
+        watcher = threading.Thread(target=watch, name="trysquare-stop-watch", daemon=True)
+        watcher.start()
+        try:
+            return execute_task(task, interrupted=stopped)
+        finally:
+            finished.set()
+            watcher.join()
 
 
 class Executor(Protocol):

@@ -70,7 +70,7 @@ def run_task(
     """Run one task on this worker; the result is written atomically into the run folder."""
     from distributed import Event
 
-    from trysquare.runner import execute_task
+    from trysquare.executors import execute_stoppable
 
     if not task.context_path.is_file():
         # Writing here would create a phantom run folder on this machine's disk.
@@ -86,7 +86,8 @@ def run_task(
     _remove_leftovers(task)
     bound = _semaphore(*semaphore) if semaphore is not None else nullcontext()
     with bound:
-        return execute_task(task, interrupted=stop.is_set)
+        # A stop set by the client kills this task's validator on this worker at once.
+        return execute_stoppable(task, stop.is_set)
 
 
 def _remove_leftovers(task: Task) -> None:
