@@ -33,6 +33,8 @@ if (run / "kill-worker.txt").exists() and not marker.exists():
     os.kill(os.getppid(), signal.SIGKILL)  # the validator's parent is the dask worker
     time.sleep(30)
 delay = float((run / "delay.txt").read_text()) if (run / "delay.txt").exists() else 0.0
+if delay:  # says it started (and who it is), beside its context
+    (Path(sys.argv[1]).parent / "started.txt").write_text(str(os.getpid()))
 time.sleep(delay)
 if run.name.startswith("bad"):
     print("this run is broken on purpose", file=sys.stderr)

@@ -19,7 +19,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from trysquare.sandbox import Sandbox, switched_off
@@ -32,6 +33,27 @@ LINGER_SECONDS = 1.0
 
 # Process groups started here and still alive: an interrupted runner ends them.
 _live_groups: set[int] = set()
+# Per thread, when asked for (owned_groups): the groups this thread's calls started, so
+# a cluster worker stopped mid-task kills that task's validator and nothing else.
+_owned = threading.local()
+
+
+@contextmanager
+def owned_groups() -> Iterator[set[int]]:
+    """The live process groups :func:`run_process` starts in this thread, while inside."""
+    previous = getattr(_owned, "groups", None)
+    groups: set[int] = set()
+    _owned.groups = groups
+    try:
+        yield groups
+    finally:
+        _owned.groups = previous
+
+
+def kill_groups(groups: Iterable[int]) -> None:
+    """Kill each of these process groups (SIGKILL); one already gone is no error."""
+    for pgid in list(groups):
+        _kill_group(pgid)
 
 
 class ProcessResult:
@@ -119,6 +141,9 @@ def run_process(
     try:
         proc = spawn() if sandbox is None else sandbox.start(spawn)
         _live_groups.add(proc.pid)
+        owned = getattr(_owned, "groups", None)
+        if owned is not None:
+            owned.add(proc.pid)
     finally:
         _spawning.release()
     assert proc.stdout is not None and proc.stderr is not None
@@ -166,6 +191,8 @@ def run_process(
         _kill_group(proc.pid)
         proc.wait()
         _live_groups.discard(proc.pid)
+        if owned is not None:
+            owned.discard(proc.pid)
         if token is not None:
             _end_strays(proc.pid, token)
         proc.stdout.close()

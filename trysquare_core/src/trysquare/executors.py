@@ -19,7 +19,38 @@ if TYPE_CHECKING:
     from trysquare.execute import TaskResult
     from trysquare.modes import ValidationTask as Task
 
-__all__ = ["Executor", "LocalExecutor", "get"]
+__all__ = ["Executor", "LocalExecutor", "execute_stoppable", "get"]
+
+
+def execute_stoppable(
+    task: Task, stopped: Callable[[], bool], *, poll: float = 0.2
+) -> TaskResult | None:
+    """Run one task as :func:`trysquare.execute.execute_task` does, for an executor whose stop
+    arrives from elsewhere (a cluster worker told by its client): once ``stopped()`` turns
+    true, the processes this task started (its validator, the suite) are killed at once and
+    nothing is recorded. Other tasks running in the same process are left alone.
+    """
+    import threading
+
+    from trysquare import _process
+    from trysquare.execute import execute_task
+
+    finished = threading.Event()
+    with _process.owned_groups() as groups:
+
+        def watch() -> None:
+            while not finished.wait(poll):
+                if stopped():
+                    # Again at every poll: a process started just after the first kill dies too.
+                    _process.kill_groups(groups)
+
+        watcher = threading.Thread(target=watch, name="trysquare-stop-watch", daemon=True)
+        watcher.start()
+        try:
+            return execute_task(task, interrupted=stopped)
+        finally:
+            finished.set()
+            watcher.join()
 
 
 class Executor(Protocol):

@@ -208,17 +208,20 @@ def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> by
     return _atomic.create_once(path, data, root=root, mode=mode)
 
 
-def write_with_history(path: Path, document: Any, history: Path, *, root: Path) -> None:
+def write_with_history(
+    path: Path, document: Any, history: Path, *, root: Path, compact: bool = False
+) -> None:
     """Write ``document`` as JSON to ``path``, first appending the one it replaces to ``history``.
 
     The replaced document becomes one line of ``history`` (JSON lines); an
     unreadable one is kept as ``{"unreadable": text}``. A kill between the two
     writes leaves the old document in place and as the history's last line; the
-    next write sees that line and does not append it twice.
+    next write sees that line and does not append it twice. ``compact`` writes the
+    document on one line (json's fast encoder) rather than indented.
     """
     from trysquare.results import write_with_history as write
 
-    write(path, document, history, root=root)
+    write(path, document, history, root=root, compact=compact)
 
 
 # -- identity -------------------------------------------------------------------

@@ -135,14 +135,16 @@ def write_result(run: Run, name: str, document: Mapping[str, Any], stderr: bytes
     _atomic.write_json(path, document, root=run.dir)
 
 
-def write_with_history(path: Path, document: Any, history: Path, *, root: Path) -> None:
+def write_with_history(
+    path: Path, document: Any, history: Path, *, root: Path, compact: bool = False
+) -> None:
     """Write ``document`` as JSON to ``path``, first appending the one it replaces to ``history``.
 
     Used for results and for a judge's transcripts; public as
-    :func:`trysquare.plugin_api.write_with_history`.
+    :func:`trysquare.plugin_api.write_with_history`. ``compact``: one line, not indented.
     """
     _move_to_history(path, history, root=root)
-    _atomic.write_json(path, document, root=root)
+    _atomic.write_json(path, document, root=root, compact=compact)
 
 
 def _move_to_history(path: Path, history: Path, *, root: Path) -> None:

@@ -33,7 +33,7 @@ __all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "parse_options"]
 
 # What a local cluster alone understands: meaningless next to scheduler=ADDRESS.
 LOCAL_OPTIONS = ("workers", "threads", "processes")
-OPTIONS = ("scheduler", *LOCAL_OPTIONS, "retries")
+OPTIONS = ("scheduler", "address", *LOCAL_OPTIONS, "retries")
 DEFAULT_RETRIES = 2
 # How often the client looks at should_stop while it waits for results.
 POLL_SECONDS = 0.05
@@ -73,7 +73,10 @@ def parse_options(options: Mapping[str, str]) -> DaskSettings:
             f"--executor-option {names}: unknown to the dask executor{hint}; "
             f"it takes {', '.join(OPTIONS)}"
         )
-    scheduler = options.get("scheduler")
+    if "scheduler" in options and "address" in options:
+        raise UsageError("--executor-option address: is another name for scheduler; give one of them")
+    # `address` names the same thing: what `dask scheduler` prints and a Client takes.
+    scheduler = options.get("scheduler", options.get("address"))
     if scheduler is not None:
         if not scheduler.strip():
             raise UsageError(

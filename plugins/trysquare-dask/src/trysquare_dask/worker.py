@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from distributed import Semaphore
@@ -70,7 +70,7 @@ def run_task(
     """Run one task on this worker; the result is written atomically into the run folder."""
     from distributed import Event
 
-    from trysquare.execute import execute_task
+    from trysquare.executors import execute_stoppable
 
     if not task.context_path.is_file():
         # Writing here would create a phantom run folder on this machine's disk.
@@ -86,7 +86,8 @@ def run_task(
     _remove_leftovers(task)
     bound = _semaphore(*semaphore) if semaphore is not None else nullcontext()
     with bound:
-        result = execute_task(task, interrupted=stop.is_set)
+        # A stop set by the client kills this task's validator on this worker at once.
+        result = execute_stoppable(task, stop.is_set)
     # Only the document travels back to the client (the task is there already), which
     # structures it into the runner's record with trysquare's converter.
     return None if result is None else dict(result.document)
