@@ -17,12 +17,17 @@ from tests.helpers import write_scenario, write_script
 from trysquare.runs import discover
 from trysquare.testing import build_run
 
-# Says it started (a file beside the scenario), then outlasts the second command.
+# Says it started (a file beside the scenario), then waits until the test removes the
+# gate beside it (60 s at most): it outlasts the second command however loaded the
+# machine is (a fixed sleep raced it).
 SLOW = """\
 import json, pathlib, sys, time
 marker = pathlib.Path(__file__).with_name("started")
 marker.write_text("x")
-time.sleep(4)
+gate = pathlib.Path(__file__).with_name("gate")
+deadline = time.monotonic() + 60
+while gate.exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
 print(json.dumps({"metrics": {"done": True}}))
 """
 
@@ -33,6 +38,7 @@ def experiment(tmp_path: Path) -> tuple[Path, Path]:
         build_run(exp / "runs" / f"r{index}", base={"a.py": "a = 1\n"}, changes={"a.py": f"a = {index + 2}\n"},
                   response="done\n", repetition=index + 1)
     write_script(tmp_path / "s", "slow.py", SLOW)
+    (tmp_path / "s" / "gate").write_text("closed\n")
     scenario = write_scenario(tmp_path / "s", """
         [[validation]]
         name = "slow"
@@ -83,6 +89,7 @@ def test_form_ingest_on_the_experiment_while_validate_works_on_one_run(cli, tmp_
     validating = start(cli, "validate", scenario, exp / "runs" / "r0", "--no-progress", "--only", "slow")
     wait_started(scenario, validating)
     ingest = cli("form", "ingest", scenario, exp, form, "--by", "ana")
+    scenario.with_name("gate").unlink()
     validating.communicate(timeout=60)
     assert validating.returncode == 0
     assert ingest.returncode == 1, ingest.stdout + ingest.stderr
@@ -115,6 +122,7 @@ def test_same_run_through_a_symlinked_path_is_not_validated_twice(cli, tmp_path:
     validating = start(cli, "validate", scenario, exp, "--no-progress", "--only", "slow", "--jobs", "1")
     wait_started(scenario, validating)
     second = cli("validate", scenario, alias, "--no-progress", "--only", "slow")
+    scenario.with_name("gate").unlink()
     validating.communicate(timeout=60)
     assert validating.returncode == 0
     assert second.returncode == 1, second.stdout + second.stderr
@@ -129,6 +137,7 @@ def test_symlinked_experiment_above_a_run_being_validated(cli, tmp_path: Path) -
     validating = start(cli, "validate", scenario, exp / "runs" / "r0", "--no-progress", "--only", "slow")
     wait_started(scenario, validating)
     second = cli("validate", scenario, alias, "--no-progress", "--only", "slow")
+    scenario.with_name("gate").unlink()
     validating.communicate(timeout=60)
     assert second.returncode == 1, second.stdout + second.stderr
     assert "another trysquare validate is running on" in second.stderr
