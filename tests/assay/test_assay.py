@@ -10,7 +10,7 @@ import pytest
 
 from trysquare.assay import Assay, Unjudged
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 Write = Callable[..., Path]
 

@@ -7,7 +7,7 @@ import pytest
 import trysquare.assay
 from trysquare.assay import Metric, Unjudged
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 
 def test_the_module_exports_exactly_four_names() -> None:

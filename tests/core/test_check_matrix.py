@@ -10,7 +10,7 @@ from trysquare._matrix import one_edit_apart
 
 from tests.helpers import write_scenario, write_script
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 SCORE = 'import json\nprint(json.dumps({"metrics": {"ok": True}}))\n'
 

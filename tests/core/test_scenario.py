@@ -10,7 +10,7 @@ from tests.helpers import write_scenario, write_script
 from trysquare.errors import ScenarioError
 from trysquare.scenario import load_scenario
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 VALIDATOR = "import json; print(json.dumps({'metrics': {}}))\n"
 

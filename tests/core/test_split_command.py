@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from trysquare.scenario import ShellWordError, split_command
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 
 def test_double_quotes_unescape_backtick_and_dollar_as_a_shell_does() -> None:

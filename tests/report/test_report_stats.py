@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from trysquare.report import stats
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 
 def gap(cell: tuple[int, int], reference: tuple[int, int], resamples: int = stats.RESAMPLES) -> stats.Gap:

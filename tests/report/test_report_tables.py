@@ -12,7 +12,7 @@ import pytest
 from trysquare.report import Layout, build_report, render
 from trysquare.report.tables import cell_order, declared_cells
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 
 def row(

@@ -11,7 +11,7 @@ from sessionlogs import FIXTURES, WriteLog
 from trysquare.sessions import SessionFormat, open_session
 from trysquare.sessions.claude_code import ClaudeCodeFormat
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 MAIN = FIXTURES / "claude-code" / "jssoundrecorder-7acd37a8.jsonl"
 SUBAGENT = FIXTURES / "claude-code" / "subagent-skill-a52886dc.jsonl"

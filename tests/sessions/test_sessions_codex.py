@@ -9,7 +9,7 @@ import pytest
 from sessionlogs import WriteLog
 from trysquare.sessions.codex import CodexFormat
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 CWD = "/home/me/repo"
 

@@ -24,7 +24,7 @@ from sessionlogs import (
 from trysquare.assay import Unjudged
 from trysquare.sessions import SessionFormat, open_session
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 
 @pytest.fixture(params=FORMATS)

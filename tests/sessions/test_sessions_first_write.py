@@ -14,7 +14,7 @@ from sessionlogs import FORMATS, WriteLog, session_entries
 from trysquare.assay import Unjudged
 from trysquare.sessions import SessionFormat, open_session
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 
 def _reading(

@@ -23,7 +23,7 @@ from trysquare.sessions.claude_code import ClaudeCodeReading
 from trysquare.sessions.codex import CodexReading
 from trysquare.sessions.pi import PiReading
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 
 def test_detects_each_format_from_its_content(

@@ -9,7 +9,7 @@ from trysquare.sessions import ToolCall, path_matches
 from trysquare.sessions._paths import PathResolver
 from trysquare.sessions._shell import patch_files, shell_reads
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from sessionlogs import (
 from trysquare.sessions import SessionFormat, open_session
 from trysquare.sessions.pi import PiFormat
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 LARGE = FIXTURES / "pi" / "large-session.jsonl"
 

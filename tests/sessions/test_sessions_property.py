@@ -13,7 +13,7 @@ from trysquare.assay import Unjudged
 from trysquare.sessions import open_session
 from trysquare.sessions.builtin import builtin_formats
 
-pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast`
+pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 _HOSTILE = st.one_of(
     st.binary(max_size=40).filter(lambda raw: b"\n" not in raw),
