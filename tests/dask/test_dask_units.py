@@ -63,7 +63,7 @@ def test_a_bad_option_is_refused_naming_it(options: dict[str, str], expected: st
 
 def test_the_unknown_key_refusal_lists_the_options() -> None:
     with pytest.raises(
-        UsageError, match="it takes scheduler, workers, threads, processes, retries"
+        UsageError, match="it takes scheduler, address, workers, threads, processes, retries"
     ):
         parse_options({"memory": "4GB"})
 
