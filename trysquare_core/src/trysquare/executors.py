@@ -36,18 +36,27 @@ def execute_stoppable(
     from trysquare.execute import execute_task
 
     finished = threading.Event()
+
+    def stop_asked() -> bool:
+        # Asking may fail once the client that could answer is gone (a cluster shutting
+        # down after an interruption): that is a stop too, never a traceback.
+        try:
+            return bool(stopped())
+        except Exception:  # noqa: BLE001 - whatever the cluster raises
+            return True
+
     with _process.owned_groups() as groups:
 
         def watch() -> None:
             while not finished.wait(poll):
-                if stopped():
+                if stop_asked():
                     # Again at every poll: a process started just after the first kill dies too.
                     _process.kill_groups(groups)
 
         watcher = threading.Thread(target=watch, name="trysquare-stop-watch", daemon=True)
         watcher.start()
         try:
-            return execute_task(task, interrupted=stopped)
+            return execute_task(task, interrupted=stop_asked)
         finally:
             finished.set()
             watcher.join()

@@ -246,7 +246,7 @@ def _compare(
     # a path whose entry is unchanged holds what was hashed, and is not read again.
     pictured: dict[str, Entry] = {}
     if recorded.get("root") == list(root):
-        pictured = {rel: tuple(entry) for rel, entry in recorded["picture"].items()}  # type: ignore[misc]
+        pictured = {rel: tuple(entry) for rel, entry in recorded["picture"].items()}
     was_touched: Mapping[str, str] = recorded["touched"]
     # Keys are JSON-safe names; the file system wants the names as they are.
     raw = {rel: rel for rel in was_touched}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -155,7 +155,7 @@ def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
     return last(text, lines, chars)
 
 
-def child_environment(*, passed: Sequence[str] = (), protected: Sequence[str] = ()) -> dict[str, str]:
+def child_environment(*, passed: Iterable[str] = (), protected: Iterable[str] = ()) -> dict[str, str]:
     """This process's environment minus what a validator or the suite must not see.
 
     ``protected`` names (every judge key, :attr:`trysquare.modes.Job.protected_env`)

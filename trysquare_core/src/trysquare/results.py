@@ -252,8 +252,11 @@ def usage_of(result: Mapping[str, Any]) -> dict[str, Any] | None:
         clean[key] = value if type(value) is int and value >= 0 else None
     for key in USAGE_PRICES:
         value = usage.get(key)
-        ok = type(value) in (int, float) and value >= 0 and value != float("inf")
-        clean[key] = float(value) if ok else None
+        # A bool is an int to Python, never a price; NaN fails the comparison too.
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf"):
+            clean[key] = float(value)
+        else:
+            clean[key] = None
     for key in ("provider", "model"):
         value = usage.get(key)
         clean[key] = value if isinstance(value, str) else None

@@ -52,6 +52,7 @@ def add_view_command(cli: Commands) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="N",
                         help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)")
     parser.add_argument("--open", action="store_true", help="open the page in a browser")
+    parser.set_defaults(handler=_view)
 
 
 class ViewState:
