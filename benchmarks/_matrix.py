@@ -7,6 +7,21 @@ from pathlib import Path
 from trysquare import testing
 
 
+# A command in a process of its own, reporting its wall time and its own peak resident
+# memory (children apart) on stderr as `MEASURE <seconds> <MiB>`.
+MEASURE = """
+import resource, sys, time
+from trysquare.cli import main
+started = time.perf_counter()
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+took = time.perf_counter() - started
+print("MEASURE", took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, file=sys.stderr)
+"""
+
+
 def build_matrix(root: Path, count: int, validator_name: str, validator_source: str) -> tuple[Path, Path]:
     """``root/scenario/scenario.toml`` with one script validator, and ``count`` runs under ``root/exp``.
 

@@ -23,22 +23,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _matrix import build_matrix
+from _matrix import MEASURE, build_matrix
 
 VALIDATORS = ("changed", "kept", "named")
 
-# The command in a process of its own, reporting its wall time and its own peak RSS.
-MEASURE = """
-import resource, sys, time
-from trysquare.cli import main
-started = time.perf_counter()
-try:
-    main(sys.argv[1:])
-except SystemExit:
-    pass
-took = time.perf_counter() - started
-print("MEASURE", took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, file=sys.stderr)
-"""
 
 
 def build(root: Path, count: int) -> tuple[Path, Path]:

@@ -20,23 +20,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from _matrix import MEASURE
 from trysquare.testing import RunBuilder
 
-# validate in a process of its own, reporting its own peak resident memory (children apart).
-MEASURE = """
-import resource, sys, time
-from trysquare.cli import main
-started = time.perf_counter()
-try:
-    main(sys.argv[1:])
-except SystemExit:
-    pass
-took = time.perf_counter() - started
-print("MEASURE", took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, file=sys.stderr)
-"""
 
 
 def build(root: Path, count: int) -> tuple[Path, Path]:
