@@ -345,6 +345,15 @@ def remove_stale_temps(folder: Path, *, root: Path) -> list[str]:
     absent folder is left alone. Call it only while holding the lock on ``root``.
     """
     removed: list[str] = []
+    # Most folders hold no litter: a plain listing says so without the no-follow walk
+    # from ``root`` (a third of a replay's planning). It only reads names; whatever is
+    # removed is still found and unlinked through that walk below.
+    try:
+        with os.scandir(folder) as quick:
+            if not any(_TEMP_NAME.match(entry.name) for entry in quick):
+                return removed
+    except OSError:
+        return removed  # absent, not a folder, or unreadable: nothing of ours to remove
     try:
         with _parent_fd(Path(folder) / "x", root, create=False) as fd:
             with os.scandir(fd) as entries:
