@@ -47,10 +47,11 @@ class CommandLineCluster:
             self._start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                         "--scheduler-file", str(scheduler_file), log="scheduler.log")
             deadline = time.monotonic() + self.timeout
-            while not scheduler_file.exists():
+            # The scheduler creates its file before it has written it: wait until it parses.
+            while (address := self._scheduler_address(scheduler_file)) is None:
                 self._alive_or_fail(deadline)
                 time.sleep(0.1)
-            self.address = json.loads(scheduler_file.read_text())["address"]
+            self.address = address
             for number in range(self.workers):
                 self._start("worker", self.address, "--host", "127.0.0.1", "--nthreads",
                             str(self.threads), "--nworkers", "1", "--no-dashboard",
@@ -60,6 +61,13 @@ class CommandLineCluster:
             self.__exit__()
             raise
         return self
+
+    @staticmethod
+    def _scheduler_address(scheduler_file: Path) -> str | None:
+        try:
+            return str(json.loads(scheduler_file.read_text())["address"])
+        except (OSError, ValueError, KeyError):
+            return None
 
     def _alive_or_fail(self, deadline: float) -> None:
         for process in self.processes:
