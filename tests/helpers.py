@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -36,3 +38,16 @@ def fake_distribution(
     )
     (info / "entry_points.txt").write_text(f"[trysquare]\n{dist} = {module}\n", encoding="utf-8")
     return site
+
+
+def pytest_in(folder: Path, cache: Path, test_file: str = "test_validator.py") -> subprocess.CompletedProcess[str]:
+    """Run ``pytest test_file`` in ``folder`` as a validator author would: a pytest of its own,
+    trysquare's fixtures from the installed plugin (autoload on), this suite's settings and
+    plugins' variables left out, the heavy unrelated plugins off."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRYSQUARE_", "PYTEST_"))}
+    env["XDG_CACHE_HOME"] = str(cache)
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            "-p", "no:hypothesispytest", "-p", "no:anyio", test_file]
+    # A generous deadline: on a loaded CI machine the interpreter start alone takes seconds.
+    return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)

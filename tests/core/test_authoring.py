@@ -6,14 +6,12 @@ import hashlib
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from trysquare.testing import build_run
 
-from tests.helpers import write_scenario, write_script
+from tests.helpers import pytest_in, write_scenario, write_script
 
 BASE = {"app.py": "x = 1\n", "README.md": "hello\n"}
 
@@ -207,29 +205,7 @@ def test_init_writes_a_project_whose_test_and_check_pass(cli, tmp_path: Path) ->
     assert os.access(target / "validator.py", os.X_OK)
     assert cli("check", target / "scenario.toml").returncode == 0
     # The generated test runs in a pytest of its own: its fixtures come from the installed plugin.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRYSQUARE_", "PYTEST_"))}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
-    tests = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:hypothesispytest",
-            "-p",
-            "no:anyio",
-            "test_validator.py",
-        ],
-        cwd=target,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    tests = pytest_in(target, tmp_path / "cache")
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert "3 passed" in tests.stdout
 

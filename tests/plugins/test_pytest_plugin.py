@@ -6,14 +6,14 @@ can only come from trysquare-core's `pytest11` entry point.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from trysquare.errors import ScenarioError
+
+from tests.helpers import pytest_in
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "testing-validators.md"
@@ -35,30 +35,7 @@ def test_the_documented_example_runs_through_the_installed_plugin(tmp_path: Path
     (tmp_path / "validator.py").write_text(validator, encoding="utf-8")
     (tmp_path / "validator.py").chmod(0o755)
     (tmp_path / "test_validator.py").write_text(tests, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRYSQUARE_", "PYTEST_"))}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
-    done = subprocess.run(
-        # Plugin autoload stays on (that is what is tested); the heavy unrelated ones are off.
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:hypothesispytest",
-            "-p",
-            "no:anyio",
-            "test_validator.py",
-        ],
-        cwd=tmp_path,
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = pytest_in(tmp_path, tmp_path / "cache")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 passed" in done.stdout
 
