@@ -26,15 +26,19 @@ def write_script(folder: Path, name: str, body: str, *, executable: bool = True)
 
 
 def fake_distribution(
-    site: Path, dist: str, module: str, source: str, *, version: str = "1.0"
+    site: Path, dist: str, module: str, source: str, *, version: str = "1.0",
+    requires: tuple[str, ...] = (),
 ) -> Path:
-    """Install a plugin the way pip would leave it: a module and a dist-info with an entry point."""
+    """Install a plugin the way pip would leave it: a module and a dist-info with an entry point
+    (and the ``Requires-Dist`` lines of ``requires``)."""
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
     info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8"
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {requirement}\n" for requirement in requires),
+        encoding="utf-8",
     )
     (info / "entry_points.txt").write_text(f"[trysquare]\n{dist} = {module}\n", encoding="utf-8")
     return site

@@ -1,9 +1,7 @@
 """A real install: every distribution built as a wheel, installed in one fresh venv, used there.
 
-One venv per session (building and installing is the slow part): the workspace's
-wheels (`uv build --all-packages`), the two plugins that are not workspace members
-(built one by one: in the workspace they would be installed into the development
-environment and change what every other test sees), and the two plugins that
+One venv per session (building and installing is the slow part): every distribution of
+the repository, the plugins included (`uv build --all-packages`), and the two plugins that
 docs/plugins.md opens with, built from the page itself. Third-party dependencies
 come from uv's cache (offline when it can), trysquare's own only from the wheels
 (`--no-index --find-links`), so nothing published under the same names can stand in.
@@ -28,8 +26,6 @@ from tests.venvs import ROOT, Venv
 pytestmark = pytest.mark.slow
 
 PLUGINS_PAGE = ROOT / "docs" / "plugins.md"
-# Not workspace members: built explicitly (see the module's docstring).
-OUTSIDE_THE_WORKSPACE = ("plugins/trysquare-hidden-tests", "plugins/trysquare-anthropic")
 # Installed into the venv: the meta distribution pulls in the five it names.
 INSTALLED = (
     "trysquare",
@@ -92,7 +88,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         (kit / path).write_text(text, encoding="utf-8")
     builds = [["build", "--all-packages", "--wheel", "-o", str(dist)]] + [
         ["build", "--wheel", "-o", str(dist), str(folder)]
-        for folder in [*(ROOT / p for p in OUTSIDE_THE_WORKSPACE), *sorted(kit.iterdir())]
+        for folder in sorted(kit.iterdir())
     ]
     # Independent builds: overlapped, each checked.
     running = [

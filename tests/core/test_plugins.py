@@ -101,6 +101,33 @@ def test_block_and_load_lists(cli) -> None:
     assert "trysquare-form" in only and "trysquare-script" not in only
 
 
+PROVIDER_ON_THE_JUDGE = """
+from trysquare import hookimpl
+
+@hookimpl
+def trysquare_register_judge_providers(register):
+    pass
+"""
+
+
+def test_a_plugin_built_on_a_blocked_or_left_out_plugin(cli, site) -> None:
+    site("trysquare-fakeprovider", "trysquare_fakeprovider", PROVIDER_ON_THE_JUDGE,
+         requires=("trysquare-judge>=0.1.0", "httpx>=0.27", "pytest; extra == 'test'"))
+    assert by_name(plugins_json(cli))["trysquare-fakeprovider"]["error"] is None
+    # Blocking the judge blocks the providers built on it, silently, as blocking the judge does.
+    done = cli("plugins", "--json", env={"TRYSQUARE_BLOCK_PLUGINS": "trysquare-judge"})
+    assert done.returncode == 0, done.stderr
+    assert "trysquare-fakeprovider" not in by_name(json.loads(done.stdout))
+    assert "warning" not in done.stderr
+    # Choosing the provider without the judge is a mistake, said as one.
+    listing = by_name(plugins_json(cli, failed=True, TRYSQUARE_LOAD_PLUGINS="trysquare-fakeprovider"))
+    assert listing["trysquare-fakeprovider"]["error"] == (
+        "needs trysquare-judge, which TRYSQUARE_LOAD_PLUGINS leaves out"
+    )
+    both = by_name(plugins_json(cli, TRYSQUARE_LOAD_PLUGINS="trysquare-fakeprovider,trysquare-judge"))
+    assert both["trysquare-fakeprovider"]["error"] is None
+
+
 def test_a_broken_plugin_is_reported_and_the_others_work(cli, site, tmp_path: Path) -> None:
     site("trysquare-broken", "trysquare_broken", BROKEN_IMPORT)
     site("trysquare-oddhook", "trysquare_oddhook", UNKNOWN_HOOK)

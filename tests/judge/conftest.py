@@ -56,6 +56,9 @@ class JudgeLab:
         self.write_scenario()
         self.write_config()
         cli.env[KEY_ENV] = KEY
+        # The judge as `pip install trysquare-judge` leaves it: a provider plugin synced beside
+        # it (`uv sync --all-packages` installs trysquare-anthropic) would change "installed".
+        cli.env["TRYSQUARE_BLOCK_PLUGINS"] = "trysquare-anthropic"
 
     def respond(self, responder: Callable[[Received], Reply]) -> None:
         self.server.responder = responder

@@ -1,7 +1,7 @@
 """The hidden-tests plugin's source is importable in-process; the venv test installs it for real.
 
-It is not a workspace member on purpose: installed in the root environment it
-would change what `trysquare plugins` lists for every other test.
+A workspace member that `uv run pytest` does not install (it is not a dependency of the root
+project): the in-process tests import its source from here, installed or not.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The plugin is installed as a user would install it, into a fresh virtual
 environment holding only trysquare-core, trysquare-judge and the plugin; the
 installed ``trysquare`` then judges real runs against a loopback server speaking
 the Messages protocol. The wire mapping is also checked in-process, from the
-plugin's source (it is not a workspace member, like hidden-tests).
+plugin's source (`uv run pytest` does not install it, like hidden-tests).
 """
 
 from __future__ import annotations

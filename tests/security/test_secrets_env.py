@@ -211,7 +211,7 @@ def test_pass_env_naming_provider_key_refused_by_check(keys, cli, tmp_path: Path
 
 
 def test_hidden_tests_command_gets_no_key(keys, make_run, tmp_path: Path) -> None:
-    # Not a workspace member (see tests/plugins/conftest.py): its source is imported directly.
+    # Not installed by `uv run pytest` (see tests/plugins/conftest.py): its source is imported directly.
     source = Path(__file__).resolve().parents[2] / "plugins" / "trysquare-hidden-tests" / "src"
     monkeypatch = pytest.MonkeyPatch()
     monkeypatch.syspath_prepend(str(source))

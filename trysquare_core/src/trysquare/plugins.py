@@ -6,12 +6,14 @@ on its own (pluggy's ``subset_hook_caller``): one that fails to import, to
 register or raises from a hook is reported here and in ``trysquare plugins``,
 is left out of later hooks, and the others carry on. ``TRYSQUARE_LOAD_PLUGINS`` (empty: none; a comma list: only
 those) and ``TRYSQUARE_BLOCK_PLUGINS`` (a comma list never loaded) choose which
-entry points load.
+entry points load. Blocking a plugin also blocks the plugins whose distribution requires it
+(a judge provider without the judge); a plugin chosen without one it requires fails, saying so.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -105,11 +107,22 @@ def _load() -> _State:
     only = _names("TRYSQUARE_LOAD_PLUGINS")
     blocked = _names("TRYSQUARE_BLOCK_PLUGINS") or set()
     loaded: list[tuple[str, Any]] = []
-    for entry_point in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    entry_points = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    plugin_names = {entry_point.name for entry_point in entry_points}
+    for entry_point in entry_points:
         name = entry_point.name
         if name in blocked or (only is not None and name not in only) or name in state.versions:
             continue
+        needed = _needed_plugins(entry_point) & plugin_names
+        if needed & blocked:
+            continue  # blocking a plugin blocks the plugins built on it (a judge's providers)
         state.versions[name] = entry_point.dist.version if entry_point.dist else None
+        left_out = sorted(needed - only) if only is not None else []
+        if left_out:
+            state.failures[name] = (
+                f"needs {', '.join(left_out)}, which TRYSQUARE_LOAD_PLUGINS leaves out"
+            )
+            continue
         try:
             loaded.append((name, entry_point.load()))
         except Exception as error:  # noqa: BLE001 - one broken plugin is only reported
@@ -126,6 +139,22 @@ def _load() -> _State:
         _register(state, module_name, module)
     _drop_unspecified(state)
     return state
+
+
+def _needed_plugins(entry_point: metadata.EntryPoint) -> set[str]:
+    """The distributions a plugin's own distribution requires (extras aside), by normalized name."""
+    requirements = entry_point.dist.requires if entry_point.dist else None
+    names = set()
+    for requirement in requirements or ():
+        if ";" in requirement and "extra" in requirement.split(";", 1)[1]:
+            continue
+        match = _REQUIREMENT_NAME.match(requirement)
+        if match:
+            names.add(re.sub(r"[-_.]+", "-", match.group(0)).lower())
+    return names
+
+
+_REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _register(state: _State, name: str, plugin: Any) -> None:
