@@ -1,27 +1,25 @@
 """A real install: every distribution built as a wheel, installed in one fresh venv, used there.
 
-One venv per session (building and installing is the slow part): every distribution of
-the repository, the plugins included (`uv build --all-packages`), and the two plugins that
-docs/plugins.md opens with, built from the page itself. Third-party dependencies
-come from uv's cache (offline when it can), trysquare's own only from the wheels
-(`--no-index --find-links`), so nothing published under the same names can stand in.
+One venv per session: every distribution of the repository, the plugins included (the
+suite's wheels, `uv build --all-packages`, see tests/venvs.py), and the two plugins that
+docs/plugins.md opens with, built from the page itself. Third-party dependencies come from
+uv's cache (offline when it can), trysquare's own only from the wheels (`--no-index
+--find-links`), so nothing published under the same names can stand in.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tomllib
-import zipfile
 from pathlib import Path
 
 import attrs
 import pytest
 
-from tests.venvs import ROOT, Venv
+from tests.venvs import ROOT, Venv, build_wheels, install, uv, uv_env, wheelhouse
 
 pytestmark = pytest.mark.slow
 
@@ -53,105 +51,22 @@ class Installed:
     kit: Path  # the documented plugins' folders, as written from the page
 
 
-def _uv_env() -> dict[str, str]:
-    return {
-        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
-    }
-
-
-def _requirements(dist: Path, names: set[str]) -> list[str]:
-    """The third-party requirements of the wheels that will be installed (none of trysquare's)."""
-    found = set()
-    for wheel in dist.glob("*.whl"):
-        name = wheel.name.split("-")[0].replace("_", "-")
-        if name not in names:
-            continue
-        with zipfile.ZipFile(wheel) as archive:
-            metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-            for line in archive.read(metadata).decode().splitlines():
-                if line.startswith("Requires-Dist:") and "extra ==" not in line:
-                    requirement = line.split(":", 1)[1].strip()
-                    if not requirement.startswith("trysquare"):
-                        found.add(requirement)
-    return sorted(found)
-
-
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not installed (.ci/run installs it)")
     root = tmp_path_factory.mktemp("install")
     dist, kit = root / "dist", root / "kit"
     for path, text in kit_files().items():
         (kit / path).parent.mkdir(parents=True, exist_ok=True)
         (kit / path).write_text(text, encoding="utf-8")
-    builds = [["build", "--all-packages", "--wheel", "-o", str(dist)]] + [
-        ["build", "--wheel", "-o", str(dist), str(folder)]
-        for folder in sorted(kit.iterdir())
-    ]
-    # Independent builds: overlapped, each checked.
-    running = [
-        (
-            args,
-            subprocess.Popen(
-                [uv, *args],
-                cwd=ROOT,
-                env=_uv_env(),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            ),
-        )
-        for args in builds
-    ]
-    for args, process in running:
-        output, _ = process.communicate(timeout=600)
-        assert process.returncode == 0, f"uv {' '.join(args)} failed:\n{output}"
-
-    def uv_run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [uv, *args],
-            cwd=root,
-            env=_uv_env(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert done.returncode == 0 or not check, f"uv {' '.join(args)} failed:\n{done.stderr}"
-        return done
-
+    # The repository's wheels (shared by the suite's venvs) beside the page's two plugins.
+    shutil.copytree(wheelhouse(tmp_path_factory), dist)
+    build_wheels(sorted(kit.iterdir()), dist)
     venv = root / "venv"
-    uv_run("venv", "--quiet", "--python", sys.executable, str(venv))
-    python = str(venv / "bin" / "python")
-    names = {n for n in INSTALLED} | {
-        "trysquare-core",
-        "trysquare-script",
-        "trysquare-judge",
-        "trysquare-form",
-        "trysquare-view",
-    }
-    third_party = [*_requirements(dist, names), "pytest>=8"]
-    # From uv's cache when it holds them all; the index otherwise (never for trysquare's own).
-    if (
-        uv_run(
-            "pip", "install", "--quiet", "--offline", "--python", python, *third_party, check=False
-        ).returncode
-        != 0
-    ):
-        uv_run("pip", "install", "--quiet", "--python", python, *third_party)
-    uv_run(
-        "pip",
-        "install",
-        "--quiet",
-        "--no-index",
-        "--find-links",
-        str(dist),
-        "--python",
-        python,
-        *INSTALLED,
-    )
+    subprocess.run(
+        [uv(), "venv", "--quiet", "--python", sys.executable, str(venv)], env=uv_env(),
+        check=True, capture_output=True,
+    )  # fmt: skip
+    install(venv, dist, INSTALLED, ["pytest>=8"])
     return Installed(Venv(venv), dist, kit)
 
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def core_alone(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    return build_venv(tmp_path_factory.mktemp("core-alone") / "env", ["trysquare_core"])
+    return build_venv(tmp_path_factory, "core-alone", ["trysquare_core"])
 
 
 def test_core_alone_lists_no_mode(core_alone: Venv, tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ SCHEMA = verdict_schema(METRICS)
 
 @pytest.fixture(scope="session")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    return build_venv(tmp_path_factory.mktemp("anthropic-venv") / "env", LOCAL)
+    return build_venv(tmp_path_factory, "anthropic-venv", LOCAL)
 
 
 def listing(venv: Venv, cwd: Path, **env: str) -> dict[str, dict[str, Any]]:

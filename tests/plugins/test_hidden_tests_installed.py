@@ -23,7 +23,7 @@ COMMAND = "python -m pytest -q -p no:cacheprovider --junitxml={junit}"
 
 @pytest.fixture(scope="session")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    return build_venv(tmp_path_factory.mktemp("venv") / "env", LOCAL, ["pytest"])
+    return build_venv(tmp_path_factory, "venv", LOCAL, ["pytest"])
 
 
 def plugin_listing(venv: Venv, cwd: Path, **env: str) -> dict[str, dict]:
