@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
+import copy
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import tempfile
+import threading
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -36,7 +41,9 @@ class GitRepo:
         path.mkdir(parents=True, exist_ok=True)
         repo = cls(path)
         repo.git("init", "-q", "-b", "main")
-        repo.git("config", "commit.gpgsign", "false")
+        # What `git config commit.gpgsign false` writes, without a second process.
+        with open(path / ".git" / "config", "a", encoding="utf-8") as config:
+            config.write("[commit]\n\tgpgsign = false\n")
         if files:
             repo.write_files(files)
             repo.commit("base")
@@ -76,7 +83,7 @@ class GitRepo:
         if all:
             self.git("add", "-A")
         self.git("commit", "-q", "--allow-empty", "-m", message)
-        return self.head()
+        return self._loose_head() or self.head()
 
     def tag(self, name: str) -> None:
         self.git("tag", name)
@@ -90,6 +97,17 @@ class GitRepo:
 
     def head(self) -> str:
         return self.git("rev-parse", "HEAD").strip()
+
+    def _loose_head(self) -> str | None:
+        """HEAD read from its loose ref file, as git would (None when it is elsewhere)."""
+        try:
+            head = (self.path / ".git" / "HEAD").read_text(encoding="utf-8").strip()
+            if not head.startswith("ref: refs/"):
+                return head if len(head) in (40, 64) else None
+            value = (self.path / ".git" / head.removeprefix("ref: ")).read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        return value if len(value) in (40, 64) else None
 
 
 def write_pi_session(path: Path, events: Iterable[Mapping[str, Any]], *, cwd: str) -> Path:
@@ -138,17 +156,26 @@ class RunBuilder:
         self.given: list[str] = []
         self.extra: dict[str, Any] = {}
 
+    def _moved(self, path: Path) -> RunBuilder:
+        """This builder's state for a copy of its run folder at ``path``."""
+        moved = copy.copy(self)
+        moved.path = path
+        moved.repo = GitRepo(path / "repo")
+        moved.given = list(self.given)
+        moved.extra = dict(self.extra)
+        return moved
+
     def base(self, files: Mapping[str, str | bytes], given: Mapping[str, str] | None = None) -> str:
         """Commit the etalon (tagged), then the given files on top: that commit is ``base``."""
         self.repo.write_files(files)
-        self.repo.commit("etalon")
+        head = self.repo.commit("etalon")
         if self.etalon_tag:
             self.repo.tag(self.etalon_tag)
         if given:
             self.repo.write_files(given)
-            self.repo.commit("given")
+            head = self.repo.commit("given")
             self.given = sorted(given)
-        self.base_commit = self.repo.head()
+        self.base_commit = head
         return self.base_commit
 
     def finish(self, *, response: str | None = None, session: Sequence[Mapping[str, Any]] | None = None) -> Path:
@@ -239,6 +266,14 @@ def build_run(
     ``response`` is written as ``response.md``; ``session`` events as a pi log.
     ``options`` go to :class:`RunBuilder` (``cell``, ``repetition``, ``prompt``...).
     """
+    path = Path(path)
+    recipe = None
+    # A session log names the clone's absolute path: such a run is always built in place.
+    if session is None and not (path.exists() and any(path.iterdir())):
+        recipe = _recipe(base, changes, deleted, given, commit, response, options)
+        copied = _TEMPLATES.copy(recipe, path, options.get("cell", "default"), options.get("repetition", 1))
+        if copied is not None:
+            return copied
     run = RunBuilder(path, **options)
     run.base(base, given=given)
     run.repo.write_files(changes or {})
@@ -247,7 +282,57 @@ def build_run(
     if commit:
         run.repo.commit("agent")
     run.finish(response=response, session=session)
+    if recipe is not None:
+        _TEMPLATES.keep(recipe, run)
     return run
+
+
+def _recipe(*parts: Any) -> str:
+    """What decides a built run's content but its cell and repetition, as one key."""
+    *content, options = parts
+    kept = {k: v for k, v in options.items() if k not in ("cell", "repetition")}
+    canonical = repr([sorted(p.items()) if isinstance(p, Mapping) else p for p in content] + [sorted(kept.items())])
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class _Templates:
+    """Runs built once per process and copied after (a copy of a real run is a real run).
+
+    Building one costs seven git processes; tests build the same run again and again
+    (the same etalon and changes in another cell, another test, a parametrized case).
+    A copy differs only in the clone's inode numbers and ctimes, which git re-checks
+    against the content, so ``git status`` and every check see the same run.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.root: Path | None = None
+        self.kept: dict[str, RunBuilder] = {}
+
+    def keep(self, recipe: str, run: RunBuilder) -> None:
+        with self.lock:
+            if recipe in self.kept:
+                return
+            if self.root is None:
+                self.root = Path(tempfile.mkdtemp(prefix="trysquare-built-runs-"))
+                atexit.register(shutil.rmtree, self.root, ignore_errors=True)
+            target = self.root / recipe
+            shutil.copytree(run.path, target, symlinks=True)
+            self.kept[recipe] = run._moved(target)
+
+    def copy(self, recipe: str, path: Path, cell: str, repetition: int) -> RunBuilder | None:
+        with self.lock:
+            template = self.kept.get(recipe)
+        if template is None or not template.path.is_dir():
+            return None
+        shutil.copytree(template.path, path, symlinks=True, dirs_exist_ok=True)
+        _set_cell(path, cell, repetition)
+        copied = template._moved(path)
+        copied.cell, copied.repetition = cell, repetition
+        return copied
+
+
+_TEMPLATES = _Templates()
 
 
 # A run's own content in a matrix: a mapping for every run alike, or one per (id, cell, repetition).
