@@ -167,6 +167,14 @@ class RunBuilder:
 
     def base(self, files: Mapping[str, str | bytes], given: Mapping[str, str] | None = None) -> str:
         """Commit the etalon (tagged), then the given files on top: that commit is ``base``."""
+        recipe = _recipe(files, given, {"etalon_tag": self.etalon_tag})
+        if self._fresh_clone():
+            copied = _BASES.copy_clone(recipe, self.repo.path)
+            if copied is not None:
+                self.base_commit, self.given = copied, sorted(given or ())
+                return copied
+        else:
+            recipe = ""
         self.repo.write_files(files)
         head = self.repo.commit("etalon")
         if self.etalon_tag:
@@ -176,7 +184,18 @@ class RunBuilder:
             head = self.repo.commit("given")
             self.given = sorted(given)
         self.base_commit = head
+        if recipe:
+            _BASES.keep_clone(recipe, self.repo.path, head)
         return self.base_commit
+
+    def _fresh_clone(self) -> bool:
+        """Whether the clone is as ``git init`` left it (no file, no commit yet)."""
+        try:
+            entries = [entry.name for entry in os.scandir(self.repo.path)]
+            heads = os.listdir(self.repo.path / ".git" / "refs" / "heads")
+        except OSError:
+            return False
+        return entries == [".git"] and not heads and not (self.repo.path / ".git" / "packed-refs").exists()
 
     def finish(self, *, response: str | None = None, session: Sequence[Mapping[str, Any]] | None = None) -> Path:
         """Write prompt, optional response/session, and run.toml; return the run folder."""
@@ -296,9 +315,10 @@ def _recipe(*parts: Any) -> str:
 
 
 class _Templates:
-    """Runs built once per process and copied after (a copy of a real run is a real run).
+    """Runs, and clones at their base commit, built once per process and copied after (a
+    copy of a real run is a real run).
 
-    Building one costs seven git processes; tests build the same run again and again
+    Building one costs five git processes; tests build the same run again and again
     (the same etalon and changes in another cell, another test, a parametrized case).
     A copy differs only in the clone's inode numbers and ctimes, which git re-checks
     against the content, so ``git status`` and every check see the same run.
@@ -308,15 +328,13 @@ class _Templates:
         self.lock = threading.Lock()
         self.root: Path | None = None
         self.kept: dict[str, RunBuilder] = {}
+        self.heads: dict[str, str] = {}
 
     def keep(self, recipe: str, run: RunBuilder) -> None:
         with self.lock:
             if recipe in self.kept:
                 return
-            if self.root is None:
-                self.root = Path(tempfile.mkdtemp(prefix="trysquare-built-runs-"))
-                atexit.register(shutil.rmtree, self.root, ignore_errors=True)
-            target = self.root / recipe
+            target = self._folder() / recipe
             shutil.copytree(run.path, target, symlinks=True)
             self.kept[recipe] = run._moved(target)
 
@@ -332,7 +350,33 @@ class _Templates:
         return copied
 
 
-_TEMPLATES = _Templates()
+    def keep_clone(self, recipe: str, clone: Path, head: str) -> None:
+        """Keep a clone just after its base commits (``head``), for :meth:`copy_clone`."""
+        with self.lock:
+            if recipe in self.heads:
+                return
+            target = self._folder() / f"clone-{recipe}"
+            shutil.copytree(clone, target, symlinks=True)
+            self.heads[recipe] = head
+
+    def copy_clone(self, recipe: str, clone: Path) -> str | None:
+        """Replace a fresh clone by the kept one of ``recipe``; its base commit (None: none kept)."""
+        with self.lock:
+            head = self.heads.get(recipe)
+        if head is None or self.root is None:
+            return None
+        shutil.rmtree(clone / ".git")
+        shutil.copytree(self.root / f"clone-{recipe}", clone, symlinks=True, dirs_exist_ok=True)
+        return head
+
+    def _folder(self) -> Path:
+        if self.root is None:
+            self.root = Path(tempfile.mkdtemp(prefix="trysquare-built-runs-"))
+            atexit.register(shutil.rmtree, self.root, ignore_errors=True)
+        return self.root
+
+
+_TEMPLATES = _BASES = _Templates()
 
 
 # A run's own content in a matrix: a mapping for every run alike, or one per (id, cell, repetition).
