@@ -74,6 +74,7 @@ import stat
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -328,7 +329,62 @@ def _shadow_root() -> Path:
             found = Path(tempfile.gettempdir()) / "trysquare-shadow"
             found.mkdir(parents=True, exist_ok=True)
         _SHADOW_ROOTS[cache] = found
+        prune_shadows(found)
     return found
+
+
+# A shadow holds a copy of its clone's index: at 10,000 runs of a large repository the cache
+# would grow by gigabytes per experiment. One unused this long is removed (rebuilt if needed).
+SHADOW_UNUSED_DAYS = 30
+_PRUNE_EVERY_SECONDS = 24 * 3600
+
+
+def prune_shadows(root: Path, *, now: float | None = None) -> list[str]:
+    """Remove the shadows under ``root`` not used for :data:`SHADOW_UNUSED_DAYS` days, at most
+    once a day per cache (a ``.pruned`` stamp says when); the names removed.
+
+    Each use touches its shadow (:func:`_touch`). A shadow is renamed away before it is
+    deleted, so a process that finds it again rebuilds it rather than reading half of one.
+    """
+    now = time.time() if now is None else now
+    stamp = root / ".pruned"
+    try:
+        if now - stamp.stat().st_mtime < _PRUNE_EVERY_SECONDS:
+            return []
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return []
+    removed = []
+    try:
+        stamp.touch()
+        entries = list(os.scandir(root))
+    except OSError:
+        return []
+    for entry in entries:
+        # A build or a removal a killed process left behind is a day-old dot folder.
+        leftover = entry.name.startswith((".build.", ".prune."))
+        if (entry.name.startswith(".") and not leftover) or not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            age = now - entry.stat(follow_symlinks=False).st_mtime
+            if age < (86400 if leftover else SHADOW_UNUSED_DAYS * 86400):
+                continue
+            doomed = Path(tempfile.mkdtemp(prefix=".prune.", dir=root))
+            os.rename(entry.path, doomed / entry.name)
+        except OSError:
+            continue  # in use, gone already, or not ours to remove: left alone
+        shutil.rmtree(doomed, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
+
+
+def _touch(folder: Path) -> None:
+    """Mark a shadow as used now (what :func:`prune_shadows` goes by)."""
+    try:
+        os.utime(folder)
+    except OSError:
+        pass  # a confined process may not write there: the shadow is still used
 
 
 def _write_shadow(git_dir: Path, common: Path, head: bytes) -> None:
@@ -406,6 +462,7 @@ class _Shadow:
         self.dir = root / _shadow_key(self.repo, common, commit, excluded)
         self.exclude = self.dir / "info" / "exclude"
         if (self.dir / "index").is_file():
+            _touch(self.dir)
             return
         root.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=".build.", dir=root))
@@ -435,6 +492,7 @@ class _Shadow:
         folder = _shadow_root() / _shadow_key(repo, common, commit, excluded)
         if not (folder / "index").is_file():
             return None
+        _touch(folder)
         shadow = cls.__new__(cls)
         shadow.repo, shadow.commit, shadow.dir = Path(repo), commit, folder
         shadow.exclude = folder / "info" / "exclude"
