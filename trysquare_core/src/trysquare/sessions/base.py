@@ -209,6 +209,16 @@ def _size(value: object, depth: int = 0) -> int:
     return 8
 
 
+def _small(arguments: dict[str, Any]) -> bool:
+    """``_size(arguments) <= INLINE_SIZE``, without recursing for plain strings (most values)."""
+    total = 0
+    for item in arguments.values():
+        total += len(item) if type(item) is str else _size(item, 1)
+        if total > INLINE_SIZE:  # sizes are never negative: the answer is known
+            return False
+    return True
+
+
 def arguments_kept_or_logged(
     arguments: dict[str, Any],
     file: Path,
@@ -217,7 +227,7 @@ def arguments_kept_or_logged(
     extract: Callable[[dict[str, Any], str | None], dict[str, Any]],
 ) -> dict[str, Any] | LoggedValue:
     """``arguments`` themselves when small, else a pointer to where the log holds them."""
-    if _size(arguments) <= INLINE_SIZE:
+    if _small(arguments):
         return arguments
     return LoggedValue(file, offset, key, extract)
 
@@ -227,6 +237,14 @@ def text_of(content: object, kinds: frozenset[str] = frozenset({"text"})) -> str
     if isinstance(content, str):
         return content
     if isinstance(content, list):
+        if len(content) == 1:  # the usual case: one block, kept as is (as the join would)
+            block = content[0]
+            if (
+                isinstance(block, dict)
+                and block.get("type") in kinds
+                and type(text := block.get("text")) is str
+            ):
+                return text
         parts = [
             block["text"]
             for block in content
@@ -384,18 +402,19 @@ class CallCollector:
         calls: list[ToolCall] = []
         for offset, record in enumerate(records):
             name, arguments, result, failed, reads, writes, shell, unclear, mentions, _ = record
+            # Positional (in ToolCall's field order): tens of thousands are built at once.
             calls.append(
                 ToolCall(
-                    index=start + offset,
-                    name=name,
-                    arguments=arguments,
-                    result=result,
-                    failed=failed,
-                    reads=reads,
-                    writes=writes,
-                    shell=shell,
-                    unclear=unclear,
-                    mentions=mentions,
+                    start + offset,
+                    name,
+                    arguments,
+                    result,
+                    failed,
+                    reads,
+                    writes,
+                    shell,
+                    unclear,
+                    mentions,
                 )
             )
             records[offset] = _GONE  # each record goes as its call comes: the two never all coexist

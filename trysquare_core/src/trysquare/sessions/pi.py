@@ -166,6 +166,7 @@ class PiReading(LoggedReading):
             while leaf is not None and leaf in tree and leaf not in active:
                 active.add(leaf)
                 leaf = tree[leaf][0]
+            last_line = tree[last][2] if last in tree else "?"
             left_calls = 0
             left_lines: list[int] = []
             for entry_id, (_, effect, number) in tree.items():
@@ -174,14 +175,19 @@ class PiReading(LoggedReading):
                 elif effect is not None and effect[0] in {"call", "result"}:
                     left_lines.append(number)
                     left_calls += len(effect[1]) if effect[0] == "call" else 0
+                # Its contribution now lives in the collector: what held it goes as the
+                # calls' records come (both would count in the peak).
+                tree[entry_id] = _DONE
             if left_lines:
                 notes.append(
                     f"{file.name}: the active branch (the parent chain of the last entry, "
-                    f"line {tree[last][2] if last in tree else '?'}) leaves out {len(left_lines)} "
+                    f"line {last_line}) leaves out {len(left_lines)} "
                     f"recorded {'entry' if len(left_lines) == 1 else 'entries'} holding "
                     f"{left_calls} tool call{'s' if left_calls != 1 else ''} (lines "
                     f"{min(left_lines)}-{max(left_lines)}); they are not counted"
                 )
+            tree.clear()  # and the tree itself before the calls are built
+            active.clear()
         calls = state.calls.finish(start)
         return FilePart(
             calls=calls,
@@ -194,6 +200,8 @@ class PiReading(LoggedReading):
             or (doubts[0] if doubts else None),
         )
 
+
+_DONE: tuple[None, None, int] = (None, None, 0)  # a tree entry already replayed (shared)
 
 # What one entry contributes, kept (for a tree) until its branch is known:
 # ("call", [(id, name, arguments, reads, writes), ...], text) for an assistant message,
@@ -264,8 +272,12 @@ class _State:
             return
         kind = effect[0]
         if kind == "call":
+            call = self.calls.call
             for call_id, name, arguments, reads, writes, more in effect[1]:
-                self.calls.call(call_id, name, arguments, reads, writes, line=line, **more)
+                if more:
+                    call(call_id, name, arguments, reads, writes, line=line, **more)
+                else:
+                    call(call_id, name, arguments, reads, writes, line=line)
             if effect[2] is not None:
                 self.final = effect[2]
                 self.final_line = line
