@@ -112,7 +112,9 @@ class PathResolver:
         known = self._seen
         if type(raws) is str:  # the usual case: one path, most often one seen before
             key = (raws, base)
-            resolved = known[key] if key in known else known.setdefault(key, self.resolve(raws, base))
+            resolved = (
+                known[key] if key in known else known.setdefault(key, self.resolve(raws, base))
+            )
             return () if resolved is None else (resolved,)
         seen: dict[str, None] = {}
         for raw in raws if isinstance(raws, (list, tuple)) else (raws,):

@@ -140,7 +140,7 @@ def loads(line: bytes) -> Any:
     """
     try:
         return _fast_loads(line)
-    except Exception:  # a hostile line: whatever msgspec refuses, json.loads decides
+    except Exception:  # noqa: BLE001 - a hostile line: whatever msgspec refuses, json.loads decides
         return json.loads(line)
 
 
@@ -171,7 +171,7 @@ def iter_positioned(file: Path, counter: LineCounter) -> Iterator[tuple[int, dic
             counter.line += 1
             try:
                 entry = fast(line)
-            except Exception:  # whatever msgspec refuses, json.loads decides (see loads)
+            except Exception:  # noqa: BLE001 - whatever msgspec refuses, json.loads decides
                 entry = parse_line(line, counter, start)
                 if entry is None:
                     continue
@@ -241,7 +241,8 @@ def text_of(content: object, kinds: frozenset[str] = frozenset({"text"})) -> str
             block = content[0]
             if (
                 isinstance(block, dict)
-                and block.get("type") in kinds
+                and type(kind := block.get("type")) is str
+                and kind in kinds
                 and type(text := block.get("text")) is str
             ):
                 return text
@@ -249,7 +250,8 @@ def text_of(content: object, kinds: frozenset[str] = frozenset({"text"})) -> str
             block["text"]
             for block in content
             if isinstance(block, dict)
-            and block.get("type") in kinds
+            and isinstance(kind := block.get("type"), str)  # a hostile list is no key
+            and kind in kinds
             and isinstance(block.get("text"), str)
         ]
         return "\n".join(parts)
@@ -315,6 +317,8 @@ class CallCollector:
         line: int = 0,
     ) -> int:
         """Record a call; returns its index. A repeated ``key`` makes the history ambiguous."""
+        if isinstance(key, (list, dict)):
+            key = None  # a hostile id no result can name (and no dict can hold)
         index = len(self._calls)
         # The last slot: the line of the result paired with it (-1: none yet).
         self._calls.append(
@@ -336,7 +340,7 @@ class CallCollector:
         self, key: str | None, text: str | LoggedValue, failed: bool, *, line: int = 0
     ) -> int | None:
         """Pair a result with the call of id ``key``; returns that call's index, if any yet."""
-        if key is None:
+        if key is None or isinstance(key, (list, dict)):
             self._orphans.append(f"an unnamed result{_at(line)}")
             return None
         index = self._by_id.get(key)

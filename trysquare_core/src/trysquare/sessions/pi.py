@@ -70,7 +70,8 @@ class PiFormat:
         return any(
             entry.get("type") == "message"
             and isinstance(entry.get("message"), dict)
-            and entry["message"].get("role") in {"user", "assistant", "toolResult"}
+            and isinstance(role := entry["message"].get("role"), str)
+            and role in {"user", "assistant", "toolResult"}
             for entry in head
         )
 
@@ -249,7 +250,7 @@ class _State:
         """What ``entry`` (at ``offset`` in ``file``) would add, without adding it yet."""
         kind = entry.get("type")
         if kind != "message":
-            return None if kind in _ENTRY_TYPES else ("skip",)
+            return None if isinstance(kind, str) and kind in _ENTRY_TYPES else ("skip",)
         message = entry.get("message")
         if not isinstance(message, dict):
             return ("skip",)
@@ -264,7 +265,7 @@ class _State:
         if role == "user":
             skills = skill_tags(text_of(content))
             return ("user", skills) if skills else None
-        return None if role in _ROLES else ("skip",)
+        return None if isinstance(role, str) and role in _ROLES else ("skip",)
 
     def apply(self, effect: _Effect, line: int = 0) -> None:
         """Add what the entry on line ``line``, on the branch, contributes."""
@@ -292,7 +293,8 @@ class _State:
         self, message: dict[str, Any], content: object, file: Path, offset: int
     ) -> _Effect:
         # A turn that ended (no call, stopped) with no text is a real empty answer: "".
-        ended = message.get("stopReason") in {"stop", "end_turn", "length"}
+        stop = message.get("stopReason")
+        ended = isinstance(stop, str) and stop in {"stop", "end_turn", "length"}
         if isinstance(content, str):
             final: str | None = content if content.strip() else ("" if ended else None)
             return ("call", [], final)
