@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -60,3 +61,46 @@ def test_any_lines_are_survived(tmp_path: Path, fmt: str, hostile: list[tuple[in
         response.encode("utf-8")  # always writable as UTF-8
     for note in reading.notes:
         assert isinstance(note, str) and note
+
+
+def _places(value: object, where: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """The key path of every string inside a parsed JSON value."""
+    found: list[tuple[object, ...]] = []
+    items: Any = value.items() if isinstance(value, dict) else ()
+    if isinstance(value, list):
+        items = enumerate(value)
+    for key, item in items:
+        if isinstance(item, str):
+            found.append((*where, key))
+        found.extend(_places(item, (*where, key)))
+    return found
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_list_or_object_where_a_name_belongs_is_survived(fmt: str, tmp_path: Path) -> None:
+    # A type, role, id or stop reason spelled as an array or object cannot be looked
+    # up in a set or dict: each must be read as unknown, never crash the reader.
+    entries = session_entries(
+        fmt, [("edit", "a.py", True), ("shell", "cat b.py > c.py", True), ("text", "Done.")]
+    )
+    path = tmp_path / f"{fmt}.jsonl"
+    tried = 0
+    for number, entry in enumerate(entries):
+        for place in _places(entry):
+            changed = json.loads(json.dumps(entries))
+            target = changed[number]
+            for key in place[:-1]:
+                target = target[key]
+            target[place[-1]] = [1]  # unhashable, as an object would be
+            path.write_text("\n".join(json.dumps(line) for line in changed) + "\n")
+            reading = open_session(path, format=fmt, formats=builtin_formats())
+            try:
+                reading.tool_calls()
+                reading.first_write("a.py")
+                reading.skills_expanded()
+            except Unjudged as unjudged:
+                assert unjudged.reason
+            assert all(isinstance(note, str) and note for note in reading.notes)
+            reading.final_response()
+            tried += 1
+    assert tried > 20  # the log had places to spoil

@@ -74,11 +74,11 @@ class LoggedValue:
 
     def load(self) -> Any:
         """Read the line back and extract the value from it."""
-        import json
+        from trysquare.sessions.base import loads  # the reader's own parse: the same value
 
         with self.file.open("rb") as stream:
             stream.seek(self.offset)
-            return self.extract(json.loads(stream.readline()), self.key)
+            return self.extract(loads(stream.readline()), self.key)
 
 
 @attrs.frozen
@@ -229,7 +229,7 @@ def session_files(path: Path) -> list[Path]:
 
 def read_head(files: Sequence[Path], limit: int = HEAD_LINES) -> list[dict[str, Any]]:
     """The first ``limit`` lines of the first file that has any, parsed; broken lines left out."""
-    import json
+    from trysquare.sessions.base import loads
 
     for file in files:
         head: list[dict[str, Any]] = []
@@ -238,7 +238,7 @@ def read_head(files: Sequence[Path], limit: int = HEAD_LINES) -> list[dict[str, 
                 if not line.strip():
                     continue
                 try:
-                    entry = json.loads(line)
+                    entry = loads(line)
                 except (ValueError, RecursionError):  # not UTF-8, not JSON, nested too deep
                     continue
                 if isinstance(entry, dict):

@@ -109,8 +109,14 @@ class PathResolver:
 
     def resolve_all(self, raws: object, base: str | None = None) -> tuple[str, ...]:
         """:meth:`resolve` over several paths, dropping empties and repeats, order kept."""
-        seen: dict[str, None] = {}
         known = self._seen
+        if type(raws) is str:  # the usual case: one path, most often one seen before
+            key = (raws, base)
+            resolved = (
+                known[key] if key in known else known.setdefault(key, self.resolve(raws, base))
+            )
+            return () if resolved is None else (resolved,)
+        seen: dict[str, None] = {}
         for raw in raws if isinstance(raws, (list, tuple)) else (raws,):
             if not isinstance(raw, str):
                 continue

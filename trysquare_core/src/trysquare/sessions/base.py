@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import msgspec
 
 from trysquare.sessions import LoggedValue, ToolCall
 from trysquare.sessions._paths import PathResolver
@@ -31,6 +32,7 @@ __all__ = [
     "iter_entries",
     "iter_positioned",
     "kept_or_logged",
+    "loads",
     "parse_line",
     "skill_tags",
     "text_of",
@@ -122,6 +124,26 @@ def iter_entries(file: Path, counter: LineCounter) -> Iterator[dict[str, Any]]:
         yield entry
 
 
+_fast_loads = msgspec.json.Decoder().decode
+
+
+def loads(line: bytes) -> Any:
+    """``json.loads(line)``, at msgspec's speed where the two agree.
+
+    msgspec accepts a subset of what :func:`json.loads` does (no ``NaN``, no lone
+    surrogates, no byte-order mark, no numbers out of float range) and decodes it to
+    the same values, duplicate keys included (the last wins); whatever it refuses
+    goes to :func:`json.loads`, which decides. One boundary differs: both give up
+    at the interpreter's recursion limit, msgspec up to three levels deeper (json
+    spends frames of its own), and where exactly depends on the caller's stack and
+    the Python version either way.
+    """
+    try:
+        return _fast_loads(line)
+    except Exception:  # noqa: BLE001 - a hostile line: whatever msgspec refuses, json.loads decides
+        return json.loads(line)
+
+
 def parse_line(line: bytes, counter: LineCounter, offset: int) -> Any:
     """One line parsed, or ``None`` (counted and named in ``counter``) when it cannot be."""
     try:
@@ -140,7 +162,7 @@ def parse_line(line: bytes, counter: LineCounter, offset: int) -> Any:
 
 def iter_positioned(file: Path, counter: LineCounter) -> Iterator[tuple[int, dict[str, Any]]]:
     """Like :func:`iter_entries`, with each entry's byte offset (for :class:`LoggedValue`)."""
-    loads = json.loads
+    fast = _fast_loads
     offset = 0
     with file.open("rb") as stream:
         for line in stream:
@@ -148,8 +170,8 @@ def iter_positioned(file: Path, counter: LineCounter) -> Iterator[tuple[int, dic
             offset += len(line)
             counter.line += 1
             try:
-                entry = loads(line)
-            except (ValueError, RecursionError):
+                entry = fast(line)
+            except Exception:  # noqa: BLE001 - whatever msgspec refuses, json.loads decides
                 entry = parse_line(line, counter, start)
                 if entry is None:
                     continue
@@ -187,6 +209,16 @@ def _size(value: object, depth: int = 0) -> int:
     return 8
 
 
+def _small(arguments: dict[str, Any]) -> bool:
+    """``_size(arguments) <= INLINE_SIZE``, without recursing for plain strings (most values)."""
+    total = 0
+    for item in arguments.values():
+        total += len(item) if type(item) is str else _size(item, 1)
+        if total > INLINE_SIZE:  # sizes are never negative: the answer is known
+            return False
+    return True
+
+
 def arguments_kept_or_logged(
     arguments: dict[str, Any],
     file: Path,
@@ -195,7 +227,7 @@ def arguments_kept_or_logged(
     extract: Callable[[dict[str, Any], str | None], dict[str, Any]],
 ) -> dict[str, Any] | LoggedValue:
     """``arguments`` themselves when small, else a pointer to where the log holds them."""
-    if _size(arguments) <= INLINE_SIZE:
+    if _small(arguments):
         return arguments
     return LoggedValue(file, offset, key, extract)
 
@@ -205,11 +237,21 @@ def text_of(content: object, kinds: frozenset[str] = frozenset({"text"})) -> str
     if isinstance(content, str):
         return content
     if isinstance(content, list):
+        if len(content) == 1:  # the usual case: one block, kept as is (as the join would)
+            block = content[0]
+            if (
+                isinstance(block, dict)
+                and type(kind := block.get("type")) is str
+                and kind in kinds
+                and type(text := block.get("text")) is str
+            ):
+                return text
         parts = [
             block["text"]
             for block in content
             if isinstance(block, dict)
-            and block.get("type") in kinds
+            and isinstance(kind := block.get("type"), str)  # a hostile list is no key
+            and kind in kinds
             and isinstance(block.get("text"), str)
         ]
         return "\n".join(parts)
@@ -275,6 +317,8 @@ class CallCollector:
         line: int = 0,
     ) -> int:
         """Record a call; returns its index. A repeated ``key`` makes the history ambiguous."""
+        if isinstance(key, (list, dict)):
+            key = None  # a hostile id no result can name (and no dict can hold)
         index = len(self._calls)
         # The last slot: the line of the result paired with it (-1: none yet).
         self._calls.append(
@@ -296,7 +340,7 @@ class CallCollector:
         self, key: str | None, text: str | LoggedValue, failed: bool, *, line: int = 0
     ) -> int | None:
         """Pair a result with the call of id ``key``; returns that call's index, if any yet."""
-        if key is None:
+        if key is None or isinstance(key, (list, dict)):
             self._orphans.append(f"an unnamed result{_at(line)}")
             return None
         index = self._by_id.get(key)
@@ -362,18 +406,19 @@ class CallCollector:
         calls: list[ToolCall] = []
         for offset, record in enumerate(records):
             name, arguments, result, failed, reads, writes, shell, unclear, mentions, _ = record
+            # Positional (in ToolCall's field order): tens of thousands are built at once.
             calls.append(
                 ToolCall(
-                    index=start + offset,
-                    name=name,
-                    arguments=arguments,
-                    result=result,
-                    failed=failed,
-                    reads=reads,
-                    writes=writes,
-                    shell=shell,
-                    unclear=unclear,
-                    mentions=mentions,
+                    start + offset,
+                    name,
+                    arguments,
+                    result,
+                    failed,
+                    reads,
+                    writes,
+                    shell,
+                    unclear,
+                    mentions,
                 )
             )
             records[offset] = _GONE  # each record goes as its call comes: the two never all coexist
@@ -448,6 +493,22 @@ def _cannot_tell(call: ToolCall, path: str, why: str) -> None:
     )
 
 
+def _enable_gc_past(kept: object) -> None:
+    """Turn the cyclic collector back on without making it scan what the reading kept.
+
+    Re-enabled as is, its next pass walks every young object — the tens of thousands
+    of calls and logged values just built, none in a cycle — for nothing (a tenth of
+    a reading's time). Freezing and unfreezing moves them straight to the oldest
+    generation, where only a full collection looks at them. Done only when nothing
+    was frozen before (a host that froze objects on purpose, say before forking,
+    keeps them frozen).
+    """
+    if kept is not None and gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
+    gc.enable()
+
+
 class LoggedReading:
     """A lazy reading: nothing is opened until a question is asked, then everything is kept.
 
@@ -476,7 +537,7 @@ class LoggedReading:
                 self._digest = self._read_all()
             finally:
                 if collecting:
-                    gc.enable()
+                    _enable_gc_past(self._digest)
         return self._digest
 
     def _read_all(self) -> Digest:

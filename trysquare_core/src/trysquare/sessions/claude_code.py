@@ -133,6 +133,8 @@ class ClaudeCodeFormat:
         """Claude Code entries carry ``uuid``/``parentUuid``/``sessionId`` beside their type."""
         for entry in head:
             kind = entry.get("type")
+            if not isinstance(kind, str):
+                continue
             if kind in {"user", "assistant", "system"} and (
                 "parentUuid" in entry or "uuid" in entry
             ):
@@ -178,6 +180,8 @@ class ClaudeCodeReading(LoggedReading):
         final_parts: list[str] = []
         for offset, entry in iter_positioned(file, counter):
             kind = entry.get("type")
+            if isinstance(kind, (list, dict)):
+                kind = ""  # hostile: an unknown type, not a key to look up
             if kind not in {"user", "assistant"}:
                 if kind not in _ENTRY_TYPES:
                     counter.skipped += 1

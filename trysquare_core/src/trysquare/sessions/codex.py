@@ -77,6 +77,8 @@ class CodexFormat:
         """A rollout opens with ``session_meta`` or wraps its lines as ``{type, payload}``."""
         for entry in head:
             kind = entry.get("type")
+            if not isinstance(kind, str):
+                continue
             if kind == "session_meta":
                 return True
             if kind in _LINE_TYPES and isinstance(entry.get("payload"), dict):
@@ -215,6 +217,8 @@ class CodexReading(LoggedReading):
 
         for number, (offset, entry) in enumerate(iter_positioned(file, counter)):
             kind = entry.get("type")
+            if isinstance(kind, (list, dict)):
+                kind = ""  # hostile: an unknown type, not a key to look up
             payload = entry.get("payload")
             if kind in _LINE_TYPES and isinstance(payload, dict):
                 if kind == "session_meta":
@@ -239,6 +243,8 @@ class CodexReading(LoggedReading):
                 counter.skipped += 1
                 continue
             item_type = item.get("type")
+            if isinstance(item_type, (list, dict)):
+                item_type = ""  # hostile: an unknown item, not a key to look up
             if item_type == "message":
                 text = text_of(item.get("content"), _TEXT_KINDS)
                 if item.get("role") == "assistant":

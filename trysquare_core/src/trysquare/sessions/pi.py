@@ -70,7 +70,8 @@ class PiFormat:
         return any(
             entry.get("type") == "message"
             and isinstance(entry.get("message"), dict)
-            and entry["message"].get("role") in {"user", "assistant", "toolResult"}
+            and isinstance(role := entry["message"].get("role"), str)
+            and role in {"user", "assistant", "toolResult"}
             for entry in head
         )
 
@@ -166,6 +167,7 @@ class PiReading(LoggedReading):
             while leaf is not None and leaf in tree and leaf not in active:
                 active.add(leaf)
                 leaf = tree[leaf][0]
+            last_line = tree[last][2] if last in tree else "?"
             left_calls = 0
             left_lines: list[int] = []
             for entry_id, (_, effect, number) in tree.items():
@@ -174,14 +176,19 @@ class PiReading(LoggedReading):
                 elif effect is not None and effect[0] in {"call", "result"}:
                     left_lines.append(number)
                     left_calls += len(effect[1]) if effect[0] == "call" else 0
+                # Its contribution now lives in the collector: what held it goes as the
+                # calls' records come (both would count in the peak).
+                tree[entry_id] = _DONE
             if left_lines:
                 notes.append(
                     f"{file.name}: the active branch (the parent chain of the last entry, "
-                    f"line {tree[last][2] if last in tree else '?'}) leaves out {len(left_lines)} "
+                    f"line {last_line}) leaves out {len(left_lines)} "
                     f"recorded {'entry' if len(left_lines) == 1 else 'entries'} holding "
                     f"{left_calls} tool call{'s' if left_calls != 1 else ''} (lines "
                     f"{min(left_lines)}-{max(left_lines)}); they are not counted"
                 )
+            tree.clear()  # and the tree itself before the calls are built
+            active.clear()
         calls = state.calls.finish(start)
         return FilePart(
             calls=calls,
@@ -194,6 +201,8 @@ class PiReading(LoggedReading):
             or (doubts[0] if doubts else None),
         )
 
+
+_DONE: tuple[None, None, int] = (None, None, 0)  # a tree entry already replayed (shared)
 
 # What one entry contributes, kept (for a tree) until its branch is known:
 # ("call", [(id, name, arguments, reads, writes), ...], text) for an assistant message,
@@ -241,7 +250,7 @@ class _State:
         """What ``entry`` (at ``offset`` in ``file``) would add, without adding it yet."""
         kind = entry.get("type")
         if kind != "message":
-            return None if kind in _ENTRY_TYPES else ("skip",)
+            return None if isinstance(kind, str) and kind in _ENTRY_TYPES else ("skip",)
         message = entry.get("message")
         if not isinstance(message, dict):
             return ("skip",)
@@ -256,7 +265,7 @@ class _State:
         if role == "user":
             skills = skill_tags(text_of(content))
             return ("user", skills) if skills else None
-        return None if role in _ROLES else ("skip",)
+        return None if isinstance(role, str) and role in _ROLES else ("skip",)
 
     def apply(self, effect: _Effect, line: int = 0) -> None:
         """Add what the entry on line ``line``, on the branch, contributes."""
@@ -264,8 +273,12 @@ class _State:
             return
         kind = effect[0]
         if kind == "call":
+            call = self.calls.call
             for call_id, name, arguments, reads, writes, more in effect[1]:
-                self.calls.call(call_id, name, arguments, reads, writes, line=line, **more)
+                if more:
+                    call(call_id, name, arguments, reads, writes, line=line, **more)
+                else:
+                    call(call_id, name, arguments, reads, writes, line=line)
             if effect[2] is not None:
                 self.final = effect[2]
                 self.final_line = line
@@ -280,7 +293,8 @@ class _State:
         self, message: dict[str, Any], content: object, file: Path, offset: int
     ) -> _Effect:
         # A turn that ended (no call, stopped) with no text is a real empty answer: "".
-        ended = message.get("stopReason") in {"stop", "end_turn", "length"}
+        stop = message.get("stopReason")
+        ended = isinstance(stop, str) and stop in {"stop", "end_turn", "length"}
         if isinstance(content, str):
             final: str | None = content if content.strip() else ("" if ended else None)
             return ("call", [], final)
