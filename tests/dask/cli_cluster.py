@@ -55,11 +55,14 @@ class CommandLineCluster:
         self.folder.mkdir(parents=True, exist_ok=True)
         scheduler_file = self.folder / "scheduler.json"
         try:
+            # Without a dashboard each still serves HTTP: at port 0 too, not a contended 8787.
             self._start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                        "--dashboard-address", "127.0.0.1:0",
                         "--scheduler-file", str(scheduler_file), log="scheduler.log")
             for number in range(self.workers):
                 self._start("worker", "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1",
                             "--nthreads", str(self.threads), "--nworkers", "1", "--no-dashboard",
+                            "--dashboard-address", "127.0.0.1:0",
                             "--nanny" if self.nanny else "--no-nanny", "--name", f"w{number}",
                             log=f"worker{number}.log")
             deadline = time.monotonic() + self.timeout
