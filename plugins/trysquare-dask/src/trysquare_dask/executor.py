@@ -240,6 +240,10 @@ class _Session:
                 for future in completed.next_batch(block=False):
                     _, task = running.pop(future.key)
                     document = self._document(future, task)
+                    # Let the scheduler forget it now: while a client holds a finished task's
+                    # future, a worker that dies holding its (small) result has it computed
+                    # again, and the validator rewrites a result already recorded.
+                    future.release()
                     if document is not None:
                         yield task, document
                 submit_more()
