@@ -2,7 +2,7 @@
 
 A cluster costs seconds of imports on two cores, so there are few: one LocalCluster
 of worker processes the executor starts (a worker killed in it), one of a single
-worker that always dies, one of threads in this process, and the command-line
+worker that always dies, two of threads in this process, and the command-line
 cluster the package shares (``command_line_cluster``) for the judge's bound.
 Interruption is shown on that cluster too (test_dask_cli_cluster.py). Marked slow,
 and run anyway.
@@ -168,3 +168,45 @@ def test_a_task_whose_worker_always_dies_makes_its_run_invalid_saying_so(cli, ma
     assert result["metrics"] == {}
     assert "invalid: the dask cluster could not run" in done.stdout
     assert m.leftovers() == []
+
+
+def test_a_recorded_result_is_released_on_the_cluster(matrix) -> None:
+    """Once a result is handed to the runner, the cluster is no longer asked to keep it.
+
+    A finished task a client still wants is computed again when the worker holding
+    its result dies: its validator would rewrite a result already recorded (and the
+    runner's guard would call the run's file forged). Threads here, cheap: what is
+    shown is which keys the scheduler still keeps for this client.
+    """
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import LocalCluster
+    from trysquare.runner import ValidateOptions, plan
+    from trysquare.runs import discover
+    from trysquare.scenario import load_scenario
+    from trysquare_dask.executor import DaskRun, parse_options
+
+    m: Matrix = matrix(["r1", "r2", "r3"])
+    scenario = load_scenario(m.scenario)
+    runs = [run for experiment in discover([m.exp]) for run in experiment.runs]
+    score = [v for v in scenario.validations if v.name == "score"]
+    with ThreadPoolExecutor(2) as pool:
+        tasks = plan(scenario, runs, score, ValidateOptions(jobs=2), [], pool)
+    assert len(tasks) == 3
+
+    def kept() -> list[str]:
+        """Finished trysquare tasks the scheduler still holds for some client."""
+        return [str(key) for key, state in list(cluster.scheduler.tasks.items())
+                if str(key).startswith("trysquare-") and state.state == "memory" and state.who_wants]
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        executor = DaskRun(parse_options({"scheduler": cluster.scheduler_address}))
+        documents = []
+        for _task, document in executor.run(tasks, should_stop=lambda: False):
+            documents.append(document)
+            deadline = time.monotonic() + 5  # the release is a message to the scheduler
+            while kept() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert kept() == [], "a recorded result is still kept on the cluster"
+    assert [document["state"] for document in documents] == ["valid"] * 3
