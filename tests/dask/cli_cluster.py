@@ -2,6 +2,8 @@
 
 Each is its own process from its own command line, on loopback with ephemeral
 ports: the scheduler writes its address to a scheduler file, the workers join it.
+All start at once (a worker waits for the scheduler file itself): each spends a
+second or two importing distributed, and on two cores those imports overlap.
 Used by the tests and by benchmarks/bench_dask.py.
 """
 
@@ -23,20 +25,29 @@ class CommandLineCluster:
     """``with CommandLineCluster(folder, workers=2, threads=1) as cluster: cluster.address``."""
 
     def __init__(self, folder: Path, *, workers: int = 2, threads: int = 1,
-                 env: Mapping[str, str] | None = None, timeout: float = 90.0) -> None:
+                 env: Mapping[str, str] | None = None, timeout: float = 90.0,
+                 nanny: bool = True) -> None:
         self.folder = Path(folder)
         self.workers = workers
         self.threads = threads
         self.env = dict(os.environ if env is None else env)
+        # Their scratch space in the cluster's folder, not a /tmp/dask-scratch-space shared
+        # with every other dask on the machine.
+        self.env["DASK_TEMPORARY_DIRECTORY"] = str(self.folder / "scratch")
         self.timeout = timeout
+        # Without a nanny a worker is one process, not a nanny importing distributed and then
+        # starting the worker, which imports it again: half the start-up. Nothing restarts it.
+        self.nanny = nanny
         self.processes: list[subprocess.Popen[bytes]] = []
         self.address = ""
 
     def _start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
         with open(self.folder / log, "wb") as out:
-            # A session of its own: the teardown ends the whole tree (nanny, worker, validators).
+            # A process group of its own: the teardown ends the whole tree (nanny, worker,
+            # validators). Not a session of its own: a validate run in this process ends every
+            # child of it that left its session, as a validator's escaped grandchild.
             process = subprocess.Popen([DASK, *args], stdout=out, stderr=subprocess.STDOUT,
-                                       env=self.env, start_new_session=True, cwd=self.folder)
+                                       env=self.env, process_group=0, cwd=self.folder)
         self.processes.append(process)
         return process
 
@@ -44,18 +55,22 @@ class CommandLineCluster:
         self.folder.mkdir(parents=True, exist_ok=True)
         scheduler_file = self.folder / "scheduler.json"
         try:
+            # Without a dashboard each still serves HTTP: at port 0 too, not a contended 8787.
             self._start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                        "--dashboard-address", "127.0.0.1:0",
                         "--scheduler-file", str(scheduler_file), log="scheduler.log")
+            for number in range(self.workers):
+                self._start("worker", "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1",
+                            "--nthreads", str(self.threads), "--nworkers", "1", "--no-dashboard",
+                            "--dashboard-address", "127.0.0.1:0",
+                            "--nanny" if self.nanny else "--no-nanny", "--name", f"w{number}",
+                            log=f"worker{number}.log")
             deadline = time.monotonic() + self.timeout
             # The scheduler creates its file before it has written it: wait until it parses.
             while (address := self._scheduler_address(scheduler_file)) is None:
                 self._alive_or_fail(deadline)
-                time.sleep(0.1)
+                time.sleep(0.05)
             self.address = address
-            for number in range(self.workers):
-                self._start("worker", self.address, "--host", "127.0.0.1", "--nthreads",
-                            str(self.threads), "--nworkers", "1", "--no-dashboard",
-                            "--name", f"w{number}", log=f"worker{number}.log")
             self._wait_for_workers(deadline)
         except BaseException:
             self.__exit__()
@@ -82,20 +97,18 @@ class CommandLineCluster:
         with Client(self.address, timeout=self.timeout) as client:
             while len(client.scheduler_info()["workers"]) < self.workers:
                 self._alive_or_fail(deadline)
-                time.sleep(0.1)
+                time.sleep(0.05)
 
     def logs(self) -> str:
         return "\n".join(path.read_text(errors="replace")[-2000:] for path in sorted(self.folder.glob("*.log")))
 
     def __exit__(self, *_: object) -> None:
+        # Killed outright: nothing of theirs outlives the test (their scratch space is in the
+        # cluster's folder), and a polite close costs a second or more on a loaded machine.
         for process in reversed(self.processes):
             try:
-                os.killpg(process.pid, signal.SIGTERM)
+                os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         for process in reversed(self.processes):
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            process.wait()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ import pytest
 
 from trysquare.testing import build_matrix
 
+from tests.dask.cli_cluster import CommandLineCluster
 from tests.helpers import write_scenario, write_script
+from tests.judge.conftest import KEY, KEY_ENV
 
 # Scores a run; "bad" runs exit non-zero (invalid), "hang" runs outlive the timeout,
 # a run holding kill-worker.txt kills the dask worker running it once,
@@ -123,3 +126,22 @@ def comparable(document: dict[str, Any]) -> dict[str, Any]:
 
 
 from tests.judge.conftest import lab  # noqa: F401 - the judge laboratory, for the judge's bound
+
+# The tests that start clusters, and the users of the one below, carry this group: on one
+# xdist worker the shared cluster starts once, and no two clusters start at once on two cores.
+GROUP = pytest.mark.xdist_group("dask-clusters")
+
+
+@pytest.fixture(scope="package")
+def command_line_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CommandLineCluster]:
+    """``dask scheduler`` and two single-thread ``dask worker``s, shared by the tests here.
+
+    Starting one costs seconds of imports; the tests that use it leave its workers
+    alive (they only ever kill validators), so one cluster serves them all. Its
+    workers hold the judge laboratory's key, as an operator's workers hold theirs.
+    """
+    root = tmp_path_factory.mktemp("dask-cli")
+    env = {k: v for k, v in os.environ.items() if k not in ("TRYSQUARE_LOAD_PLUGINS", "TRYSQUARE_BLOCK_PLUGINS")}
+    env.update({"XDG_CACHE_HOME": str(root / "cache"), KEY_ENV: KEY})
+    with CommandLineCluster(root / "cluster", workers=2, threads=1, env=env, nanny=False) as cluster:
+        yield cluster

@@ -1,12 +1,12 @@
 """A cluster started from the command line (`dask scheduler`, two `dask worker`), reached by address.
 
 Not a LocalCluster: the scheduler and each worker are processes of their own, as an
-operator runs them, on loopback with ephemeral ports.
+operator runs them, on loopback with ephemeral ports. One cluster serves the module
+(``command_line_cluster``): no test here kills a worker.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.dask.cli_cluster import CommandLineCluster
-from tests.dask.conftest import Matrix, comparable
+from tests.dask.conftest import GROUP, Matrix, comparable
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, GROUP]
 
 
 def running(pid: int) -> bool:
@@ -30,13 +30,14 @@ def running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def test_a_command_line_cluster_writes_what_the_local_pool_writes(cli, matrix, tmp_path: Path) -> None:
+def test_a_command_line_cluster_writes_what_the_local_pool_writes(
+    cli, matrix, command_line_cluster: CommandLineCluster
+) -> None:
     m: Matrix = matrix(["r1", "r2", "bad1", "r3"])
     on_cluster = m.copy("exp-cluster")
     local = cli("validate", m.scenario, m.exp, "--no-progress", "--only", "score", "--jobs", "2")
-    with CommandLineCluster(tmp_path / "cluster", workers=2, threads=1, env=cli.env) as cluster:
-        dask = cli("validate", m.scenario, on_cluster, "--no-progress", "--only", "score",
-                   "--executor", "dask", "--executor-option", f"address={cluster.address}")
+    dask = cli("validate", m.scenario, on_cluster, "--no-progress", "--only", "score",
+               "--executor", "dask", "--executor-option", f"address={command_line_cluster.address}")
     assert local.returncode == dask.returncode == 1, dask.stdout + dask.stderr
     assert dask.stdout.splitlines()[-1] == local.stdout.splitlines()[-1]
     expected, got = m.results(m.exp), m.results(on_cluster)
@@ -46,33 +47,49 @@ def test_a_command_line_cluster_writes_what_the_local_pool_writes(cli, matrix, t
     assert got[("bad1", "score")]["state"] == "invalid"
 
 
-def test_an_interrupted_validate_kills_the_validators_running_on_workers(cli, matrix, tmp_path: Path) -> None:
-    ids = ["r1", "r2", "r3", "r4"]
-    m: Matrix = matrix(ids, timeout=120)
-    for run_id in ids:
+def test_an_interrupted_validate_kills_the_validators_on_workers_and_starts_no_other(
+    cli, matrix, command_line_cluster: CommandLineCluster
+) -> None:
+    # Submitted in this order to two single-thread workers: q1 is done at once, s1 and s2
+    # are running (a minute each) when the interrupt comes, s3 and s4 have not started.
+    slow = ["s1", "s2", "s3", "s4"]
+    m: Matrix = matrix(["q1", *slow], timeout=120)
+    for run_id in slow:
         (m.exp / "runs" / run_id / "delay.txt").write_text("60")
-    with CommandLineCluster(tmp_path / "cluster", workers=2, threads=1, env=cli.env) as cluster:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "trysquare", "validate", m.scenario, m.exp, "--no-progress",
-             "--only", "score", "--executor", "dask", "--executor-option", f"address={cluster.address}"],
-            env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        deadline = time.monotonic() + 90
-        started: list[Path] = []
-        while len(started) < 2:  # one validator on each worker's one thread
-            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-            time.sleep(0.1)
-            started = list(m.exp.glob("runs/*/validation/score/started.txt"))
-        pids = [int(path.read_text()) for path in started]
-        assert all(running(pid) for pid in pids)
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=60)
-        assert process.returncode == 130, stdout + stderr
-        # Killed on their workers within moments, not left to sleep out their minute.
-        deadline = time.monotonic() + 15
-        while any(running(pid) for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(running(pid) for pid in pids), cluster.logs()
-    # Nothing recorded for a killed validator: the next validate does those runs.
-    assert m.results() == {}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trysquare", "validate", m.scenario, m.exp, "--no-progress",
+         "--only", "score", "--executor", "dask", "--executor-option",
+         f"address={command_line_cluster.address}"],
+        env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    started: list[Path] = []
+    while len(started) < 2 or not m.results():  # one validator on each worker's one thread
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+        started = list(m.exp.glob("runs/*/validation/score/started.txt"))
+    pids = [int(path.read_text()) for path in started]
+    assert all(running(pid) for pid in pids)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stdout + stderr
+    assert "interrupted:" in stderr and "Traceback" not in stderr
+    # Killed on their workers within moments, not left to sleep out their minute.
+    deadline = time.monotonic() + 15
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(running(pid) for pid in pids), command_line_cluster.logs()
+    # The cluster outlives the client: what had not started must never start. Given a moment
+    # to (a freed worker takes its next task at once), no third validator says it started.
+    time.sleep(0.3)
+    assert len(list(m.exp.glob("runs/*/validation/score/started.txt"))) == 2
+    # Only what finished is recorded, whole; nothing for a killed validator.
+    assert {run for run, _ in m.results()} == {"q1"}
+    assert m.results()[("q1", "score")]["state"] == "valid"
     assert m.leftovers() == []
+    # The next validate does the rest (here without the minute's sleep, on the local pool).
+    for run_id in slow:
+        (m.exp / "runs" / run_id / "delay.txt").unlink()
+    again = cli("validate", m.scenario, m.exp, "--no-progress", "--only", "score", "--jobs", "2")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert sorted(run for run, _ in m.results()) == ["q1", *slow]

@@ -1,26 +1,25 @@
 """The dask executor on real clusters, through the CLI as a user drives it.
 
-Each test starts at most one cluster (a few seconds on two cores); they are
-marked slow and run anyway.
+A cluster costs seconds of imports on two cores, so there are few: one LocalCluster
+of worker processes the executor starts (a worker killed in it), one of a single
+worker that always dies, two of threads in this process, and the command-line
+cluster the package shares (``command_line_cluster``) for the judge's bound.
+Interruption is shown on that cluster too (test_dask_cli_cluster.py). Marked slow,
+and run anyway.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.dask.conftest import Matrix, comparable
+from tests.dask.conftest import GROUP, Matrix, comparable
 
 # One worker of the suite runs them one after another: two clusters starting at once on
 # two cores starve each other past the tests' deadlines.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dask-clusters")]
+pytestmark = [pytest.mark.slow, GROUP]
 
 # Two worker processes, as the issue asks: tasks really leave the client's process.
 CLUSTER = (
@@ -40,20 +39,28 @@ def progress_lines(stdout: str) -> list[str]:
     return sorted(line.split("] ", 1)[1] for line in stdout.splitlines() if line.startswith("["))
 
 
-def test_a_local_cluster_writes_what_the_local_pool_writes(cli, matrix) -> None:
+def test_a_local_cluster_writes_what_the_local_pool_writes_though_a_worker_is_killed(cli, matrix) -> None:
     m: Matrix = matrix(["r1", "r2", "bad1", "hang1", "r3"], timeout=1.5)
     on_cluster = m.copy("exp-dask")
+    # On the cluster only (locally it would kill this process): r3's validator kills the
+    # worker process running it (SIGKILL), once. Its task, and the one running beside it
+    # on that worker (each validator takes a moment), must run again elsewhere.
+    for run in on_cluster.glob("runs/*"):
+        (run / "delay.txt").write_text("0.3")
+    (on_cluster / "runs" / "r3" / "kill-worker.txt").write_text("")
 
     local = cli("validate", m.scenario, m.exp, "--no-progress", "--jobs", "2")
     dask = cli("validate", m.scenario, on_cluster, "--no-progress", *CLUSTER)
 
     assert local.returncode == dask.returncode == 1, dask.stderr
     assert "Traceback" not in dask.stderr
+    assert (on_cluster / "runs" / "r3" / "validation" / "score" / "killed-worker.txt").exists(), "no worker was killed"
     # Same progress and the same closing line: they come from the runner either way.
     assert dask.stdout.splitlines()[-1] == local.stdout.splitlines()[-1]
     assert "2 invalid, 3 pending" in dask.stdout.splitlines()[-1]
     assert progress_lines(dask.stdout) == progress_lines(local.stdout)
 
+    # Every file parses (a half-written one fails here) and says what the local pool's says.
     expected, got = m.results(m.exp), m.results(on_cluster)
     assert sorted(got) == sorted(expected) and len(got) == 10
     for key, document in expected.items():
@@ -64,7 +71,7 @@ def test_a_local_cluster_writes_what_the_local_pool_writes(cli, matrix) -> None:
     assert got[("bad1", "score")]["state"] == "invalid"
     assert "exited with code 3" in got[("bad1", "score")]["error"]
     assert "exceeded its timeout" in got[("hang1", "score")]["error"]
-    assert got[("r1", "score")]["metrics"] == {"changed": True, "files": 2}
+    assert got[("r1", "score")]["metrics"] == got[("r3", "score")]["metrics"] == {"changed": True, "files": 2}
     # The evidence a worker kept is the same too.
     stderr = on_cluster / "runs" / "bad1" / "validation" / "score.stderr"
     assert "broken on purpose" in stderr.read_text()
@@ -73,36 +80,16 @@ def test_a_local_cluster_writes_what_the_local_pool_writes(cli, matrix) -> None:
         return json.loads((root / "measures.json").read_text())
 
     assert measures(on_cluster) == measures(m.exp)
+    # One recorded result per killed or interrupted script task: a re-run never stacked a
+    # second one into the history. (Not asserted for the form: a quick task that wrote its
+    # result on the dying worker, but had not reported it yet, runs again and may.)
+    assert list(on_cluster.rglob("score.history.jsonl")) == []
     assert m.leftovers(on_cluster) == []
 
     # A second validate reuses every result, as with the local pool: no cluster needed.
     again = cli("validate", m.scenario, on_cluster, "--no-progress", *CLUSTER)
     assert again.returncode == 1
     assert again.stdout.splitlines() == [local.stdout.splitlines()[-1] + "; 10 results unchanged (reused)"]
-
-
-def test_a_worker_killed_mid_matrix_leaves_every_run_one_whole_result(cli, matrix) -> None:
-    ids = [f"r{number}" for number in range(1, 9)]
-    m: Matrix = matrix(ids)
-    for run_id in ids:
-        (m.exp / "runs" / run_id / "delay.txt").write_text("0.4")
-    # r3's validator kills the worker process running it (SIGKILL), once: its task,
-    # and the other one running on that worker, must run again elsewhere.
-    (m.exp / "runs" / "r3" / "kill-worker.txt").write_text("")
-
-    done = cli("validate", m.scenario, m.exp, "--no-progress", "--only", "score", *CLUSTER)
-
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert (m.exp / "runs" / "r3" / "validation" / "score" / "killed-worker.txt").exists(), "no worker was killed"
-    results = m.results()  # parses every file: a half-written one fails here
-    assert sorted(results) == sorted((run_id, "score") for run_id in ids)
-    for document in results.values():
-        assert document["state"] == "valid", document
-        assert document["metrics"] == {"changed": True, "files": 2}
-    # One recorded result per task: a re-run never stacked a second one into the history.
-    assert list(m.exp.rglob("*.history.jsonl")) == []
-    assert m.leftovers() == []
-    assert done.stdout.splitlines()[-1] == "8 runs: 8 pending"  # the form is never filled here
 
 
 def test_an_existing_cluster_is_used_by_its_address(cli, matrix) -> None:
@@ -141,99 +128,36 @@ def test_an_existing_cluster_is_used_by_its_address(cli, matrix) -> None:
     )
 
 
-def test_an_interrupted_validate_cancels_what_has_not_started(cli, matrix) -> None:
-    ids = [f"r{number}" for number in range(1, 11)]
-    m: Matrix = matrix(ids)
-    for run_id in ids:
-        (m.exp / "runs" / run_id / "delay.txt").write_text("1.0")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trysquare",
-            "validate",
-            m.scenario,
-            m.exp,
-            "--no-progress",
-            "--only",
-            "score",
-            "--executor",
-            "dask",
-            "--executor-option",
-            "workers=1",
-            "--executor-option",
-            "threads=2",
-        ],
-        env=cli.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 180  # a cluster starting on a loaded machine
-    while not list(m.exp.glob("runs/*/validation/score.json")):
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stdout + stderr
-    assert "interrupted:" in stderr and "Traceback" not in stderr
-    results = m.results()
-    assert 1 <= len(results) < len(ids)
-    assert all(document["state"] == "valid" for document in results.values())
-    assert m.leftovers() == []
-    # The rest is done by the next validate.
-    again = cli("validate", m.scenario, m.exp, "--no-progress", "--only", "score", "--jobs", "4")
-    assert again.returncode == 0 and len(m.results()) == len(ids)
-    assert os.path.exists(m.exp / "measures.json")
+def test_the_judge_concurrency_bound_holds_across_worker_processes(lab, command_line_cluster) -> None:
+    """Two worker processes, each free to hold a conversation: two could run at once.
 
-
-def test_the_judge_concurrency_bound_holds_across_worker_processes(lab) -> None:
-    """Two worker processes of three threads each: six conversations could run at once.
-
-    Each process's own connection allows max_concurrency requests; only the
+    Each process's own connection allows max_concurrency (one) request; only the
     cluster-wide semaphore keeps the two processes together within it.
     """
     from tests.judge.chatserver import Reply, verdict
 
-    lab.write_config(max_concurrency=2)
-    for number in range(6):
+    lab.write_config(max_concurrency=1)
+    for number in range(4):
         lab.run(f"r{number}", repetition=number + 1)
     good = {"note_usable": True, "cites_paths": True}
-    lab.respond(lambda _: Reply(body=verdict(good).body, delay=0.3))
-    done = lab.validate(
-        "--executor",
-        "dask",
-        "--executor-option",
-        "workers=2",
-        "--executor-option",
-        "threads=3",
-    )
+    lab.respond(lambda _: Reply(body=verdict(good).body, delay=0.2))
+    done = lab.validate("--executor", "dask", "--executor-option", f"address={command_line_cluster.address}")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert len(lab.server.received) == 6
-    assert lab.server.peak == 2
-    assert all(lab.result(f"r{number}")["metrics"] == good for number in range(6))
+    assert len(lab.server.received) == 4
+    assert lab.server.peak == 1
+    assert all(lab.result(f"r{number}")["metrics"] == good for number in range(4))
 
 
-def test_a_task_whose_worker_always_dies_makes_its_run_invalid_saying_so(cli_process, matrix) -> None:
+def test_a_task_whose_worker_always_dies_makes_its_run_invalid_saying_so(cli, matrix) -> None:
+    import dask
+
     m: Matrix = matrix(["doom1"])
     (m.exp / "runs" / "doom1" / "kill-worker-always.txt").write_text("")
-    # A real process: dask reads DASK_* from the environment once, when it is imported.
-    done = cli_process(
-        "validate",
-        m.scenario,
-        m.exp,
-        "--no-progress",
-        "--only",
-        "score",
-        "--executor",
-        "dask",
-        "--executor-option",
-        "workers=1",
-        "--executor-option",
-        "threads=1",
-        # No second chance, so the test does not wait for worker restarts.
-        env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"},
-    )
+    # No second chance, so the test does not wait for worker restarts. A LocalCluster's
+    # scheduler runs in the validate process (here, this one): it reads this when it starts.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        done = cli("validate", m.scenario, m.exp, "--no-progress", "--only", "score",
+                   "--executor", "dask", "--executor-option", "workers=1", "--executor-option", "threads=1")  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     result = m.results()[("doom1", "score")]
     assert result["state"] == "invalid"
@@ -244,3 +168,45 @@ def test_a_task_whose_worker_always_dies_makes_its_run_invalid_saying_so(cli_pro
     assert result["metrics"] == {}
     assert "invalid: the dask cluster could not run" in done.stdout
     assert m.leftovers() == []
+
+
+def test_a_recorded_result_is_released_on_the_cluster(matrix) -> None:
+    """Once a result is handed to the runner, the cluster is no longer asked to keep it.
+
+    A finished task a client still wants is computed again when the worker holding
+    its result dies: its validator would rewrite a result already recorded (and the
+    runner's guard would call the run's file forged). Threads here, cheap: what is
+    shown is which keys the scheduler still keeps for this client.
+    """
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import LocalCluster
+    from trysquare.runner import ValidateOptions, plan
+    from trysquare.runs import discover
+    from trysquare.scenario import load_scenario
+    from trysquare_dask.executor import DaskRun, parse_options
+
+    m: Matrix = matrix(["r1", "r2", "r3"])
+    scenario = load_scenario(m.scenario)
+    runs = [run for experiment in discover([m.exp]) for run in experiment.runs]
+    score = [v for v in scenario.validations if v.name == "score"]
+    with ThreadPoolExecutor(2) as pool:
+        tasks = plan(scenario, runs, score, ValidateOptions(jobs=2), [], pool)
+    assert len(tasks) == 3
+
+    def kept() -> list[str]:
+        """Finished trysquare tasks the scheduler still holds for some client."""
+        return [str(key) for key, state in list(cluster.scheduler.tasks.items())
+                if str(key).startswith("trysquare-") and state.state == "memory" and state.who_wants]
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        executor = DaskRun(parse_options({"scheduler": cluster.scheduler_address}))
+        documents = []
+        for _task, document in executor.run(tasks, should_stop=lambda: False):
+            documents.append(document)
+            deadline = time.monotonic() + 5  # the release is a message to the scheduler
+            while kept() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert kept() == [], "a recorded result is still kept on the cluster"
+    assert [document["state"] for document in documents] == ["valid"] * 3

@@ -154,3 +154,24 @@ def test_every_task_pickles_for_the_workers(matrix, tmp_path: Path) -> None:
     name, limit = semaphore_for(judge)
     assert limit == 3 and "local" in name and "http://127.0.0.1:9/v1" in name
     assert all(semaphore_for(t.validation) is None for t in tasks if t.validation.mode != "judge")
+
+
+def test_a_local_cluster_listens_on_loopback_only() -> None:
+    """Threads in this process (processes=false) included: their HTTP servers are not on 0.0.0.0."""
+    import os
+
+    import psutil
+    from trysquare_dask.executor import DaskRun
+
+    def listening() -> set[tuple[str, int]]:
+        connections = psutil.Process(os.getpid()).net_connections()
+        return {(c.laddr.ip, c.laddr.port) for c in connections if c.status == psutil.CONN_LISTEN}
+
+    before = listening()
+    settings = parse_options({"workers": "1", "threads": "1", "processes": "false"})
+    with DaskRun(settings)._client() as client:
+        opened = listening() - before
+        assert client.nthreads()
+    assert opened, "the cluster listened nowhere: nothing was checked"
+    assert {ip for ip, _ in opened} <= {"127.0.0.1"}, opened
+    assert 8787 not in {port for _, port in opened}

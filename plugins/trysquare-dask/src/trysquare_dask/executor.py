@@ -37,6 +37,8 @@ OPTIONS = ("scheduler", "address", *LOCAL_OPTIONS, "retries")
 DEFAULT_RETRIES = 2
 # How often the client looks at should_stop while it waits for results.
 POLL_SECONDS = 0.05
+# Where a local cluster's HTTP servers listen: this machine only, any free port.
+LOOPBACK = "127.0.0.1:0"
 
 
 @attrs.frozen
@@ -165,7 +167,16 @@ class DaskRun:
             return
         from distributed import LocalCluster
 
-        keywords: dict[str, Any] = {"processes": settings.processes, "dashboard_address": None}
+        keywords: dict[str, Any] = {
+            "processes": settings.processes,
+            # No dashboard; but the scheduler and each worker still serve HTTP (health, metrics,
+            # the cluster's state). On loopback at an ephemeral port: not on every interface,
+            # which threads in this process (processes=false) otherwise get, nor at a fixed
+            # 8787 that two validates on one machine contend for.
+            "dashboard_address": None,
+            "scheduler_kwargs": {"dashboard": False, "dashboard_address": LOOPBACK},
+            "worker_dashboard_address": LOOPBACK,
+        }
         if settings.workers is not None:
             keywords["n_workers"] = settings.workers
         if settings.threads is not None:
@@ -229,6 +240,10 @@ class _Session:
                 for future in completed.next_batch(block=False):
                     _, task = running.pop(future.key)
                     document = self._document(future, task)
+                    # Let the scheduler forget it now: while a client holds a finished task's
+                    # future, a worker that dies holding its (small) result has it computed
+                    # again, and the validator rewrites a result already recorded.
+                    future.release()
                     if document is not None:
                         yield task, document
                 submit_more()
