@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sessionlogs import FIXTURES, FORMATS, pi_assistant, pi_call, session_entries
 from trysquare.assay import Unjudged
-from trysquare.sessions import base, open_session
+from trysquare.sessions import _json, base, open_session
 from trysquare.sessions.builtin import builtin_formats
 
 # Marked `fast` one by one: the 50 MB line is not for the inner loop.
@@ -82,7 +82,7 @@ def _both(path: Path, fmt: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Answer
     """(as shipped, with json.loads in msgspec's place) for the session at ``path``."""
     fast = _answers(path, fmt)
     with monkeypatch.context() as patched:
-        patched.setattr(base, "_fast_loads", json.loads)
+        patched.setattr(_json, "fast_loads", json.loads)
         plain = _answers(path, fmt)
     return fast, plain
 

@@ -74,7 +74,7 @@ class LoggedValue:
 
     def load(self) -> Any:
         """Read the line back and extract the value from it."""
-        from trysquare.sessions.base import loads  # the reader's own parse: the same value
+        from trysquare.sessions._json import loads  # the reader's own parse: the same value
 
         with self.file.open("rb") as stream:
             stream.seek(self.offset)
@@ -229,7 +229,7 @@ def session_files(path: Path) -> list[Path]:
 
 def read_head(files: Sequence[Path], limit: int = HEAD_LINES) -> list[dict[str, Any]]:
     """The first ``limit`` lines of the first file that has any, parsed; broken lines left out."""
-    from trysquare.sessions.base import loads
+    from trysquare.sessions._json import loads
 
     for file in files:
         head: list[dict[str, Any]] = []

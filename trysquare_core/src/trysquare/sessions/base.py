@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import msgspec
 
-from trysquare.sessions import LoggedValue, ToolCall
+from trysquare.sessions import LoggedValue, ToolCall, _json
+from trysquare.sessions._json import loads
 from trysquare.sessions._paths import PathResolver
 
 __all__ = [
@@ -124,26 +124,6 @@ def iter_entries(file: Path, counter: LineCounter) -> Iterator[dict[str, Any]]:
         yield entry
 
 
-_fast_loads = msgspec.json.Decoder().decode
-
-
-def loads(line: bytes) -> Any:
-    """``json.loads(line)``, at msgspec's speed where the two agree.
-
-    msgspec accepts a subset of what :func:`json.loads` does (no ``NaN``, no lone
-    surrogates, no byte-order mark, no numbers out of float range) and decodes it to
-    the same values, duplicate keys included (the last wins); whatever it refuses
-    goes to :func:`json.loads`, which decides. One boundary differs: both give up
-    at the interpreter's recursion limit, msgspec up to three levels deeper (json
-    spends frames of its own), and where exactly depends on the caller's stack and
-    the Python version either way.
-    """
-    try:
-        return _fast_loads(line)
-    except Exception:  # noqa: BLE001 - a hostile line: whatever msgspec refuses, json.loads decides
-        return json.loads(line)
-
-
 def parse_line(line: bytes, counter: LineCounter, offset: int) -> Any:
     """One line parsed, or ``None`` (counted and named in ``counter``) when it cannot be."""
     try:
@@ -162,7 +142,7 @@ def parse_line(line: bytes, counter: LineCounter, offset: int) -> Any:
 
 def iter_positioned(file: Path, counter: LineCounter) -> Iterator[tuple[int, dict[str, Any]]]:
     """Like :func:`iter_entries`, with each entry's byte offset (for :class:`LoggedValue`)."""
-    fast = _fast_loads
+    fast = _json.fast_loads
     offset = 0
     with file.open("rb") as stream:
         for line in stream:
