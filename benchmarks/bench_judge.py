@@ -89,7 +89,7 @@ def main() -> None:
         assert len(tasks) == count and not errors, errors
         running = executors.get("local", {}, jobs=THREADS)
         started = time.perf_counter()
-        states = [document["state"] for _, document in running.run(tasks, should_stop=lambda: False)]
+        states = [result.document["state"] for result in running.run(tasks, should_stop=lambda: False)]
         elapsed = time.perf_counter() - started
     invalid = [s for s in states if s != "valid"]
     assert not invalid, f"{len(invalid)} judged runs were not valid"
