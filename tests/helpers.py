@@ -44,12 +44,26 @@ def fake_distribution(
     return site
 
 
+def private_tmp(folder: Path) -> Path:
+    """A temporary folder of its own for a nested pytest (its ``TMPDIR``).
+
+    A pytest started in the shared temporary folder removes the oldest
+    ``pytest-of-<user>/pytest-N`` folders it finds there, which on a machine that ran the
+    suite before are hundreds of megabytes of git repositories: the nested run then took
+    anything from 2 s to 43 s.
+    """
+    tmp = folder / "nested-tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return tmp
+
+
 def pytest_in(folder: Path, cache: Path, test_file: str = "test_validator.py") -> subprocess.CompletedProcess[str]:
     """Run ``pytest test_file`` in ``folder`` as a validator author would: a pytest of its own,
     trysquare's fixtures from the installed plugin (autoload on), this suite's settings and
     plugins' variables left out, the heavy unrelated plugins off."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRYSQUARE_", "PYTEST_"))}
     env["XDG_CACHE_HOME"] = str(cache)
+    env["TMPDIR"] = str(private_tmp(cache.parent))
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
             "-p", "no:hypothesispytest", "-p", "no:anyio", test_file]
     # A generous deadline: on a loaded CI machine the interpreter start alone takes seconds.

@@ -19,6 +19,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from tests.helpers import private_tmp
 from tests.venvs import ROOT, Venv, build_wheels, install, uv, uv_env, wheelhouse
 
 pytestmark = pytest.mark.slow
@@ -134,7 +135,7 @@ def test_the_documented_plugins_pass_their_own_tests_installed(
 ) -> None:
     tests = sorted(str(p) for p in installed.kit.glob("*/test_*.py"))
     assert len(tests) == 2
-    env = installed.venv.env(XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env = installed.venv.env(XDG_CACHE_HOME=str(tmp_path / "cache"), TMPDIR=str(private_tmp(tmp_path)))
     env.pop(
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
     )  # the fixtures come from trysquare-core's pytest11 entry point
