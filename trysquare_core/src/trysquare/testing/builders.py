@@ -169,7 +169,7 @@ class RunBuilder:
         """Commit the etalon (tagged), then the given files on top: that commit is ``base``."""
         recipe = _recipe(files, given, {"etalon_tag": self.etalon_tag})
         if self._fresh_clone():
-            copied = _BASES.copy_clone(recipe, self.repo.path)
+            copied = _TEMPLATES.copy_clone(recipe, self.repo.path)
             if copied is not None:
                 self.base_commit, self.given = copied, sorted(given or ())
                 return copied
@@ -185,7 +185,7 @@ class RunBuilder:
             self.given = sorted(given)
         self.base_commit = head
         if recipe:
-            _BASES.keep_clone(recipe, self.repo.path, head)
+            _TEMPLATES.keep_clone(recipe, self.repo.path, head)
         return self.base_commit
 
     def _fresh_clone(self) -> bool:
@@ -376,7 +376,7 @@ class _Templates:
         return self.root
 
 
-_TEMPLATES = _BASES = _Templates()
+_TEMPLATES = _Templates()
 
 
 # A run's own content in a matrix: a mapping for every run alike, or one per (id, cell, repetition).
