@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trysquare import results
+from trysquare import _atomic, results
 from trysquare.runs import Run, discover
 from trysquare.scenario import Scenario, load_scenario
 from trysquare.testing import build_run
@@ -104,3 +104,39 @@ def test_measures_are_ordered_by_cell_then_repetition_and_written_whole(tmp_path
     assert [row["id"] for row in rows] == ["x", "y", "z"]
     path = results.write_measures(tmp_path / "many", rows)
     assert json.loads(path.read_text()) == rows
+
+
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_measures_streamed_are_the_bytes_of_the_whole_list(tmp_path: Path, count: int) -> None:
+    """write_measures writes rows as they come, never the list: the file is what dumping
+    the list at once would give (indentation, key order, non-ASCII text, nesting)."""
+    rows = [
+        {"id": f"r{i}", "cell": "caf\u00e9 \u2603", "metrics": {"m": [1, {"deep": None}], "b": True},
+         "reasons": {"m": "line one\nline two"}, "errors": [], "pending": []}
+        for i in range(count)
+    ]
+    handed: list[int] = []
+
+    def one_at_a_time():
+        for index, row in enumerate(rows):
+            handed.append(index)
+            yield row
+
+    path = results.write_measures(tmp_path, one_at_a_time())
+    assert path.read_bytes() == _atomic.encode_text(_atomic.dump_json(rows))
+    assert handed == list(range(count))
+
+
+def test_measures_rows_come_in_order_without_reading_a_run_twice(
+    tmp_path: Path, scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for run_id, cell, repetition in (("z", "b", 1), ("y", "a", 2), ("x", "a", 1)):
+        build_run(tmp_path / "many" / "runs" / run_id, base={"a.py": "a\n"}, cell=cell, repetition=repetition)
+    runs = discover([tmp_path / "many"])[0].runs
+    read: list[str] = []
+    real_row = results.run_row
+    monkeypatch.setattr(results, "run_row", lambda s, run, d=None: read.append(run.id) or real_row(s, run, d))
+    rows = results.iter_measures(scenario, runs)
+    assert read == []  # nothing read before the first row is asked for
+    assert next(rows)["id"] == "x" and read == ["x"]
+    assert [row["id"] for row in rows] == ["y", "z"] and read == ["x", "y", "z"]

@@ -177,13 +177,13 @@ def _replace(
             raise
 
 
-def _encode(text: str) -> bytes:
+def encode_text(text: str) -> bytes:
     # A lone surrogate (a name that was not UTF-8, a broken reply) never stops a write.
     return text.encode("utf-8", errors="backslashreplace")
 
 
 def write_text(path: Path, text: str, *, root: Path | None = None) -> None:
-    write_bytes(path, _encode(text), root=root)
+    write_bytes(path, encode_text(text), root=root)
 
 
 def _open_read(path: Path, root: Path | None) -> int:
@@ -208,7 +208,7 @@ def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
 
 def write_text_if_changed(path: Path, text: str, *, root: Path | None = None) -> None:
     """Write only when the content differs, so an unchanged file keeps its mtime."""
-    data = _encode(text)
+    data = encode_text(text)
     try:
         if read_bytes(path, root=root) == data:
             return

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def io_workers() -> int:
@@ -11,3 +18,17 @@ def io_workers() -> int:
     More than 8 buys nothing on one disk and starves the validators' own processes.
     """
     return min(8, 2 * (os.cpu_count() or 1))
+
+
+def bounded_map(pool: Executor, function: Callable[[T], R], items: Iterable[T], *, window: int) -> Iterator[R]:
+    """``pool.map`` that keeps at most ``window`` calls submitted (twice the pool's threads
+    keeps it busy). ``Executor.map`` submits every item at once: over 10,000 runs their
+    futures and results would be held together. Results come in the order of ``items``.
+    """
+    pending: deque[Future[R]] = deque()
+    for item in items:
+        pending.append(pool.submit(function, item))
+        if len(pending) >= window:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()

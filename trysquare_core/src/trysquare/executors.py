@@ -2,13 +2,15 @@
 
 An executor takes planned tasks (each a run × validator with its context
 archived) and yields a :class:`trysquare.execute.TaskResult` as each finishes:
-what :func:`trysquare.execute.execute_task` recorded. (An executor that yields
+what :func:`trysquare.execute.execute_task` recorded. The tasks are a collection
+to iterate once, in order: ``len()`` is their number, and each is built when it
+is reached, so an executor takes them no faster than it can start them. (An executor that yields
 ``(task, document)`` pairs, as they once did, still works.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Protocol
 
@@ -72,7 +74,7 @@ class Executor(Protocol):
 
 class RunningExecutor(Protocol):
     def run(
-        self, tasks: Sequence[Task], *, should_stop: Callable[[], bool]
+        self, tasks: Collection[Task], *, should_stop: Callable[[], bool]
     ) -> Iterable[TaskResult]:
         ...
 
@@ -95,7 +97,7 @@ class _LocalPool:
         self.jobs = jobs
 
     def run(
-        self, tasks: Sequence[Task], *, should_stop: Callable[[], bool]
+        self, tasks: Collection[Task], *, should_stop: Callable[[], bool]
     ) -> Iterator[TaskResult]:
         from trysquare.execute import execute_task
 

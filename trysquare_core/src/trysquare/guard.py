@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import stat
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -37,11 +38,11 @@ from trysquare.runs import Run
 
 if TYPE_CHECKING:
     from trysquare.context import RunFacts
-    from trysquare.modes import ValidationTask as Task
 
 __all__ = [
     "WORK_FILE",
     "ClonePicture",
+    "ResultWatch",
     "clone_changes",
     "clone_problem",
     "picture_clone",
@@ -70,6 +71,16 @@ class ClonePicture:
     # must come out of validation as it went in, too.
     etalon: Path | None = None
     etalon_entries: Mapping[str, Entry] = attrs.field(factory=dict)
+
+    def as_record(self) -> tuple[Any, ...]:
+        """Plain data (for :class:`trysquare._spill.Spill`); :meth:`from_record` undoes it."""
+        etalon = None if self.etalon is None else os.fspath(self.etalon)
+        return (dict(self.entries), self.root, self.problem, etalon, dict(self.etalon_entries))
+
+    @classmethod
+    def from_record(cls, record: tuple[Any, ...]) -> ClonePicture:
+        entries, root, problem, etalon, etalon_entries = record
+        return cls(entries, tuple(root), problem, None if etalon is None else Path(etalon), etalon_entries)
 
 
 def _key(name: str) -> str:
@@ -341,99 +352,138 @@ def clone_changes(run: Run, before: ClonePicture) -> str | None:
     return "; ".join(problems) or None
 
 
-def clone_problem(run_tasks: Sequence[Task]) -> str | None:
-    """What validation changed in the clone of the run these tasks share; None if nothing."""
-    first = run_tasks[0]
-    if first.clone_before is None:
-        return None
-    return clone_changes(first.run, first.clone_before)
-
-
-def spoil(run_tasks: Sequence[Task], problem: str, out: TextIO) -> None:
+def spoil(run: Run, names: Iterable[str], problem: str, out: TextIO) -> None:
     """A validation that wrote into the measured clone spoils its run's results, by path."""
     from trysquare import results
 
-    first = run_tasks[0]
     # The problem names files the clone holds: the agent chose those names.
-    print(f"trysquare: {shown(first.run.label)}: {shown(problem)}", file=out)
-    for task in run_tasks:
+    print(f"trysquare: {shown(run.label)}: {shown(problem)}", file=out)
+    for name in names:
         try:
-            document = results.read_result(task.run, task.validation.name)
+            document = results.read_result(run, name)
             if document is None:
                 continue
             # No context digest: a spoiled result is never reused as it is.
             document = {**document, "state": "invalid", "error": problem, "context_digest": None}
-            results.write_result(task.run, task.validation.name, document, None)
+            results.write_result(run, name, document, None)
         except (OSError, results.UnreadableResult) as error:
             # One run's folder refusing a write never stops the others being spoiled.
-            print(f"trysquare: {shown(first.run.label)}: {shown(str(error))}", file=out)
+            print(f"trysquare: {shown(run.label)}: {shown(str(error))}", file=out)
+
+
+def clone_problem(run: Run, before: ClonePicture | None) -> str | None:
+    """What validation changed in ``run``'s clone since ``before``; None if nothing."""
+    return None if before is None else clone_changes(run, before)
 
 
 # --- result files: written by trysquare alone ---------------------------------------------
 
-ResultStat = tuple[int, int, int, int] | None
+
+class ResultWatch:
+    """Every result file a validate may touch, as it was before the first validator
+    started, and a digest of each one trysquare then wrote.
+
+    After the run, :meth:`forged` names the files that changed otherwise (a validator
+    of one run writing another run's result, where no sandbox prevents it). Kept in
+    flat arrays, 72 bytes a file, so that 10,000 runs × validators fit: no path, no
+    document is held.
+    """
+
+    _ABSENT = -1
+
+    def __init__(self, runs: Sequence[Run], names: Sequence[str]) -> None:
+        from trysquare import results
+
+        self.runs = runs
+        self.names = tuple(names)
+        self._slot_of_run = {run.dir: index for index, run in enumerate(runs)}
+        self._name_index = {name: index for index, name in enumerate(self.names)}
+        self._before = array("q")
+        for run in runs:
+            for name in self.names:
+                self._before.extend(_file_stat(results.result_path(run, name)))
+        self._written = bytearray(32 * len(runs) * len(self.names))
+        self._was_written = bytearray(len(runs) * len(self.names))
+        self._ran = bytearray(len(runs) * len(self.names))
+
+    def _slot(self, run: Run, name: str) -> int | None:
+        index = self._slot_of_run.get(run.dir)
+        column = self._name_index.get(name)
+        return None if index is None or column is None else index * len(self.names) + column
+
+    def ran(self, run: Run, name: str) -> None:
+        """A task of ``run`` × ``name`` came back from its executor (recorded or not)."""
+        slot = self._slot(run, name)
+        if slot is not None:
+            self._ran[slot] = 1
+
+    def ran_names(self, run: Run) -> list[str]:
+        """The validators whose tasks on ``run`` came back, in scenario order."""
+        index = self._slot_of_run.get(run.dir)
+        if index is None:
+            return []
+        first = index * len(self.names)
+        return [name for column, name in enumerate(self.names) if self._ran[first + column]]
+
+    def wrote(self, run: Run, name: str, document: Mapping[str, Any]) -> None:
+        """trysquare recorded ``document`` as ``run``'s result of ``name``: the file must hold it."""
+        slot = self._slot(run, name)
+        if slot is None:
+            return
+        self._written[32 * slot:32 * slot + 32] = _document_sha(document)
+        self._was_written[slot] = 1
+
+    def forged(self) -> list[tuple[Run, str]]:
+        """Each (run, validator name) whose result file changed during validate other than by
+        trysquare's own writes, in the order of their paths."""
+        found = []
+        for index, run in enumerate(self.runs):
+            for column, name in enumerate(self.names):
+                slot = index * len(self.names) + column
+                path = results_path(run, name)
+                if self._was_written[slot]:
+                    try:
+                        now = hashlib.sha256(path.read_bytes()).digest()
+                    except OSError:
+                        now = b""
+                    if now != bytes(self._written[32 * slot:32 * slot + 32]):
+                        found.append((path, run, name))
+                elif _file_stat(path) != tuple(self._before[4 * slot:4 * slot + 4]):
+                    found.append((path, run, name))
+        return [(run, name) for _, run, name in sorted(found, key=lambda item: item[0])]
 
 
-def result_stats(runs: Iterable[Run], names: Iterable[str]) -> dict[Path, ResultStat]:
-    """Each run's result file for each validator name, with its inode, size and times (None: absent)."""
+def results_path(run: Run, name: str) -> Path:
     from trysquare import results
 
-    stats: dict[Path, ResultStat] = {}
-    names = list(names)
-    for run in runs:
-        for name in names:
-            path = results.result_path(run, name)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                stats[path] = None
-                continue
-            stats[path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    return stats
+    return results.result_path(run, name)
 
 
-def forged_results(before: Mapping[Path, ResultStat], written: Mapping[Path, Any]) -> list[Path]:
-    """Result files that changed during validate other than by trysquare's own writes.
-
-    ``written`` maps each result trysquare wrote to its document: that file must hold
-    it still; every other file must be as ``before`` found it. (A validator of one
-    run writing another run's result, where no sandbox prevents it.)
-    """
-    forged = []
-    for path, old in before.items():
-        if path in written:
-            try:
-                now = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                now = None
-            if now != json.loads(_atomic.dump_json(written[path])):
-                forged.append(path)
-            continue
-        try:
-            st = os.lstat(path)
-            current: ResultStat = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        except OSError:
-            current = None
-        if current != old:
-            forged.append(path)
-    return sorted(forged)
+def _file_stat(path: Path) -> tuple[int, int, int, int]:
+    """A file's inode, size and times; all -1 when it is absent (or unreadable)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return (-1, -1, -1, -1)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def refuse_forged(runs: Iterable[Run], forged: Sequence[Path], out: TextIO) -> None:
+def _document_sha(document: Mapping[str, Any]) -> bytes:
+    """The digest of the bytes :func:`trysquare.results.write_result` writes for ``document``."""
+    return hashlib.sha256(_atomic.encode_text(_atomic.dump_json(document))).digest()
+
+
+def refuse_forged(forged: Iterable[tuple[Run, str]], out: TextIO) -> None:
     """Make each forged result invalid, naming its file (the forged one goes to the history)."""
     from trysquare import results
 
-    by_path = {results.result_path(run, path.stem): run for run in runs for path in forged
-               if results.result_path(run, path.stem) == path}
-    for path in forged:
-        run = by_path.get(path)
-        if run is None:
-            continue
+    for run, name in forged:
+        path = results.result_path(run, name)
         problem = f"{shown(str(path))} was changed during validate by something other than trysquare"
         print(f"trysquare: {shown(run.label)}: {problem}", file=out)
         try:
-            document = results.read_result(run, path.stem) or {}
-            results.write_result(run, path.stem, {**document, "state": "invalid", "error": problem,
-                                                  "context_digest": None}, None)
+            document = results.read_result(run, name) or {}
+            results.write_result(run, name, {**document, "state": "invalid", "error": problem,
+                                              "context_digest": None}, None)
         except (OSError, results.UnreadableResult) as error:
             print(f"trysquare: {shown(run.label)}: {shown(str(error))}", file=out)

@@ -7,9 +7,9 @@ is appended to ``validation/<name>.history.jsonl``, so nothing is ever lost.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from trysquare import _atomic
 from trysquare.modes import Outcome, Validation
@@ -21,6 +21,7 @@ __all__ = [
     "MEASURES_FILE",
     "UnreadableResult",
     "build_measures",
+    "iter_measures",
     "unusable_row",
     "load_result",
     "read_result",
@@ -64,7 +65,7 @@ def load_result(run: Run, name: str) -> dict[str, Any] | None:
     """The recorded result; ``None`` when there is none; :class:`UnreadableResult` when damaged."""
     path = result_path(run, name)
     try:
-        value = json.loads(_atomic.read_bytes(path, root=run.dir))
+        raw = _atomic.read_bytes(path, root=run.dir)
     except FileNotFoundError:
         return None
     except _atomic.UnsafePath as unsafe:
@@ -72,7 +73,16 @@ def load_result(run: Run, name: str) -> dict[str, Any] | None:
         refused = UnreadableResult(str(unsafe))
         refused.remedy = "remove the link, then run validate again"
         raise refused from None
-    except (OSError, ValueError, RecursionError) as error:
+    except OSError as error:
+        raise UnreadableResult(f"{path} cannot be read ({type(error).__name__})") from None
+    return parse_result(raw, path)
+
+
+def parse_result(raw: bytes, path: Path) -> dict[str, Any]:
+    """A result file's bytes as a result; :class:`UnreadableResult` (naming ``path``) when damaged."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as error:
         raise UnreadableResult(f"{path} cannot be read ({type(error).__name__})") from None
     problem = _shape_problem(value)
     if problem:
@@ -307,9 +317,32 @@ def build_measures(
     unusable: Iterable[RunError] = (),
 ) -> list[dict[str, Any]]:
     """Every run's row; ``unusable`` run folders that name a cell count there as invalid."""
-    rows = [run_row(scenario, run, current_digests) for run in runs]
-    rows += [row for row in map(unusable_row, unusable) if row is not None]
-    return sorted(rows, key=lambda row: (row["cell"], _repetition_key(row), row["id"]))
+    return list(iter_measures(scenario, runs, current_digests, unusable=unusable))
+
+
+def iter_measures(
+    scenario: Scenario,
+    runs: Iterable[Run],
+    current_digests: Mapping[str, str] | None = None,
+    *,
+    unusable: Iterable[RunError] = (),
+) -> Iterator[dict[str, Any]]:
+    """The rows of :func:`build_measures`, in its order, each read when it is reached.
+
+    The order (cell, repetition, id) is known from the runs themselves, so no row
+    is held to sort them: 10,000 runs are written as 1,000 are.
+    """
+    extra = [row for row in map(unusable_row, unusable) if row is not None]
+    # Runs first, then unusable folders: the sort is stable, as build_measures' always was.
+    runs = list(runs)
+    keyed: list[tuple[tuple[str, int, str], int]] = [
+        ((run.cell, _repetition_key({"repetition": run.repetition}), run.id), index)
+        for index, run in enumerate(runs)
+    ]
+    keyed += [((row["cell"], _repetition_key(row), row["id"]), len(runs) + i) for i, row in enumerate(extra)]
+    keyed.sort(key=lambda item: item[0])
+    for _, index in keyed:
+        yield run_row(scenario, runs[index], current_digests) if index < len(runs) else extra[index - len(runs)]
 
 
 def _repetition_key(row: Mapping[str, Any]) -> int:
@@ -317,7 +350,18 @@ def _repetition_key(row: Mapping[str, Any]) -> int:
     return repetition if isinstance(repetition, int) else -1
 
 
-def write_measures(root: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
+def write_measures(root: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Write ``measures.json`` from ``rows`` as they come (the file :func:`_atomic.dump_json`
+    would write for their list), replacing it atomically once all are written."""
     path = root / MEASURES_FILE
-    _atomic.write_json(path, list(rows))
+
+    def fill(handle: BinaryIO) -> None:
+        first = True
+        for row in rows:
+            item = _atomic.dump_json(row).rstrip("\n").replace("\n", "\n  ")
+            handle.write(_atomic.encode_text(("[\n  " if first else ",\n  ") + item))
+            first = False
+        handle.write(b"[]\n" if first else b"\n]\n")
+
+    _atomic.write_stream(path, fill)
     return path

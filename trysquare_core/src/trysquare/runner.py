@@ -8,18 +8,19 @@ and validator goes on.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from trysquare import _atomic, context as contexts, guard, plugins, results
-from trysquare._pool import io_workers
+from trysquare import _spill, guard, plugins, results
+from trysquare._pool import bounded_map, io_workers
 from trysquare._shown import shown
 from trysquare.errors import RunError, UsageError
 from trysquare.execute import TaskResult, disk_full as _disk_full, execute_task, first_invalid as _first_invalid
 from trysquare.execute import write_problem as _write_problem
+from trysquare.planning import RunPlan, plan_runs
 from trysquare.lock import LOCK_FILE, experiment_lock  # noqa: F401 - the lock's old home
 from trysquare.modes import Validation, ValidationTask
 from trysquare.options import ValidateOptions
@@ -57,122 +58,11 @@ def plan(
     errors: list[RunError],
     pool: ThreadPoolExecutor,
 ) -> list[ValidationTask]:
-    """Build (or, with ``--replay``, reread) every context and keep the tasks that must run."""
-    digests = {v.name: v.digest() for v in validations}
-    owners = scenario.declared_metrics
-
-    def for_run(run: Run) -> list[ValidationTask] | RunError:
-        if _disk_full.is_set():
-            return RunError(f"{run.label}: not validated: no space left on device", run_dir=run.dir)
-        try:
-            return _tasks_for_run(scenario, run, validations, digests, owners, options)
-        except RunError as error:
-            return RunError(error.message, run_dir=run.dir)
-        except OSError as error:
-            return RunError(f"{run.label}: {_write_problem(error)}", run_dir=run.dir)
-        except Exception as error:  # noqa: BLE001 - one run's data never fails the matrix
-            return RunError(
-                f"{run.label}: could not be read ({type(error).__name__}: {error})", run_dir=run.dir
-            )
-
-    tasks: list[ValidationTask] = []
-    for outcome in pool.map(for_run, runs):
-        if isinstance(outcome, RunError):
-            errors.append(outcome)
-        else:
-            tasks.extend(outcome)
-    return tasks
-
-
-def _tasks_for_run(
-    scenario: Scenario,
-    run: Run,
-    validations: Sequence[Validation],
-    digests: Mapping[str, str],
-    owners: Mapping[str, Validation],
-    options: ValidateOptions,
-) -> list[ValidationTask]:
-    _remove_crash_litter(run, validations)
-    facts = None if options.replay else contexts.gather_facts(run)
-    # Taken whatever the validators: a --replay can damage a clone as much as a first run.
-    # Checked against the work recorded at first measurement (and recorded then).
-    clone_before = guard.picture_clone(run, facts)
-    refused = clone_before is not None and clone_before.problem is not None
-    tasks = []
-    declarers = {m: v.name for m, v in owners.items()}  # shared by this run's tasks
-    for validation in validations:
-        archive = results.archive_dir(run, validation.name)
-        context_path = archive / "context.json"
-        if facts is None:
-            context, text = _replayed_context(scenario, run, validation, context_path)
-        else:
-            context = contexts.build_context(scenario, run, validation, facts)
-            text = contexts.dump_context(context)
-            _atomic.write_text_if_changed(context_path, text, root=run.dir)
-        context_digest = contexts.context_digest(text, context)
-        results.refuse_planted_links(run, validation.name)
-        previous = results.read_result(run, validation.name)
-        if not refused and previous is not None and not _must_run(previous, digests[validation.name], context_digest, validation, options):
-            continue
-        tasks.append(ValidationTask(
-            run=run,
-            validation=validation,
-            context=context,
-            context_path=context_path,
-            archive=archive,
-            context_digest=context_digest,
-            digest=digests[validation.name],
-            previous=previous,
-            declared_elsewhere=declarers,
-            clone_before=clone_before,
-            protected_env=frozenset(scenario.protected_env),
-            suite_pass_env=scenario.task.pass_env,
-            rerun_suite=options.rerun_suite,
-        ))
-    return tasks
-
-
-def _replayed_context(
-    scenario: Scenario, run: Run, validation: Validation, context_path: Path
-) -> tuple[dict[str, Any], str]:
-    """``--replay``: the archived context; built (and archived) when this validator has never
-    had one — a validator added since (``--replay --only NEW``) — from the clone, if it is there."""
-    if context_path.exists() or context_path.is_symlink():
-        return contexts.load_archived(context_path)
-    from trysquare.runs import RUN_FILE, load_run
-
-    try:
-        full = load_run(run.dir / RUN_FILE)  # with its base pinned: --replay loaded it without
-    except RunError as error:
-        raise RunError(
-            f"{context_path}: no archived context to replay, and it cannot be built: {error.message}",
-            run_dir=run.dir,
-        ) from None
-    context = contexts.build_context(scenario, full, validation, contexts.gather_facts(full))
-    text = contexts.dump_context(context)
-    _atomic.write_text_if_changed(context_path, text, root=run.dir)
-    return context, text
-
-
-def _remove_crash_litter(run: Run, validations: Sequence[Validation]) -> None:
-    """Delete the temporary files a killed trysquare left in this run (its lock is held)."""
-    folders = [run.dir, run.validation_dir, run.dir / ".trysquare"]
-    folders += [results.archive_dir(run, v.name) for v in validations]
-    for folder in folders:
-        _atomic.remove_stale_temps(folder, root=run.dir)
-
-
-def _must_run(
-    previous: Mapping[str, Any], digest: str, context_digest: str, validation: Validation, options: ValidateOptions
-) -> bool:
-    if validation.costly:
-        # A paid verdict is only asked again when asked for by name.
-        if options.rejudge:
-            return True
-    elif options.force or options.rerun_suite:
-        return True
-    recorded = previous.get("validator") or {}
-    return recorded.get("digest") != digest or previous.get("context_digest") != context_digest
+    """Every task that must run, built whole (``validate`` builds each only when it runs)."""
+    with _spill.Spill() as spill:
+        plans, unbuilt = plan_runs(scenario, runs, validations, options, spill, pool)
+        errors.extend(unbuilt)
+        return [task for run_plan in plans for task in run_plan.tasks(spill)]
 
 
 def validate(
@@ -206,30 +96,33 @@ def validate(
     for experiment in experiments:
         summary.skipped_runs.extend(experiment.errors)
     all_runs = [run for experiment in experiments for run in experiment.runs]
-    with _locks(experiments):
+    with _locks(experiments), _spill.Spill() as spill:
         for validation in validations:
             for line in validation.check_runs(scenario, all_runs):  # e.g. the judge's blinding line
                 if not options.quiet or line.startswith("!"):  # -q keeps the warnings only
                     print(shown(line), file=out)
-        tasks, unbuilt = _plan_all(scenario, all_runs, validations, options)
+        plans, unbuilt = _plan_all(scenario, all_runs, validations, options, spill)
         summary.skipped_runs.extend(unbuilt)
+        tasks = _PlannedTasks(plans, spill)
         # A run whose tasks could not be built reused nothing: it is not "unchanged".
-        built = len(all_runs) - len({error.run_dir for error in unbuilt})
-        summary.reused = max(0, built * len(validations) - len(tasks))
-        watched = guard.result_stats(all_runs, [v.name for v in validations])
-        _execute(executor, tasks, options, summary, out, should_stop, watched=(all_runs, watched))
+        summary.reused = max(0, len(plans) * len(validations) - len(tasks))
+        ledger = guard.ResultWatch(all_runs, [v.name for v in validations])
+        _execute(executor, tasks, options, summary, out, should_stop, ledger)
         summary.interrupted = user_stop()
         if _first_invalid.is_set():
             summary.not_started = len(tasks) - summary.executed
+        del plans, tasks, ledger  # what follows reads the files, one run at a time
         skipped_dirs = {error.run_dir for error in unbuilt}
         current = {v.name: v.digest() for v in scenario.validations}
         for experiment in experiments:
-            rows = results.build_measures(
+            rows = results.iter_measures(
                 scenario, experiment.runs, current, unusable=experiment.errors
             )
             rows = _mark_failed_runs(rows, experiment.runs, summary.unrecorded, unbuilt)
+            counted = {run.id for run in experiment.runs if run.dir not in skipped_dirs}
+            tally = Summary()  # counted as the rows are written, added once all are
             try:
-                results.write_measures(experiment.root, rows)
+                results.write_measures(experiment.root, _counting(rows, tally, counted))
             except OSError as error:
                 problem = _write_problem(error)
                 print(
@@ -237,20 +130,58 @@ def validate(
                     file=out,
                 )
                 summary.stopped = summary.stopped or problem
-            counted = {run.id for run in experiment.runs if run.dir not in skipped_dirs}
-            # An unusable run that names its cell is counted there, invalid.
-            summary.count([row for row in rows if row["id"] in counted or row.get("unusable")])
+                tally = Summary()  # the closing line still counts every run
+                rows = results.iter_measures(scenario, experiment.runs, current, unusable=experiment.errors)
+                for _ in _counting(_mark_failed_runs(rows, experiment.runs, summary.unrecorded, unbuilt),
+                                   tally, counted):
+                    pass
+            summary.add_counts(tally)
     if _disk_full.is_set():
         summary.stopped = "no space left on device; free some and run validate again"
     return summary
 
 
+class _PlannedTasks(Collection[ValidationTask]):
+    """The planned tasks, as executors take them: counted now, each built when it is reached.
+
+    Iterated once, in plan order (a run's tasks together); ``len()`` is how many.
+    """
+
+    def __init__(self, plans: Sequence[RunPlan], spill: _spill.Spill) -> None:
+        self.plans = plans
+        self.spill = spill
+        self._count = sum(run_plan.size for run_plan in plans)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[ValidationTask]:
+        for run_plan in self.plans:
+            yield from run_plan.tasks(self.spill)
+
+    def __contains__(self, task: object) -> bool:
+        if not isinstance(task, ValidationTask):
+            return False
+        return any(run_plan.run == task.run and run_plan.plans(task.validation.name) for run_plan in self.plans)
+
+
+def _counting(
+    rows: Iterable[dict[str, Any]], summary: Summary, counted: set[str]
+) -> Iterator[dict[str, Any]]:
+    """Pass measures rows on, adding to the closing line's counts those of counted runs
+    (and unusable runs that name their cell: invalid there)."""
+    for row in rows:
+        if row["id"] in counted or row.get("unusable"):
+            summary.count([row])
+        yield row
+
+
 def _mark_failed_runs(
-    rows: list[dict[str, Any]],
+    rows: Iterable[dict[str, Any]],
     runs: Sequence[Run],
     unrecorded: Mapping[Path, list[dict[str, str]]],
     unbuilt: Sequence[RunError],
-) -> list[dict[str, Any]]:
+) -> Iterator[dict[str, Any]]:
     """A run whose data could not be read or written is invalid in ``measures.json``, with why.
 
     Its files may still hold an older, valid result: that is not what this run is now.
@@ -260,60 +191,60 @@ def _mark_failed_runs(
         if error.run_dir is not None:
             failures.setdefault(error.run_dir, []).append({"validator": "trysquare", "error": error.message})
     if not failures:
-        return rows
-    by_id = {run.id: run.dir for run in runs}
-    marked = []
+        yield from rows
+        return
+    by_id = {run.id: run.dir for run in runs if run.dir in failures}
     for row in rows:
         found = failures.get(by_id.get(row["id"], Path()))
         if found:
             row = {**row, "state": "invalid", "errors": [*row["errors"], *found]}
-        marked.append(row)
-    return marked
+        yield row
 
 
 def _plan_all(
-    scenario: Scenario, runs: Sequence[Run], validations: Sequence[Validation], options: ValidateOptions
-) -> tuple[list[ValidationTask], list[RunError]]:
-    """Every task that must run; runs whose context could not be built are reported by path."""
-    unbuilt: list[RunError] = []
+    scenario: Scenario,
+    runs: Sequence[Run],
+    validations: Sequence[Validation],
+    options: ValidateOptions,
+    spill: _spill.Spill,
+) -> tuple[list[RunPlan], list[RunError]]:
+    """Every run's plan; runs whose context could not be built are reported by path."""
     # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
     # which bounds the validators.
     builders = max(options.jobs, io_workers())
     with ThreadPoolExecutor(max_workers=builders) as pool:
-        tasks = plan(scenario, runs, validations, options, unbuilt, pool)
+        plans, unbuilt = plan_runs(scenario, runs, validations, options, spill, pool, window=2 * builders)
     for error in unbuilt:
         print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
-    return tasks, unbuilt
+    return plans, unbuilt
 
 
 def _execute(
     executor: Any,
-    tasks: Sequence[ValidationTask],
+    tasks: _PlannedTasks,
     options: ValidateOptions,
     summary: Summary,
     out: TextIO,
     should_stop: Callable[[], bool],
-    watched: tuple[Sequence[Run], Mapping[Path, Any]] | None = None,
+    ledger: guard.ResultWatch,
 ) -> None:
     """Run the tasks, showing progress and telling observers; then re-read each clone
-    (and, with ``watched``, every result file: only trysquare writes them)."""
+    that was validated, and every result file (only trysquare writes them)."""
     progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
     observers = plugins.observe_outcome
-    executed: dict[Path, list[ValidationTask]] = {}
-    written: dict[Path, Any] = {}
     try:
         for item in executor.run(tasks, should_stop=should_stop):
             result = _as_result(item)
             task = result.task
             summary.executed += 1
-            if not result.recorded:
+            ledger.ran(task.run, task.validation.name)
+            if result.recorded:
+                # A result that could not be written is not one to hold the file to.
+                ledger.wrote(task.run, task.validation.name, result.document)
+            else:
                 summary.unrecorded.setdefault(task.run.dir, []).append(
                     {"validator": task.validation.name, "error": str(result.outcome.error)}
                 )
-            executed.setdefault(task.run.dir, []).append(task)
-            if result.recorded:
-                # A result that could not be written is not one to hold the file to.
-                written[results.result_path(task.run, task.validation.name)] = result.document
             progress.advance(result)
             _notify(observers, result)
             if options.exitfirst and result.outcome.state == "invalid" and not _first_invalid.is_set():
@@ -321,14 +252,20 @@ def _execute(
     finally:
         progress.close()
     # After an interruption a worker may still record a task nobody waits for: no check then.
-    if watched is not None and not should_stop():
-        guard.refuse_forged(watched[0], guard.forged_results(watched[1], written), out)
-    # Each check is a stat walk of one clone: overlap them.
+    if not should_stop():
+        guard.refuse_forged(ledger.forged(), out)
+    # Each check is a stat walk of one clone: overlap them, a bounded number at a time
+    # (the pictures are read back from the spill as each check starts).
+    def check(plan: RunPlan) -> tuple[RunPlan, list[str], str | None]:
+        names = ledger.ran_names(plan.run)
+        if not names:
+            return plan, names, None
+        return plan, names, guard.clone_problem(plan.run, plan.picture(tasks.spill))
+
     with ThreadPoolExecutor(max_workers=io_workers()) as pool:
-        problems = list(pool.map(guard.clone_problem, executed.values()))
-    for run_tasks, problem in zip(executed.values(), problems):
-        if problem is not None:
-            guard.spoil(run_tasks, problem, out)
+        for plan, names, problem in bounded_map(pool, check, tasks.plans, window=2 * io_workers()):
+            if problem is not None:
+                guard.spoil(plan.run, names, problem, out)
 
 
 def _stop_at_first_invalid() -> None:

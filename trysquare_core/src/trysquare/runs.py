@@ -7,7 +7,9 @@ proceed.
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -139,23 +141,40 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
     if not replay:
         assert base_commit is not None
         _check_inputs(run_file, folder, repo_path, table, base_commit)
+    # An experiment holds every run while validate works: the strings most runs share
+    # (cell, base, model, ...) are kept once, and a path that resolves to itself is kept
+    # as it was built, beside its folder, not parsed again.
     return Run(
         dir=folder,
         id=table.id or folder.name,
-        cell=table.cell,
+        cell=_shared(table.cell),
         repetition=table.repetition,
-        repo=repo_path.resolve(),
-        base=table.base,
-        base_commit=base_commit,
-        prompt=prompt.resolve(),
+        repo=_resolved(repo_path),
+        base=_shared(table.base),
+        base_commit=None if base_commit is None else _shared(base_commit),
+        prompt=_resolved(prompt),
         session=session,
-        session_format=table.session_format,
+        session_format=None if table.session_format is None else _shared(table.session_format),
         trace=trace,
-        model=table.model,
+        model=None if table.model is None else _shared(table.model),
         given=tuple(sorted(set(table.given))),
-        etalon=etalon,
+        etalon=None if etalon is None else _shared_etalon(etalon),
         excluded=tuple(table.excluded),
     )
+
+
+def _shared(text: str) -> str:
+    return sys.intern(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_etalon(etalon: Etalon) -> Etalon:
+    return etalon
+
+
+def _resolved(path: Path) -> Path:
+    resolved = path.resolve()
+    return path if os.fspath(resolved) == os.fspath(path) else resolved
 
 
 def _base_commit(run_file: Path, repo_path: Path, table: _RunFile) -> str:

@@ -40,6 +40,13 @@ class Summary:
             if row["state"] == "invalid" and row["cell"] not in self.unpublishable:
                 self.unpublishable.append(row["cell"])
 
+    def add_counts(self, other: Summary) -> None:
+        """Add the run counts of ``other`` (rows counted apart) to these."""
+        self.runs += other.runs
+        for state, number in other.states.items():
+            self.states[state] += number
+        self.unpublishable.extend(c for c in other.unpublishable if c not in self.unpublishable)
+
     @property
     def exit_code(self) -> int:
         return 1 if self.states["invalid"] or self.skipped_runs or self.stopped else 0

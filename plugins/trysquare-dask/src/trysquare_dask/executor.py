@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -142,7 +142,7 @@ class DaskRun:
         self.settings = settings
 
     def run(
-        self, tasks: Sequence[Task], *, should_stop: Callable[[], bool]
+        self, tasks: Collection[Task], *, should_stop: Callable[[], bool]
     ) -> Iterator[tuple[Task, dict[str, Any]]]:
         if not tasks:
             return  # nothing to do: no cluster started for it
@@ -196,7 +196,7 @@ class _Session:
         self.stop_event = f"trysquare-stop-{self.token}"
 
     def run(
-        self, tasks: Sequence[Task], should_stop: Callable[[], bool]
+        self, tasks: Collection[Task], should_stop: Callable[[], bool]
     ) -> Iterator[tuple[Task, dict[str, Any]]]:
         from distributed import Event, as_completed
 

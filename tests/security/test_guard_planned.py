@@ -1,0 +1,98 @@
+"""What planning decided is what runs: a validator cannot change it for a run validated later.
+
+``validate`` plans every run before the first validator starts and keeps only
+digests in memory; each task is rebuilt from the files when it runs. With the
+sandbox off nothing stops a validator of one run from writing the next run's
+archived context, its result, or trysquare's own record of its clone: each such
+write must make that run invalid, by path, never be measured.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.security.guard_fixtures import build_run, result, run_validate, scenario
+
+
+@pytest.fixture(autouse=True)
+def _detection_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRYSQUARE_SANDBOX", "off")
+
+
+def _only_in_first(code: str) -> str:
+    """Validator code run by the validator of r1 alone (validated before r2 with one job)."""
+    indented = "".join(f"    {line}\n" for line in code.strip().splitlines())
+    return f"if os.path.basename(os.path.dirname(repo)) == 'r1':\n{indented}"
+
+
+def test_a_context_rewritten_after_planning_is_not_handed_to_its_validator(tmp_path: Path) -> None:
+    build_run(tmp_path, "r1")
+    second = build_run(tmp_path, "r2")
+    context = second.path / "validation" / "attack" / "context.json"
+    body = _only_in_first(f"""
+doc = json.load(open({str(context)!r}))
+doc["cell"] = "planted"
+attempt("context", lambda: open({str(context)!r}, "w").write(json.dumps(doc)))
+""")
+    summary, out = run_validate(scenario(tmp_path / "s", body), tmp_path / "exp")
+    recorded = result(second)
+    assert recorded["state"] == "invalid", out
+    assert str(context) in recorded["error"] and "changed during validate" in recorded["error"]
+    assert "blocked" not in recorded["reasons"]  # its validator never ran on the planted context
+    assert summary.exit_code == 1
+
+
+def test_a_result_rewritten_before_its_run_is_validated_is_neither_kept_nor_measured(tmp_path: Path) -> None:
+    build_run(tmp_path, "r1")
+    second = build_run(tmp_path, "r2")
+    run_validate(scenario(tmp_path / "s", ""), tmp_path / "exp")
+    assert result(second)["state"] == "valid"
+    forged = second.path / "validation" / "attack.json"
+    body = _only_in_first(f"""
+doc = json.load(open({str(forged)!r}))
+doc["metrics"] = {{"blocked": "forged"}}
+attempt("forge", lambda: open({str(forged)!r}, "w").write(json.dumps(doc)))
+""")
+    summary, out = run_validate(scenario(tmp_path / "s", body), tmp_path / "exp", force=True)
+    recorded = result(second)
+    assert recorded["state"] == "invalid", out
+    assert str(forged) in recorded["error"] and "changed during validate" in recorded["error"]
+    assert recorded["metrics"] == {}  # the forged value is not carried into the refusal
+    assert summary.exit_code == 1
+
+
+def test_trysquares_record_of_a_clone_rewritten_to_hide_a_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The picture of r2's clone is kept on disk while r1 is validated: r1's validator
+    writes into r2's clone and rewrites that picture to match. The digest kept in memory
+    catches it, and r2 is invalid."""
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))  # where validate keeps its records
+    first = build_run(tmp_path, "r1")
+    second = build_run(tmp_path, "r2")
+    clone = second.path / "repo"
+    body = _only_in_first(f"""
+import glob, marshal
+target = os.path.join({str(clone)!r}, "counter.py")
+append(target)
+root = os.stat({str(clone)!r})
+for name in glob.glob({str(private)!r} + "/trysquare-plan-*/*.record"):
+    picture, planned = marshal.loads(open(name, "rb").read())
+    if picture is not None and tuple(picture[1]) == (root.st_dev, root.st_ino):
+        st = os.lstat(target)
+        picture[0]["counter.py"] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+        attempt("record", lambda: open(name, "wb").write(marshal.dumps((picture, planned))))
+""")
+    summary, out = run_validate(scenario(tmp_path / "s", body), tmp_path / "exp")
+    assert json.loads(result(first)["reasons"]["blocked"]) == {"record": "wrote"}  # it found and rewrote it
+    recorded = result(second)
+    assert recorded["state"] == "invalid", out
+    assert "trysquare's record" in recorded["error"] and "was changed" in recorded["error"]
+    assert summary.exit_code == 1
+    assert not list(private.glob("trysquare-plan-*"))  # removed at the end

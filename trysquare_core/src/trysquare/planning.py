@@ -1,0 +1,289 @@
+"""Planning a ``validate``: which run × validator must run, decided before any validator starts.
+
+Every clone is pictured and every context built (or, with ``--replay``, reread)
+before the first validator starts: where Landlock does not prevent it, a validator
+of one run could otherwise write into another run's clone before its picture was
+taken. What planning keeps of each run is small — digests and where its clone's
+picture lies, not its contexts, previous results or picture — so that 10,000 runs
+cost little more memory than 1,000. A run's :class:`~trysquare.modes.ValidationTask`
+is built whole only when an executor asks for it (:meth:`RunPlan.tasks`), from the
+files planning archived, each checked against the digest planning took: a context
+or result file changed meanwhile (by a validator of another run) makes that task
+invalid, never a measurement of something else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from trysquare import _atomic, _spill, context as contexts, guard, results
+from trysquare._pool import bounded_map
+from trysquare.errors import RunError
+from trysquare.execute import disk_full, write_problem
+from trysquare.modes import Validation, ValidationTask
+from trysquare.options import ValidateOptions
+from trysquare.runs import Run
+from trysquare.scenario import Scenario
+
+__all__ = ["RunPlan", "plan_runs"]
+
+
+@attrs.frozen
+class _Shared:
+    """What every task of one validate shares (one object, not a copy per task)."""
+
+    validations: tuple[Validation, ...]
+    declarers: Mapping[str, str]
+    digests: Mapping[str, str]
+    protected_env: frozenset[str]
+    suite_pass_env: tuple[str, ...]
+    rerun_suite: bool
+
+
+# One validator that must run on a run, and the digests its task is rebuilt against:
+# (index in _Shared.validations, the context digest recorded with the result, sha256 of
+# the archived context.json's text as planned, sha256 of the result file it replaces or None).
+_Planned = tuple[int, str, bytes, "bytes | None"]
+
+
+@attrs.frozen
+class RunPlan:
+    """What planning decided for one run: how many tasks, and where the rest is kept.
+
+    The clone's picture and each task's digests are in a :class:`trysquare._spill.Spill`
+    record (``kept``), not here: this is all a run costs in memory while validate runs.
+    """
+
+    run: Run
+    which: int  # bit i set: shared.validations[i] must run on it
+    kept: _spill.Kept
+    shared: _Shared
+
+    @property
+    def size(self) -> int:
+        """How many validators must run on the run."""
+        return bin(self.which).count("1")
+
+    def plans(self, name: str) -> bool:
+        """Whether validator ``name`` must run on the run."""
+        return any(v.name == name and self.which >> i & 1 for i, v in enumerate(self.shared.validations))
+
+    def picture(self, spill: _spill.Spill) -> guard.ClonePicture | None:
+        """The clone's picture taken before the first validator started (None: no clone)."""
+        try:
+            record, _ = spill.load(self.kept)
+        except _spill.Tampered as tampered:
+            return guard.ClonePicture({}, (0, 0), f"trysquare's record of the clone before validation: {tampered}")
+        return None if record is None else guard.ClonePicture.from_record(record)
+
+    def tasks(self, spill: _spill.Spill) -> Iterator[ValidationTask]:
+        """The run's tasks, each built whole now, from the files planning archived."""
+        try:
+            record, planned = spill.load(self.kept)
+        except _spill.Tampered as tampered:
+            problem = f"trysquare's record of this run's plan: {tampered}"
+            # Each task is recorded invalid with why (execute_task refuses it).
+            record = guard.ClonePicture({}, (0, 0), problem).as_record()
+            planned = [(i, "", b"", None) for i in range(len(self.shared.validations)) if self.which >> i & 1]
+        picture = None if record is None else guard.ClonePicture.from_record(record)
+        for item in planned:
+            yield _task(self, item, picture)
+
+
+def plan_runs(
+    scenario: Scenario,
+    runs: Sequence[Run],
+    validations: Sequence[Validation],
+    options: ValidateOptions,
+    spill: _spill.Spill,
+    pool: ThreadPoolExecutor,
+    *,
+    window: int = 16,
+) -> tuple[list[RunPlan], list[RunError]]:
+    """Picture every clone, build (or reread) every context, and keep what must run.
+
+    Returns one plan per run that could be read, in the order of ``runs`` (a run
+    with nothing to run has an empty plan), and the runs that could not be, each
+    said by path.
+    """
+    digests = {v.name: v.digest() for v in validations}
+    shared = _Shared(
+        validations=tuple(validations),
+        declarers={m: v.name for m, v in scenario.declared_metrics.items()},
+        digests=digests,
+        protected_env=frozenset(scenario.protected_env),
+        suite_pass_env=tuple(scenario.task.pass_env),
+        rerun_suite=options.rerun_suite,
+    )
+
+    def for_run(run: Run) -> RunPlan | RunError:
+        if disk_full.is_set():
+            return RunError(f"{run.label}: not validated: no space left on device", run_dir=run.dir)
+        try:
+            return _plan_run(scenario, run, shared, options, spill)
+        except RunError as error:
+            return RunError(error.message, run_dir=run.dir)
+        except OSError as error:
+            return RunError(f"{run.label}: {write_problem(error)}", run_dir=run.dir)
+        except Exception as error:  # noqa: BLE001 - one run's data never fails the matrix
+            return RunError(
+                f"{run.label}: could not be read ({type(error).__name__}: {error})", run_dir=run.dir
+            )
+
+    plans: list[RunPlan] = []
+    errors: list[RunError] = []
+    for outcome in bounded_map(pool, for_run, runs, window=window):
+        if isinstance(outcome, RunError):
+            errors.append(outcome)
+        else:
+            plans.append(outcome)
+    return plans, errors
+
+
+def _plan_run(
+    scenario: Scenario, run: Run, shared: _Shared, options: ValidateOptions, spill: _spill.Spill
+) -> RunPlan:
+    _remove_crash_litter(run, shared.validations)
+    facts = None if options.replay else contexts.gather_facts(run)
+    # Taken whatever the validators: a --replay can damage a clone as much as a first run.
+    # Checked against the work recorded at first measurement (and recorded then).
+    picture = guard.picture_clone(run, facts)
+    refused = picture is not None and picture.problem is not None
+    planned: list[_Planned] = []
+    for index, validation in enumerate(shared.validations):
+        context_path = results.archive_dir(run, validation.name) / "context.json"
+        if facts is None:
+            context, text = _replayed_context(scenario, run, validation, context_path)
+        else:
+            context = contexts.build_context(scenario, run, validation, facts)
+            text = contexts.dump_context(context)
+            _atomic.write_text_if_changed(context_path, text, root=run.dir)
+        context_digest = contexts.context_digest(text, context)
+        results.refuse_planted_links(run, validation.name)
+        previous, previous_sha = _read_previous(run, validation.name)
+        digest = shared.digests[validation.name]
+        if not refused and previous is not None and not _must_run(previous, digest, context_digest, validation, options):
+            continue
+        planned.append((index, context_digest, _sha(text), previous_sha))
+    record = None if picture is None else picture.as_record()
+    which = sum(1 << item[0] for item in planned)
+    return RunPlan(run, which, spill.keep((record, planned)), shared)
+
+
+def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> ValidationTask:
+    index, context_digest, context_sha, previous_sha = item
+    run, validation = plan.run, plan.shared.validations[index]
+    archive = results.archive_dir(run, validation.name)
+    context_path = archive / "context.json"
+    context, context_problem = _context_as_planned(context_path, context_sha)
+    previous, previous_problem = _previous_as_planned(run, validation.name, previous_sha)
+    problem = context_problem or previous_problem
+    if problem is not None and (picture is None or picture.problem is None):
+        # Not run: recorded invalid with why, as a refused clone is (execute_task).
+        picture = guard.ClonePicture({}, (0, 0) if picture is None else picture.root, problem)
+    return ValidationTask(
+        run=run,
+        validation=validation,
+        context=context,
+        context_path=context_path,
+        archive=archive,
+        context_digest=context_digest,
+        digest=plan.shared.digests[validation.name],
+        previous=previous,
+        declared_elsewhere=plan.shared.declarers,
+        clone_before=picture,
+        protected_env=plan.shared.protected_env,
+        suite_pass_env=plan.shared.suite_pass_env,
+        rerun_suite=plan.shared.rerun_suite,
+    )
+
+
+def _context_as_planned(path: Path, sha: bytes) -> tuple[Mapping[str, Any], str | None]:
+    try:
+        context, text = contexts.load_archived(path)
+    except RunError as error:
+        return {}, f"{error.message}: it was there when validate began"
+    if _sha(text) != sha:
+        return {}, f"{path} was changed during validate by something other than trysquare"
+    return context, None
+
+
+def _previous_as_planned(run: Run, name: str, sha: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
+    previous, now = _read_previous(run, name)
+    if now != sha:
+        path = results.result_path(run, name)
+        return None, f"{path} was changed during validate by something other than trysquare"
+    return previous, None
+
+
+def _read_previous(run: Run, name: str) -> tuple[dict[str, Any] | None, bytes | None]:
+    """The recorded result (None if absent or damaged) and the digest of the file's bytes."""
+    path = results.result_path(run, name)
+    try:
+        raw = _atomic.read_bytes(path, root=run.dir)
+    except FileNotFoundError:
+        return None, None
+    except OSError:
+        # A planted link or an unreadable file: no previous result, as read_result says.
+        return None, b"unreadable"
+    try:
+        return results.parse_result(raw, path), _sha_bytes(raw)
+    except results.UnreadableResult:
+        return None, _sha_bytes(raw)  # damaged: read as none, and run again
+
+
+def _sha(text: str) -> bytes:
+    return _sha_bytes(text.encode("utf-8", errors="surrogatepass"))
+
+
+def _sha_bytes(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _replayed_context(
+    scenario: Scenario, run: Run, validation: Validation, context_path: Path
+) -> tuple[dict[str, Any], str]:
+    """``--replay``: the archived context; built (and archived) when this validator has never
+    had one — a validator added since (``--replay --only NEW``) — from the clone, if it is there."""
+    if context_path.exists() or context_path.is_symlink():
+        return contexts.load_archived(context_path)
+    from trysquare.runs import RUN_FILE, load_run
+
+    try:
+        full = load_run(run.dir / RUN_FILE)  # with its base pinned: --replay loaded it without
+    except RunError as error:
+        raise RunError(
+            f"{context_path}: no archived context to replay, and it cannot be built: {error.message}",
+            run_dir=run.dir,
+        ) from None
+    context = contexts.build_context(scenario, full, validation, contexts.gather_facts(full))
+    text = contexts.dump_context(context)
+    _atomic.write_text_if_changed(context_path, text, root=run.dir)
+    return context, text
+
+
+def _remove_crash_litter(run: Run, validations: Sequence[Validation]) -> None:
+    """Delete the temporary files a killed trysquare left in this run (its lock is held)."""
+    folders = [run.dir, run.validation_dir, run.dir / ".trysquare"]
+    folders += [results.archive_dir(run, v.name) for v in validations]
+    for folder in folders:
+        _atomic.remove_stale_temps(folder, root=run.dir)
+
+
+def _must_run(
+    previous: Mapping[str, Any], digest: str, context_digest: str, validation: Validation, options: ValidateOptions
+) -> bool:
+    if validation.costly:
+        # A paid verdict is only asked again when asked for by name.
+        if options.rejudge:
+            return True
+    elif options.force or options.rerun_suite:
+        return True
+    recorded = previous.get("validator") or {}
+    return recorded.get("digest") != digest or previous.get("context_digest") != context_digest
