@@ -4,9 +4,9 @@ Planning decides, for every run, what must run and how its clone looked before t
 first validator started; at 10,000 runs of a large repository that does not fit in
 memory, and it is needed again only when that run's tasks are built and when its
 clone is checked after. Each record is written to a private folder (mode 0700,
-removed at the end) and kept in memory as its number and digest; it is read back
-only if its bytes still have that digest, so a record altered meanwhile (by a
-validator where no sandbox prevents it) is never trusted.
+removed at the end) and known by its number; its digest stays in memory (32 bytes
+in one array) and it is read back only if its bytes still have it, so a record
+altered meanwhile (by a validator where no sandbox prevents it) is never trusted.
 """
 
 from __future__ import annotations
@@ -17,23 +17,14 @@ import marshal
 import os
 import shutil
 import tempfile
+import threading
 from typing import Any
 
-import attrs
-
-__all__ = ["Kept", "Spill", "Tampered"]
+__all__ = ["Spill", "Tampered"]
 
 
 class Tampered(Exception):
     """A kept record no longer holds what was written."""
-
-
-@attrs.frozen
-class Kept:
-    """Where a record lies in its spill folder, and the digest of its bytes."""
-
-    number: int
-    sha: bytes
 
 
 class Spill:
@@ -42,6 +33,8 @@ class Spill:
     def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="trysquare-plan-")
         self._numbers = itertools.count()  # next() on it is atomic: planning threads share it
+        self._digests = bytearray()
+        self._growing = threading.Lock()
 
     def __enter__(self) -> Spill:
         return self
@@ -52,23 +45,29 @@ class Spill:
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def keep(self, value: Any) -> Kept:
-        """Write ``value`` (None, bool, int, float, str, bytes, tuple, list, dict of those)."""
+    def keep(self, value: Any) -> int:
+        """Write ``value`` (None, bool, int, float, str, bytes, tuple, list, dict of those);
+        return its number."""
         data = marshal.dumps(value)
         number = next(self._numbers)
         with open(self._path(number), "xb") as handle:  # a fresh name in a folder of our own
             handle.write(data)
-        return Kept(number, hashlib.sha256(data).digest())
+        with self._growing:
+            end = 32 * (number + 1)
+            if len(self._digests) < end:
+                self._digests.extend(bytes(end - len(self._digests)))
+            self._digests[end - 32:end] = hashlib.sha256(data).digest()
+        return number
 
-    def load(self, kept: Kept) -> Any:
-        """The value kept; :class:`Tampered` when its file no longer holds what was written."""
-        path = self._path(kept.number)
+    def load(self, number: int) -> Any:
+        """The value kept as ``number``; :class:`Tampered` when its file no longer holds it."""
+        path = self._path(number)
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
         except OSError as error:
             raise Tampered(f"{path} cannot be read ({error.strerror})") from None
-        if hashlib.sha256(data).digest() != kept.sha:
+        if hashlib.sha256(data).digest() != bytes(self._digests[32 * number:32 * number + 32]):
             raise Tampered(f"{path} was changed")
         return marshal.loads(data)  # checked first: marshal reads only what was written here
 

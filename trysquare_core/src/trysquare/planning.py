@@ -62,7 +62,7 @@ class RunPlan:
 
     run: Run
     which: int  # bit i set: shared.validations[i] must run on it
-    kept: _spill.Kept
+    kept: int  # its record's number in the spill
     shared: _Shared
 
     @property

@@ -333,15 +333,17 @@ def iter_measures(
     is held to sort them: 10,000 runs are written as 1,000 are.
     """
     extra = [row for row in map(unusable_row, unusable) if row is not None]
-    # Runs first, then unusable folders: the sort is stable, as build_measures' always was.
     runs = list(runs)
-    keyed: list[tuple[tuple[str, int, str], int]] = [
-        ((run.cell, _repetition_key({"repetition": run.repetition}), run.id), index)
-        for index, run in enumerate(runs)
-    ]
-    keyed += [((row["cell"], _repetition_key(row), row["id"]), len(runs) + i) for i, row in enumerate(extra)]
-    keyed.sort(key=lambda item: item[0])
-    for _, index in keyed:
+
+    def key(index: int) -> tuple[str, int, str]:
+        if index < len(runs):
+            run = runs[index]
+            return run.cell, _repetition_key({"repetition": run.repetition}), run.id
+        row = extra[index - len(runs)]
+        return row["cell"], _repetition_key(row), row["id"]
+
+    # Runs first, then unusable folders: the sort is stable, as build_measures' always was.
+    for index in sorted(range(len(runs) + len(extra)), key=key):
         yield run_row(scenario, runs[index], current_digests) if index < len(runs) else extra[index - len(runs)]
 
 

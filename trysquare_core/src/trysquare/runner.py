@@ -119,10 +119,10 @@ def validate(
                 scenario, experiment.runs, current, unusable=experiment.errors
             )
             rows = _mark_failed_runs(rows, experiment.runs, summary.unrecorded, unbuilt)
-            counted = {run.id for run in experiment.runs if run.dir not in skipped_dirs}
+            uncounted = {run.id for run in experiment.runs if run.dir in skipped_dirs}
             tally = Summary()  # counted as the rows are written, added once all are
             try:
-                results.write_measures(experiment.root, _counting(rows, tally, counted))
+                results.write_measures(experiment.root, _counting(rows, tally, uncounted))
             except OSError as error:
                 problem = _write_problem(error)
                 print(
@@ -133,7 +133,7 @@ def validate(
                 tally = Summary()  # the closing line still counts every run
                 rows = results.iter_measures(scenario, experiment.runs, current, unusable=experiment.errors)
                 for _ in _counting(_mark_failed_runs(rows, experiment.runs, summary.unrecorded, unbuilt),
-                                   tally, counted):
+                                   tally, uncounted):
                     pass
             summary.add_counts(tally)
     if _disk_full.is_set():
@@ -166,12 +166,13 @@ class _PlannedTasks(Collection[ValidationTask]):
 
 
 def _counting(
-    rows: Iterable[dict[str, Any]], summary: Summary, counted: set[str]
+    rows: Iterable[dict[str, Any]], summary: Summary, uncounted: set[str]
 ) -> Iterator[dict[str, Any]]:
-    """Pass measures rows on, adding to the closing line's counts those of counted runs
-    (and unusable runs that name their cell: invalid there)."""
+    """Pass measures rows on, adding to the closing line's counts all but those of
+    ``uncounted`` runs (skipped, already said) — unusable runs that name their cell
+    count there, invalid."""
     for row in rows:
-        if row["id"] in counted or row.get("unusable"):
+        if row["id"] not in uncounted or row.get("unusable"):
             summary.count([row])
         yield row
 

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from trysquare import _convert, repo
-from trysquare._pool import io_workers
+from trysquare._pool import bounded_map, io_workers
 from trysquare.errors import RepoError, RunError, ScenarioError
 
 __all__ = ["Etalon", "Experiment", "Run", "discover", "load_run", "RUN_FILE"]
@@ -284,7 +284,7 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
     """Find the runs below each path; unreadable runs are collected, not raised."""
     experiments: list[Experiment] = []
     seen_roots: set[Path] = set()
-    seen_run_files: set[Path] = set()
+    seen_run_files: set[str] = set()
     for path in paths:
         root = Path(path).absolute()
         if not root.is_dir():
@@ -307,14 +307,18 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
                     run_dir=run_file.parent,
                 )
 
+        # A folder inside one already named holds runs already found: each is validated once.
+        run_files = []
+        for run_file in sorted(_run_files(root)):
+            real = os.path.realpath(run_file)
+            if real not in seen_run_files:
+                seen_run_files.add(real)
+                run_files.append(run_file)
+        if not run_files and experiments:
+            continue
         # Loading asks git about each clone: overlap those calls, keep the order.
         with ThreadPoolExecutor(max_workers=io_workers()) as pool:
-            # A folder inside one already named holds runs already found: each is validated once.
-            run_files = [f for f in sorted(_run_files(root)) if f.resolve() not in seen_run_files]
-            seen_run_files.update(f.resolve() for f in run_files)
-            if not run_files and experiments:
-                continue
-            for loaded in pool.map(load, run_files):
+            for loaded in bounded_map(pool, load, run_files, window=2 * io_workers()):
                 if isinstance(loaded, RunError):
                     errors.append(loaded)
                 else:
