@@ -7,6 +7,7 @@ is appended to ``validation/<name>.history.jsonl``, so nothing is ever lost.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -215,10 +216,11 @@ def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | N
             errors.append({"validator": validation.name, "error": str(result.get("error"))})
             continue
         recorded = result["metrics"]
+        # Metric names are kept once for all rows (a report holds 10,000 of them).
         for metric, value in recorded.items():
-            metrics[metric] = value
+            metrics[sys.intern(metric)] = value
         for metric, reason in result.get("reasons", {}).items():
-            reasons[metric] = reason
+            reasons[sys.intern(metric)] = reason
         pending.extend(m for m in validation.metrics if m not in recorded)
         if current_digests is not None:
             digest = (result.get("validator") or {}).get("digest")
