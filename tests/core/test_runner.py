@@ -106,3 +106,12 @@ def test_validate_writes_to_sys_stdout_as_it_is_at_the_call(matrix, capsys) -> N
     scenario, experiment = matrix
     validate(load_scenario(scenario), discover([experiment]), ValidateOptions(progress=False, jobs=1))
     assert "[3/3]" in capsys.readouterr().out
+
+
+def test_measures_that_cannot_be_written_are_said_and_every_run_still_counted(matrix: tuple[Path, Path]) -> None:
+    scenario, experiment = matrix
+    (experiment / "measures.json").mkdir()  # a folder where the file goes: the write fails
+    summary, out = run_validate(scenario, experiment)
+    assert f"{experiment / 'measures.json'} not written" in out
+    assert summary.runs == 3 and summary.states["valid"] == 2 and summary.states["invalid"] == 1
+    assert summary.stopped and summary.exit_code == 1

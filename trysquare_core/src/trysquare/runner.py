@@ -1,8 +1,19 @@
-"""``trysquare validate``: plan every run × validator, execute, record.
+"""``trysquare validate``: plan every run × validator, execute, check, record.
 
-The matrix carries on past every failure: a run that cannot be read is reported
-and skipped, a validator that fails makes its run invalid, and every other run
-and validator goes on.
+1. Plan (:mod:`trysquare.planning`): every clone is pictured and every context
+   built before the first validator starts; what must run is kept as digests.
+2. Execute: the executor takes the tasks, each built when it is reached, and
+   yields what :func:`trysquare.execute.execute_task` recorded; progress and
+   observers are told as each finishes.
+3. Check (:mod:`trysquare.guard`): result files written by anything but
+   trysquare, and clones written during validation, make their runs invalid.
+4. Record: ``measures.json`` of each experiment, written row by row.
+
+Nothing of a run is held but its :class:`~trysquare.runs.Run`, a record number
+and a few digests, so 10,000 runs cost little more memory than 1,000. The matrix
+carries on past every failure: a run that cannot be read is reported and skipped,
+a validator that fails makes its run invalid, and every other run and validator
+goes on.
 """
 
 from __future__ import annotations
@@ -112,33 +123,36 @@ def validate(
         if _first_invalid.is_set():
             summary.not_started = len(tasks) - summary.executed
         del plans, tasks, ledger  # what follows reads the files, one run at a time
-        skipped_dirs = {error.run_dir for error in unbuilt}
-        current = {v.name: v.digest() for v in scenario.validations}
         for experiment in experiments:
-            rows = results.iter_measures(
-                scenario, experiment.runs, current, unusable=experiment.errors
-            )
-            rows = _mark_failed_runs(rows, experiment.runs, summary.unrecorded, unbuilt)
-            uncounted = {run.id for run in experiment.runs if run.dir in skipped_dirs}
-            tally = Summary()  # counted as the rows are written, added once all are
-            try:
-                results.write_measures(experiment.root, _counting(rows, tally, uncounted))
-            except OSError as error:
-                problem = _write_problem(error)
-                print(
-                    shown(f"trysquare: {experiment.root / results.MEASURES_FILE} not written: {problem}"),
-                    file=out,
-                )
-                summary.stopped = summary.stopped or problem
-                tally = Summary()  # the closing line still counts every run
-                rows = results.iter_measures(scenario, experiment.runs, current, unusable=experiment.errors)
-                for _ in _counting(_mark_failed_runs(rows, experiment.runs, summary.unrecorded, unbuilt),
-                                   tally, uncounted):
-                    pass
-            summary.add_counts(tally)
+            _record_measures(scenario, experiment, summary, unbuilt, out)
     if _disk_full.is_set():
         summary.stopped = "no space left on device; free some and run validate again"
     return summary
+
+
+def _record_measures(
+    scenario: Scenario, experiment: Experiment, summary: Summary, unbuilt: Sequence[RunError], out: TextIO
+) -> None:
+    """Write the experiment's ``measures.json`` and count its runs for the closing line."""
+    current = {v.name: v.digest() for v in scenario.validations}
+    skipped_dirs = {error.run_dir for error in unbuilt}
+    uncounted = {run.id for run in experiment.runs if run.dir in skipped_dirs}
+
+    def rows() -> Iterator[dict[str, Any]]:
+        found = results.iter_measures(scenario, experiment.runs, current, unusable=experiment.errors)
+        return _mark_failed_runs(found, experiment.runs, summary.unrecorded, unbuilt)
+
+    tally = Summary()  # counted as the rows are written, added once all are
+    try:
+        results.write_measures(experiment.root, _counting(rows(), tally, uncounted))
+    except OSError as error:
+        problem = _write_problem(error)
+        print(shown(f"trysquare: {experiment.root / results.MEASURES_FILE} not written: {problem}"), file=out)
+        summary.stopped = summary.stopped or problem
+        tally = Summary()  # the closing line still counts every run
+        for _ in _counting(rows(), tally, uncounted):
+            pass
+    summary.add_counts(tally)
 
 
 class _PlannedTasks(Collection[ValidationTask]):
