@@ -65,33 +65,35 @@ attempt("forge", lambda: open({str(forged)!r}, "w").write(json.dumps(doc)))
     assert summary.exit_code == 1
 
 
+@pytest.mark.parametrize("attacker,victim", [("r1", "r2"), ("r2", "r1")], ids=["before", "after"])
 def test_trysquares_record_of_a_clone_rewritten_to_hide_a_write_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attacker: str, victim: str
 ) -> None:
-    """The picture of r2's clone is kept on disk while r1 is validated: r1's validator
-    writes into r2's clone and rewrites that picture to match. The digest kept in memory
-    catches it, and r2 is invalid."""
+    """The picture of each clone is kept on disk while validate runs: one run's validator
+    writes into the other run's clone — before that run is validated, or after — and
+    rewrites its picture to match. The digest kept in memory catches it: the victim is
+    invalid."""
     private = tmp_path / "tmp"
     private.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(private))  # where validate keeps its records
-    first = build_run(tmp_path, "r1")
-    second = build_run(tmp_path, "r2")
-    clone = second.path / "repo"
-    body = _only_in_first(f"""
-import glob, marshal
-target = os.path.join({str(clone)!r}, "counter.py")
-append(target)
-root = os.stat({str(clone)!r})
-for name in glob.glob({str(private)!r} + "/trysquare-plan-*/*.record"):
-    picture, planned = marshal.loads(open(name, "rb").read())
-    if picture is not None and tuple(picture[1]) == (root.st_dev, root.st_ino):
-        st = os.lstat(target)
-        picture[0]["counter.py"] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
-        attempt("record", lambda: open(name, "wb").write(marshal.dumps((picture, planned))))
-""")
+    runs = {name: build_run(tmp_path, name) for name in ("r1", "r2")}
+    clone = runs[victim].path / "repo"
+    body = f"""
+if os.path.basename(os.path.dirname(repo)) == {attacker!r}:
+    import glob, marshal
+    target = os.path.join({str(clone)!r}, "counter.py")
+    append(target)
+    root = os.stat({str(clone)!r})
+    for name in glob.glob({str(private)!r} + "/trysquare-plan-*/*.record"):
+        picture, planned = marshal.loads(open(name, "rb").read())
+        if picture is not None and tuple(picture[1]) == (root.st_dev, root.st_ino):
+            st = os.lstat(target)
+            picture[0]["counter.py"] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+            attempt("record", lambda: open(name, "wb").write(marshal.dumps((picture, planned))))
+"""
     summary, out = run_validate(scenario(tmp_path / "s", body), tmp_path / "exp")
-    assert json.loads(result(first)["reasons"]["blocked"]) == {"record": "wrote"}  # it found and rewrote it
-    recorded = result(second)
+    assert json.loads(result(runs[attacker])["reasons"]["blocked"]) == {"record": "wrote"}  # found and rewrote it
+    recorded = result(runs[victim])
     assert recorded["state"] == "invalid", out
     assert "trysquare's record" in recorded["error"] and "was changed" in recorded["error"]
     assert summary.exit_code == 1

@@ -74,13 +74,14 @@ class RunPlan:
         """Whether validator ``name`` must run on the run."""
         return any(v.name == name and self.which >> i & 1 for i, v in enumerate(self.shared.validations))
 
-    def picture(self, spill: _spill.Spill) -> guard.ClonePicture | None:
-        """The clone's picture taken before the first validator started (None: no clone)."""
+    def clone_changes(self, spill: _spill.Spill) -> str | None:
+        """What validation changed in the run's clone since planning pictured it; None when
+        nothing did (or there is no clone, or the run was refused before validation)."""
         try:
             record, _ = spill.load(self.kept)
         except _spill.Tampered as tampered:
-            return guard.ClonePicture({}, (0, 0), f"trysquare's record of the clone before validation: {tampered}")
-        return None if record is None else guard.ClonePicture.from_record(record)
+            return f"trysquare's record of the clone before validation: {tampered}"
+        return None if record is None else guard.clone_problem(self.run, guard.ClonePicture.from_record(record))
 
     def tasks(self, spill: _spill.Spill) -> Iterator[ValidationTask]:
         """The run's tasks, each built whole now, from the files planning archived."""

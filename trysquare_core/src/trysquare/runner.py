@@ -275,7 +275,7 @@ def _execute(
         names = ledger.ran_names(plan.run)
         if not names:
             return plan, names, None
-        return plan, names, guard.clone_problem(plan.run, plan.picture(tasks.spill))
+        return plan, names, plan.clone_changes(tasks.spill)
 
     with ThreadPoolExecutor(max_workers=io_workers()) as pool:
         for plan, names, problem in bounded_map(pool, check, tasks.plans, window=2 * io_workers()):
