@@ -98,3 +98,32 @@ if os.path.basename(os.path.dirname(repo)) == {attacker!r}:
     assert "trysquare's record" in recorded["error"] and "was changed" in recorded["error"]
     assert summary.exit_code == 1
     assert not list(private.glob("trysquare-plan-*"))  # removed at the end
+
+
+def test_a_fifo_put_in_place_of_a_result_never_hangs_validate(tmp_path: Path) -> None:
+    """A FIFO where a result file is (planted before validate, or by a validator after its
+    result was written) would block any plain open for reading: validate must finish, and
+    the run with it is invalid."""
+    import os
+    import threading
+
+    first, second = build_run(tmp_path, "r1"), build_run(tmp_path, "r2")
+    (second.path / "validation").mkdir(exist_ok=True)
+    os.mkfifo(second.path / "validation" / "attack.json")
+    planted_late = first.path / "validation" / "attack.json"
+    body = f"""
+if os.path.basename(os.path.dirname(repo)) == 'r2':
+    os.unlink({str(planted_late)!r})
+    attempt("fifo", lambda: os.mkfifo({str(planted_late)!r}))
+"""
+    done: list[tuple[object, str]] = []
+    worker = threading.Thread(
+        target=lambda: done.append(run_validate(scenario(tmp_path / "s", body), tmp_path / "exp")), daemon=True
+    )
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), "validate hung on a FIFO"
+    (summary, out), = done
+    assert summary.exit_code == 1  # type: ignore[attr-defined]
+    assert "is not a regular file" in out
+    assert f"{planted_late}" in out

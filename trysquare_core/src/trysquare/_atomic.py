@@ -189,11 +189,16 @@ def write_text(path: Path, text: str, *, root: Path | None = None) -> None:
 def _open_read(path: Path, root: Path | None) -> int:
     with _parent_fd(path, root, create=False) as folder:
         try:
-            return os.open(path.name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=folder)
+            # Non-blocking: a FIFO planted where a file was would otherwise hang the open.
+            fd = os.open(path.name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=folder)
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
                 raise UnsafePath(path) from None
             raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePath(path, "is not a regular file")
+    return fd
 
 
 def read_bytes(path: Path, *, root: Path | None = None) -> bytes:

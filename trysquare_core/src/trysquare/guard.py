@@ -389,8 +389,6 @@ class ResultWatch:
     document is held.
     """
 
-    _ABSENT = -1
-
     def __init__(self, runs: Sequence[Run], names: Sequence[str]) -> None:
         from trysquare import results
 
@@ -440,10 +438,10 @@ class ResultWatch:
         for index, run in enumerate(self.runs):
             for column, name in enumerate(self.names):
                 slot = index * len(self.names) + column
-                path = results_path(run, name)
+                path = _result_path(run, name)
                 if self._was_written[slot]:
-                    try:
-                        now = hashlib.sha256(path.read_bytes()).digest()
+                    try:  # never through a link, never blocked on a FIFO put in its place
+                        now = hashlib.sha256(_atomic.read_bytes(path, root=run.dir)).digest()
                     except OSError:
                         now = b""
                     if now != bytes(self._written[32 * slot:32 * slot + 32]):
@@ -453,7 +451,7 @@ class ResultWatch:
         return [(run, name) for _, run, name in sorted(found, key=lambda item: item[0])]
 
 
-def results_path(run: Run, name: str) -> Path:
+def _result_path(run: Run, name: str) -> Path:
     from trysquare import results
 
     return results.result_path(run, name)
