@@ -65,19 +65,20 @@ class UnsafePath(OSError):
         return str(self.strerror)
 
 
-def _below(path: Path, root: Path | None) -> tuple[Path, tuple[str, ...]]:
-    """The folder to start from and the folders to walk down to ``path``'s parent."""
-    path = Path(os.path.abspath(path))
+def _below(path: Path, root: Path | None) -> tuple[str, tuple[str, ...]]:
+    """The folder to start from and the folders to walk down to ``path``'s parent.
+
+    Plain strings: this runs for every file trysquare reads or writes in a run folder.
+    """
+    absolute = os.path.abspath(path)  # lexical: no ".." is left
     if root is None:
-        return path.parent, ()
-    root = Path(os.path.abspath(root))
-    try:
-        relative = path.relative_to(root)
-    except ValueError:
-        raise UnsafePath(path, f"is not inside {root}") from None
-    if not relative.parts or ".." in relative.parts:
-        raise UnsafePath(path, f"is not a file inside {root}")
-    return root, relative.parent.parts
+        return os.path.dirname(absolute), ()
+    top = os.path.abspath(root)
+    prefix = top if top.endswith(os.sep) else top + os.sep
+    if not absolute.startswith(prefix):
+        why = "is not a file inside" if absolute == top else "is not inside"
+        raise UnsafePath(Path(absolute), f"{why} {Path(top)}")
+    return top, tuple(absolute[len(prefix):].split(os.sep)[:-1])
 
 
 @contextmanager
@@ -85,13 +86,11 @@ def _parent_fd(path: Path, root: Path | None, *, create: bool) -> Iterator[int]:
     """An fd on ``path``'s folder, reached from ``root`` without following any symlink."""
     start, parts = _below(path, root)
     if create and root is None:
-        start.mkdir(parents=True, exist_ok=True)
+        os.makedirs(start, exist_ok=True)
     fd = os.open(start, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     try:
-        walked = start
-        for part in parts:
-            walked = walked / part
-            child = _step(fd, part, walked, create)
+        for depth, part in enumerate(parts):
+            child = _step(fd, part, (start, *parts[: depth + 1]), create)
             os.close(fd)
             fd = child
         yield fd
@@ -99,8 +98,8 @@ def _parent_fd(path: Path, root: Path | None, *, create: bool) -> Iterator[int]:
         os.close(fd)
 
 
-def _step(fd: int, name: str, shown: Path, create: bool) -> int:
-    """Open folder ``name`` inside ``fd``, refusing a symlink."""
+def _step(fd: int, name: str, shown: tuple[str, ...], create: bool) -> int:
+    """Open folder ``name`` inside ``fd``, refusing a symlink (``shown``: its path's parts, for the error)."""
     flags = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
     try:
         return os.open(name, flags, dir_fd=fd)
@@ -109,7 +108,7 @@ def _step(fd: int, name: str, shown: Path, create: bool) -> int:
             raise
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _lstat_is_link(fd, name):
-            raise UnsafePath(shown) from None
+            raise UnsafePath(Path(*shown)) from None
         raise
     try:
         os.mkdir(name, dir_fd=fd)
@@ -119,7 +118,7 @@ def _step(fd: int, name: str, shown: Path, create: bool) -> int:
         return os.open(name, flags, dir_fd=fd)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _lstat_is_link(fd, name):
-            raise UnsafePath(shown) from None
+            raise UnsafePath(Path(*shown)) from None
         raise
 
 
