@@ -97,26 +97,36 @@ class _LocalPool:
     def run(
         self, tasks: Sequence[Task], *, should_stop: Callable[[], bool]
     ) -> Iterator[TaskResult]:
-        from trysquare.execute import execute_task
+        from trysquare.execute import Evaluated, evaluate_task, record_task
 
         pending = iter(tasks)
-        running: dict[Future[TaskResult | None], Task] = {}
+        running: dict[Future[Evaluated | None], Task] = {}
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            # Submit no more than the pool can start, so a stop takes effect at once.
-            while True:
+
+            def start() -> None:
+                # No more than the pool can start, so a stop takes effect at once.
                 while len(running) < self.jobs and not should_stop():
                     task = next(pending, None)
                     if task is None:
-                        break
-                    running[pool.submit(execute_task, task, interrupted=should_stop)] = task
-                if not running:
-                    return
+                        return
+                    running[pool.submit(evaluate_task, task, interrupted=should_stop)] = task
+
+            start()
+            while running:
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
+                evaluated = []
                 for future in done:
                     running.pop(future)
-                    result = future.result()
-                    if result is not None:
-                        yield result
+                    found = future.result()
+                    if found is not None:
+                        evaluated.append(found)
+                # The next validators start while these results are written (here, on the
+                # other core) — unless one is invalid: -x must be able to stop before that.
+                if all(found.outcome.state != "invalid" for found in evaluated):
+                    start()
+                for found in evaluated:
+                    yield record_task(found)
+                start()
 
 
 @hookimpl
