@@ -9,7 +9,6 @@ what :func:`trysquare.execute.execute_task` recorded. (An executor that yields
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Protocol
 
 from trysquare.errors import UsageError
@@ -91,42 +90,78 @@ class LocalExecutor:
 
 
 class _LocalPool:
+    """``jobs`` threads, each taking the next task as soon as its validator is done: the
+    results are written by the thread reading them (the caller's), so writing one never
+    holds a validator slot, and no hand-over through the caller delays the next start."""
+
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
 
     def run(
         self, tasks: Sequence[Task], *, should_stop: Callable[[], bool]
     ) -> Iterator[TaskResult]:
+        import queue
+        import threading
+
         from trysquare.execute import Evaluated, evaluate_task, record_task
 
         pending = iter(tasks)
-        running: dict[Future[Evaluated | None], Task] = {}
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+        turn = threading.Condition()
+        # Invalid outcomes not handed over yet: until then no task starts, so that -x
+        # (told of the first invalid result) can stop before anything else starts.
+        held = [0]
+        closing = threading.Event()  # the caller stopped reading
+        finished: queue.SimpleQueue[tuple[Evaluated | None, BaseException | None]] = queue.SimpleQueue()
 
-            def start() -> None:
-                # No more than the pool can start, so a stop takes effect at once.
-                while len(running) < self.jobs and not should_stop():
-                    task = next(pending, None)
-                    if task is None:
-                        return
-                    running[pool.submit(evaluate_task, task, interrupted=should_stop)] = task
+        def next_task() -> Task | None:
+            with turn:
+                while held[0] and not closing.is_set():
+                    turn.wait()
+                if closing.is_set() or should_stop():
+                    return None
+                return next(pending, None)
 
-            start()
-            while running:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                evaluated = []
-                for future in done:
-                    running.pop(future)
-                    found = future.result()
-                    if found is not None:
-                        evaluated.append(found)
-                # The next validators start while these results are written (here, on the
-                # other core) — unless one is invalid: -x must be able to stop before that.
-                if all(found.outcome.state != "invalid" for found in evaluated):
-                    start()
-                for found in evaluated:
-                    yield record_task(found)
-                start()
+        def work() -> None:
+            try:
+                while (task := next_task()) is not None:
+                    evaluated = evaluate_task(task, interrupted=should_stop)
+                    if evaluated is None:
+                        continue  # killed by the stop: nothing to record
+                    if evaluated.outcome.state == "invalid":
+                        with turn:
+                            held[0] += 1
+                    finished.put((evaluated, None))
+            except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
+                finished.put((None, error))
+            finally:
+                finished.put((None, None))  # this thread is done
+
+        threads = [threading.Thread(target=work, name=f"trysquare-task-{n}") for n in range(self.jobs)]
+        for thread in threads:
+            thread.start()
+        working = len(threads)
+        try:
+            while working:
+                evaluated, error = finished.get()
+                if error is not None:
+                    raise error
+                if evaluated is None:
+                    working -= 1
+                    continue
+                try:
+                    yield record_task(evaluated)
+                finally:
+                    if evaluated.outcome.state == "invalid":
+                        with turn:
+                            held[0] -= 1
+                            turn.notify_all()
+        finally:
+            # Whatever stopped the reading, no task starts now; those running finish.
+            with turn:
+                closing.set()
+                turn.notify_all()
+            for thread in threads:
+                thread.join()
 
 
 @hookimpl
