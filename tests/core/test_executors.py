@@ -36,7 +36,7 @@ def test_the_local_executor_takes_no_options() -> None:
 
 def fake_tasks(
     monkeypatch: pytest.MonkeyPatch, count: int, delay: float = 0.05, state: str = "valid",
-    recording: Any = None,
+    recording: Any = None, delays: dict[str, float] | None = None, states: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """``count`` stand-in tasks; ``evaluate_task`` records the peak of those running at once,
     ``record_task`` calls ``recording(task)`` first."""
@@ -48,10 +48,10 @@ def fake_tasks(
             seen["now"] += 1
             seen["peak"] = max(seen["peak"], seen["now"])
             seen["started"].append(task)
-        time.sleep(delay)
+        time.sleep((delays or {}).get(task, delay))
         with lock:
             seen["now"] -= 1
-        return SimpleNamespace(task=task, outcome=SimpleNamespace(state=state))
+        return SimpleNamespace(task=task, outcome=SimpleNamespace(state=(states or {}).get(task, state)))
 
     def record_one(evaluated: Any) -> tuple[Any, dict[str, Any]]:
         if recording is not None:
@@ -96,7 +96,7 @@ def test_the_next_validator_starts_while_a_result_is_written_unless_it_is_invali
 
     def recording(task: str) -> None:
         if task == "t0":
-            deadline = time.monotonic() + 2
+            deadline = time.monotonic() + 0.5  # t1 starts within milliseconds when it may
             while "t1" not in started and time.monotonic() < deadline:
                 time.sleep(0.005)
             started_meanwhile.append("t1" in started)
@@ -106,3 +106,22 @@ def test_the_next_validator_starts_while_a_result_is_written_unless_it_is_invali
     done = list(executors.get("local", {}, jobs=1).run(seen["tasks"], should_stop=lambda: False))
     assert [task for task, _ in done] == ["t0", "t1"] and seen["peak"] == 1
     assert started_meanwhile == [state == "valid"]
+
+
+def test_no_task_starts_while_an_invalid_result_waits_to_be_handed_over(monkeypatch) -> None:
+    # --jobs 2: t0 is invalid and is being written when t1 (valid) ends; t1's thread must not
+    # take t2 before t0 is handed over, or -x could not stop it.
+    started_meanwhile: list[list[str]] = []
+    started: list[str] = []
+
+    def recording(task: str) -> None:
+        if task == "t0":
+            time.sleep(0.3)  # t1 ends meanwhile
+            started_meanwhile.append(list(started))
+
+    seen = fake_tasks(monkeypatch, 4, recording=recording, delays={"t0": 0.01, "t1": 0.05},
+                      states={"t0": "invalid"})
+    started = seen["started"]
+    done = list(executors.get("local", {}, jobs=2).run(seen["tasks"], should_stop=lambda: False))
+    assert started_meanwhile == [["t0", "t1"]]
+    assert sorted(task for task, _ in done) == ["t0", "t1", "t2", "t3"]
