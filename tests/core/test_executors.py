@@ -1,14 +1,16 @@
 """``trysquare.executors``: choosing where tasks run, and the built-in local pool.
 
-The tasks here are stand-ins (the pool only hands them to ``execute_task``), so
-what is shown is the pool's own promise: at most ``jobs`` at once, every result
-yielded, nothing started once a stop is asked for.
+The tasks here are stand-ins (the pool only hands them to ``evaluate_task`` and
+``record_task``, the two halves of ``execute_task``), so what is shown is the pool's
+own promise: at most ``jobs`` at once, every result yielded, nothing started once a
+stop is asked for, and the next validator started while a result is written.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -32,22 +34,32 @@ def test_the_local_executor_takes_no_options() -> None:
         executors.get("local", {"workers": "2"}, jobs=2)
 
 
-def fake_tasks(monkeypatch: pytest.MonkeyPatch, count: int, delay: float = 0.05) -> dict[str, Any]:
-    """``count`` stand-in tasks; ``execute_task`` records the peak of those running at once."""
+def fake_tasks(
+    monkeypatch: pytest.MonkeyPatch, count: int, delay: float = 0.05, state: str = "valid",
+    recording: Any = None, delays: dict[str, float] | None = None, states: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """``count`` stand-in tasks; ``evaluate_task`` records the peak of those running at once,
+    ``record_task`` calls ``recording(task)`` first."""
     seen: dict[str, Any] = {"now": 0, "peak": 0, "started": []}
     lock = threading.Lock()
 
-    def execute_one(task: Any, *, interrupted: Any) -> tuple[Any, dict[str, Any]]:
+    def evaluate_one(task: Any, *, interrupted: Any) -> Any:
         with lock:
             seen["now"] += 1
             seen["peak"] = max(seen["peak"], seen["now"])
             seen["started"].append(task)
-        time.sleep(delay)
+        time.sleep((delays or {}).get(task, delay))
         with lock:
             seen["now"] -= 1
-        return task, {"task": task}  # what the pool yields, untouched
+        return SimpleNamespace(task=task, outcome=SimpleNamespace(state=(states or {}).get(task, state)))
 
-    monkeypatch.setattr(execute, "execute_task", execute_one)
+    def record_one(evaluated: Any) -> tuple[Any, dict[str, Any]]:
+        if recording is not None:
+            recording(evaluated.task)
+        return evaluated.task, {"task": evaluated.task}  # what the pool yields, untouched
+
+    monkeypatch.setattr(execute, "evaluate_task", evaluate_one)
+    monkeypatch.setattr(execute, "record_task", record_one)
     seen["tasks"] = [f"t{number}" for number in range(count)]
     return seen
 
@@ -69,5 +81,50 @@ def test_a_stop_starts_nothing_more(monkeypatch) -> None:
     for task, _ in pool.run(seen["tasks"], should_stop=stop.is_set):
         finished.append(task)
         stop.set()
-    # What had started finishes (and is yielded); nothing after the stop starts.
-    assert len(seen["started"]) <= 3 and len(finished) == len(seen["started"])
+    # What had started finishes (and is yielded); nothing after the stop starts: at most the
+    # two first tasks and the two started while their results were written (the stop is
+    # asked for at the first result handed over).
+    assert len(seen["started"]) <= 4 and len(finished) == len(seen["started"])
+
+
+@pytest.mark.parametrize("state", ["valid", "invalid"])
+def test_the_next_validator_starts_while_a_result_is_written_unless_it_is_invalid(monkeypatch, state: str) -> None:
+    # --jobs 1 on two cores: writing a result need not hold the one validator slot. After an
+    # invalid outcome nothing starts before it is handed over, so -x can stop first.
+    started_meanwhile: list[bool] = []
+    started: list[str] = []
+
+    def recording(task: str) -> None:
+        if task == "t0":
+            deadline = time.monotonic() + 0.5  # t1 starts within milliseconds when it may
+            while "t1" not in started and time.monotonic() < deadline:
+                time.sleep(0.005)
+            started_meanwhile.append("t1" in started)
+
+    seen = fake_tasks(monkeypatch, 2, delay=0.01, state=state, recording=recording)
+    started = seen["started"]
+    done = list(executors.get("local", {}, jobs=1).run(seen["tasks"], should_stop=lambda: False))
+    assert [task for task, _ in done] == ["t0", "t1"] and seen["peak"] == 1
+    assert started_meanwhile == [state == "valid"]
+
+
+def test_no_task_starts_while_an_invalid_result_waits_to_be_handed_over(monkeypatch) -> None:
+    # --jobs 2: t0 is invalid and is being written when t1 (valid) ends; t1's thread must not
+    # take t2 before t0 is handed over, or -x could not stop it.
+    started_meanwhile: list[list[str]] = []
+    started: list[str] = []
+
+    def recording(task: str) -> None:
+        if task == "t0":
+            deadline = time.monotonic() + 30  # t1 starts and ends meanwhile, however loaded
+            while "t1" not in started and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.3)  # t1 (0.05 s) is over: its thread could take t2 now, and must not
+            started_meanwhile.append(list(started))
+
+    seen = fake_tasks(monkeypatch, 4, recording=recording, delays={"t0": 0.01, "t1": 0.05},
+                      states={"t0": "invalid"})
+    started = seen["started"]
+    done = list(executors.get("local", {}, jobs=2).run(seen["tasks"], should_stop=lambda: False))
+    assert started_meanwhile == [["t0", "t1"]]
+    assert sorted(task for task, _ in done) == ["t0", "t1", "t2", "t3"]

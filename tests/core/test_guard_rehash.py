@@ -45,3 +45,17 @@ def test_a_touched_file_rewritten_is_hashed_and_named(tmp_path: Path) -> None:
     (run.repo / "a.py").write_text("a = 3\n")  # same size, new content
     changed = guard.picture_clone(run, None)
     assert changed is not None and changed.problem is not None and "a.py" in changed.problem
+
+
+def test_a_skipped_folder_is_known_by_its_inode_whatever_path_names_it(tmp_path: Path) -> None:
+    # An old layout keeps the run folder inside the clone: trysquare's writes there are not
+    # the clone's, however the run folder's path was spelled (here through a symlink).
+    clone = tmp_path / "clone"
+    (clone / "runs" / "r1" / "validation").mkdir(parents=True)
+    (clone / "a.py").write_text("a = 1\n")
+    (clone / "runs" / "r1" / "validation" / "score.json").write_text("{}\n")
+    (tmp_path / "link").symlink_to(clone)
+    pictured = guard.stat_picture(clone, [tmp_path / "link" / "runs" / "r1", tmp_path / "absent"])
+    assert set(pictured) == {"a.py", "runs"}
+    assert set(guard.stat_picture(clone)) == {"a.py", "runs", "runs/r1", "runs/r1/validation",
+                                              "runs/r1/validation/score.json"}

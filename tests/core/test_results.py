@@ -71,6 +71,19 @@ def test_a_replaced_result_goes_to_the_history_once(run: Run) -> None:
     assert (run.validation_dir / "score.stderr").read_bytes() == b"first stderr"
 
 
+def test_a_stderr_already_recorded_is_not_written_again(run: Run) -> None:
+    stderr = run.validation_dir / "score.stderr"
+    results.write_result(run, "score", document(changed=True), b"same\n")
+    first = stderr.stat()
+    results.write_result(run, "score", document(changed=False), b"same\n")
+    assert stderr.stat().st_ino == first.st_ino and stderr.read_bytes() == b"same\n"
+    for different in (b"same\nand more\n", b"sam", b""):  # longer, shorter, empty: each written
+        results.write_result(run, "score", document(changed=False), different)
+        assert stderr.read_bytes() == different
+    assert json.loads(results.result_path(run, "score").read_text())["metrics"] == {"changed": False}
+    assert [entry["metrics"] for entry in history(run)] == [{"changed": True}, {"changed": False}]
+
+
 @pytest.mark.parametrize("damage", ["{not json", "[1, 2]", '{"state": "maybe", "metrics": {}}'])
 def test_a_damaged_result_is_never_a_measurement(run: Run, scenario: Scenario, damage: str) -> None:
     run.validation_dir.mkdir(parents=True, exist_ok=True)
@@ -123,7 +136,7 @@ def test_measures_streamed_are_the_bytes_of_the_whole_list(tmp_path: Path, count
             yield row
 
     path = results.write_measures(tmp_path, one_at_a_time())
-    assert path.read_bytes() == _atomic.encode_text(_atomic.dump_json(rows))
+    assert path.read_bytes() == _atomic.encode(_atomic.dump_json(rows))
     assert handed == list(range(count))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -366,3 +367,25 @@ def test_a_validator_writing_into_the_clone_is_caught(cli, make_run, tmp_path: P
     assert done.returncode == 1
     assert f"the measured clone changed during validation {said}" in done.stdout
     assert result(experiment / "runs" / "run0")["state"] == "invalid"
+
+
+LITTERING = """
+import json, os, sys
+# What the scratch folder held when this task began, then litter for the next task to meet.
+sys.stderr.write(json.dumps({"cwd": os.getcwd(), "tmp": os.environ["TMPDIR"], "found": os.listdir(".")}))
+os.makedirs("left/behind")
+open("left/behind/file", "w").write("x")
+print(json.dumps({"metrics": {"changed": True}}))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="scratch folders are reused where strays are ended: Linux")
+def test_each_task_starts_in_an_empty_scratch_folder_reused_once_emptied(cli, make_run, tmp_path: Path) -> None:
+    experiment = build_matrix(make_run, count=3)
+    scenario = scenario_for(tmp_path / "s", LITTERING)
+    done = cli("validate", scenario, experiment, "--jobs", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = [json.loads((experiment / "runs" / f"run{i}" / "validation" / "script.stderr").read_text())
+            for i in range(3)]
+    assert all(s["found"] == [] and s["tmp"] == s["cwd"] for s in seen)
+    assert len({s["cwd"] for s in seen}) == 1  # one folder, emptied between tasks

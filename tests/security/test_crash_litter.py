@@ -73,17 +73,17 @@ def test_kill_between_history_append_and_result_replace_never_duplicates_history
     run(scenario, exp)
     first = json.loads((validation / "score.json").read_text(encoding="utf-8"))
 
-    real_write_json = _atomic.write_json
+    real_write = _atomic.Folder.write
 
-    def killed(path: Path, value: object, **kwargs: object) -> None:
-        if Path(path).name == "score.json":
+    def killed(self: _atomic.Folder, name: str, data: bytes) -> None:
+        if name == "score.json":
             raise SystemExit("killed")  # as SIGKILL would: after the history append, before the replace
-        real_write_json(path, value, **kwargs)  # type: ignore[arg-type]
+        real_write(self, name, data)
 
-    monkeypatch.setattr(_atomic, "write_json", killed)
+    monkeypatch.setattr(_atomic.Folder, "write", killed)
     with pytest.raises(SystemExit):
         run(scenario, exp, force=True, jobs=1)
-    monkeypatch.setattr(_atomic, "write_json", real_write_json)
+    monkeypatch.setattr(_atomic.Folder, "write", real_write)
 
     history = validation / "score.history.jsonl"
     assert [json.loads(line) for line in history.read_text(encoding="utf-8").splitlines()] == [first]
@@ -106,14 +106,14 @@ def test_torn_history_line_is_not_taken_for_the_last_line(tmp_path: Path) -> Non
 
 def test_full_disk_makes_the_task_invalid_and_stops_the_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exp, scenario = matrix(tmp_path, count=4)
-    real_write_bytes = _atomic.write_bytes
+    real_write = _atomic.Folder.write
 
-    def full(path: Path, data: bytes, **kwargs: object) -> None:
-        if Path(path).parent.name == "validation" and Path(path).suffix == ".json":
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        real_write_bytes(path, data, **kwargs)  # type: ignore[arg-type]
+    def full(self: _atomic.Folder, name: str, data: bytes) -> None:
+        if self.path.name == "validation" and name.endswith(".json"):
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path / name))
+        real_write(self, name, data)
 
-    monkeypatch.setattr(_atomic, "write_bytes", full)
+    monkeypatch.setattr(_atomic.Folder, "write", full)
     summary = run(scenario, exp, jobs=1)
     assert summary.exit_code == 1
     assert "no space left" in summary.closing_line()
@@ -133,14 +133,13 @@ def test_full_disk_on_the_cli_exits_1_without_a_traceback(cli_process, tmp_path:
     site.mkdir()
     (site / "sitecustomize.py").write_text(
         "import errno\n"
-        "from pathlib import Path\n"
         "from trysquare import _atomic\n"
-        "_real = _atomic.write_bytes\n"
-        "def _full(path, data, **kw):\n"
-        "    if Path(path).name == 'score.json':\n"
-        "        raise OSError(errno.ENOSPC, 'No space left on device', str(path))\n"
-        "    _real(path, data, **kw)\n"
-        "_atomic.write_bytes = _full\n",
+        "_real = _atomic.Folder.write\n"
+        "def _full(self, name, data):\n"
+        "    if name == 'score.json':\n"
+        "        raise OSError(errno.ENOSPC, 'No space left on device', str(self.path / name))\n"
+        "    _real(self, name, data)\n"
+        "_atomic.Folder.write = _full\n",
         encoding="utf-8",
     )
     done = cli_process("validate", scenario, exp, "--no-progress", "--jobs", "1", env={"PYTHONPATH": str(site)})

@@ -25,8 +25,12 @@ from typing import Any, BinaryIO
 __all__ = [
     "UnsafePath",
     "append_line",
+    "Folder",
     "create_once",
     "dump_json",
+    "encode",
+    "folder",
+    "json_line",
     "last_line",
     "open_lock",
     "read_bytes",
@@ -61,19 +65,20 @@ class UnsafePath(OSError):
         return str(self.strerror)
 
 
-def _below(path: Path, root: Path | None) -> tuple[Path, tuple[str, ...]]:
-    """The folder to start from and the folders to walk down to ``path``'s parent."""
-    path = Path(os.path.abspath(path))
+def _below(path: Path, root: Path | None) -> tuple[str, tuple[str, ...]]:
+    """The folder to start from and the folders to walk down to ``path``'s parent.
+
+    Plain strings: this runs for every file trysquare reads or writes in a run folder.
+    """
+    absolute = os.path.abspath(path)  # lexical: no ".." is left
     if root is None:
-        return path.parent, ()
-    root = Path(os.path.abspath(root))
-    try:
-        relative = path.relative_to(root)
-    except ValueError:
-        raise UnsafePath(path, f"is not inside {root}") from None
-    if not relative.parts or ".." in relative.parts:
-        raise UnsafePath(path, f"is not a file inside {root}")
-    return root, relative.parent.parts
+        return os.path.dirname(absolute), ()
+    top = os.path.abspath(root)
+    prefix = top if top.endswith(os.sep) else top + os.sep
+    if not absolute.startswith(prefix):
+        why = "is not a file inside" if absolute == top else "is not inside"
+        raise UnsafePath(Path(absolute), f"{why} {Path(top)}")
+    return top, tuple(absolute[len(prefix):].split(os.sep)[:-1])
 
 
 @contextmanager
@@ -81,13 +86,11 @@ def _parent_fd(path: Path, root: Path | None, *, create: bool) -> Iterator[int]:
     """An fd on ``path``'s folder, reached from ``root`` without following any symlink."""
     start, parts = _below(path, root)
     if create and root is None:
-        start.mkdir(parents=True, exist_ok=True)
+        os.makedirs(start, exist_ok=True)
     fd = os.open(start, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     try:
-        walked = start
-        for part in parts:
-            walked = walked / part
-            child = _step(fd, part, walked, create)
+        for depth, part in enumerate(parts):
+            child = _step(fd, part, (start, *parts[: depth + 1]), create)
             os.close(fd)
             fd = child
         yield fd
@@ -95,8 +98,8 @@ def _parent_fd(path: Path, root: Path | None, *, create: bool) -> Iterator[int]:
         os.close(fd)
 
 
-def _step(fd: int, name: str, shown: Path, create: bool) -> int:
-    """Open folder ``name`` inside ``fd``, refusing a symlink."""
+def _step(fd: int, name: str, shown: tuple[str, ...], create: bool) -> int:
+    """Open folder ``name`` inside ``fd``, refusing a symlink (``shown``: its path's parts, for the error)."""
     flags = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
     try:
         return os.open(name, flags, dir_fd=fd)
@@ -105,7 +108,7 @@ def _step(fd: int, name: str, shown: Path, create: bool) -> int:
             raise
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _lstat_is_link(fd, name):
-            raise UnsafePath(shown) from None
+            raise UnsafePath(Path(*shown)) from None
         raise
     try:
         os.mkdir(name, dir_fd=fd)
@@ -115,7 +118,7 @@ def _step(fd: int, name: str, shown: Path, create: bool) -> int:
         return os.open(name, flags, dir_fd=fd)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _lstat_is_link(fd, name):
-            raise UnsafePath(shown) from None
+            raise UnsafePath(Path(*shown)) from None
         raise
 
 
@@ -151,54 +154,23 @@ def _replace(
     With ``keep_same``, an identical file already there stays (and keeps its mtime).
     Returns whether ``path`` was replaced.
     """
-    name = path.name
-    with _parent_fd(path, root, create=True) as folder:
-        # Renaming over a symlink would replace the link, not its target; it is
-        # refused all the same, since the agent put it there to be followed.
-        _refuse_link(folder, name, path)
-        temp = f".{name}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(
-            temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder
-        )
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                fill(handle)
-                os.fchmod(handle.fileno(), _FILE_MODE)
-            if keep_same and _same_file_content(folder, temp, name):
-                os.unlink(temp, dir_fd=folder)
-                return False
-            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
-            return True
-        except BaseException:
-            try:
-                os.unlink(temp, dir_fd=folder)
-            except OSError:
-                pass
-            raise
+    with _parent_fd(path, root, create=True) as fd:
+        return Folder(fd, path.parent).replace(path.name, fill, keep_same=keep_same)
 
 
-def encode_text(text: str) -> bytes:
-    # A lone surrogate (a name that was not UTF-8, a broken reply) never stops a write.
+def encode(text: str) -> bytes:
+    """``text`` as UTF-8 to write: a lone surrogate (a name that was not UTF-8, a broken
+    reply) never stops a write."""
     return text.encode("utf-8", errors="backslashreplace")
 
 
 def write_text(path: Path, text: str, *, root: Path | None = None) -> None:
-    write_bytes(path, encode_text(text), root=root)
+    write_bytes(path, encode(text), root=root)
 
 
 def _open_read(path: Path, root: Path | None) -> int:
-    with _parent_fd(path, root, create=False) as folder:
-        try:
-            # Non-blocking: a FIFO planted where a file was would otherwise hang the open.
-            fd = os.open(path.name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=folder)
-        except OSError as error:
-            if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
-                raise UnsafePath(path) from None
-            raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise UnsafePath(path, "is not a regular file")
-    return fd
+    with _parent_fd(path, root, create=False) as fd:
+        return Folder(fd, path.parent).open_read(path.name)
 
 
 def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
@@ -213,7 +185,7 @@ def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
 
 def write_text_if_changed(path: Path, text: str, *, root: Path | None = None) -> None:
     """Write only when the content differs, so an unchanged file keeps its mtime."""
-    data = encode_text(text)
+    data = encode(text)
     try:
         if read_bytes(path, root=root) == data:
             return
@@ -248,49 +220,162 @@ def write_json(path: Path, value: Any, *, root: Path | None = None, compact: boo
 def append_line(path: Path, value: Any, *, root: Path | None = None) -> None:
     """Append one JSON line; a single ``write`` of a whole line, so lines never interleave."""
     path = Path(path)
-    # ASCII escapes: a history line never fails on a lone surrogate.
-    line = (json.dumps(value, sort_keys=True, ensure_ascii=True) + "\n").encode("ascii")
-    with _parent_fd(path, root, create=True) as folder:
-        try:
-            fd = os.open(
-                path.name,
-                os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC,
-                0o666,
-                dir_fd=folder,
-            )
-        except OSError as error:
-            if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
-                raise UnsafePath(path) from None
-            raise
-        try:
-            _write_all(fd, line)
-        finally:
-            os.close(fd)
+    with _parent_fd(path, root, create=True) as fd:
+        Folder(fd, path.parent).append(path.name, json_line(value))
+
+
+def json_line(value: Any) -> bytes:
+    """``value`` as one line of a JSON-lines file (a history): sorted keys, ASCII escapes
+    (a line never fails on a lone surrogate), newline excluded."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=True).encode("ascii")
 
 
 def last_line(path: Path, *, root: Path | None = None) -> bytes | None:
     """The last complete line of ``path`` (without its newline); ``None`` when there is none."""
+    path = Path(path)
     try:
-        fd = _open_read(Path(path), root)
+        with _parent_fd(path, root, create=False) as fd:
+            return Folder(fd, path.parent).last_line(path.name)
     except FileNotFoundError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        # Read back from the end only as far as the line before the last newline:
-        # a long history costs no more than its last line.
-        end = handle.seek(0, os.SEEK_END)
-        tail = b""
-        position = end
-        while position > 0:
-            step = min(65536, position)
-            position -= step
-            handle.seek(position)
-            tail = handle.read(step) + tail
-            last_newline = tail.rfind(b"\n")
-            # A torn last line (a kill mid-append) has no newline: it is not a line.
-            if last_newline != -1 and tail.rfind(b"\n", 0, last_newline) != -1:
-                break
-        complete = tail.split(b"\n")[:-1]
-        return complete[-1] if complete else None
+
+
+@contextmanager
+def folder(path: Path, *, root: Path) -> Iterator[Folder]:
+    """The folder ``path`` below ``root``, created if absent, reached without following any
+    symlink: several files in it are then read and written through one walk."""
+    path = Path(path)
+    with _parent_fd(path / "_", root, create=True) as fd:
+        yield Folder(fd, path)
+
+
+class Folder:
+    """An open folder: each method takes a plain name inside it and never follows a symlink
+    there (:class:`UnsafePath`, naming ``path / name``)."""
+
+    __slots__ = ("fd", "path")
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd = fd
+        self.path = path  # only for what errors say
+
+    def open_read(self, name: str) -> int:
+        """A read-only fd on the regular file ``name`` (:class:`FileNotFoundError` when
+        absent, :class:`UnsafePath` when a link or not a regular file)."""
+        try:
+            # Non-blocking: a FIFO planted where a file was would otherwise hang the open.
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=self.fd)
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(self.fd, name):
+                raise UnsafePath(self.path / name) from None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise UnsafePath(self.path / name, "is not a regular file")
+        return fd
+
+    def read(self, name: str) -> bytes:
+        """The bytes of ``name`` (:class:`FileNotFoundError` when absent)."""
+        fd = self.open_read(name)
+        try:
+            return _read_all(fd)
+        finally:
+            os.close(fd)
+
+    def holds(self, name: str, data: bytes) -> bool:
+        """Whether ``name`` is a file holding exactly ``data`` (``False`` when absent)."""
+        try:
+            fd = self.open_read(name)
+        except FileNotFoundError:
+            return False
+        try:
+            # One byte more than expected tells a longer file apart.
+            return stat.S_ISREG(os.fstat(fd).st_mode) and _read_all(fd, len(data) + 1) == data
+        finally:
+            os.close(fd)
+
+    def write(self, name: str, data: bytes) -> None:
+        """Replace ``name`` with ``data`` atomically (a temporary file renamed into place)."""
+        self.replace(name, lambda handle: handle.write(data), keep_same=False)
+
+    def replace(self, name: str, fill: Callable[[BinaryIO], object], *, keep_same: bool) -> bool:
+        """Replace ``name`` with what ``fill`` writes; see :func:`_replace`."""
+        folder = self.fd
+        # Renaming over a symlink would replace the link, not its target; it is
+        # refused all the same, since the agent put it there to be followed.
+        _refuse_link(folder, name, self.path / name)
+        temp = f".{name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(
+            temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder
+        )
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                fill(handle)
+                os.fchmod(handle.fileno(), _FILE_MODE)
+            if keep_same and _same_file_content(folder, temp, name):
+                os.unlink(temp, dir_fd=folder)
+                return False
+            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            return True
+        except BaseException:
+            try:
+                os.unlink(temp, dir_fd=folder)
+            except OSError:
+                pass
+            raise
+
+    def append(self, name: str, line: bytes) -> None:
+        """Append ``line`` and a newline to ``name`` (created if absent) in a single ``write``."""
+        try:
+            fd = os.open(
+                name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666, dir_fd=self.fd
+            )
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(self.fd, name):
+                raise UnsafePath(self.path / name) from None
+            raise
+        try:
+            _write_all(fd, line + b"\n")
+        finally:
+            os.close(fd)
+
+    def last_line(self, name: str) -> bytes | None:
+        """The last complete line of ``name`` (without its newline); ``None`` when there is none."""
+        try:
+            fd = self.open_read(name)
+        except FileNotFoundError:
+            return None
+        try:
+            # Read back from the end only as far as the line before the last newline:
+            # a long history costs no more than its last line.
+            position = os.lseek(fd, 0, os.SEEK_END)
+            tail = b""
+            while position > 0:
+                step = min(65536, position)
+                position -= step
+                tail = os.pread(fd, step, position) + tail
+                last_newline = tail.rfind(b"\n")
+                # A torn last line (a kill mid-append) has no newline: it is not a line.
+                if last_newline != -1 and tail.rfind(b"\n", 0, last_newline) != -1:
+                    break
+            complete = tail.split(b"\n")[:-1]
+            return complete[-1] if complete else None
+        finally:
+            os.close(fd)
+
+
+def _read_all(fd: int, limit: int | None = None) -> bytes:
+    """What is left to read of ``fd``, at most ``limit`` bytes: one ``read`` for a small file."""
+    parts = []
+    left = limit
+    while left is None or left > 0:
+        chunk = os.read(fd, 1 << 20 if left is None else min(left, 1 << 20))
+        if not chunk:
+            break
+        parts.append(chunk)
+        if left is not None:
+            left -= len(chunk)
+    return b"".join(parts)
 
 
 def open_lock(path: Path, *, root: Path) -> int:

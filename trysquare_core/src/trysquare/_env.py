@@ -9,6 +9,7 @@ Dependency-free: ``trysquare.assay`` reaches it through ``run.tests()``.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -53,6 +54,8 @@ def is_env_name(name: object) -> bool:
     return isinstance(name, str) and bool(_NAME.match(name))
 
 
+# Pure in the name, and asked for every variable before every validator starts.
+@functools.lru_cache(maxsize=4096)
 def looks_secret(name: str) -> bool:
     """Whether a variable named ``name`` is withheld unless passed by name.
 
@@ -67,11 +70,13 @@ def withheld_names(
     environ: Mapping[str, str], *, passed: Iterable[str] = (), protected: Iterable[str] = ()
 ) -> list[str]:
     """The names of ``environ`` a child does not get, sorted."""
-    allowed = set(passed) - set(protected)
+    return sorted(_withheld(environ, passed, protected))
+
+
+def _withheld(environ: Iterable[str], passed: Iterable[str], protected: Iterable[str]) -> set[str]:
     blocked = set(protected)
-    return sorted(
-        name for name in environ if name in blocked or (looks_secret(name) and name not in allowed)
-    )
+    allowed = set(passed) - blocked
+    return {name for name in environ if name in blocked or (name not in allowed and looks_secret(name))}
 
 
 def child_environment(
@@ -86,6 +91,8 @@ def child_environment(
     always removed; names that look secret (:data:`SECRET_PATTERNS`) are removed
     unless listed in ``passed``.
     """
-    source = os.environ if environ is None else environ
-    dropped = set(withheld_names(source, passed=passed, protected=protected))
+    source = dict(os.environ if environ is None else environ)
+    dropped = _withheld(source, passed, protected)
+    if not dropped:
+        return source
     return {name: value for name, value in source.items() if name not in dropped}

@@ -22,7 +22,7 @@ import attrs
 from trysquare import _atomic, _convert, _suitecache, results
 from trysquare.modes import Outcome, State, ValidationTask
 
-__all__ = ["TaskResult", "execute_task"]
+__all__ = ["Evaluated", "TaskResult", "evaluate_task", "execute_task", "record_task"]
 
 
 @attrs.frozen
@@ -82,6 +82,25 @@ def execute_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lamb
     the validator ran, it was killed by the interruption, not failed: nothing is
     recorded and ``None`` is returned.
     """
+    evaluated = evaluate_task(task, interrupted=interrupted)
+    return None if evaluated is None else record_task(evaluated)
+
+
+@attrs.frozen
+class Evaluated:
+    """A task evaluated and not yet recorded (:func:`evaluate_task`)."""
+
+    task: ValidationTask
+    outcome: Outcome
+    refused: bool  # the clone was refused before validation: nothing ran on it
+    duration: float
+
+
+def evaluate_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lambda: False) -> Evaluated | None:
+    """The first half of :func:`execute_task`: run the validator (``None`` when interrupted).
+
+    The local pool records in its own thread while the next validator starts.
+    """
     started = time.monotonic()
     refusal = None if task.clone_before is None else task.clone_before.problem
     refused = refusal is not None
@@ -108,14 +127,19 @@ def execute_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lamb
         )
     if interrupted():
         return None
-    outcome = _drop_foreign_metrics(outcome, task)
+    return Evaluated(task, _drop_foreign_metrics(outcome, task), refused, time.monotonic() - started)
+
+
+def record_task(evaluated: Evaluated) -> TaskResult:
+    """The second half of :func:`execute_task`: write the result atomically, return the record."""
+    task, outcome = evaluated.task, evaluated.outcome
     document = results.result_document(
         task.validation,
         outcome,
         digest=task.digest,
         # A refused clone's result is never reused: the next validate decides afresh.
-        context_digest=None if refused else task.context_digest,
-        duration=time.monotonic() - started,
+        context_digest=None if evaluated.refused else task.context_digest,
+        duration=evaluated.duration,
     )
     try:
         results.write_result(task.run, task.validation.name, document, outcome.stderr)

@@ -11,7 +11,6 @@ is reached, so an executor takes them no faster than it can start them. (An exec
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Protocol
 
 from trysquare.errors import UsageError
@@ -93,32 +92,78 @@ class LocalExecutor:
 
 
 class _LocalPool:
+    """``jobs`` threads, each taking the next task as soon as its validator is done: the
+    results are written by the thread reading them (the caller's), so writing one never
+    holds a validator slot, and no hand-over through the caller delays the next start."""
+
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
 
     def run(
         self, tasks: Collection[Task], *, should_stop: Callable[[], bool]
     ) -> Iterator[TaskResult]:
-        from trysquare.execute import execute_task
+        import queue
+        import threading
+
+        from trysquare.execute import Evaluated, evaluate_task, record_task
 
         pending = iter(tasks)
-        running: dict[Future[TaskResult | None], Task] = {}
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            # Submit no more than the pool can start, so a stop takes effect at once.
-            while True:
-                while len(running) < self.jobs and not should_stop():
-                    task = next(pending, None)
-                    if task is None:
-                        break
-                    running[pool.submit(execute_task, task, interrupted=should_stop)] = task
-                if not running:
-                    return
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    running.pop(future)
-                    result = future.result()
-                    if result is not None:
-                        yield result
+        turn = threading.Condition()
+        # Invalid outcomes not handed over yet: until then no task starts, so that -x
+        # (told of the first invalid result) can stop before anything else starts.
+        held = [0]
+        closing = threading.Event()  # the caller stopped reading
+        finished: queue.SimpleQueue[tuple[Evaluated | None, BaseException | None]] = queue.SimpleQueue()
+
+        def next_task() -> Task | None:
+            with turn:
+                while held[0] and not closing.is_set():
+                    turn.wait()
+                if closing.is_set() or should_stop():
+                    return None
+                return next(pending, None)
+
+        def work() -> None:
+            try:
+                while (task := next_task()) is not None:
+                    evaluated = evaluate_task(task, interrupted=should_stop)
+                    if evaluated is None:
+                        continue  # killed by the stop: nothing to record
+                    if evaluated.outcome.state == "invalid":
+                        with turn:
+                            held[0] += 1
+                    finished.put((evaluated, None))
+            except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
+                finished.put((None, error))
+            finally:
+                finished.put((None, None))  # this thread is done
+
+        threads = [threading.Thread(target=work, name=f"trysquare-task-{n}") for n in range(self.jobs)]
+        for thread in threads:
+            thread.start()
+        working = len(threads)
+        try:
+            while working:
+                evaluated, error = finished.get()
+                if error is not None:
+                    raise error
+                if evaluated is None:
+                    working -= 1
+                    continue
+                try:
+                    yield record_task(evaluated)
+                finally:
+                    if evaluated.outcome.state == "invalid":
+                        with turn:
+                            held[0] -= 1
+                            turn.notify_all()
+        finally:
+            # Whatever stopped the reading, no task starts now; those running finish.
+            with turn:
+                closing.set()
+                turn.notify_all()
+            for thread in threads:
+                thread.join()
 
 
 @hookimpl

@@ -85,36 +85,49 @@ class ClonePicture:
 
 def _key(name: str) -> str:
     # A file name that is not UTF-8 still gets a stable, JSON-safe key.
+    if name.isascii():
+        return name  # the common case, at the cost of one check per path
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def stat_picture(clone: Path, skip: Iterable[Path] = ()) -> dict[str, Entry]:
     """Every path in ``clone`` (symlinks not followed) with its inode, size, mtime, ctime, mode.
 
-    ``.git/objects`` and ``.git/index`` are left out, and so is any folder in ``skip``.
+    ``.git/objects`` and ``.git/index`` are left out, and so is any folder in ``skip``
+    (known by its device and inode, whatever path leads there; one outside the clone
+    is never met).
     """
-    skipped = {os.fspath(p) for p in skip}
-    entries: dict[str, Entry] = {}
-    todo: list[tuple[str, str]] = [(os.fspath(clone), "")]
-    while todo:
-        folder, prefix = todo.pop()
+    skipped = set()
+    for folder in skip:
         try:
-            scanner = os.scandir(folder)
+            found = os.stat(folder)
         except OSError:
             continue
+        skipped.add((found.st_dev, found.st_ino))
+    entries: dict[str, Entry] = {}
+    todo: list[tuple[str, str]] = [(os.fspath(clone), "")]
+    is_dir = stat.S_ISDIR
+    while todo:
+        folder_path, prefix = todo.pop()
+        try:
+            scanner = os.scandir(folder_path)
+        except OSError:
+            continue
+        in_git = prefix == ".git/"
         with scanner:
             for item in scanner:
-                rel = prefix + item.name
-                if prefix == ".git/" and item.name in _GIT_SKIPPED:
-                    continue
-                if item.path in skipped:
+                if in_git and item.name in _GIT_SKIPPED:
                     continue
                 try:
                     st = item.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                entries[_key(rel)] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
-                if stat.S_ISDIR(st.st_mode):
+                mode = st.st_mode
+                if is_dir(mode) and skipped and (st.st_dev, st.st_ino) in skipped:
+                    continue
+                rel = prefix + item.name
+                entries[_key(rel)] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, mode)
+                if is_dir(mode):
                     todo.append((item.path, rel + "/"))
     return entries
 
@@ -171,10 +184,8 @@ def _work_path(run: Run) -> Path:
 
 def _skip(run: Run) -> list[Path]:
     # An old layout may keep the run folder inside the clone: trysquare's own
-    # files there are not the clone's.
-    clone = run.repo.resolve()
-    folder = run.dir.resolve()
-    return [folder] if clone in folder.parents else []
+    # files there are not the clone's. (Known by its inode: no path to resolve.)
+    return [run.dir]
 
 
 def _record(run: Run, touched: Iterable[str], entries: Mapping[str, Entry], root: tuple[int, int]) -> dict[str, Any]:
@@ -468,7 +479,7 @@ def _file_stat(path: Path) -> tuple[int, int, int, int]:
 
 def _document_sha(document: Mapping[str, Any]) -> bytes:
     """The digest of the bytes :func:`trysquare.results.write_result` writes for ``document``."""
-    return hashlib.sha256(_atomic.encode_text(_atomic.dump_json(document))).digest()
+    return hashlib.sha256(_atomic.encode(_atomic.dump_json(document))).digest()
 
 
 def refuse_forged(forged: Iterable[tuple[Run, str]], out: TextIO) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,6 +45,7 @@ __all__ = [
     "register_structure_hook",
     "run_process",
     "run_steps",
+    "scratch_folder",
     "structure",
     "tail",
     "write_json",
@@ -142,6 +144,21 @@ def run_steps(
         steps, cwd=cwd, timeout=timeout, env=env, sandbox=sandbox, consequence=consequence,
         tail_lines=tail_lines,
     )
+
+
+def scratch_folder(prefix: str = "trysquare-") -> AbstractContextManager[str]:
+    """A context manager giving an empty folder only this user can enter (a validator's
+    working directory and ``TMPDIR``); what the task left there is removed after it.
+
+    Folders are reused once emptied where nothing a child started outlives it (a
+    folder costs a millisecond to create and remove on ext4). Example::
+
+        with scratch_folder("trysquare-mymode-") as scratch:
+            done = run_process(argv, cwd=scratch, timeout=60, writable=[scratch])
+    """
+    from trysquare._scratch import scratch_folder as folder
+
+    return folder(prefix)
 
 
 def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:

@@ -138,12 +138,14 @@ def write_result(run: Run, name: str, document: Mapping[str, Any], stderr: bytes
     kill between the history append and the replacement leaves the old result
     in place *and* as the history's last line; the next write sees that line
     and does not append it again, so the history never holds a duplicate.
+    A ``stderr`` the file holds already is not written again.
     """
-    path = result_path(run, name)
-    _move_to_history(path, run.validation_dir / f"{name}.history.jsonl", root=run.dir)
-    if stderr is not None:
-        _atomic.write_bytes(run.validation_dir / f"{name}.stderr", stderr, root=run.dir)
-    _atomic.write_json(path, document, root=run.dir)
+    # One walk to validation/ for the four files: this runs once per task.
+    with _atomic.folder(run.validation_dir, root=run.dir) as folder:
+        _move_to_history(folder, f"{name}.json", f"{name}.history.jsonl")
+        if stderr is not None and not folder.holds(f"{name}.stderr", stderr):
+            folder.write(f"{name}.stderr", stderr)
+        folder.write(f"{name}.json", _atomic.encode(_atomic.dump_json(document)))
 
 
 def write_with_history(
@@ -154,25 +156,44 @@ def write_with_history(
     Used for results and for a judge's transcripts; public as
     :func:`trysquare.plugin_api.write_with_history`. ``compact``: one line, not indented.
     """
-    _move_to_history(path, history, root=root)
+    path, history = Path(path), Path(history)
+    if history.parent == path.parent:
+        with _atomic.folder(path.parent, root=root) as folder:
+            _move_to_history(folder, path.name, history.name)
+            folder.write(path.name, _atomic.encode(_atomic.dump_json(document, compact=compact)))
+        return
+    with _atomic.folder(path.parent, root=root) as folder:
+        raw = _read_if_there(folder, path.name)
+    if raw is not None:
+        with _atomic.folder(history.parent, root=root) as elsewhere:
+            _append_once(elsewhere, history.name, raw)
     _atomic.write_json(path, document, root=root, compact=compact)
 
 
-def _move_to_history(path: Path, history: Path, *, root: Path) -> None:
+def _move_to_history(folder: _atomic.Folder, name: str, history: str) -> None:
+    """Append the file ``name`` holds (if any) to ``history``, both in ``folder``."""
+    raw = _read_if_there(folder, name)
+    if raw is not None:
+        _append_once(folder, history, raw)
+
+
+def _read_if_there(folder: _atomic.Folder, name: str) -> bytes | None:
     try:
-        raw: bytes | None = _atomic.read_bytes(path, root=root)
+        return folder.read(name)
     except FileNotFoundError:
-        raw = None
-    if raw is None:
-        return
+        return None
+
+
+def _append_once(folder: _atomic.Folder, history: str, raw: bytes) -> None:
+    """Append the replaced document ``raw`` to ``history`` unless it is its last line already."""
     try:
         previous: Any = json.loads(raw)
     except (ValueError, RecursionError):
         previous = {"unreadable": raw.decode("utf-8", errors="replace")}
     # A kill between the append and the replacement leaves this line last already.
-    line = json.dumps(previous, sort_keys=True, ensure_ascii=True).encode("ascii")
-    if _atomic.last_line(history, root=root) != line:
-        _atomic.append_line(history, previous, root=root)
+    line = _atomic.json_line(previous)
+    if folder.last_line(history) != line:
+        folder.append(history, line)
 
 
 def refuse_planted_links(run: Run, name: str) -> None:
@@ -363,7 +384,7 @@ def write_measures(root: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
         first = True
         for row in rows:
             item = _atomic.dump_json(row).rstrip("\n").replace("\n", "\n  ")
-            handle.write(_atomic.encode_text(("[\n  " if first else ",\n  ") + item))
+            handle.write(_atomic.encode(("[\n  " if first else ",\n  ") + item))
             first = False
         handle.write(b"[]\n" if first else b"\n]\n")
 

@@ -2,8 +2,8 @@
 
 The run becomes invalid — cause recorded, stderr kept — when the script exits
 non-zero, prints unreadable JSON or nothing, exceeds its timeout, or omits a
-declared metric. Its working directory is a fresh temporary folder, never the
-measured clone; where the kernel allows it (Landlock), that folder (also its
+declared metric. Its working directory is an empty scratch folder of its own
+(:func:`trysquare.plugin_api.scratch_folder`), never the measured clone; where the kernel allows it (Landlock), that folder (also its
 ``TMPDIR``) and its archive folder are the only places it can write.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import attrs
 
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
 from trysquare.outputs import keep_output, parse_validator_output
-from trysquare.plugin_api import DEFAULT_OUTPUT_CAP, child_environment, run_process
+from trysquare.plugin_api import DEFAULT_OUTPUT_CAP, child_environment, run_process, scratch_folder
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -62,7 +61,7 @@ class ScriptValidation(Validation):
         return "sha256:" + hasher.hexdigest()
 
     def evaluate(self, job: Job) -> Outcome:
-        with tempfile.TemporaryDirectory(prefix="trysquare-script-") as workdir:
+        with scratch_folder("trysquare-script-") as workdir:
             try:
                 done = run_process(
                     [str(self.executable), str(job.context_path)],

@@ -1,0 +1,68 @@
+"""Scratch folders (``plugin_api.scratch_folder``): empty and private for each task, reused only
+when that cannot let one task's leftovers or processes reach the next."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from trysquare import _scratch
+from trysquare.plugin_api import scratch_folder
+
+pytestmark = pytest.mark.fast
+
+needs_linux = pytest.mark.skipif(sys.platform != "linux", reason="folders are reused where strays are ended: Linux")
+
+
+@pytest.fixture(autouse=True)
+def _own_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_scratch, "_free", {})
+    monkeypatch.delenv("TRYSQUARE_SANDBOX", raising=False)
+
+
+def _leave_a_mess(folder: Path) -> None:
+    (folder / "out.txt").write_text("x")
+    locked = folder / "locked" / "deep"
+    locked.mkdir(parents=True)
+    (locked / "f").write_text("y")
+    locked.chmod(0o500)  # read-only: its file can only go once it is opened up
+    (folder / "link").symlink_to("/etc/passwd")
+
+
+@needs_linux
+def test_a_folder_is_emptied_and_serves_the_next_task() -> None:
+    with scratch_folder("t-") as first:
+        folder = Path(first)
+        assert list(folder.iterdir()) == [] and stat.S_IMODE(folder.stat().st_mode) == 0o700
+        _leave_a_mess(folder)
+    with scratch_folder("t-") as second:
+        assert second == first and list(Path(second).iterdir()) == []
+    _scratch.remove_kept()
+    assert not Path(first).exists()
+
+
+@needs_linux
+def test_a_folder_opened_up_or_replaced_by_its_task_is_removed_not_reused(tmp_path: Path) -> None:
+    with scratch_folder("t-") as first:
+        os.chmod(first, 0o777)
+    assert not Path(first).exists()
+    with scratch_folder("t-") as second:
+        os.rmdir(second)
+        os.symlink(tmp_path, second)  # the agent's clone, say: never handed to another task
+    with scratch_folder("t-") as third:
+        assert third != second and not Path(third).is_symlink()
+    assert not os.path.lexists(second) and tmp_path.is_dir()  # the link went, not what it named
+
+
+def test_no_folder_is_reused_where_strays_may_outlive_their_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRYSQUARE_SANDBOX", "off")
+    with scratch_folder("t-") as first:
+        Path(first, "out.txt").write_text("x")
+    assert not Path(first).exists()
+    with scratch_folder("t-") as second:
+        assert second != first
+    assert not Path(second).exists()
