@@ -140,3 +140,22 @@ def test_the_rubrics_state_failures_and_what_to_do_with_empty_material() -> None
         text = path.read_text()
         assert "False when" in text
         assert "If the material is empty or unreadable, still call the tool" in text
+
+
+def _verdict_shapes() -> list[object]:
+    good = {"reason": "r", "value": True}
+    shapes: list[object] = [[], None, "x", {}, {"a": good}, {"a": good, "b": good}]
+    for bad in ({"reason": "r", "value": 1}, {"reason": "r", "value": 0}, {"reason": "r", "value": "true"},
+                {"reason": 1, "value": True}, {"reason": None, "value": False}, {"value": True},
+                {"reason": "r", "value": True, "x": 1}, ["r", True], "r"):
+        shapes.append({"a": good, "b": bad})
+    shapes.append({"a": good, "b": good, "c": good})
+    return shapes
+
+
+@pytest.mark.parametrize("value", _verdict_shapes())
+def test_the_direct_verdict_check_accepts_exactly_what_the_schema_accepts(value: object) -> None:
+    from trysquare_judge.verdict import _well_formed, validator_for
+
+    valid = not list(validator_for(("a", "b")).iter_errors(value))
+    assert _well_formed(value, ["a", "b"]) is valid

@@ -138,3 +138,24 @@ def test_scrub_removes_every_encoding_of_a_key_with_quote_backslash_and_space() 
         assert cleaned.startswith("before ") and "***" in cleaned, name
         # Inside a JSON-like value, keys of maps included.
         assert form not in json.dumps(scrub_value({form: [text]}, [key]), ensure_ascii=False), name
+
+
+def test_a_value_is_scrubbed_whole_when_a_plain_key_hides_anywhere_in_it() -> None:
+    # The quick check reads the value's JSON text at once; a key it finds there sends the
+    # value through the string-by-string scrub, in any encoding and in keys of maps.
+    from trysquare_judge.scrub import scrub_value
+
+    key = "sk-plain-0123456789abcdef"
+    for name, form in _encodings(key).items():
+        value = {"exchanges": [{"n": 1, "body": ("x", f"a{form}b")}], f"k{form}": None}
+        assert form not in json.dumps(scrub_value(value, [key]), ensure_ascii=False), name
+
+
+def test_a_value_with_no_key_and_no_lone_surrogate_is_returned_as_is() -> None:
+    from trysquare_judge.scrub import scrub_value
+
+    value = {"exchanges": [{"body": "ordinary text é", "n": [1, 2.5, None, True]}]}
+    assert scrub_value(value, ["sk-absent-key-123456"]) is value
+    assert scrub_value(value, []) is value
+    # A lone surrogate still becomes its escape, so the file can be written.
+    assert scrub_value({"t": ["Done \ud83d"]}, []) == {"t": ["Done \\ud83d"]}

@@ -86,7 +86,10 @@ def scrub(text: str, keys: Iterable[str | None]) -> str:
 
 def scrub_value(value: Any, keys: Iterable[str | None]) -> Any:
     """``value`` (JSON-like) with :func:`scrub` applied to every string in it, keys of maps too."""
-    pattern = _pattern(key for key in keys if key)
+    present = [key for key in keys if key]
+    pattern = _pattern(present)
+    if _nothing_to_scrub(value, present, pattern):
+        return value
 
     def clean(item: Any) -> Any:
         if isinstance(item, str):
@@ -98,6 +101,26 @@ def scrub_value(value: Any, keys: Iterable[str | None]) -> Any:
         return item
 
     return clean(value)
+
+
+def _nothing_to_scrub(value: Any, keys: list[str], pattern: re.Pattern[str] | None) -> bool:
+    """Whether ``value`` holds no form of any key and no lone surrogate, found in its JSON text
+    at once instead of string by string (a transcript holds thousands of strings).
+
+    Sound only for key forms JSON does not escape (no ``"``, ``\\`` or control character):
+    such a form inside any string of ``value`` appears as is in the JSON text. A key with
+    other forms, or a value that is not JSON, is walked string by string.
+    """
+    if pattern is not None and any(
+        json.dumps(form, ensure_ascii=False)[1:-1] != form for key in keys for form in key_forms(key)
+    ):
+        return False
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+        text.encode("utf-8")  # a lone surrogate cannot be written
+    except (TypeError, ValueError):  # not JSON (a tuple key...), or a surrogate
+        return False
+    return pattern is None or pattern.search(text) is None
 
 
 def keys_from_environment(names: Iterable[str | None]) -> list[str]:

@@ -68,6 +68,12 @@ def parse_verdict(arguments: str, metrics: Sequence[str]) -> Verdict:
         value = json.loads(arguments)
     except ValueError as error:
         raise VerdictError(f"the arguments are not JSON ({error})") from None
+    if _well_formed(value, metrics):
+        # What the schema accepts, checked directly: the schema validator is for saying why not.
+        return Verdict(
+            metrics={metric: entry["value"] for metric, entry in value.items()},
+            reasons={metric: entry["reason"] for metric, entry in value.items()},
+        )
     validator = validator_for(tuple(metrics))
     errors = sorted(validator.iter_errors(value), key=lambda e: (list(e.absolute_path), e.message))
     if errors:
@@ -78,6 +84,23 @@ def parse_verdict(arguments: str, metrics: Sequence[str]) -> Verdict:
         metrics={metric: entry["value"] for metric, entry in value.items()},
         reasons={metric: entry["reason"] for metric, entry in value.items()},
     )
+
+
+def _well_formed(value: Any, metrics: Sequence[str]) -> bool:
+    """Whether ``value`` satisfies :func:`verdict_schema` exactly (every metric, nothing else;
+    each a ``reason`` string and a boolean ``value``, nothing else)."""
+    if not isinstance(value, dict) or value.keys() != set(metrics):
+        return False
+    return all(
+        isinstance(entry, dict)
+        and entry.keys() == _ENTRY_KEYS
+        and isinstance(entry["reason"], str)
+        and isinstance(entry["value"], bool)
+        for entry in value.values()
+    )
+
+
+_ENTRY_KEYS = frozenset({"reason", "value"})
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
