@@ -84,6 +84,8 @@ def main() -> None:
         [found] = discover([experiment])
         options = ValidateOptions(jobs=THREADS)
         errors: list = []
+        for validation in scenario.validations:
+            validation.prepare()  # as validate does before planning (the judge's HTTP import)
         with ThreadPoolExecutor(max_workers=8) as pool:  # contexts built here: not timed
             tasks = plan(scenario, found.runs, scenario.validations, options, errors, pool)
         assert len(tasks) == count and not errors, errors

@@ -115,3 +115,22 @@ def test_measures_that_cannot_be_written_are_said_and_every_run_still_counted(ma
     assert f"{experiment / 'measures.json'} not written" in out
     assert summary.runs == 3 and summary.states["valid"] == 2 and summary.states["invalid"] == 1
     assert summary.stopped and summary.exit_code == 1
+
+
+def test_each_validator_is_prepared_once_and_one_failing_to_is_said(
+    matrix: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trysquare_script.mode import ScriptValidation
+
+    prepared: list[str] = []
+
+    def prepare(self: ScriptValidation) -> None:
+        prepared.append(self.name)
+        raise RuntimeError("no network here")
+
+    monkeypatch.setattr(ScriptValidation, "prepare", prepare)
+    scenario, experiment = matrix
+    summary, out = run_validate(scenario, experiment)
+    assert prepared == ["score"]
+    assert "validator 'score' could not get ready: RuntimeError: no network here" in out
+    assert summary.states == {"valid": 2, "invalid": 1, "pending": 0}  # the matrix ran all the same

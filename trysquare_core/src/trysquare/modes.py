@@ -105,6 +105,11 @@ class Validation:
         """Refuse what these runs make impossible; return lines to print (blinding)."""
         return []
 
+    def prepare(self) -> None:
+        """Get ready to evaluate: called once by ``validate`` before planning starts (never
+        by ``check``). A mode may start slow work here that its first task would otherwise
+        wait for (the judge imports its HTTP client in the background); must not raise."""
+
     def digest(self) -> str:
         """What identifies this validator: a result with another digest is stale."""
         return _digest_of(attrs.asdict(self, recurse=True, value_serializer=_jsonable))

@@ -112,6 +112,8 @@ def validate(
             for line in validation.check_runs(scenario, all_runs):  # e.g. the judge's blinding line
                 if not options.quiet or line.startswith("!"):  # -q keeps the warnings only
                     print(shown(line), file=out)
+        for validation in validations:
+            _prepare(validation, out)
         plans, unbuilt = _plan_all(scenario, all_runs, validations, options, spill)
         summary.skipped_runs.extend(unbuilt)
         tasks = _PlannedTasks(plans, spill)
@@ -128,6 +130,16 @@ def validate(
     if _disk_full.is_set():
         summary.stopped = "no space left on device; free some and run validate again"
     return summary
+
+
+def _prepare(validation: Validation, out: TextIO) -> None:
+    """Let a mode get ready while planning runs; one that fails at it is said, not fatal
+    (its tasks will say what is wrong)."""
+    try:
+        validation.prepare()
+    except Exception as error:  # noqa: BLE001 - a plugin's mode never stops the matrix here
+        print(shown(f"trysquare: validator '{validation.name}' could not get ready: "
+                    f"{type(error).__name__}: {error}"), file=out)
 
 
 def _record_measures(

@@ -134,6 +134,13 @@ class JudgeValidation(Validation):
             return []
         return [blinding.blinding_line(runs, self.pieces, max_piece_bytes=self.max_piece_bytes)]
 
+    def prepare(self) -> None:
+        # The HTTP client takes ~0.5 s to import: done beside planning, not by the first
+        # verdict while every other task waits on it. (`check` never calls this.)
+        import threading
+
+        threading.Thread(target=_import_transport, name="trysquare-judge-import", daemon=True).start()
+
     # -- one run ----------------------------------------------------------------
 
     def evaluate(self, job: Job) -> Outcome:
@@ -335,3 +342,10 @@ class JudgeMode:
             rubric_text=rubric_text,
             endpoint=endpoint,
         )
+
+
+def _import_transport() -> None:
+    try:
+        import trysquare_judge.providers.http  # noqa: F401 - imported for its cost, paid early
+    except Exception:  # noqa: BLE001 - the first verdict imports it again and says why
+        pass
