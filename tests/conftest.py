@@ -236,6 +236,7 @@ def make_run(tmp_path: Path) -> Callable[..., RunBuilder]:
     return make
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Keep the users of one expensive shared fixture on one xdist worker.
 

@@ -33,6 +33,15 @@ def fake_distribution(
     (and the ``Requires-Dist`` lines of ``requires``)."""
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    return dist_info(site, dist, module, version=version, requires=requires)
+
+
+def dist_info(
+    site: Path, dist: str, module: str, *, version: str = "1.0", requires: tuple[str, ...] = ()
+) -> Path:
+    """The dist-info pip would leave for ``dist``, whose ``trysquare`` entry point is ``module``
+    (importable from elsewhere: a plugin's source folder)."""
+    site.mkdir(parents=True, exist_ok=True)
     info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(

@@ -15,9 +15,23 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socketserver import BaseServer
 from typing import Any, Self
 
 import attrs
+
+# How often serve_forever looks for shutdown(): shutdown() waits that long, and its default
+# (0.5 s) was the teardown of every test with a server.
+SHUTDOWN_POLL = 0.02
+
+
+def serve_in_background(server: BaseServer) -> threading.Thread:
+    """``server.serve_forever()`` in a daemon thread, quick to shut down."""
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL}, daemon=True
+    )
+    thread.start()
+    return thread
 
 
 @attrs.frozen
@@ -118,7 +132,6 @@ class JsonServer:
             request_queue_size = 128  # the default 5 drops bursts of connections (1 s SYN retry)
 
         self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
     def root_url(self) -> str:
@@ -126,7 +139,7 @@ class JsonServer:
         return f"http://{host}:{port}"
 
     def __enter__(self) -> Self:
-        self.thread.start()
+        self.thread = serve_in_background(self.httpd)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,26 +1,30 @@
 """Issue 8, point 2: the trysquare-anthropic judge provider.
 
 The plugin is installed as a user would install it, into a fresh virtual
-environment holding only trysquare-core, trysquare-judge and the plugin; the
-installed ``trysquare`` then judges real runs against a loopback server speaking
-the Messages protocol. The wire mapping is also checked in-process, from the
-plugin's source (`uv run pytest` does not install it, like hidden-tests).
+environment holding only trysquare-core, trysquare-judge and the plugin: the
+installed ``trysquare`` lists it, and blocking it refuses its provider type. The
+conversations (real runs judged against a loopback server speaking the Messages
+protocol) go through the in-process ``cli``, which finds the plugin by its entry
+point (its source beside a dist-info, when `uv run pytest` did not install it, as
+for hidden-tests); the wire mapping is checked in-process too.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 from trysquare.testing import RunBuilder
 
+from tests.helpers import dist_info
 from tests.venvs import Venv, build_venv
 from tests.plugins.messages_server import (
     CACHE_READ_TOKENS,
@@ -83,8 +87,8 @@ def listing(venv: Venv, cwd: Path, **env: str) -> dict[str, dict[str, Any]]:
 class Lab:
     """A scenario whose judge is an ``anthropic`` provider pointed at the loopback server."""
 
-    def __init__(self, root: Path, server: MessagesServer, venv: Venv) -> None:
-        self.root, self.server, self.venv = root, server, venv
+    def __init__(self, root: Path, server: MessagesServer, trysquare: Callable[..., Any]) -> None:
+        self.root, self.server, self.trysquare = root, server, trysquare
         self.folder = root / "scn"
         self.exp = root / "exp"
         self.folder.mkdir()
@@ -131,10 +135,10 @@ class Lab:
         builder.finish(response=RESPONSE)
         return builder
 
-    def validate(self, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    def validate(self, expect: int = 0) -> Any:
         self.run()
-        done = self.venv.trysquare(
-            "validate", self.scenario, self.exp, "--no-progress", cwd=self.root, **{KEY_ENV: KEY}
+        done = self.trysquare(
+            "validate", self.scenario, self.exp, "--no-progress", cwd=self.root, env={KEY_ENV: KEY}
         )
         assert done.returncode == expect, done.stdout + done.stderr
         return done
@@ -149,9 +153,16 @@ class Lab:
 
 
 @pytest.fixture
-def lab(tmp_path: Path, venv: Venv) -> Iterator[Lab]:
+def lab(tmp_path: Path, cli: Any) -> Iterator[Lab]:
+    """A scenario, a loopback Messages server and the in-process CLI with the plugin installed."""
+    try:
+        metadata.distribution("trysquare-anthropic")
+    except metadata.PackageNotFoundError:  # `uv run pytest`: its source, found by entry point
+        site = dist_info(tmp_path / "site", "trysquare-anthropic", "trysquare_anthropic",
+                         version="0.1.0", requires=("trysquare-judge>=0.1.0",))  # fmt: skip
+        cli.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), cli.env.get("PYTHONPATH")]))
     with MessagesServer(lambda _: error(599)) as server:
-        yield Lab(tmp_path, server, venv)
+        yield Lab(tmp_path, server, cli)
 
 
 def test_the_installed_plugin_is_listed_with_its_provider(venv: Venv, tmp_path: Path) -> None:
@@ -161,13 +172,13 @@ def test_the_installed_plugin_is_listed_with_its_provider(venv: Venv, tmp_path: 
     assert entry["error"] is None and entry["version"] == "0.1.0"
 
 
-def test_blocking_the_plugin_hides_it_and_refuses_its_provider_type(lab: Lab) -> None:
+def test_blocking_the_plugin_hides_it_and_refuses_its_provider_type(lab: Lab, venv: Venv) -> None:
     blocked = {"TRYSQUARE_BLOCK_PLUGINS": "trysquare-anthropic"}
-    assert "trysquare-anthropic" not in listing(lab.venv, lab.root, **blocked)
-    done = lab.venv.trysquare("check", lab.scenario, cwd=lab.root, **blocked)
+    assert "trysquare-anthropic" not in listing(venv, lab.root, **blocked)
+    done = venv.trysquare("check", lab.scenario, cwd=lab.root, **blocked)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no installed plugin provides provider type 'anthropic'" in done.stderr
-    done = lab.venv.trysquare("check", lab.scenario, cwd=lab.root)
+    done = venv.trysquare("check", lab.scenario, cwd=lab.root)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -14,15 +14,19 @@ import pytest
 from tests.helpers import write_scenario, write_script
 
 SLOW = """
-import json, sys, time
-time.sleep(0.6)
+import json, os, sys, time
+if os.path.exists(SWITCH):
+    time.sleep(SECONDS)
 print(json.dumps({"metrics": {"done": True}}))
 """
 
 
 def slow_scenario(folder: Path, seconds: float = 0.6) -> Path:
-    """One script validator, `slow`, that sleeps ``seconds`` before it answers."""
-    write_script(folder, "slow.py", SLOW.replace("0.6", str(seconds)))
+    """One script validator, `slow`, that sleeps ``seconds`` before it answers while the file
+    ``slow.switch`` beside it exists (removed, it answers at once)."""
+    switch = folder / "slow.switch"
+    write_script(folder, "slow.py", SLOW.replace("SWITCH", repr(str(switch))).replace("SECONDS", str(seconds)))
+    switch.write_text("on\n")
     return write_scenario(folder, """
         [[validation]]
         name = "slow"
@@ -118,7 +122,8 @@ def test_signal_keeps_finished_results_and_resumes(cli, make_run, tmp_path: Path
     assert leftovers == []
     rows = json.loads((experiment / "measures.json").read_text())
     assert sum(row["state"] == "valid" for row in rows) == len(recorded)
-    # The next validate does only what is missing.
+    # The next validate does only what is missing (at once: no need to be slow now).
+    (scenario.parent / "slow.switch").unlink()
     again = cli("validate", scenario, experiment, "--no-progress")
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("slow: valid") == 8 - len(recorded)

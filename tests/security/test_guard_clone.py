@@ -60,16 +60,26 @@ def test_guard_validator_adding_a_hook(tmp_path: Path) -> None:
 def test_guard_setsid_grandchild_writing_after_the_validator_exits(tmp_path: Path) -> None:
     run = build_run(tmp_path)
     stray = run.repo.path / "stray.txt"
+    go = tmp_path / "go"
+    late = tmp_path / "late.py"
+    # Writes the stray file once the test says go (validate has returned), or after 60 s.
+    late.write_text(
+        "import os, sys, time\n"
+        "deadline = time.time() + 60\n"
+        f"while not os.path.exists({str(go)!r}) and time.time() < deadline:\n"
+        "    time.sleep(0.02)\n"
+        "open(sys.argv[1], 'w').write('x')\n"
+    )
     # A detached grandchild (new session, pipes closed) that writes once validation is over.
     body = (
-        "late = f\"import time; time.sleep(1.5); open({os.path.join(repo, 'stray.txt')!r}, 'w').write('x')\"\n"
-        "subprocess.Popen([sys.executable, '-c', late], start_new_session=True,\n"
+        f"subprocess.Popen([sys.executable, {str(late)!r}, os.path.join(repo, 'stray.txt')], start_new_session=True,\n"
         "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
         "attempts['left behind'] = 'wrote'\n"
     )
     experiment = run.path.parents[1]
     scenario_path = scenario(tmp_path / "s", body)
     run_validate(scenario_path, experiment)
+    go.touch()
     deadline = time.monotonic() + 20
     while not stray.exists() and time.monotonic() < deadline:
         time.sleep(0.1)

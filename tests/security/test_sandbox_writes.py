@@ -113,11 +113,15 @@ def test_sandbox_setsid_grandchild_is_killed_when_its_validation_ends(tmp_path: 
     run = build_run(tmp_path)
     archive = run.path / "validation" / "attack"
     late = tmp_path / "late.py"
-    # Writes its pid where it may (the archive), then, later, a mark.
+    go = tmp_path / "go"
+    # Writes its pid where it may (the archive), then a mark once the test says go (after
+    # validate returned), or after 60 s.
     late.write_text(
         "import os, sys, time\n"
         "open(os.path.join(sys.argv[1], 'pid'), 'w').write(str(os.getpid()))\n"
-        "time.sleep(3)\n"
+        "deadline = time.time() + 60\n"
+        f"while not os.path.exists({str(go)!r}) and time.time() < deadline:\n"
+        "    time.sleep(0.02)\n"
         "open(os.path.join(sys.argv[1], 'late'), 'w').write('x')\n"
     )
     # A double fork into a new session, pipes closed, environment cleared: it would
@@ -134,7 +138,8 @@ def test_sandbox_setsid_grandchild_is_killed_when_its_validation_ends(tmp_path: 
     pid = int((archive / "pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # gone (and reaped) when validate returned
-    time.sleep(3.5)
+    go.touch()
+    time.sleep(0.5)  # a survivor would write its mark within 20 ms of this
     assert not (archive / "late").exists()
 
 

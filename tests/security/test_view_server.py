@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,13 +12,13 @@ from trysquare import _atomic
 from trysquare.scenario import load_scenario
 from trysquare_view.server import make_server
 
+from tests.loopback import serve_in_background
 from tests.view.viewlab import SECRET, Lab, build_lab, tree
 
 
 def _serve(lab: Lab) -> Iterator[tuple[Lab, int]]:
     server = make_server(load_scenario(lab.scenario), lab.root, port=0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_background(server)
     try:
         yield lab, server.server_address[1]
     finally:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.loopback import serve_in_background
 from tests.view.viewlab import EVIL_CELL, SECRET, Lab, build_lab, source_of
 
 pytestmark = pytest.mark.browser
@@ -165,7 +165,7 @@ def test_browser_view_server_loads_a_panel_on_demand(watched: Watched, lab: Lab)
     from trysquare_view.server import make_server
 
     server = make_server(load_scenario(lab.scenario), lab.root, port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_background(server)
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     try:
         page = watched.page
@@ -190,7 +190,7 @@ def test_browser_view_pages_and_filters_the_matrix_on_the_server(watched: Watche
     from trysquare_view.server import make_server
 
     server = make_server(load_scenario(lab.scenario), lab.root, port=0, page_rows=2)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_background(server)
     url = f"http://127.0.0.1:{server.server_address[1]}/"
 
     def shown_runs() -> list[str]:
