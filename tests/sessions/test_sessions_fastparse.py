@@ -230,13 +230,15 @@ def test_collector_comes_back_and_frozen_objects_stay_frozen(write_log: Any) -> 
     reading = open_session(path, format="pi", formats=builtin_formats())
     assert len(reading.tool_calls()) == 1
     assert gc.isenabled()
-    assert gc.get_freeze_count() == before  # nothing of the reading is left frozen
+    # Nothing of the reading is left frozen (the count may drop: a frozen object freed).
+    assert gc.get_freeze_count() <= before
     gc.freeze()  # a host that froze its objects on purpose (say, before forking)
     try:
         frozen = gc.get_freeze_count()
         assert frozen > 0
         again = open_session(path, format="pi", formats=builtin_formats())
         assert len(again.tool_calls()) == 1
-        assert gc.get_freeze_count() == frozen and gc.isenabled()
+        # Still frozen (an unfreeze would empty it; a frozen object freed meanwhile lowers it).
+        assert frozen - 1000 < gc.get_freeze_count() <= frozen and gc.isenabled()
     finally:
         gc.unfreeze()
