@@ -96,6 +96,10 @@ class _LocalPool:
     results are written by the thread reading them (the caller's), so writing one never
     holds a validator slot, and no hand-over through the caller delays the next start."""
 
+    # Its tasks run in this process, under this machine's sandbox: validate may start
+    # them while later runs are still planned (runner._may_overlap_planning).
+    runs_tasks_here = True
+
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
 

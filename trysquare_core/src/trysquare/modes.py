@@ -97,6 +97,12 @@ class Validation:
     withheld_context_keys: ClassVar[frozenset[str]] = frozenset()
     # A costly validator (a paid judge) is re-run by --rejudge only, not by --force.
     costly: ClassVar[bool] = False
+    # Every process this validator starts is confined (``writable=`` of
+    # :func:`trysquare.plugin_api.run_process` / ``run_steps``), or it starts none. Where
+    # Landlock enforces that, validate starts its tasks while later runs are still
+    # planned (nothing it runs can write into a clone not yet pictured); a mode that
+    # leaves this False keeps every clone pictured before its first task.
+    confines_what_it_runs: ClassVar[bool] = False
 
     def check(self, scenario: Scenario, source: TableSource) -> None:
         """Refuse, at load time, what this table cannot do within ``scenario``."""

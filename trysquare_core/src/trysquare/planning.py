@@ -3,7 +3,9 @@
 Every clone is pictured and every context built (or, with ``--replay``, reread)
 before the first validator starts: where Landlock does not prevent it, a validator
 of one run could otherwise write into another run's clone before its picture was
-taken. What planning keeps of each run is small — digests and where its clone's
+taken. Where it does (and every validator confines what it starts), the runner
+takes each run's plan as it is decided (:func:`iter_plans`) and starts its tasks
+while later runs are still planned. What planning keeps of each run is small — digests and where its clone's
 picture lies, not its contexts, previous results or picture — so that 10,000 runs
 cost little more memory than 1,000. A run's :class:`~trysquare.modes.ValidationTask`
 is built whole only when an executor asks for it (:meth:`RunPlan.tasks`), from the
@@ -15,7 +17,7 @@ invalid, never a measurement of something else.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from trysquare.options import ValidateOptions
 from trysquare.runs import Run
 from trysquare.scenario import Scenario
 
-__all__ = ["RunPlan", "plan_runs"]
+__all__ = ["RunPlan", "iter_plans", "plan_runs"]
 
 
 @attrs.frozen
@@ -113,15 +115,29 @@ def plan_runs(
     with nothing to run has an empty plan), and the runs that could not be, each
     said by path.
     """
-    digests = {v.name: v.digest() for v in validations}
-    shared = _Shared(
-        validations=tuple(validations),
-        declarers={m: v.name for m, v in scenario.declared_metrics.items()},
-        digests=digests,
-        protected_env=frozenset(scenario.protected_env),
-        suite_pass_env=tuple(scenario.task.pass_env),
-        rerun_suite=options.rerun_suite,
-    )
+    plans: list[RunPlan] = []
+    errors: list[RunError] = []
+    for outcome in iter_plans(scenario, runs, validations, options, spill, pool, window=window):
+        if isinstance(outcome, RunError):
+            errors.append(outcome)
+        else:
+            plans.append(outcome)
+    return plans, errors
+
+
+def iter_plans(
+    scenario: Scenario,
+    runs: Iterable[Run],
+    validations: Sequence[Validation],
+    options: ValidateOptions,
+    spill: _spill.Spill,
+    pool: ThreadPoolExecutor,
+    *,
+    window: int = 16,
+) -> Iterator[RunPlan | RunError]:
+    """:func:`plan_runs` one run at a time, in the order of ``runs``: each run's plan, or
+    the error that says (by path) why it could not be read, as soon as it is decided."""
+    shared = _shared(scenario, validations, options)
 
     def for_run(run: Run) -> RunPlan | RunError:
         if disk_full.is_set():
@@ -137,14 +153,18 @@ def plan_runs(
                 f"{run.label}: could not be read ({type(error).__name__}: {error})", run_dir=run.dir
             )
 
-    plans: list[RunPlan] = []
-    errors: list[RunError] = []
-    for outcome in bounded_map(pool, for_run, runs, window=window):
-        if isinstance(outcome, RunError):
-            errors.append(outcome)
-        else:
-            plans.append(outcome)
-    return plans, errors
+    return bounded_map(pool, for_run, runs, window=window)
+
+
+def _shared(scenario: Scenario, validations: Sequence[Validation], options: ValidateOptions) -> _Shared:
+    return _Shared(
+        validations=tuple(validations),
+        declarers={m: v.name for m, v in scenario.declared_metrics.items()},
+        digests={v.name: v.digest() for v in validations},
+        protected_env=frozenset(scenario.protected_env),
+        suite_pass_env=tuple(scenario.task.pass_env),
+        rerun_suite=options.rerun_suite,
+    )
 
 
 def _plan_run(

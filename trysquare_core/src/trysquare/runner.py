@@ -2,6 +2,9 @@
 
 1. Plan (:mod:`trysquare.planning`): every clone is pictured and every context
    built before the first validator starts; what must run is kept as digests.
+   Where nothing a validator runs can write outside its own folders (Landlock
+   enforced, the local pool), planning goes on in a thread of its own while the
+   first tasks already run.
 2. Execute: the executor takes the tasks, each built when it is reached, and
    yields what :func:`trysquare.execute.execute_task` recorded; progress and
    observers are told as each finishes.
@@ -19,11 +22,12 @@ goes on.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from trysquare import _spill, guard, plugins, results
 from trysquare._pool import bounded_map, io_workers
@@ -31,7 +35,7 @@ from trysquare._shown import shown
 from trysquare.errors import RunError, UsageError
 from trysquare.execute import TaskResult, disk_full as _disk_full, execute_task, first_invalid as _first_invalid
 from trysquare.execute import write_problem as _write_problem
-from trysquare.planning import RunPlan, plan_runs
+from trysquare.planning import RunPlan, iter_plans, plan_runs
 from trysquare.lock import LOCK_FILE, experiment_lock  # noqa: F401 - the lock's old home
 from trysquare.modes import Validation, ValidationTask
 from trysquare.options import ValidateOptions
@@ -46,6 +50,8 @@ __all__ = ["Summary", "TaskResult", "ValidateOptions", "ValidationTask", "execut
 # ValidateOptions, Summary and execute_task, now in their own modules, are
 # re-exported here, where callers have always found them.
 Task = ValidationTask
+
+T = TypeVar("T")
 
 
 def select_validations(scenario: Scenario, only: Sequence[str]) -> tuple[Validation, ...]:
@@ -114,17 +120,24 @@ def validate(
                     print(shown(line), file=out)
         for validation in validations:
             _prepare(validation, out)
-        plans, unbuilt = _plan_all(scenario, all_runs, validations, options, spill)
-        summary.skipped_runs.extend(unbuilt)
-        tasks = _PlannedTasks(plans, spill)
-        # A run whose tasks could not be built reused nothing: it is not "unchanged".
-        summary.reused = max(0, len(plans) * len(validations) - len(tasks))
+        # Before any validator can start: no result file is touched by planning.
         ledger = guard.ResultWatch(all_runs, [v.name for v in validations])
-        _execute(executor, tasks, options, summary, out, should_stop, ledger)
+        tasks = _PlannedTasks(
+            scenario, all_runs, validations, options, spill,
+            overlapped=_may_overlap_planning(executor, validations),
+        )
+        try:
+            _execute(executor, tasks, options, summary, out, should_stop, ledger)
+        finally:
+            tasks.close()
+        unbuilt = tasks.unbuilt
+        summary.skipped_runs.extend(unbuilt)
+        # A run whose tasks could not be built reused nothing: it is not "unchanged".
+        summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks))
         summary.interrupted = user_stop()
         if _first_invalid.is_set():
             summary.not_started = len(tasks) - summary.executed
-        del plans, tasks, ledger  # what follows reads the files, one run at a time
+        del tasks, ledger  # what follows reads the files, one run at a time
         for experiment in experiments:
             _record_measures(scenario, experiment, summary, unbuilt, out)
     if _disk_full.is_set():
@@ -167,28 +180,172 @@ def _record_measures(
     summary.add_counts(tally)
 
 
-class _PlannedTasks(Collection[ValidationTask]):
-    """The planned tasks, as executors take them: counted now, each built when it is reached.
+def _may_overlap_planning(executor: Any, validations: Sequence[Validation]) -> bool:
+    """Whether tasks may start while later runs are still planned.
 
-    Iterated once, in plan order (a run's tasks together); ``len()`` is how many.
+    Only where nothing a validator runs can write into a clone not yet pictured:
+    Landlock enforced, the tasks run in this process (so under its sandbox), and every
+    validator confines what it starts. Elsewhere every clone is pictured first.
+    """
+    from trysquare.sandbox import sandbox_enabled
+
+    return (
+        getattr(executor, "runs_tasks_here", False)
+        and all(v.confines_what_it_runs for v in validations)
+        and sandbox_enabled()
+    )
+
+
+class _PlannedTasks(Collection[ValidationTask]):
+    """The planned tasks, as executors take them, each built when it is reached.
+
+    Iterated once, in plan order (a run's tasks together). Planned whole before the
+    first task is taken; or, ``overlapped``, in a thread of its own while the first
+    tasks already run, the next task being built while one runs. ``len()`` is how
+    many; it waits for planning to end.
     """
 
-    def __init__(self, plans: Sequence[RunPlan], spill: _spill.Spill) -> None:
-        self.plans = plans
+    def __init__(
+        self,
+        scenario: Scenario,
+        runs: Sequence[Run],
+        validations: Sequence[Validation],
+        options: ValidateOptions,
+        spill: _spill.Spill,
+        *,
+        overlapped: bool,
+    ) -> None:
         self.spill = spill
-        self._count = sum(run_plan.size for run_plan in plans)
+        self.plans: list[RunPlan] = []
+        self.unbuilt: list[RunError] = []
+        self._count = 0
+        self._ahead = max(options.jobs, 1) if overlapped else 0
+        self._changed = threading.Condition()
+        self._planned = False
+        self._failure: BaseException | None = None
+        self._closing = threading.Event()
+        self._planner: threading.Thread | None = None
+        if overlapped:
+            self._planner = threading.Thread(
+                target=self._plan, args=(scenario, runs, validations, options),
+                name="trysquare-planning", daemon=True,
+            )  # fmt: skip
+            self._planner.start()
+        else:
+            self._plan(scenario, runs, validations, options)
+            if self._failure is not None:
+                raise self._failure
+
+    def _plan(
+        self, scenario: Scenario, runs: Sequence[Run], validations: Sequence[Validation], options: ValidateOptions
+    ) -> None:
+        # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
+        # which bounds the validators.
+        builders = max(options.jobs, io_workers())
+        try:
+            with ThreadPoolExecutor(max_workers=builders) as pool:
+                for outcome in iter_plans(
+                    scenario, runs, validations, options, self.spill, pool, window=2 * builders
+                ):
+                    with self._changed:
+                        if isinstance(outcome, RunError):
+                            self.unbuilt.append(outcome)
+                        else:
+                            self.plans.append(outcome)
+                            self._count += outcome.size
+                        self._changed.notify_all()
+            for error in self.unbuilt:
+                print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
+        except BaseException as error:  # noqa: BLE001 - raised where the tasks are taken
+            self._failure = error
+        finally:
+            with self._changed:
+                self._planned = True
+                self._changed.notify_all()
+
+    def wait_planned(self) -> None:
+        """Return once every run is planned; raise what stopped planning, if anything did."""
+        with self._changed:
+            while not self._planned:
+                self._changed.wait()
+        if self._failure is not None:
+            raise self._failure
+
+    def close(self) -> None:
+        """No task is built ahead any more; planning, if it still runs, is waited for."""
+        self._closing.set()
+        if self._planner is not None:
+            self._planner.join()
 
     def __len__(self) -> int:
+        self.wait_planned()
         return self._count
 
+    def _plans_as_decided(self) -> Iterator[RunPlan]:
+        index = 0
+        while True:
+            with self._changed:
+                while index == len(self.plans) and not self._planned:
+                    self._changed.wait()
+                if self._failure is not None:
+                    raise self._failure
+                if index == len(self.plans):
+                    return
+                run_plan = self.plans[index]
+            index += 1
+            yield run_plan
+
     def __iter__(self) -> Iterator[ValidationTask]:
-        for run_plan in self.plans:
-            yield from run_plan.tasks(self.spill)
+        built = (task for run_plan in self._plans_as_decided() for task in run_plan.tasks(self.spill))
+        if not self._ahead:
+            return built
+        return _built_ahead(built, self._ahead, self._closing)
 
     def __contains__(self, task: object) -> bool:
         if not isinstance(task, ValidationTask):
             return False
+        self.wait_planned()
         return any(run_plan.run == task.run and run_plan.plans(task.validation.name) for run_plan in self.plans)
+
+
+def _built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Iterator[T]:
+    """``items``, each taken from them in a thread of its own up to ``ahead`` before it is
+    asked for (building a task reads files: done while a validator runs, not between two)."""
+    import queue
+
+    waiting: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=ahead)
+    end = object()
+
+    def put(entry: tuple[bool, Any]) -> bool:
+        while not closing.is_set():
+            try:
+                waiting.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def fill() -> None:
+        try:
+            for item in items:
+                if not put((True, item)):
+                    return
+            put((True, end))
+        except BaseException as error:  # noqa: BLE001 - raised where the item is asked for
+            put((False, error))
+
+    threading.Thread(target=fill, name="trysquare-task-builder", daemon=True).start()
+
+    def taken() -> Iterator[T]:
+        while True:
+            ok, item = waiting.get()
+            if not ok:
+                raise item
+            if item is end:
+                return
+            yield item
+
+    return taken()
 
 
 def _counting(
@@ -228,24 +385,6 @@ def _mark_failed_runs(
         yield row
 
 
-def _plan_all(
-    scenario: Scenario,
-    runs: Sequence[Run],
-    validations: Sequence[Validation],
-    options: ValidateOptions,
-    spill: _spill.Spill,
-) -> tuple[list[RunPlan], list[RunError]]:
-    """Every run's plan; runs whose context could not be built are reported by path."""
-    # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
-    # which bounds the validators.
-    builders = max(options.jobs, io_workers())
-    with ThreadPoolExecutor(max_workers=builders) as pool:
-        plans, unbuilt = plan_runs(scenario, runs, validations, options, spill, pool, window=2 * builders)
-    for error in unbuilt:
-        print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
-    return plans, unbuilt
-
-
 def _execute(
     executor: Any,
     tasks: _PlannedTasks,
@@ -257,10 +396,14 @@ def _execute(
 ) -> None:
     """Run the tasks, showing progress and telling observers; then re-read each clone
     that was validated, and every result file (only trysquare writes them)."""
-    progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
+    progress: Progress | None = None
     observers = plugins.observe_outcome
     try:
         for item in executor.run(tasks, should_stop=should_stop):
+            if progress is None:
+                # Its total is known once planning ends (planning may still run beside
+                # the first tasks): their lines wait for it, their validators do not.
+                progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
             result = _as_result(item)
             task = result.task
             summary.executed += 1
@@ -277,7 +420,9 @@ def _execute(
             if options.exitfirst and result.outcome.state == "invalid" and not _first_invalid.is_set():
                 _stop_at_first_invalid()
     finally:
-        progress.close()
+        if progress is not None:
+            progress.close()
+    tasks.wait_planned()  # an executor stopped early (-x, Ctrl-C) may leave planning running
     # After an interruption a worker may still record a task nobody waits for: no check then.
     if not should_stop():
         guard.refuse_forged(ledger.forged(), out)

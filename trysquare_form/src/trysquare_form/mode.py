@@ -9,7 +9,7 @@ never loses one.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -26,6 +26,8 @@ class FormValidation(Validation):
     """``[[validation]] mode = "form"``: ``metrics`` a human fills, over ``pieces``."""
 
     pieces: tuple[str, ...]
+
+    confines_what_it_runs: ClassVar[bool] = True  # it starts no process
 
     def evaluate(self, job: Job) -> Outcome:
         # A re-validation (a changed digest, a changed diff, --force) must keep

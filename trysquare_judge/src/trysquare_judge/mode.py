@@ -93,6 +93,7 @@ class JudgeValidation(Validation):
     # that gains them must not make a paid verdict stale.
     withheld_context_keys: ClassVar[frozenset[str]] = frozenset({"cell", "given", "pass_env"})
     costly: ClassVar[bool] = True  # a paid verdict is asked again only under --rejudge
+    confines_what_it_runs: ClassVar[bool] = True  # it starts no process
 
     # -- identity -------------------------------------------------------------
 

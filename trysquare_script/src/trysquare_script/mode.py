@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -45,6 +45,9 @@ class ScriptValidation(Validation):
     # Secret-looking variables this script may see all the same (checked at load:
     # never a judge provider's key).
     pass_env: tuple[str, ...] = ()
+
+    # The script and the suite it may run start confined (writable: its scratch, its archive).
+    confines_what_it_runs: ClassVar[bool] = True
 
     def digest(self) -> str:
         # The executable's bytes identify it: an edited script makes results stale.

@@ -23,7 +23,7 @@ import posixpath
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 from trysquare.errors import RepoError
@@ -72,6 +72,9 @@ class HiddenTestsValidation(Validation):
     pass_to_pass: tuple[str, ...]
     roles: tuple[tuple[str, str], ...]  # (role, metric name), in ROLES order
     timeout: float = DEFAULT_TIMEOUT
+
+    # The suite runs confined to the scratch folder holding its copy.
+    confines_what_it_runs: ClassVar[bool] = True
 
     def digest(self) -> str:
         # The hidden files' bytes and the table identify this validator: editing a

@@ -1,0 +1,135 @@
+"""Planning beside the first tasks: only where nothing a validator runs can write
+into a clone that is not pictured yet (Landlock enforced, the local pool, modes that
+confine what they start); everywhere else, every clone is pictured first."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+from trysquare import executors, planning, runner
+from trysquare.modes import Validation
+from trysquare.runner import ValidateOptions, validate
+from trysquare.runs import discover
+from trysquare.sandbox import SWITCH, sandbox_enabled
+from trysquare.scenario import load_scenario
+from trysquare.testing import build_matrix
+
+from tests.helpers import write_scenario, write_script
+
+pytestmark = pytest.mark.fast
+
+SCORE = """\
+import json, sys
+print(json.dumps({"metrics": {"changed": True}, "reasons": {}}))
+"""
+RUNS = [(f"r{n}", "c", n) for n in range(1, 5)]
+
+
+@pytest.fixture
+def matrix(tmp_path: Path) -> tuple[Path, Path]:
+    folder = tmp_path / "scn"
+    write_script(folder, "score.py", SCORE)
+    scenario = write_scenario(folder, """
+        [[validation]]
+        name = "score"
+        mode = "script"
+        command = "score.py"
+        metrics = ["changed"]
+    """)
+    experiment = tmp_path / "exp"
+    build_matrix(experiment, RUNS, base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"})
+    return scenario, experiment
+
+
+def first_result_before_last_plan(
+    scenario: Path, experiment: Path, monkeypatch: pytest.MonkeyPatch, *, patience: float
+) -> bool:
+    """Validate, holding the last run's planning until the first run's result is written
+    (at most ``patience`` seconds); whether that result came first."""
+    first = experiment / "runs" / "r1" / "validation" / "score.json"
+    came_first: list[bool] = []
+    plan_run = planning._plan_run
+
+    def held(scenario_, run, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if run.id == "r4":
+            deadline = time.monotonic() + patience
+            while not first.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            came_first.append(first.exists())
+        return plan_run(scenario_, run, *args, **kwargs)
+
+    monkeypatch.setattr(planning, "_plan_run", held)
+    out = io.StringIO()
+    summary = validate(
+        load_scenario(scenario), discover([experiment]), ValidateOptions(progress=False, jobs=1), out=out
+    )
+    assert summary.exit_code == 0 and summary.executed == 4
+    # The lines are the same either way: their total is known when they are printed.
+    counted = [line.split()[0] for line in out.getvalue().splitlines() if line.startswith("[")]
+    assert counted == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"]
+    return came_first == [True]
+
+
+@pytest.mark.skipif(not sandbox_enabled(), reason="needs Landlock: only then may tasks start early")
+def test_under_landlock_the_first_tasks_run_while_later_runs_are_planned(matrix, monkeypatch) -> None:
+    assert first_result_before_last_plan(*matrix, monkeypatch, patience=30)
+
+
+def test_without_the_sandbox_every_clone_is_pictured_before_the_first_task(matrix, monkeypatch) -> None:
+    monkeypatch.setenv(SWITCH, "off")
+    assert not first_result_before_last_plan(*matrix, monkeypatch, patience=1.5)
+
+
+@attrs.frozen(kw_only=True)
+class Unconfined(Validation):
+    """A plugin mode that says nothing of what it starts."""
+
+
+def test_only_modes_that_confine_what_they_start_overlap_planning(matrix) -> None:
+    scenario = load_scenario(matrix[0])
+    local = executors.get("local", {}, jobs=1)
+    confined = list(scenario.validations)
+    unconfined = [*confined, Unconfined(mode="x", metrics=("m",), name="x")]
+    assert runner._may_overlap_planning(local, confined) is sandbox_enabled()
+    assert runner._may_overlap_planning(local, unconfined) is False
+    # An executor from a plugin (a cluster's workers) keeps every clone pictured first.
+    assert runner._may_overlap_planning(object(), confined) is False
+
+
+def test_items_built_ahead_come_in_order_and_an_error_where_it_arose() -> None:
+    closing = threading.Event()
+
+    def items() -> Iterator[int]:
+        yield from range(5)
+        raise ValueError("the sixth could not be built")
+
+    taken = runner._built_ahead(items(), 2, closing)
+    assert [next(taken) for _ in range(5)] == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="sixth"):
+        next(taken)
+
+
+def test_items_built_ahead_stop_being_built_once_closed() -> None:
+    closing = threading.Event()
+    built: list[int] = []
+
+    def items() -> Iterator[int]:
+        for n in range(1000):
+            built.append(n)
+            yield n
+
+    taken = runner._built_ahead(items(), 2, closing)
+    assert next(taken) == 0
+    closing.set()
+    time.sleep(0.3)
+    settled = len(built)
+    time.sleep(0.2)
+    # At most the queue's two and the one waiting to go in were built beyond the one taken.
+    assert len(built) == settled <= 4
