@@ -13,6 +13,7 @@ import shutil
 import stat
 import subprocess
 import threading
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -216,6 +217,36 @@ def test_base_as_tag_short_sha_and_expression(g: GitRepo) -> None:
     assert R.changed_files(g.path, agent[:10]) == {"later.txt"}
     assert R.resolve_commit(g.path, "etalon-v1") == base
     assert R.resolve_commit(g.path, base[:7]) == base
+
+
+def test_a_full_id_of_a_loose_commit_resolves_without_git(g: GitRepo, monkeypatch) -> None:
+    base = g.head()
+    tree = g.git("rev-parse", "HEAD^{tree}").strip()
+
+    def no_git(*_: object) -> None:
+        raise AssertionError("git was run")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(R, "_Refs", no_git)
+        assert R.resolve_commit(g.path, base) == base
+    # Not a commit (a tree), or packed: git decides, as before.
+    with pytest.raises(RepoError, match="does not resolve to a commit"):
+        R.resolve_commit(g.path, tree)
+    g.git("gc", "-q")
+    assert not (g.path / ".git" / "objects" / base[:2] / base[2:]).exists()
+    assert R.resolve_commit(g.path, base) == base
+
+
+def test_a_loose_object_that_does_not_hash_to_its_id_is_left_to_git(g: GitRepo) -> None:
+    base = g.head()
+    # The agent rewrites the base's loose object: a well-formed commit, another content.
+    path = g.path / ".git" / "objects" / base[:2] / base[2:]
+    forged = b"commit 7\0forged!"
+    os.chmod(path, 0o644)
+    path.write_bytes(zlib.compress(forged))
+    assert R._loose_object_kind(g.path, base) is None  # never trusted without its id
+    with pytest.raises(RepoError):
+        R.resolve_commit(g.path, base)  # and git refuses it too
 
 
 def test_awkward_paths(g: GitRepo) -> None:

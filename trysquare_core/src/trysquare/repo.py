@@ -75,6 +75,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -697,11 +698,68 @@ def resolve_commit(repo: Path, rev: str, *, what: str = "base") -> str:
     as it does now: a caller that must not let it move pins the answer.
     """
     repo = Path(repo)
+    if _loose_object_kind(repo, rev) == b"commit":
+        return rev  # a full id whose object is a loose commit: what git would answer
     with _Refs(repo) as refs:
         done = refs.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
     if done.returncode != 0 or not done.stdout.strip():
         raise RepoError(f"{what} {rev!r} does not resolve to a commit in {repo}")
     return done.stdout.decode("ascii").strip()
+
+
+def _loose_object_kind(repo: Path, rev: str) -> bytes | None:
+    """The type (``commit``, ``tree``...) of the loose object a full id names, read from the
+    clone's object folder without git and checked against its id as git checks it; None
+    when ``rev`` is not a full id or no sound loose object has it there (packed, in an
+    alternate, absent, damaged, larger than 1 MiB: git is asked then, as before).
+
+    Resolving a pinned base runs once per run and command; for a full id, git's answer
+    is this object's type (replace refs are never read, refs do not matter).
+    """
+    if not _HEX.match(rev.encode("ascii", "replace")):
+        return None
+    try:
+        _, common = _git_dirs(repo)
+    except RepoError:
+        return None
+    compressed = _read_regular(common / "objects" / rev[:2] / rev[2:], _LOOSE_LIMIT)
+    if compressed is None:
+        return None
+    inflate = zlib.decompressobj()
+    try:
+        content = inflate.decompress(compressed, 16 * _LOOSE_LIMIT)
+    except zlib.error:
+        return None
+    if not inflate.eof:
+        return None  # truncated, or beyond what is read here
+    kind, space, rest = content.partition(b" ")
+    size, nul, body = rest.partition(b"\0")
+    if not space or not nul or not size.isdigit() or int(size) != len(body):
+        return None
+    digest = hashlib.sha1 if len(rev) == 40 else hashlib.sha256
+    if digest(content).hexdigest() != rev:
+        return None
+    return kind
+
+
+_LOOSE_LIMIT = 1 << 20
+
+
+def _read_regular(path: Path, limit: int) -> bytes | None:
+    """A regular file's bytes, if it holds at most ``limit`` (never through a link or a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return os.read(fd, limit + 1)[: limit + 1]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _split_z(data: bytes) -> list[bytes]:
