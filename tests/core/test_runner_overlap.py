@@ -133,3 +133,51 @@ def test_items_built_ahead_stop_being_built_once_closed() -> None:
     time.sleep(0.2)
     # At most the queue's two and the one waiting to go in were built beyond the one taken.
     assert len(built) == settled <= 4
+
+
+WAIT_FOR_GO = """\
+import json, os, sys, time
+context = json.load(open(sys.argv[1]))
+if context["cell"] == "last":
+    go = os.path.join(os.path.dirname(os.path.dirname(context["repo"])), "..", "go")
+    deadline = time.monotonic() + 20
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.01)
+print(json.dumps({"metrics": {"changed": True}, "reasons": {}}))
+"""
+
+
+@pytest.mark.skipif(not sandbox_enabled(), reason="needs Landlock: only then is a clone checked early")
+def test_under_landlock_a_run_is_checked_once_its_tasks_are_back_beside_those_still_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "scn"
+    write_script(folder, "score.py", WAIT_FOR_GO)
+    scenario = write_scenario(folder, """
+        [[validation]]
+        name = "score"
+        mode = "script"
+        command = "score.py"
+        metrics = ["changed"]
+    """)
+    experiment = tmp_path / "exp"
+    build_matrix(experiment, [("r1", "first", 1), ("r2", "last", 1)],
+                 base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"})  # fmt: skip
+    go = experiment / "go"  # the last run's validator finishes only once it exists
+    checked: list[str] = []
+    clone_changes = planning.RunPlan.clone_changes
+
+    def checking(plan, spill):  # type: ignore[no-untyped-def]
+        checked.append(plan.run.id)
+        if plan.run.id == "r1":
+            go.touch()
+        return clone_changes(plan, spill)
+
+    monkeypatch.setattr(planning.RunPlan, "clone_changes", checking)
+    started = time.monotonic()
+    summary = validate(
+        load_scenario(scenario), discover([experiment]), ValidateOptions(progress=False, jobs=2),
+        out=io.StringIO(),
+    )
+    assert summary.exit_code == 0 and checked == ["r1", "r2"]
+    assert time.monotonic() - started < 15  # r2's validator was let go by r1's check

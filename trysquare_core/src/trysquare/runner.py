@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -216,7 +216,9 @@ class _PlannedTasks(Collection[ValidationTask]):
         overlapped: bool,
     ) -> None:
         self.spill = spill
+        self.overlapped = overlapped
         self.plans: list[RunPlan] = []
+        self._by_dir: dict[Path, RunPlan] = {}
         self.unbuilt: list[RunError] = []
         self._count = 0
         self._ahead = max(options.jobs, 1) if overlapped else 0
@@ -252,6 +254,7 @@ class _PlannedTasks(Collection[ValidationTask]):
                             self.unbuilt.append(outcome)
                         else:
                             self.plans.append(outcome)
+                            self._by_dir[outcome.run.dir] = outcome
                             self._count += outcome.size
                         self._changed.notify_all()
             for error in self.unbuilt:
@@ -270,6 +273,11 @@ class _PlannedTasks(Collection[ValidationTask]):
                 self._changed.wait()
         if self._failure is not None:
             raise self._failure
+
+    def plan_for(self, run: Run) -> RunPlan | None:
+        """The plan of ``run``, once planning has decided it."""
+        with self._changed:
+            return self._by_dir.get(run.dir)
 
     def close(self) -> None:
         """No task is built ahead any more; planning, if it still runs, is waited for."""
@@ -395,47 +403,65 @@ def _execute(
     ledger: guard.ResultWatch,
 ) -> None:
     """Run the tasks, showing progress and telling observers; then re-read each clone
-    that was validated, and every result file (only trysquare writes them)."""
+    that was validated, and every result file (only trysquare writes them).
+
+    Each clone check is a stat walk of one clone. Where no validator can write into
+    another run's clone (planning overlapped: Landlock), a run's clone is checked as
+    soon as its last task is back, beside the tasks still running; elsewhere every
+    check waits for the last task, which may have written into any clone.
+    """
     progress: Progress | None = None
     observers = plugins.observe_outcome
-    try:
-        for item in executor.run(tasks, should_stop=should_stop):
-            if progress is None:
-                # Its total is known once planning ends (planning may still run beside
-                # the first tasks): their lines wait for it, their validators do not.
-                progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
-            result = _as_result(item)
-            task = result.task
-            summary.executed += 1
-            ledger.ran(task.run, task.validation.name)
-            if result.recorded:
-                # A result that could not be written is not one to hold the file to.
-                ledger.wrote(task.run, task.validation.name, result.document)
-            else:
-                summary.unrecorded.setdefault(task.run.dir, []).append(
-                    {"validator": task.validation.name, "error": str(result.outcome.error)}
-                )
-            progress.advance(result)
-            _notify(observers, result)
-            if options.exitfirst and result.outcome.state == "invalid" and not _first_invalid.is_set():
-                _stop_at_first_invalid()
-    finally:
-        if progress is not None:
-            progress.close()
-    tasks.wait_planned()  # an executor stopped early (-x, Ctrl-C) may leave planning running
-    # After an interruption a worker may still record a task nobody waits for: no check then.
-    if not should_stop():
-        guard.refuse_forged(ledger.forged(), out)
-    # Each check is a stat walk of one clone: overlap them, a bounded number at a time
-    # (the pictures are read back from the spill as each check starts).
-    def check(plan: RunPlan) -> tuple[RunPlan, list[str], str | None]:
-        names = ledger.ran_names(plan.run)
-        if not names:
-            return plan, names, None
-        return plan, names, plan.clone_changes(tasks.spill)
+    checks: dict[Path, Future[str | None]] = {}
+    left: dict[Path, int] = {}
+
+    def check(plan: RunPlan) -> str | None:
+        return plan.clone_changes(tasks.spill)
 
     with ThreadPoolExecutor(max_workers=io_workers()) as pool:
-        for plan, names, problem in bounded_map(pool, check, tasks.plans, window=2 * io_workers()):
+        try:
+            for item in executor.run(tasks, should_stop=should_stop):
+                if progress is None:
+                    # Its total is known once planning ends (planning may still run beside
+                    # the first tasks): their lines wait for it, their validators do not.
+                    progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
+                result = _as_result(item)
+                task = result.task
+                summary.executed += 1
+                ledger.ran(task.run, task.validation.name)
+                if result.recorded:
+                    # A result that could not be written is not one to hold the file to.
+                    ledger.wrote(task.run, task.validation.name, result.document)
+                else:
+                    summary.unrecorded.setdefault(task.run.dir, []).append(
+                        {"validator": task.validation.name, "error": str(result.outcome.error)}
+                    )
+                progress.advance(result)
+                _notify(observers, result)
+                if options.exitfirst and result.outcome.state == "invalid" and not _first_invalid.is_set():
+                    _stop_at_first_invalid()
+                if tasks.overlapped and (plan := tasks.plan_for(task.run)) is not None:
+                    left[task.run.dir] = left.get(task.run.dir, plan.size) - 1
+                    if not left[task.run.dir]:
+                        checks[task.run.dir] = pool.submit(check, plan)
+        finally:
+            if progress is not None:
+                progress.close()
+        tasks.wait_planned()  # an executor stopped early (-x, Ctrl-C) may leave planning running
+        # After an interruption a worker may still record a task nobody waits for: no check then.
+        if not should_stop():
+            guard.refuse_forged(ledger.forged(), out)
+
+        # The rest a bounded number at a time (each picture is read back from the spill as
+        # its check starts); every problem is said in plan order.
+        def late(plan: RunPlan) -> tuple[RunPlan, list[str], str | None]:
+            names = ledger.ran_names(plan.run)
+            if not names:
+                return plan, names, None
+            early = checks.get(plan.run.dir)
+            return plan, names, check(plan) if early is None else early.result()
+
+        for plan, names, problem in bounded_map(pool, late, tasks.plans, window=2 * io_workers()):
             if problem is not None:
                 guard.spoil(plan.run, names, problem, out)
 
