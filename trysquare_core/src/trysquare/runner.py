@@ -9,7 +9,8 @@
    yields what :func:`trysquare.execute.execute_task` recorded; progress and
    observers are told as each finishes.
 3. Check (:mod:`trysquare.guard`): result files written by anything but
-   trysquare, and clones written during validation, make their runs invalid.
+   trysquare, and clones written during validation, make their runs invalid
+   (under Landlock each clone is checked once its run's tasks are back).
 4. Record: ``measures.json`` of each experiment, written row by row.
 
 Nothing of a run is held but its :class:`~trysquare.runs.Run`, a record number
