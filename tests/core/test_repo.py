@@ -237,6 +237,45 @@ def test_a_full_id_of_a_loose_commit_resolves_without_git(g: GitRepo, monkeypatc
     assert R.resolve_commit(g.path, base) == base
 
 
+def test_names_read_without_git_resolve_as_git_resolves_them(g: GitRepo, monkeypatch) -> None:
+    base = g.head()
+    g.write("b.txt", "b\n")
+    second = g.commit("second")
+    g.git("tag", "light", base)
+    g.git("tag", "-a", "-m", "annotated", "heavy", second)
+    g.git("tag", "-a", "-m", "of a tag", "layered", "heavy")
+    g.git("branch", "light", second)  # refs/tags/light wins over refs/heads/light, as in git
+    g.git("branch", "feature/x", base)
+    g.git("update-ref", "refs/remotes/origin/main", second)
+    g.git("symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/main")
+    g.git("update-ref", "refs/tags/cafe", base)  # a name that is also a short id
+    names = ["light", "heavy", "layered", "feature/x", "heads/feature/x", "tags/heavy",
+             "refs/tags/light", "origin/main", "remotes/origin/main", "origin", "cafe", "etalon-v1",
+             "main", "HEAD", "main~1", "no-such-name", base, second, base[:10]]
+    trees = {}
+    for name in names:
+        for want in (b"commit", b"tree"):
+            plain = subprocess.run(
+                ["git", "rev-parse", "--verify", "--quiet", f"{name}^{{{want.decode()}}}"],
+                cwd=g.path, capture_output=True, text=True,
+            ).stdout.strip() or None
+            fast = R._peeled_without_git(g.path, name, want)
+            assert fast is None or fast == plain, (name, want, fast, plain)
+            trees[name, want] = fast
+    # The plain names were answered without git; expressions, short ids, HEAD were not.
+    for name in ["light", "heavy", "layered", "feature/x", "tags/heavy", "origin/main", "origin", base]:
+        assert trees[name, b"commit"] is not None and trees[name, b"tree"] is not None, name
+    for name in ["HEAD", "main~1", base[:10], "cafe", "no-such-name"]:
+        assert trees[name, b"commit"] is None, name
+    with monkeypatch.context() as patched:
+        patched.setattr(R, "_Refs", lambda *_: (_ for _ in ()).throw(AssertionError("git was run")))
+        assert R.resolve_commit(g.path, "layered") == second
+    # Packed objects: git is asked, and answers the same.
+    g.git("gc", "-q")
+    assert R._peeled_without_git(g.path, "heavy", b"commit") is None
+    assert R.resolve_commit(g.path, "heavy") == second
+
+
 def test_a_loose_object_that_does_not_hash_to_its_id_is_left_to_git(g: GitRepo) -> None:
     base = g.head()
     # The agent rewrites the base's loose object: a well-formed commit, another content.

@@ -698,8 +698,9 @@ def resolve_commit(repo: Path, rev: str, *, what: str = "base") -> str:
     as it does now: a caller that must not let it move pins the answer.
     """
     repo = Path(repo)
-    if _loose_object_kind(repo, rev) == b"commit":
-        return rev  # a full id whose object is a loose commit: what git would answer
+    found = _peeled_without_git(repo, rev, b"commit")
+    if found is not None:
+        return found
     with _Refs(repo) as refs:
         done = refs.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
     if done.returncode != 0 or not done.stdout.strip():
@@ -707,22 +708,89 @@ def resolve_commit(repo: Path, rev: str, *, what: str = "base") -> str:
     return done.stdout.decode("ascii").strip()
 
 
-def _loose_object_kind(repo: Path, rev: str) -> bytes | None:
-    """The type (``commit``, ``tree``...) of the loose object a full id names, read from the
-    clone's object folder without git and checked against its id as git checks it; None
-    when ``rev`` is not a full id or no sound loose object has it there (packed, in an
-    alternate, absent, damaged, larger than 1 MiB: git is asked then, as before).
+def _peeled_without_git(repo: Path, rev: str, want: bytes) -> str | None:
+    """What ``git rev-parse --verify REV^{commit}`` (``want`` b"commit") or ``^{tree}``
+    answers, worked out from the clone's files where that is plain: ``rev`` a full id or
+    a simple ref name, every object on the way a loose one that hashes to its id. None
+    whenever anything is less plain (packed objects, expressions, short ids, HEAD-like
+    names): git is asked then, as before.
 
-    Resolving a pinned base runs once per run and command; for a full id, git's answer
-    is this object's type (replace refs are never read, refs do not matter).
+    Resolving the base and the etalon tag runs for every run and command: a refs shadow
+    and a git process each cost ~5 ms here, this a few file reads.
     """
-    if not _HEX.match(rev.encode("ascii", "replace")):
-        return None
     try:
-        _, common = _git_dirs(repo)
+        git_dir, common = _git_dirs(repo)
     except RepoError:
         return None
-    compressed = _read_regular(common / "objects" / rev[:2] / rev[2:], _LOOSE_LIMIT)
+    if _HEX.match(rev.encode("ascii", "replace")):
+        oid = rev
+    else:
+        found = _ref_without_git(git_dir, common, rev)
+        if found is None:
+            return None
+        oid = found
+    for _ in range(8):  # a tag of a tag of ... : git peels them all; so deep is unusual
+        loose = _loose_object(common, oid)
+        if loose is None:
+            return None
+        kind, body = loose
+        if kind == want:
+            return oid
+        if kind == b"tag":
+            target = _header_field(body, b"object")
+        elif kind == b"commit" and want == b"tree":
+            target = _header_field(body, b"tree")
+            return target  # as git: the commit's tree id, read, not looked up
+        else:
+            return None
+        if target is None:
+            return None
+        oid = target
+    return None
+
+
+# A name git's rules turn into a ref (refs/NAME, refs/tags/NAME, refs/heads/NAME, ...):
+# no revision syntax, no leading dash or dot, not HEAD-like (root refs live in .git).
+_SIMPLE_REF = re.compile(r"(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]*[a-z.-][A-Za-z0-9._/-]*\Z")
+
+
+def _ref_without_git(git_dir: Path, common: Path, name: str) -> str | None:
+    """The object id git's rev-parse finds for ref ``name`` among the refs the shadow is given
+    (the clone's, replace refs never): the first of its rules that names one. None for a
+    name those rules do not cover here (git decides), or one no ref has (git may still
+    read it as a short id or a describe name)."""
+    if not _SIMPLE_REF.match(name) or name.startswith(("/", ".")) or name.endswith(("/", ".", ".lock")):
+        return None
+    if all(c in "0123456789abcdef" for c in name):
+        return None  # also a short id: git's own order of trying decides
+    if name.split("/", 1)[0] in _SHADOW_ENTRIES:
+        return None  # git's first rule reads <shadow>/NAME: one of the shadow's own files
+    refs, _head = _clone_refs(git_dir, common)
+    for rule in ("{}", "refs/{}", "refs/tags/{}", "refs/heads/{}", "refs/remotes/{}", "refs/remotes/{}/HEAD"):
+        oid = refs.get(rule.format(name))
+        if oid is not None:
+            return oid.decode("ascii")
+    return None
+
+
+# What a shadow GIT_DIR holds (_write_shadow, _Refs): git's first rule looks there.
+_SHADOW_ENTRIES = frozenset({"HEAD", "config", "info", "objects", "packed-refs"})
+
+
+def _header_field(body: bytes, field: bytes) -> str | None:
+    """The id on a commit's or tag's first ``field`` header line (``tree``, ``object``)."""
+    for line in body.split(b"\n\n", 1)[0].split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key == field:
+            return value.decode("ascii") if _HEX.match(value) else None
+    return None
+
+
+def _loose_object(common: Path, oid: str) -> tuple[bytes, bytes] | None:
+    """The type and body of the loose object ``oid`` in the clone's object folder, checked
+    against its id as git checks it; None when there is no sound loose object of that id
+    (packed, in an alternate, absent, damaged, larger than 1 MiB)."""
+    compressed = _read_regular(common / "objects" / oid[:2] / oid[2:], _LOOSE_LIMIT)
     if compressed is None:
         return None
     inflate = zlib.decompressobj()
@@ -736,10 +804,22 @@ def _loose_object_kind(repo: Path, rev: str) -> bytes | None:
     size, nul, body = rest.partition(b"\0")
     if not space or not nul or not size.isdigit() or int(size) != len(body):
         return None
-    digest = hashlib.sha1 if len(rev) == 40 else hashlib.sha256
-    if digest(content).hexdigest() != rev:
+    digest = hashlib.sha1 if len(oid) == 40 else hashlib.sha256
+    if digest(content).hexdigest() != oid:
         return None
-    return kind
+    return kind, body
+
+
+def _loose_object_kind(repo: Path, rev: str) -> bytes | None:
+    """The type of the loose object the full id ``rev`` names (None: see :func:`_loose_object`)."""
+    if not _HEX.match(rev.encode("ascii", "replace")):
+        return None
+    try:
+        _, common = _git_dirs(repo)
+    except RepoError:
+        return None
+    loose = _loose_object(common, rev)
+    return None if loose is None else loose[0]
 
 
 _LOOSE_LIMIT = 1 << 20
@@ -1396,6 +1476,11 @@ def materialise_etalon(repo: Path, rev: str, cache: Path | None = None) -> Path:
     repo = Path(repo)
     if not is_git_repo(repo):
         raise RepoError(f"{repo} is not a git repository")
+    tree = _peeled_without_git(repo, rev, b"tree")
+    if tree is not None:
+        target = (Path(cache) if cache is not None else _default_cache()) / tree
+        if target.is_dir():
+            return target  # materialised before: nothing to ask git
     with _Refs(repo) as refs:
         done = refs.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{tree}}")
         if done.returncode != 0 or not done.stdout.strip():
