@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -413,12 +413,17 @@ def _execute(
     """
     progress: Progress | None = None
     observers = plugins.observe_outcome
-    checks: dict[Path, Future[str | None]] = {}
+    # What each early check found (None: nothing), by run folder; no future is kept.
+    checked: dict[Path, str | None] = {}
     left: dict[Path, int] = {}
 
     def check(plan: RunPlan) -> str | None:
         return plan.clone_changes(tasks.spill)
 
+    def check_early(plan: RunPlan) -> None:
+        checked[plan.run.dir] = check(plan)
+
+    early = ThreadPoolExecutor(max_workers=io_workers(), thread_name_prefix="trysquare-check")
     with ThreadPoolExecutor(max_workers=io_workers()) as pool:
         try:
             for item in executor.run(tasks, should_stop=should_stop):
@@ -444,10 +449,12 @@ def _execute(
                 if tasks.overlapped and (plan := tasks.plan_for(task.run)) is not None:
                     left[task.run.dir] = left.get(task.run.dir, plan.size) - 1
                     if not left[task.run.dir]:
-                        checks[task.run.dir] = pool.submit(check, plan)
+                        del left[task.run.dir]
+                        early.submit(check_early, plan)
         finally:
             if progress is not None:
                 progress.close()
+            early.shutdown(wait=True)
         tasks.wait_planned()  # an executor stopped early (-x, Ctrl-C) may leave planning running
         # After an interruption a worker may still record a task nobody waits for: no check then.
         if not should_stop():
@@ -459,8 +466,9 @@ def _execute(
             names = ledger.ran_names(plan.run)
             if not names:
                 return plan, names, None
-            early = checks.get(plan.run.dir)
-            return plan, names, check(plan) if early is None else early.result()
+            if plan.run.dir in checked:
+                return plan, names, checked[plan.run.dir]
+            return plan, names, check(plan)
 
         for plan, names, problem in bounded_map(pool, late, tasks.plans, window=2 * io_workers()):
             if problem is not None:
