@@ -32,10 +32,10 @@ print(json.dumps({"metrics": {"changed": True}, "reasons": {}}))
 RUNS = [(f"r{n}", "c", n) for n in range(1, 5)]
 
 
-@pytest.fixture
-def matrix(tmp_path: Path) -> tuple[Path, Path]:
+def script_matrix(tmp_path: Path, source: str, runs: list[tuple[str, str, int]]) -> tuple[Path, Path]:
+    """One script validator ``score`` running ``source``, over ``runs``: scenario, experiment."""
     folder = tmp_path / "scn"
-    write_script(folder, "score.py", SCORE)
+    write_script(folder, "score.py", source)
     scenario = write_scenario(folder, """
         [[validation]]
         name = "score"
@@ -44,8 +44,13 @@ def matrix(tmp_path: Path) -> tuple[Path, Path]:
         metrics = ["changed"]
     """)
     experiment = tmp_path / "exp"
-    build_matrix(experiment, RUNS, base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"})
+    build_matrix(experiment, runs, base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"})
     return scenario, experiment
+
+
+@pytest.fixture
+def matrix(tmp_path: Path) -> tuple[Path, Path]:
+    return script_matrix(tmp_path, SCORE, RUNS)
 
 
 def first_result_before_last_plan(
@@ -151,18 +156,7 @@ print(json.dumps({"metrics": {"changed": True}, "reasons": {}}))
 def test_under_landlock_a_run_is_checked_once_its_tasks_are_back_beside_those_still_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = tmp_path / "scn"
-    write_script(folder, "score.py", WAIT_FOR_GO)
-    scenario = write_scenario(folder, """
-        [[validation]]
-        name = "score"
-        mode = "script"
-        command = "score.py"
-        metrics = ["changed"]
-    """)
-    experiment = tmp_path / "exp"
-    build_matrix(experiment, [("r1", "first", 1), ("r2", "last", 1)],
-                 base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"})  # fmt: skip
+    scenario, experiment = script_matrix(tmp_path, WAIT_FOR_GO, [("r1", "first", 1), ("r2", "last", 1)])
     go = experiment / "go"  # the last run's validator finishes only once it exists
     checked: list[str] = []
     clone_changes = planning.RunPlan.clone_changes
