@@ -150,3 +150,14 @@ def test_etalon_tag_moved_after_first_measurement(tmp_path: Path) -> None:
     with pytest.raises(RunError) as caught:
         contexts.gather_facts(load_run(run.path / "run.toml"))
     assert before in caught.value.message and moved in caught.value.message
+
+
+def test_a_fifo_in_place_of_the_base_commit_object_refuses_the_run_without_waiting(tmp_path: Path) -> None:
+    # git opens a loose object as a file: on a FIFO it would wait for a writer for ever.
+    run = finished(tmp_path)
+    base = run.repo.head()
+    loose = run.repo.path / ".git" / "objects" / base[:2] / base[2:]
+    loose.unlink()
+    os.mkfifo(loose)
+    with pytest.raises(RunError, match="is not a regular file"):
+        load_run(run.path / "run.toml")

@@ -790,8 +790,17 @@ def _loose_object(common: Path, oid: str) -> tuple[bytes, bytes] | None:
     """The type and body of the loose object ``oid`` in the clone's object folder, checked
     against its id as git checks it; None when there is no sound loose object of that id
     (packed, in an alternate, absent, damaged, larger than 1 MiB)."""
-    compressed = _read_regular(common / "objects" / oid[:2] / oid[2:], _LOOSE_LIMIT)
+    path = common / "objects" / oid[:2] / oid[2:]
+    compressed = _read_regular(path, _LOOSE_LIMIT)
     if compressed is None:
+        try:
+            kind = stat.S_IFMT(os.lstat(path).st_mode)
+        except OSError:
+            return None
+        if kind not in (stat.S_IFREG, stat.S_IFLNK):
+            # A FIFO, socket or device where the object should be: git would wait on it
+            # for ever. Refused here, named, rather than handed to git.
+            raise RepoError(f"{path} is not a regular file, as every git object is")
         return None
     inflate = zlib.decompressobj()
     try:
