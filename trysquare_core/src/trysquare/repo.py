@@ -794,10 +794,10 @@ def _loose_object(common: Path, oid: str) -> tuple[bytes, bytes] | None:
     compressed = _read_regular(path, _LOOSE_LIMIT)
     if compressed is None:
         try:
-            kind = stat.S_IFMT(os.lstat(path).st_mode)
+            form = stat.S_IFMT(os.lstat(path).st_mode)
         except OSError:
             return None
-        if kind not in (stat.S_IFREG, stat.S_IFLNK):
+        if form not in (stat.S_IFREG, stat.S_IFLNK):
             # A FIFO, socket or device where the object should be: git would wait on it
             # for ever. Refused here, named, rather than handed to git.
             raise RepoError(f"{path} is not a regular file, as every git object is")

@@ -219,7 +219,8 @@ class _PlannedTasks(Collection[ValidationTask]):
         self.spill = spill
         self.overlapped = overlapped
         self.plans: list[RunPlan] = []
-        self._by_dir: dict[Path, RunPlan] = {}
+        # Runs whose tasks are being taken: their plan and how many tasks are not back.
+        self._out: dict[Path, tuple[RunPlan, int]] = {}
         self.unbuilt: list[RunError] = []
         self._count = 0
         self._ahead = max(options.jobs, 1) if overlapped else 0
@@ -255,7 +256,6 @@ class _PlannedTasks(Collection[ValidationTask]):
                             self.unbuilt.append(outcome)
                         else:
                             self.plans.append(outcome)
-                            self._by_dir[outcome.run.dir] = outcome
                             self._count += outcome.size
                         self._changed.notify_all()
             for error in self.unbuilt:
@@ -275,10 +275,21 @@ class _PlannedTasks(Collection[ValidationTask]):
         if self._failure is not None:
             raise self._failure
 
-    def plan_for(self, run: Run) -> RunPlan | None:
-        """The plan of ``run``, once planning has decided it."""
+    def task_back(self, run: Run) -> RunPlan | None:
+        """Count one of ``run``'s tasks back; its plan once they all are, else None.
+
+        Only runs whose tasks are out are held here: a few at a time, not 10,000.
+        """
         with self._changed:
-            return self._by_dir.get(run.dir)
+            entry = self._out.get(run.dir)
+            if entry is None:
+                return None
+            plan, left = entry
+            if left > 1:
+                self._out[run.dir] = (plan, left - 1)
+                return None
+            del self._out[run.dir]
+            return plan
 
     def close(self) -> None:
         """No task is built ahead any more; planning, if it still runs, is waited for."""
@@ -301,6 +312,8 @@ class _PlannedTasks(Collection[ValidationTask]):
                 if index == len(self.plans):
                     return
                 run_plan = self.plans[index]
+                if run_plan.size:
+                    self._out[run_plan.run.dir] = (run_plan, run_plan.size)
             index += 1
             yield run_plan
 
@@ -413,15 +426,23 @@ def _execute(
     """
     progress: Progress | None = None
     observers = plugins.observe_outcome
-    # What each early check found (None: nothing), by run folder; no future is kept.
-    checked: dict[Path, str | None] = {}
-    left: dict[Path, int] = {}
+    # Runs checked early (by their spill record's number: one byte a run) and what was
+    # found where something was; no future is kept.
+    checked = bytearray()
+    found: dict[int, str] = {}
+    marking = threading.Lock()
 
     def check(plan: RunPlan) -> str | None:
         return plan.clone_changes(tasks.spill)
 
     def check_early(plan: RunPlan) -> None:
-        checked[plan.run.dir] = check(plan)
+        problem = check(plan)
+        if problem is not None:
+            found[plan.kept] = problem
+        with marking:
+            if len(checked) <= plan.kept:
+                checked.extend(bytes(plan.kept + 1 - len(checked)))
+            checked[plan.kept] = 1
 
     early = ThreadPoolExecutor(max_workers=io_workers(), thread_name_prefix="trysquare-check")
     with ThreadPoolExecutor(max_workers=io_workers()) as pool:
@@ -446,11 +467,8 @@ def _execute(
                 _notify(observers, result)
                 if options.exitfirst and result.outcome.state == "invalid" and not _first_invalid.is_set():
                     _stop_at_first_invalid()
-                if tasks.overlapped and (plan := tasks.plan_for(task.run)) is not None:
-                    left[task.run.dir] = left.get(task.run.dir, plan.size) - 1
-                    if not left[task.run.dir]:
-                        del left[task.run.dir]
-                        early.submit(check_early, plan)
+                if tasks.overlapped and (plan := tasks.task_back(task.run)) is not None:
+                    early.submit(check_early, plan)
         finally:
             if progress is not None:
                 progress.close()
@@ -466,8 +484,8 @@ def _execute(
             names = ledger.ran_names(plan.run)
             if not names:
                 return plan, names, None
-            if plan.run.dir in checked:
-                return plan, names, checked[plan.run.dir]
+            if plan.kept < len(checked) and checked[plan.kept]:
+                return plan, names, found.get(plan.kept)
             return plan, names, check(plan)
 
         for plan, names, problem in bounded_map(pool, late, tasks.plans, window=2 * io_workers()):
