@@ -38,8 +38,14 @@ def uv_env() -> dict[str, str]:
 
 
 def uv() -> str:
-    """uv's path (the test skips, saying why, without it)."""
-    uv = shutil.which("uv")
+    """uv's path (the test skips, saying why, without it).
+
+    Under ``uv run``, ``UV`` names the uv binary itself: ``uv`` on ``PATH`` may be a shim
+    (pyenv's is a shell script costing a dozen processes per call).
+    """
+    uv: str | None = os.environ.get("UV", "")
+    if not os.path.isfile(uv):
+        uv = shutil.which("uv")
     if uv is None:
         pytest.skip("uv is not installed (.ci/run installs it)")
     return uv

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -83,6 +84,11 @@ def _id(cell: str, repetition: int) -> str:
 
 @pytest.fixture
 def matrix(tmp_path: Path) -> Matrix:
+    return build_form_matrix(tmp_path)
+
+
+def build_form_matrix(tmp_path: Path) -> Matrix:
+    """The matrix's experiment (``exp``), scenario (``scn``) and form folder (``out``) under ``tmp_path``."""
     root = tmp_path / "exp"
     runs = {_id(cell, repetition): cell for cell in CELLS for repetition in range(1, RUNS_PER_CELL + 1)}
     # Each run's diff and response are its own: a form that mixed two runs up would show.
@@ -101,6 +107,17 @@ def matrix(tmp_path: Path) -> Matrix:
     out = tmp_path / "out"
     out.mkdir()
     return Matrix(root=root, scenario=scenario, runs=runs, out=out)
+
+
+def copy_matrix(matrix: Matrix, tmp_path: Path) -> Matrix:
+    """A copy of a built (and perhaps validated) matrix under ``tmp_path``, laid out as
+    :func:`build_form_matrix` lays it out: its clones, results and records are copied whole
+    (a copy of a real run is a real run), so a test may change it freely."""
+    top = matrix.root.parent
+    for name in ("exp", "scn", "out"):
+        shutil.copytree(top / name, tmp_path / name, symlinks=True)
+    return Matrix(root=tmp_path / "exp", scenario=tmp_path / "scn" / matrix.scenario.name,
+                  runs=dict(matrix.runs), out=tmp_path / "out")
 
 
 def fill(form: Path, opaque: str, *lines: str) -> None:

@@ -9,18 +9,40 @@ from pathlib import Path
 
 import pytest
 
-from tests.form.conftest import Matrix, fill
+from tests.conftest import Cli, _cli_env
+from tests.form.conftest import Matrix, build_form_matrix, copy_matrix, fill
 
 TOTAL = 6 * 2  # runs x form metrics
 
 
-@pytest.fixture
-def validated(cli, matrix: Matrix) -> Matrix:
+def validate_matrix(cli, matrix: Matrix) -> Matrix:
     done = cli("validate", matrix.scenario, matrix.root, "--no-progress")
     assert done.returncode == 0, done.stdout + done.stderr
     # Nothing filled yet: every run waits for a human, and none of them is invalid.
     assert done.stdout.strip().splitlines()[-1] == "6 runs: 6 pending"
     return matrix
+
+
+@pytest.fixture(scope="module")
+def validated_once(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
+    """The matrix validated once for the module (about a second of git and validators);
+    each test gets its own copy (:func:`validated`)."""
+    tmp = tmp_path_factory.mktemp("validated")
+    return validate_matrix(Cli(_cli_env(tmp)), build_form_matrix(tmp))
+
+
+@pytest.fixture
+def validated(validated_once: Matrix, tmp_path: Path) -> Matrix:
+    """A validated matrix of this test's own, under ``tmp_path``: a copy, whose clones are new
+    folders (their work records' stat pictures are refreshed at the next look)."""
+    return copy_matrix(validated_once, tmp_path)
+
+
+@pytest.fixture
+def validated_in_place(cli, matrix: Matrix) -> Matrix:
+    """A matrix validated where it was built, for the test of reuse: a validator's context names
+    its run's files by absolute path, so the results of a copy are measured again."""
+    return validate_matrix(cli, matrix)
 
 
 def export(cli, matrix: Matrix, name: str = "FORM.toml", seed: str = "5") -> Path:
@@ -146,8 +168,8 @@ def test_correcting_a_manual_value_keeps_the_history(cli, validated: Matrix) -> 
     assert replaced[-1]["provenance"]["readable_in_class"]["by"] == "ana"
 
 
-def test_re_validating_never_loses_an_ingested_value(cli, validated: Matrix) -> None:
-    matrix = validated
+def test_re_validating_never_loses_an_ingested_value(cli, validated_in_place: Matrix) -> None:
+    matrix = validated_in_place
     form = export(cli, matrix)
     target = sorted(matrix.runs)[1]
     fill(form, matrix.opaque_of(form)[target], "readable_in_class = false", "note_usable_human = true")

@@ -40,10 +40,14 @@ class GitRepo:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         repo = cls(path)
-        repo.git("init", "-q", "-b", "main")
-        # What `git config commit.gpgsign false` writes, without a second process.
-        with open(path / ".git" / "config", "a", encoding="utf-8") as config:
-            config.write("[commit]\n\tgpgsign = false\n")
+        skeleton = _empty_git_dir()
+        if (path / ".git").exists() or skeleton is None:
+            repo.git("init", "-q", "-b", "main")
+            # What `git config commit.gpgsign false` writes, without a second process.
+            with open(path / ".git" / "config", "a", encoding="utf-8") as config:
+                config.write("[commit]\n\tgpgsign = false\n")
+        else:
+            shutil.copytree(skeleton, path / ".git", symlinks=True)
         if files:
             repo.write_files(files)
             repo.commit("base")
@@ -108,6 +112,40 @@ class GitRepo:
         except OSError:
             return None
         return value if len(value) in (40, 64) else None
+
+
+_SKELETON: list[Path | None] = []
+_SKELETON_LOCK = threading.Lock()
+
+
+def _empty_git_dir() -> Path | None:
+    """A ``.git`` as ``git init -b main`` leaves it, made once per process and copied after.
+
+    Made by git itself (its own probes of the file system decide ``core.*``), from an
+    empty template plus the empty ``hooks/`` and ``info/`` folders a clone has: git's
+    default template adds a dozen ``hooks/*.sample`` scripts and a ``description`` that
+    no test reads, but that every copy of a run, and every look of trysquare's guard
+    at the clone's ``.git``, paid for. None when git cannot make one (the caller runs
+    ``git init`` in place).
+    """
+    with _SKELETON_LOCK:
+        if not _SKELETON:
+            root = Path(tempfile.mkdtemp(prefix="trysquare-empty-git-"))
+            atexit.register(shutil.rmtree, root, ignore_errors=True)
+            (root / "template").mkdir()
+            try:
+                GitRepo(root).git("init", "-q", "-b", "main", "--template", str(root / "template"), "repo")
+            except RuntimeError:
+                _SKELETON.append(None)
+            else:
+                skeleton = root / "repo" / ".git"
+                for folder in ("hooks", "info"):
+                    (skeleton / folder).mkdir(exist_ok=True)
+                # What `git config commit.gpgsign false` writes, without a second process.
+                with open(skeleton / "config", "a", encoding="utf-8") as config:
+                    config.write("[commit]\n\tgpgsign = false\n")
+                _SKELETON.append(skeleton)
+        return _SKELETON[0]
 
 
 def write_pi_session(path: Path, events: Iterable[Mapping[str, Any]], *, cwd: str) -> Path:
