@@ -236,6 +236,16 @@ def make_run(tmp_path: Path) -> Callable[..., RunBuilder]:
     return make
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: half again as many workers as cores.
+
+    A worker spends about a quarter of its time waiting (a process starting, git, the
+    disk), so one worker per core leaves the cores idle that long: on two cores, three
+    workers ran the suite in 158 s against 171 s (four: 161 s).
+    """
+    return max(1, (os.cpu_count() or 1) * 3 // 2)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Keep the users of one expensive shared fixture on one xdist worker.
