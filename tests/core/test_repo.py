@@ -283,7 +283,7 @@ def test_a_loose_object_that_does_not_hash_to_its_id_is_left_to_git(g: GitRepo) 
     forged = b"commit 7\0forged!"
     os.chmod(path, 0o644)
     path.write_bytes(zlib.compress(forged))
-    assert R._loose_object_kind(g.path, base) is None  # never trusted without its id
+    assert R._peeled_without_git(g.path, base, b"commit") is None  # never trusted without its id
     with pytest.raises(RepoError):
         R.resolve_commit(g.path, base)  # and git refuses it too
 

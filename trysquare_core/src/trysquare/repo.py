@@ -819,18 +819,6 @@ def _loose_object(common: Path, oid: str) -> tuple[bytes, bytes] | None:
     return kind, body
 
 
-def _loose_object_kind(repo: Path, rev: str) -> bytes | None:
-    """The type of the loose object the full id ``rev`` names (None: see :func:`_loose_object`)."""
-    if not _HEX.match(rev.encode("ascii", "replace")):
-        return None
-    try:
-        _, common = _git_dirs(repo)
-    except RepoError:
-        return None
-    loose = _loose_object(common, rev)
-    return None if loose is None else loose[0]
-
-
 _LOOSE_LIMIT = 1 << 20
 
 
