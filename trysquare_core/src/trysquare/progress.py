@@ -33,19 +33,27 @@ class Progress:
 
     def advance(self, result: TaskResult) -> None:
         """Count one finished task and say how it ended."""
-        self.done += 1
+        self.say(*self.describe(result))
+
+    @staticmethod
+    def describe(result: TaskResult) -> tuple[str, str]:
+        """How a finished task ended: its state, and its line without the count (a few
+        strings: what is kept of a task whose line waits for the total)."""
         run = result.task.run
         state = result.outcome.state
         detail = f": {result.outcome.error}" if state == "invalid" else ""
         # Run ids, cells and errors come from run folders: escaped, one item one line.
-        line = shown(
-            f"[{self.done}/{self.total}] {run.id} ({run.cell} #{run.repetition}) "
-            f"{result.task.validation.name}: {state}{detail}"
-        )
+        line = shown(f"{run.id} ({run.cell} #{run.repetition}) {result.task.validation.name}: {state}{detail}")
         if state == "invalid":  # its error says what; its stderr's last lines say why
             from trysquare.failures import invalid_lines
 
             line = "\n".join([line, *invalid_lines(run.dir, result.task.validation.name, result.document)])
+        return state, line
+
+    def say(self, state: str, described: str) -> None:
+        """Count one finished task, described by :meth:`describe`."""
+        self.done += 1
+        line = f"[{self.done}/{self.total}] {described}"
         if self.bar is not None:
             self.bar.advance(self.task_id)
             if state == "invalid":  # a failure stays on screen above the bar

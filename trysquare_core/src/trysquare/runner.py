@@ -267,6 +267,12 @@ class _PlannedTasks(Collection[ValidationTask]):
                 self._planned = True
                 self._changed.notify_all()
 
+    @property
+    def planned(self) -> bool:
+        """Whether every run is planned (``len()`` then answers at once)."""
+        with self._changed:
+            return self._planned
+
     def wait_planned(self) -> None:
         """Return once every run is planned; raise what stopped planning, if anything did."""
         with self._changed:
@@ -425,6 +431,7 @@ def _execute(
     check waits for the last task, which may have written into any clone.
     """
     progress: Progress | None = None
+    waiting: list[tuple[str, str]] = []  # lines of tasks back before the total is known
     observers = plugins.observe_outcome
     # Runs checked early (by their spill record's number: one byte a run) and what was
     # found where something was; no future is kept.
@@ -448,10 +455,6 @@ def _execute(
     with ThreadPoolExecutor(max_workers=io_workers()) as pool:
         try:
             for item in executor.run(tasks, should_stop=should_stop):
-                if progress is None:
-                    # Its total is known once planning ends (planning may still run beside
-                    # the first tasks): their lines wait for it, their validators do not.
-                    progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
                 result = _as_result(item)
                 task = result.task
                 summary.executed += 1
@@ -463,17 +466,32 @@ def _execute(
                     summary.unrecorded.setdefault(task.run.dir, []).append(
                         {"validator": task.validation.name, "error": str(result.outcome.error)}
                     )
-                progress.advance(result)
+                # The total is known once planning ends (it may still run beside the first
+                # tasks): until then each line waits, as a few strings, and nothing else does.
+                if progress is None and tasks.planned:
+                    progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
+                    for waited in waiting:
+                        progress.say(*waited)
+                    waiting.clear()
+                if progress is None:
+                    waiting.append(Progress.describe(result))
+                else:
+                    progress.advance(result)
                 _notify(observers, result)
                 if options.exitfirst and result.outcome.state == "invalid" and not _first_invalid.is_set():
                     _stop_at_first_invalid()
                 if tasks.overlapped and (plan := tasks.task_back(task.run)) is not None:
                     early.submit(check_early, plan)
         finally:
+            early.shutdown(wait=True)
             if progress is not None:
                 progress.close()
-            early.shutdown(wait=True)
         tasks.wait_planned()  # an executor stopped early (-x, Ctrl-C) may leave planning running
+        if waiting:  # every task came back before planning ended
+            progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
+            for waited in waiting:
+                progress.say(*waited)
+            progress.close()
         # After an interruption a worker may still record a task nobody waits for: no check then.
         if not should_stop():
             guard.refuse_forged(ledger.forged(), out)
