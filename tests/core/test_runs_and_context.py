@@ -242,3 +242,35 @@ def test_record_help_says_where_paths_are_relative_to(cli) -> None:
     text = " ".join(done.stdout.split())
     assert done.returncode == 0 and "relative to the current directory" in text
     assert "stored relative to the run folder" in text and "--exclude PATTERN" in text
+
+
+def test_runs_are_found_in_the_order_of_their_folders_part_by_part(tmp_path: Path) -> None:
+    from trysquare.runs import discover
+    from trysquare.testing import RunBuilder
+
+    # As text "a-b/" sorts before "a/b/"; as paths (part by part) a/b comes first.
+    for folder in ("a-b", "a/b", "a.b"):
+        run = RunBuilder(tmp_path / "exp" / folder)
+        run.base({"x.py": "1\n"})
+        run.finish()
+    (experiment,) = discover([tmp_path / "exp"])
+    found = [run.dir.relative_to(tmp_path / "exp").as_posix() for run in experiment.runs]
+    assert found == ["a/b", "a-b", "a.b"]
+    assert [run.dir for run in experiment.runs] == sorted(run.dir for run in experiment.runs)
+
+
+def test_a_run_moved_elsewhere_keeps_its_clone_and_prompt_where_they_are(make_run, tmp_path: Path) -> None:
+    import attrs
+
+    from trysquare.runs import load_run
+
+    run_dir = finished_run(make_run)
+    run = load_run(run_dir / "run.toml")
+    assert run.repo == run_dir / "repo" and run.prompt.parent == run_dir
+    moved = attrs.evolve(run, dir=tmp_path / "scratch")
+    assert (moved.dir, moved.repo, moved.prompt) == (tmp_path / "scratch", run.repo, run.prompt)
+    assert attrs.evolve(run, id=run.id) == run and hash(attrs.evolve(run, id=run.id)) == hash(run)
+    shown = repr(run)
+    assert f"repo={run.repo!r}" in shown and "_repo" not in shown
+    elsewhere = attrs.evolve(run, repo=tmp_path / "other" / "clone")
+    assert elsewhere.repo == tmp_path / "other" / "clone" and elsewhere != run

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import attrs
 
@@ -57,7 +57,28 @@ class Etalon:
     checkout: Path | None  # None until materialised from the tag
 
 
-@attrs.frozen
+# A path right inside its run's folder (the clone, the prompt, the session log: nearly
+# always) is kept as that folder and its name, not as a path object of its own: a path
+# object costs about 300 bytes, and validate holds every run. The folder is the one the
+# run was loaded with, so ``attrs.evolve(run, dir=elsewhere)`` moves nothing else.
+_Beside = tuple[Path, str]
+
+
+def _kept(path: Path | _Beside | None, folder: Path) -> Path | _Beside | None:
+    if isinstance(path, Path) and path.parent == folder and path.name not in ("", ".", ".."):
+        return (folder, sys.intern(path.name))
+    return path
+
+
+@overload
+def _unpacked(kept: Path | _Beside) -> Path: ...
+@overload
+def _unpacked(kept: Path | _Beside | None) -> Path | None: ...
+def _unpacked(kept: Path | _Beside | None) -> Path | None:
+    return kept[0] / kept[1] if isinstance(kept, tuple) else kept
+
+
+@attrs.frozen(repr=False)
 class Run:
     """One finished run, its paths resolved and its base commit pinned."""
 
@@ -65,18 +86,39 @@ class Run:
     id: str
     cell: str
     repetition: int
-    repo: Path
+    _repo: Path | _Beside = attrs.field(alias="repo")
     base: str  # as written in run.toml
     base_commit: str | None  # the full sha it resolves to (None when loaded for --replay)
-    prompt: Path
-    session: Path | None
+    _prompt: Path | _Beside = attrs.field(alias="prompt")
+    _session: Path | _Beside | None = attrs.field(alias="session")
     session_format: str | None
-    trace: Path | None
+    _trace: Path | _Beside | None = attrs.field(alias="trace")
     model: str | None
     given: tuple[str, ...]
     etalon: Etalon | None
     # gitignore-style patterns of what the harness injected: never the agent's work
     excluded: tuple[str, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("_repo", "_prompt", "_session", "_trace"):
+            object.__setattr__(self, name, _kept(getattr(self, name), self.dir))
+
+    @property
+    def repo(self) -> Path:
+        """The agent's clone."""
+        return _unpacked(self._repo)
+
+    @property
+    def prompt(self) -> Path:
+        return _unpacked(self._prompt)
+
+    @property
+    def session(self) -> Path | None:
+        return _unpacked(self._session)
+
+    @property
+    def trace(self) -> Path | None:
+        return _unpacked(self._trace)
 
     @property
     def validation_dir(self) -> Path:
@@ -85,6 +127,10 @@ class Run:
     @property
     def label(self) -> str:
         return f"run '{self.id}' ({self.dir})"
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{a.alias}={getattr(self, a.alias or a.name)!r}" for a in attrs.fields(Run))
+        return f"Run({shown})"
 
 
 @attrs.frozen
@@ -267,17 +313,26 @@ def _optional_path(
     return path.resolve()
 
 
-def _run_files(root: Path) -> Iterator[Path]:
-    """Every run.toml below ``root``, not descending into a run's own folders."""
+def _run_files(root: Path) -> Iterator[str]:
+    """Every run.toml below ``root``, not descending into a run's own folders.
+
+    As strings: 10,000 of them are held while the runs load, and a path object
+    costs three times the memory of its text.
+    """
     if (root / RUN_FILE).is_file():
-        yield root / RUN_FILE
+        yield os.path.join(root, RUN_FILE)
         return
     for current, folders, files in os.walk(root):
         if RUN_FILE in files:
-            yield Path(current) / RUN_FILE
+            yield os.path.join(current, RUN_FILE)
             folders.clear()  # a run's clone and archives hold no further runs
             continue
         folders[:] = sorted(f for f in folders if not f.startswith(".") and f != "node_modules")
+
+
+def _path_order(path: str) -> list[str]:
+    """Sort key ordering path texts as their path objects order (part by part)."""
+    return path.split(os.sep)
 
 
 def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]:
@@ -295,7 +350,8 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
         runs: list[Run] = []
         errors: list[RunError] = []
 
-        def load(run_file: Path) -> Run | RunError:
+        def load(found: str) -> Run | RunError:
+            run_file = Path(found)
             try:
                 return load_run(run_file, replay=replay)
             except RunError as error:
@@ -309,7 +365,7 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
 
         # A folder inside one already named holds runs already found: each is validated once.
         run_files = []
-        for run_file in sorted(_run_files(root)):
+        for run_file in sorted(_run_files(root), key=_path_order):
             real = os.path.realpath(run_file)
             if real not in seen_run_files:
                 seen_run_files.add(real)
