@@ -266,3 +266,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 group = f"{shared[-1].baseid}::{name}" if scope == "session" else item.nodeid.split("::")[0]
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """An xdist worker ends without running ``atexit`` handlers: run them while it still can.
+
+    trysquare removes the scratch folders it keeps for reuse, and the run builders their
+    template repositories, at exit; on a worker they stayed in the temp folder (two
+    folders per worker per suite run, found accumulating in /tmp).
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import atexit
+
+        atexit._run_exitfuncs()  # runs each once and clears them
