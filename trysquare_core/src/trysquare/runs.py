@@ -65,7 +65,7 @@ _Beside = tuple[Path, str]
 
 
 def _kept(path: Path | _Beside | None, folder: Path) -> Path | _Beside | None:
-    if isinstance(path, Path) and path.parent == folder and path.name not in ("", ".", ".."):
+    if isinstance(path, Path) and path.parent == folder:
         return (folder, sys.intern(path.name))
     return path
 
@@ -110,14 +110,17 @@ class Run:
 
     @property
     def prompt(self) -> Path:
+        """The prompt the agent was given."""
         return _unpacked(self._prompt)
 
     @property
     def session(self) -> Path | None:
+        """The agent's session log, if the run names one."""
         return _unpacked(self._session)
 
     @property
     def trace(self) -> Path | None:
+        """The run's trace file, if it names one."""
         return _unpacked(self._trace)
 
     @property
