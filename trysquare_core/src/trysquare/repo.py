@@ -67,6 +67,7 @@ import contextlib
 import errno
 import hashlib
 import io
+import math
 import os
 import re
 import shutil
@@ -204,6 +205,100 @@ def _read_small(path: Path) -> bytes | None:
         return os.read(fd, _SMALL + 1)[:_SMALL]
     finally:
         os.close(fd)
+
+
+# --- what git would wait on ------------------------------------------------------------------
+#
+# git opens the files it reads with a plain open(): on a FIFO it waits for a writer for
+# ever, on a character device it may read without end. No config is needed for that, so
+# the shadow does not help: what can be seen beforehand is refused here, by name, and
+# every git process runs under git_timeout() for the rest.
+
+
+def _special(path: bytes | str, mode: int) -> str | None:
+    """What ``path`` is when git must not open it ("a FIFO", "a link to a device", ...):
+    anything but a regular file or a folder, a link read through (git follows it)."""
+    link = stat.S_ISLNK(mode)
+    if link:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return None  # a dangling link: git fails to open it, and says so
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kind = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}.get(stat.S_IFMT(mode), "a device")
+    return f"a link to {kind}" if link else kind
+
+
+def _refuse_special(path: bytes | str, kind: str) -> RepoError:
+    return RepoError(f"{os.fsdecode(path)} is {kind} where git reads a file: git would wait on it")
+
+
+_ALTERNATES_DEPTH = 5  # as git: alternates of alternates, so deep and no deeper
+
+
+def _check_object_store(objects: Path) -> None:
+    """Refuse an object store holding anything but folders and regular files.
+
+    Loose objects, packs and their indexes, the multi-pack index, commit-graphs, the
+    alternates file: git opens any of them, none deeper than ``info/commit-graphs/``, so
+    two levels are listed (an entry's type comes with the listing), links read through,
+    and the store's alternates followed as git follows them.
+    """
+    seen: set[tuple[int, int]] = set()
+    stores = [(os.fsencode(objects), 0)]
+    while stores:
+        store, depth = stores.pop()
+        todo = [(store, 0)]
+        while todo:
+            folder, level = todo.pop()
+            try:
+                info = os.stat(folder)
+                if (info.st_dev, info.st_ino) in seen:
+                    continue
+                seen.add((info.st_dev, info.st_ino))
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue  # unreadable: git cannot open it either, and says so
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    continue
+                if entry.is_dir(follow_symlinks=True):
+                    if level < 2:
+                        todo.append((entry.path, level + 1))
+                elif kind := _special(entry.path, entry.stat(follow_symlinks=False).st_mode):
+                    raise _refuse_special(entry.path, kind)
+        if depth < _ALTERNATES_DEPTH:
+            listed = _read_regular(Path(os.fsdecode(store)) / "info" / "alternates", 1 << 16)
+            for line in (listed or b"").splitlines():
+                line = line.strip()
+                if line and not line.startswith((b"#", b'"')):
+                    stores.append((os.path.join(store, line), depth + 1))
+
+
+def _folders_of(paths: Iterable[bytes]) -> set[bytes]:
+    """Every folder on the way to each path, the top (b"") included."""
+    folders = {b""}
+    for path in paths:
+        folder = path.rpartition(b"/")[0]
+        while folder and folder not in folders:
+            folders.add(folder)
+            folder = folder.rpartition(b"/")[0]
+    return folders
+
+
+def _check_attribute_files(repo: Path, folders: Iterable[bytes]) -> None:
+    """Refuse a ``.gitattributes`` in one of ``folders`` of the work tree that is not a
+    file: git reads every one on the way to a path whose attributes it needs."""
+    top = os.fsencode(repo)
+    for folder in folders:
+        path = os.path.join(top, folder, b".gitattributes")
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode) and (kind := _special(path, mode)):
+            raise _refuse_special(path, kind)
 
 
 def _git_dirs(repo: Path) -> tuple[Path, Path]:
@@ -390,6 +485,7 @@ def _touch(folder: Path) -> None:
 
 def _write_shadow(git_dir: Path, common: Path, head: bytes) -> None:
     """The bare bones of a shadow GIT_DIR in ``git_dir`` (which exists, empty)."""
+    _check_object_store(common / "objects")
     sha256 = _object_format(common) == "sha256"
     (git_dir / "config").write_text(
         _SHADOW_CONFIG.format(
@@ -443,8 +539,12 @@ class _Refs:
         return _run(self.dir, None, self.repo, args, input)
 
 
+# Bumped when what a shadow holds changes: an older one is never read (and is pruned).
+_SHADOW_LAYOUT = b"2"
+
+
 def _shadow_key(repo: Path, common: Path, commit: str, excluded: Sequence[str]) -> str:
-    hasher = hashlib.sha256()
+    hasher = hashlib.sha256(_SHADOW_LAYOUT + b"\0")
     for part in (os.fsencode(Path(repo).resolve()), os.fsencode(common.resolve()), commit.encode()):
         hasher.update(part + b"\0")
     for pattern in excluded:
@@ -472,9 +572,10 @@ class _Shadow:
             done = _run(scratch, None, self.repo, ("read-tree", "--end-of-options", commit))
             if done.returncode != 0:
                 raise _failure(self.repo, ("read-tree",), done)
-            ignores, attributes = _base_rules(scratch, self.repo, commit)
+            ignores, attributes, folders = _base_rules(scratch, self.repo, commit)
             extra = b"".join(os.fsencode(p) + b"\n" for p in excluded)
             (scratch / "info" / "exclude").write_bytes(ignores + extra)
+            (scratch / "info" / "folders").write_bytes(b"\0".join(sorted(folders)))
             (scratch / "info" / "attributes").write_bytes(_ATTRIBUTE_RESET + attributes)
             try:
                 os.rename(scratch, self.dir)
@@ -499,6 +600,11 @@ class _Shadow:
         shadow.exclude = folder / "info" / "exclude"
         return shadow
 
+    def folders(self) -> list[bytes]:
+        """Every folder of the base tree (b"" the top): where git reads ``.gitattributes``
+        for a tracked path."""
+        return (self.dir / "info" / "folders").read_bytes().split(b"\0")
+
     def run(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         return _run(self.dir, self.repo, self.repo, args, input)
 
@@ -508,8 +614,11 @@ class _Shadow:
             raise _failure(self.repo, args, done)
         return done.stdout
 
-    def many(self, *calls: Sequence[str]) -> list[bytes]:
-        return _git_many(self.dir, self.repo, *calls)
+    def status(self, *more: Sequence[str]) -> list[bytes]:
+        """The outputs of ``git status`` (base -> work tree), ``ls-files --others`` and
+        ``more``, run at once; a ``.gitattributes`` git would wait on refused first."""
+        _check_attribute_files(self.repo, self.folders())
+        return _git_many(self.dir, self.repo, _STATUS_ARGS, _others_args(self), *more)
 
 
 def _escape_glob(folder: bytes) -> bytes:
@@ -542,8 +651,9 @@ def _anchor(line: bytes, folder: bytes, *, negatable: bool) -> bytes | None:
     return (b"!" if negated else b"") + anchored + sep + rest
 
 
-def _base_rules(git_dir: Path, repo: Path, commit: str) -> tuple[bytes, bytes]:
-    """The base commit's .gitignore and .gitattributes files, anchored and joined.
+def _base_rules(git_dir: Path, repo: Path, commit: str) -> tuple[bytes, bytes, set[bytes]]:
+    """The base commit's .gitignore and .gitattributes files, anchored and joined, and
+    the base tree's folders.
 
     Ordered shallow to deep: in one exclude file the last match wins, as a deeper
     .gitignore wins over its parents.
@@ -552,14 +662,16 @@ def _base_rules(git_dir: Path, repo: Path, commit: str) -> tuple[bytes, bytes]:
     if listing.returncode != 0:
         raise _failure(repo, ("ls-tree",), listing)
     wanted: list[tuple[int, bytes, bytes, bytes]] = []
+    paths = []
     for item in _split_z(listing.stdout):
         meta, _, path = item.partition(b"\t")
-        name = path.rpartition(b"/")[2]
+        paths.append(path)
+        folder, _, name = path.rpartition(b"/")
         if name in (b".gitignore", b".gitattributes") and meta.startswith(b"100"):
-            folder = path.rpartition(b"/")[0]
             wanted.append((folder.count(b"/") + bool(folder), folder, name, meta.split(b" ")[2]))
+    folders = _folders_of(paths)
     if not wanted:
-        return b"", b""
+        return b"", b"", folders
     wanted.sort()
     done = _run(
         git_dir, None, repo, ("cat-file", "--batch"),
@@ -586,7 +698,7 @@ def _base_rules(git_dir: Path, repo: Path, commit: str) -> tuple[bytes, bytes]:
                 anchored = _anchor(line, folder, negatable=True)
                 if anchored is not None:
                     ignores.append(anchored + b"\n")
-    return b"".join(ignores), b"".join(attributes)
+    return b"".join(ignores), b"".join(attributes), folders
 
 
 # --- running git -----------------------------------------------------------------------------
@@ -596,6 +708,39 @@ def _argv(args: Sequence[str]) -> list[str]:
     return ["git", *_CONFIG, *args]
 
 
+GIT_TIMEOUT_VARIABLE = "TRYSQUARE_GIT_TIMEOUT"
+_GIT_TIMEOUT_SECONDS = 120.0
+
+
+def git_timeout() -> float:
+    """How long one git process may run, in seconds: ``$TRYSQUARE_GIT_TIMEOUT``, else 120.
+
+    A hostile clone can hold git for ever without naming a program: a FIFO where git opens
+    a file (a nested repository's ``HEAD``, an object, a ``.gitattributes``). What can be
+    seen beforehand is refused by name (:func:`_check_object_store`,
+    :func:`_check_attribute_files`); this bounds the rest. Read per call, so a caller that
+    sets the variable later is honoured.
+    """
+    text = os.environ.get(GIT_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return _GIT_TIMEOUT_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise RepoError(f"{GIT_TIMEOUT_VARIABLE} must be a number of seconds above 0, not {text!r}")
+    return seconds
+
+
+def _timed_out(repo: Path, args: Sequence[str], seconds: float) -> RepoError:
+    return RepoError(
+        f"git {args[0] if args else ''} did not finish within {seconds:g} s in {repo} and was"
+        f" stopped: something in the clone keeps it waiting (a FIFO or a device where git reads"
+        f" a file?); {GIT_TIMEOUT_VARIABLE} sets the limit"
+    )
+
+
 def _run(
     git_dir: Path,
     work_tree: Path | None,
@@ -603,6 +748,7 @@ def _run(
     args: Sequence[str],
     input: bytes | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
+    seconds = git_timeout()
     try:
         return subprocess.run(
             _argv(args),
@@ -612,9 +758,12 @@ def _run(
             env=_env(git_dir, work_tree),
             cwd=work_tree if work_tree is not None else git_dir,
             check=False,
+            timeout=seconds,
         )
     except FileNotFoundError:
         raise RepoError(f"git is not installed or not on PATH (needed to read {repo})") from None
+    except subprocess.TimeoutExpired:
+        raise _timed_out(repo, args, seconds) from None
 
 
 def _failure(
@@ -968,8 +1117,7 @@ def _snapshot(
     repo: Path, base: str, excluded: Sequence[str], *, files: bool
 ) -> tuple[set[str], set[str]]:
     shadow = _open_shadow(repo, base, excluded)
-    calls = [_STATUS_ARGS, _others_args(shadow)] + ([_CACHED_ARGS] if files else [])
-    out = shadow.many(*calls)
+    out = shadow.status(*([_CACHED_ARGS] if files else []))
     status = _Status(out[0])
     untracked = _untracked(out[1])
     touched = set(status.entries) | untracked
@@ -1015,7 +1163,7 @@ def worktree_status(repo: Path) -> dict[str, str]:
     shadow = _shadow_at_head(repo, ())
     if shadow is None:
         return {path: "??" for path in _unborn_files(repo)}
-    out = shadow.many(_STATUS_ARGS, _others_args(shadow))
+    out = shadow.status()
     status: dict[str, str] = {path: xy for path, (xy, _) in _Status(out[0]).entries.items()}
     status.update((path, "??") for path in _untracked(out[1]))
     return status
@@ -1047,7 +1195,7 @@ def working_files(repo: Path, excluded: Sequence[str] = ()) -> frozenset[str]:
     shadow = _shadow_at_head(repo, excluded)
     if shadow is None:
         return frozenset(_unborn_files(repo))
-    status, others, cached = shadow.many(_STATUS_ARGS, _others_args(shadow), _CACHED_ARGS)
+    status, others, cached = shadow.status(_CACHED_ARGS)
     return frozenset(_files(cached, _Status(status), _untracked(others)))
 
 
@@ -1163,6 +1311,7 @@ def _copy_range(source: BinaryIO, start: int, end: int, out: BinaryIO) -> None:
 
 def _diff_attributes(shadow: _Shadow, paths: Sequence[bytes]) -> dict[bytes, bytes]:
     """The ``diff`` attribute of each path ("unset" for ``-diff``/``binary``), as base says."""
+    _check_attribute_files(shadow.repo, _folders_of(paths))
     out = shadow.git(
         "check-attr", "-z", "--stdin", "diff", input=b"".join(p + b"\0" for p in paths)
     )
@@ -1318,7 +1467,10 @@ def write_diff_patch(
             out.write(data)
 
     sink: BinaryIO = _Counting()  # type: ignore[assignment]
+    seconds = git_timeout()
+    _check_attribute_files(shadow.repo, shadow.folders())
     with tempfile.TemporaryFile(dir=_mkcache()) as tracked:
+        started = time.monotonic()
         process = subprocess.Popen(
             _argv(("diff-files", "-p", *_PATCH_OPTIONS, "--")),
             stdin=subprocess.DEVNULL,
@@ -1327,8 +1479,15 @@ def write_diff_patch(
             env=_env(shadow.dir, shadow.repo),
             cwd=shadow.repo,
         )
-        others = shadow.git(*_others_args(shadow))
-        _stdout, stderr = process.communicate()
+        try:
+            others = shadow.git(*_others_args(shadow))
+            _stdout, stderr = process.communicate(timeout=max(0.0, started + seconds - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise _timed_out(shadow.repo, ("diff-files",), seconds) from None
+        finally:
+            if process.returncode is None:
+                process.kill()
+                process.communicate()
         if process.returncode != 0:
             raise _failure(shadow.repo, ("diff-files",), subprocess.CompletedProcess([], process.returncode, b"", stderr))
         _check_warnings(shadow.repo, stderr)
@@ -1437,8 +1596,18 @@ def _write_tree(repo: Path, tree: str, dest: Path, refs: _Refs) -> None:
             except BrokenPipeError:
                 pass
 
+    seconds = git_timeout()
+    stopped = threading.Event()
+
+    def stop() -> None:  # a git that holds on past its time is killed: the reads below end
+        stopped.set()
+        process.kill()
+
+    watchdog = threading.Timer(seconds, stop)
+    watchdog.daemon = True
     feeder = threading.Thread(target=feed)
     feeder.start()
+    watchdog.start()
     try:
         for mode, object_id, path in blobs:
             header = answers.readline().split(b" ")
@@ -1454,7 +1623,12 @@ def _write_tree(repo: Path, tree: str, dest: Path, refs: _Refs) -> None:
                 handle.write(data)
             # Read-only: the cache is shared by every run with this tree.
             os.chmod(target, 0o555 if mode == b"100755" else 0o444)
+    except RepoError:
+        if stopped.is_set():
+            raise _timed_out(repo, ("cat-file",), seconds) from None
+        raise
     finally:
+        watchdog.cancel()
         answers.close()  # first: a failed read must not leave the feeder blocked
         feeder.join()
         process.wait()

@@ -1,0 +1,208 @@
+"""A clone that holds git for ever: a FIFO or a device where git opens a file.
+
+No config is needed for that (the shadow repository does not help): git opens loose
+objects, packs, commit-graphs, the alternates file and every ``.gitattributes`` on the
+way to a path with a plain open(), which waits for a writer for ever on a FIFO. What can
+be seen beforehand is refused by name; every git process has a deadline for the rest
+(``TRYSQUARE_GIT_TIMEOUT``). Each case runs in a thread that must end: without the
+guard it hangs, and the test fails on the join.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from trysquare import context as contexts
+from trysquare import repo as R
+from trysquare.errors import RepoError, RunError
+from trysquare.runs import load_run
+from trysquare.testing import RunBuilder, build_run
+
+from tests.helpers import write_scenario, write_script
+
+BASE = {"counter.py": "x = 1\n", "sub/a.py": "a = 1\n"}
+WAIT = 30.0  # far beyond any case here, far below "for ever"
+
+
+def finished(tmp_path: Path) -> RunBuilder:
+    run = RunBuilder(tmp_path / "runs" / "r1")
+    run.base(BASE)
+    run.repo.write("counter.py", "x = 2\n")
+    run.repo.write("sub/b.py", "b = 1\n")
+    run.finish(response="Done.\n")
+    return run
+
+
+def within(seconds: float, work: Callable[[], object]) -> BaseException | object:
+    """``work()``'s result or the exception it raised, or a failed test if it never ends."""
+    box: list[object] = []
+
+    def target() -> None:
+        try:
+            box.append(work())
+        except BaseException as error:  # handed to the test
+            box.append(error)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still waiting after {seconds:g} s"
+    return box[0]
+
+
+def facts_of(run: RunBuilder) -> BaseException | object:
+    return within(WAIT, lambda: contexts.gather_facts(load_run(run.path / "run.toml")))
+
+
+def git_of(run: RunBuilder, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(run.repo.path), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def fifo_at(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.chmod(0o644)
+        path.unlink()
+    os.mkfifo(path)
+    return path
+
+
+def loose(run: RunBuilder, rev: str) -> Path:
+    oid = git_of(run, "rev-parse", rev)
+    return run.repo.path / ".git" / "objects" / oid[:2] / oid[2:]
+
+
+PACK = "pack-" + "0" * 40
+PLACES: dict[str, Callable[[RunBuilder], Path]] = {
+    "blob object": lambda run: loose(run, "HEAD:counter.py"),
+    "tree object": lambda run: loose(run, "HEAD^{tree}"),
+    "pack index": lambda run: run.repo.path / f".git/objects/pack/{PACK}.idx",
+    "multi-pack index": lambda run: run.repo.path / ".git/objects/pack/multi-pack-index",
+    "commit-graph": lambda run: run.repo.path / ".git/objects/info/commit-graph",
+    "split commit-graph": lambda run: run.repo.path / ".git/objects/info/commit-graphs/graph-0.graph",
+    "alternates": lambda run: run.repo.path / ".git/objects/info/alternates",
+    "top .gitattributes": lambda run: run.repo.path / ".gitattributes",
+    "nested .gitattributes": lambda run: run.repo.path / "sub" / ".gitattributes",
+    "new folder's .gitattributes": lambda run: run.repo.path / "fresh" / ".gitattributes",
+}
+
+
+@pytest.mark.parametrize("place", list(PLACES))
+def test_a_fifo_where_git_opens_a_file_is_refused_by_name(
+    tmp_path: Path, place: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "600")  # refused at once, not by the deadline
+    run = finished(tmp_path)
+    if place == "pack index":
+        (run.repo.path / f".git/objects/pack/{PACK}.pack").write_bytes(b"")
+    if place == "new folder's .gitattributes":
+        run.repo.write("fresh/new.py", "n = 1\n")  # untracked: its attributes are asked for the patch
+    fifo = fifo_at(PLACES[place](run))
+    started = time.monotonic()
+    got = facts_of(run)
+    assert isinstance(got, RunError), got
+    assert f"{fifo} is a FIFO where git reads a file" in got.message
+    assert time.monotonic() - started < 10
+
+
+def test_a_link_to_a_fifo_is_refused_as_one(tmp_path: Path) -> None:
+    run = finished(tmp_path)
+    os.symlink(fifo_at(tmp_path / "elsewhere"), run.repo.path / "sub" / ".gitattributes")
+    got = facts_of(run)
+    assert isinstance(got, RunError), got
+    assert "sub/.gitattributes is a link to a FIFO where git reads a file" in got.message
+
+
+def test_a_fifo_in_an_alternate_object_store_is_refused(tmp_path: Path) -> None:
+    run = finished(tmp_path)
+    other = tmp_path / "other-objects"
+    fifo = fifo_at(other / "ab" / ("c" * 38))
+    (run.repo.path / ".git/objects/info/alternates").write_text(f"{other}\n")
+    got = facts_of(run)
+    assert isinstance(got, RunError), got
+    assert f"{fifo} is a FIFO" in got.message
+
+
+def test_a_wait_nothing_names_beforehand_ends_at_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # git's walk for new files asks every folder with a .git whether it is a repository:
+    # it reads that .git/HEAD, here a FIFO. Nothing lists it before git finds it.
+    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "1")
+    run = finished(tmp_path)
+    nested = run.repo.path / "vendored"
+    subprocess.run(["git", "init", "-q", str(nested)], check=True)
+    fifo_at(nested / ".git" / "HEAD")
+    started = time.monotonic()
+    got = facts_of(run)
+    assert isinstance(got, RunError), got
+    assert "did not finish within 1 s" in got.message and R.GIT_TIMEOUT_VARIABLE in got.message
+    assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("what", ["patch", "etalon"])
+def test_the_streamed_reads_have_the_deadline_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    # With the object store's check taken away, a FIFO blob holds `diff-files -p` (the
+    # patch) and `cat-file --batch` (an etalon tree): the deadline must stop both.
+    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "1")
+    monkeypatch.setattr(R, "_check_object_store", lambda objects: None)
+    run = finished(tmp_path)
+    if what == "patch":
+        base = run.repo.head()
+        fifo_at(loose(run, "HEAD:counter.py"))
+        got = within(WAIT, lambda: R.diff_patch(run.repo.path, base))
+        command = "diff-files"
+    else:
+        tree = git_of(run, "rev-parse", "HEAD^{tree}")
+        fifo_at(loose(run, "HEAD:sub/a.py"))
+        got = within(WAIT, lambda: R.materialise_etalon(run.repo.path, tree, tmp_path / "etalons"))
+        command = "cat-file"
+    assert isinstance(got, RepoError), got
+    assert f"git {command} did not finish within 1 s" in got.message
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "nan", "inf"])
+def test_a_deadline_that_is_no_number_of_seconds_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    run = finished(tmp_path)
+    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, value)
+    with pytest.raises(RepoError) as refused:
+        R.diff_patch(run.repo.path, run.repo.head())
+    assert refused.value.message == (
+        f"{R.GIT_TIMEOUT_VARIABLE} must be a number of seconds above 0, not {value!r}"
+    )
+
+
+def test_validate_scores_the_others_and_names_the_run_git_would_wait_on(cli_process, tmp_path: Path) -> None:
+    # A real process: its timeout is what fails the test if validate waits for ever.
+    exp = tmp_path / "exp"
+    build_run(exp / "runs" / "good", base=BASE, changes={"counter.py": "x = 2\n"}, response="ok\n")
+    hostile = build_run(exp / "runs" / "hostile", base=BASE, changes={"counter.py": "x = 3\n"},
+                        response="ok\n", repetition=2)
+    fifo = fifo_at(hostile.repo.path / ".gitattributes")
+    write_script(tmp_path / "s", "score.py", 'import json; print(json.dumps({"metrics": {"scored": True}}))\n')
+    scenario = write_scenario(tmp_path / "s", """
+        [[validation]]
+        name = "score"
+        mode = "script"
+        command = "score.py"
+        metrics = ["scored"]
+    """)
+    done = cli_process("validate", scenario, exp, "--no-progress", timeout=WAIT * 2)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{fifo} is a FIFO where git reads a file" in done.stderr
+    rows = {r["id"]: r for r in json.loads((exp / "measures.json").read_text(encoding="utf-8"))}
+    assert rows["good"]["state"] == "valid" and rows["good"]["metrics"] == {"scored": True}
+    assert rows["hostile"]["state"] == "invalid"
