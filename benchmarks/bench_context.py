@@ -17,6 +17,7 @@ Printed as ratios, not asserted. Target: within 2x.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import random
 import subprocess
@@ -145,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         def patch() -> None:
             R.diff_patch(repo, base)
 
+        def plain_both() -> None:
+            status()
+            plain_diff()
+
+        def whole() -> None:
+            R.context_facts(repo, base, io.BytesIO())
+
         t = best(
             {
                 "status": status,
@@ -152,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                 "combined": combined,
                 "diff": plain_diff,
                 "patch": patch,
+                "plain_both": plain_both,
+                "whole": whole,
             },
             args.runs,
         )
@@ -164,6 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     baseline = f"baseline git status --porcelain -uall {t_status * 1000:.1f} ms"
     print(f"context.touched+files: {t_combined / t_status:.2f}x ({baseline})")
     print(f"diff_patch: {t_patch / t_diff:.2f}x (baseline git diff <base> {t_diff * 1000:.1f} ms)")
+    # What a context build calls: the three facts from one walk, against git's two commands.
+    print(
+        f"context.facts+patch: {t['whole'] / t['plain_both']:.2f}x (baseline git status -uall, then"
+        f" git diff <base>, {t['plain_both'] * 1000:.1f} ms; touched_and_files + diff_patch apart:"
+        f" {(t_combined + t_patch) / t['plain_both']:.2f}x)"
+    )
     print(
         f"  ({n_files} files, {len(touched)} touched, {len(files)} in files; changed_files + "
         f"working_files called apart: {t_ours / t_status:.2f}x; "

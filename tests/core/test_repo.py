@@ -7,6 +7,7 @@ by hand; never from trysquare's own output.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import random
 import shutil
@@ -75,6 +76,9 @@ def check_against_git(g: GitRepo, base: str) -> tuple[frozenset[str], frozenset[
     assert touched == oracle_touched(g.path, base)
     assert files == oracle_files(g.path)
     assert R.touched_and_files(g.path, base) == (touched, files)
+    patch = io.BytesIO()  # the context build's one walk gives the same three facts
+    assert R.context_facts(g.path, base, patch) == (touched, files)
+    assert patch.getvalue().decode("utf-8", "replace") == R.diff_patch(g.path, base)
     assert not any(p == ".git" or p.startswith(".git/") for p in touched | files)
     return touched, files
 

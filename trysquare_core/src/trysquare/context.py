@@ -69,14 +69,15 @@ def gather_facts(run: Run) -> RunFacts:
     base_commit = run.base_commit  # narrowed to str, for the lambda below
     preflight(run)
     diff_path = run.dir / DIFF_FILE
+    walked: list[tuple[frozenset[str], frozenset[str]]] = []
     try:
-        touched, files = repo.touched_and_files(run.repo, run.base_commit, run.excluded)
         # Streamed to disk: a 2 GB file in the clone must not become 2 GB of memory.
         _atomic.write_stream(
             diff_path,
-            lambda out: repo.write_diff_patch(run.repo, base_commit, out, run.excluded),
+            lambda out: walked.append(repo.context_facts(run.repo, base_commit, out, run.excluded)),
             root=run.dir,
         )
+        (touched, files), = walked
         checkout = None
         if run.etalon is not None:
             checkout = run.etalon.checkout or repo.materialise_etalon(run.repo, run.etalon.tag)

@@ -53,10 +53,10 @@ Paths are POSIX, relative to the repository root, decoded with
 - ``touched`` (:func:`changed_files`) compares ``base`` with the working tree, never
   the history: an agent commit reverted in the working tree touches nothing.
 - ``files`` (:func:`working_files`) is what the working tree holds now.
-- :func:`touched_and_files` computes both from one ``git status`` pass: what a
-  context build should call.
+- :func:`touched_and_files` computes both from one ``git status`` pass.
 - :func:`diff_patch` is ``git diff <base>`` plus untracked files rendered exactly
   as ``git diff --no-index /dev/null <file>`` renders them.
+- :func:`context_facts` is all three from one walk: what a context build calls.
 - :func:`materialise_etalon` writes a reference tree into a shared cache, never a
   worktree of the clone.
 """
@@ -77,15 +77,16 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from trysquare._pool import io_workers
 from trysquare.errors import RepoError
 
 __all__ = [
     "changed_files",
+    "context_facts",
     "copy_tree",
     "diff_patch",
     "git",
@@ -1203,7 +1204,8 @@ def touched_and_files(
     repo: Path, base: str, excluded: Sequence[str] = ()
 ) -> tuple[frozenset[str], frozenset[str]]:
     """``(changed_files(repo, base), files)`` for the price of one: a single
-    ``git status`` pass serves both. What a context build should call.
+    ``git status`` pass serves both (a context build also wants the patch:
+    :func:`context_facts`).
 
     ``files`` here follows the ignore rules of ``base`` (the context's view).
     """
@@ -1457,6 +1459,64 @@ def write_diff_patch(
     Writes nothing into the clone: ``diff-files -p`` against the shadow index.
     """
     shadow = _open_shadow(Path(repo), base, excluded)
+    _check_attribute_files(shadow.repo, shadow.folders())
+    with tempfile.TemporaryFile(dir=_mkcache()) as tracked:
+        others = _diff_files(shadow, tracked, lambda: shadow.git(*_others_args(shadow)))
+        return _render_patch(shadow, tracked, others, out)
+
+
+def context_facts(
+    repo: Path, base: str, out: BinaryIO, excluded: Sequence[str] = ()
+) -> tuple[frozenset[str], frozenset[str]]:
+    """:func:`touched_and_files`, with :func:`write_diff_patch` writing to ``out`` on the way.
+
+    What a context build calls: git's walk for new files serves both, and ``status``,
+    ``ls-files`` and ``diff-files`` run at once.
+    """
+    shadow = _open_shadow(Path(repo), base, excluded)
+    with tempfile.TemporaryFile(dir=_mkcache()) as tracked:
+        status_out, others, cached = _diff_files(shadow, tracked, lambda: shadow.status(_CACHED_ARGS))
+        _render_patch(shadow, tracked, others, out)
+    status = _Status(status_out)
+    untracked = _untracked(others)
+    return frozenset(set(status.entries) | untracked), frozenset(_files(cached, status, untracked))
+
+
+_T = TypeVar("_T")
+
+
+def _diff_files(shadow: _Shadow, tracked: BinaryIO, meanwhile: Callable[[], _T]) -> _T:
+    """``git diff-files -p`` (base -> work tree, tracked paths) into ``tracked``, while
+    ``meanwhile()`` runs; its answer. Under one deadline; the process never outlives us."""
+    seconds = git_timeout()
+    started = time.monotonic()
+    process = subprocess.Popen(
+        _argv(("diff-files", "-p", *_PATCH_OPTIONS, "--")),
+        stdin=subprocess.DEVNULL,
+        stdout=tracked,
+        stderr=subprocess.PIPE,
+        env=_env(shadow.dir, shadow.repo),
+        cwd=shadow.repo,
+    )
+    try:
+        answer = meanwhile()
+        _stdout, stderr = process.communicate(timeout=max(0.0, started + seconds - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        raise _timed_out(shadow.repo, ("diff-files",), seconds) from None
+    finally:
+        if process.returncode is None:
+            process.kill()
+            process.communicate()
+    if process.returncode != 0:
+        done = subprocess.CompletedProcess([], process.returncode, b"", stderr)
+        raise _failure(shadow.repo, ("diff-files",), done)
+    _check_warnings(shadow.repo, stderr)
+    return answer
+
+
+def _render_patch(shadow: _Shadow, tracked: BinaryIO, others: bytes, out: BinaryIO) -> int:
+    """git's patch of tracked paths (in ``tracked``) merged in path order with the new
+    files ``others`` lists, rendered as git renders them; the bytes written to ``out``."""
     width = len(shadow.commit)
     written = 0
 
@@ -1467,45 +1527,21 @@ def write_diff_patch(
             out.write(data)
 
     sink: BinaryIO = _Counting()  # type: ignore[assignment]
-    seconds = git_timeout()
-    _check_attribute_files(shadow.repo, shadow.folders())
-    with tempfile.TemporaryFile(dir=_mkcache()) as tracked:
-        started = time.monotonic()
-        process = subprocess.Popen(
-            _argv(("diff-files", "-p", *_PATCH_OPTIONS, "--")),
-            stdin=subprocess.DEVNULL,
-            stdout=tracked,
-            stderr=subprocess.PIPE,
-            env=_env(shadow.dir, shadow.repo),
-            cwd=shadow.repo,
-        )
-        try:
-            others = shadow.git(*_others_args(shadow))
-            _stdout, stderr = process.communicate(timeout=max(0.0, started + seconds - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            raise _timed_out(shadow.repo, ("diff-files",), seconds) from None
-        finally:
-            if process.returncode is None:
-                process.kill()
-                process.communicate()
-        if process.returncode != 0:
-            raise _failure(shadow.repo, ("diff-files",), subprocess.CompletedProcess([], process.returncode, b"", stderr))
-        _check_warnings(shadow.repo, stderr)
-        end = tracked.seek(0, os.SEEK_END)
-        starts = _chunk_starts(tracked)
-        # Bytes here: the patch is bytes, and a nested repository's "dir/" is one path.
-        untracked = sorted({p[:-1] if p.endswith(b"/") else p for p in _split_z(others)})
-        attributes = _diff_attributes(shadow, untracked) if untracked else {}
-        keyed: list[tuple[bytes, int, int]] = [(path, 0, n) for n, (_, path) in enumerate(starts)]
-        keyed += [(path, 1, -1) for path in untracked]
-        # git's own order is byte order of the path; a deletion precedes a re-creation.
-        keyed.sort(key=lambda entry: (entry[0], entry[1]))
-        for path, kind, number in keyed:
-            if kind == 0:
-                stop = starts[number + 1][0] if number + 1 < len(starts) else end
-                _copy_range(tracked, starts[number][0], stop, sink)
-            else:
-                _write_new_file(shadow.repo, path, width, attributes.get(path, b"unspecified"), sink)
+    end = tracked.seek(0, os.SEEK_END)
+    starts = _chunk_starts(tracked)
+    # Bytes here: the patch is bytes, and a nested repository's "dir/" is one path.
+    untracked = sorted({p[:-1] if p.endswith(b"/") else p for p in _split_z(others)})
+    attributes = _diff_attributes(shadow, untracked) if untracked else {}
+    keyed: list[tuple[bytes, int, int]] = [(path, 0, n) for n, (_, path) in enumerate(starts)]
+    keyed += [(path, 1, -1) for path in untracked]
+    # git's own order is byte order of the path; a deletion precedes a re-creation.
+    keyed.sort(key=lambda entry: (entry[0], entry[1]))
+    for path, kind, number in keyed:
+        if kind == 0:
+            stop = starts[number + 1][0] if number + 1 < len(starts) else end
+            _copy_range(tracked, starts[number][0], stop, sink)
+        else:
+            _write_new_file(shadow.repo, path, width, attributes.get(path, b"unspecified"), sink)
     return written
 
 
