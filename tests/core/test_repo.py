@@ -892,3 +892,19 @@ def test_using_a_shadow_keeps_it(tmp_path: Path, monkeypatch) -> None:
     later = (root / ".pruned").stat().st_mtime + 86400 + 1
     assert R.prune_shadows(root, now=later) == []
     assert shadow.is_dir()
+
+
+def test_a_gitattributes_link_is_read_as_a_file_of_the_tree_not_as_a_refusal(tmp_path: Path) -> None:
+    # git >= 2.32 does not follow a .gitattributes link and warns; the shadow's own
+    # attributes decide every read here, so the warning must not refuse the run.
+    g = GitRepo.init(tmp_path / "clone", {"a.py": "a = 1\n", "attrs": "*.py text\n", "sub/b.py": "b = 1\n"})
+    os.symlink("attrs", g.path / ".gitattributes")
+    base = g.commit("a committed link")
+    g.write("a.py", "a = 2\n")
+    os.symlink("../attrs", g.path / "sub" / ".gitattributes")  # the agent's new link
+    patch = io.BytesIO()
+    touched, files = R.context_facts(g.path, base, patch)
+    assert touched == {"a.py", "sub/.gitattributes"}
+    assert {".gitattributes", "sub/.gitattributes", "a.py", "sub/b.py"} <= files
+    text = patch.getvalue().decode()
+    assert "+a = 2" in text and "new file mode 120000" in text

@@ -829,12 +829,19 @@ _UNREADABLE = (
 )
 
 
+# git does not read a .gitattributes that is a link (git >= 2.32) and says so. Harmless
+# here: the shadow's info/attributes decides every attribute trysquare's reads depend on,
+# so a work tree's .gitattributes, read or not, changes nothing (a committed link to the
+# real file is a project's own choice, not a reason to refuse the run).
+_ATTRIBUTES_UNREAD = re.compile(r"warning: unable to access '(?:.*/)?\.gitattributes': ")
+
+
 def _check_warnings(repo: Path, stderr: bytes) -> None:
     """git's complaints about paths it could not read (a path longer than PATH_MAX,
     500 nested folders) fail the read, naming the path: a part of the work tree git
     skipped would silently be missing from ``touched``."""
     for line in stderr.decode("utf-8", "backslashreplace").splitlines():
-        if line.startswith(_UNREADABLE):
+        if line.startswith(_UNREADABLE) and not _ATTRIBUTES_UNREAD.match(line):
             said = line.split(":", 1)[1].strip()
             if len(said) > 300:  # name it, but keep the sentence readable
                 said = f"{said[:140]}...{said[-140:]} ({len(said)} characters)"
