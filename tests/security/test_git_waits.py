@@ -88,7 +88,7 @@ PLACES: dict[str, Callable[[RunBuilder], Path]] = {
     "pack index": lambda run: run.repo.path / f".git/objects/pack/{PACK}.idx",
     "multi-pack index": lambda run: run.repo.path / ".git/objects/pack/multi-pack-index",
     "commit-graph": lambda run: run.repo.path / ".git/objects/info/commit-graph",
-    "split commit-graph": lambda run: run.repo.path / ".git/objects/info/commit-graphs/graph-0.graph",
+    "commit-graph chain": lambda run: run.repo.path / ".git/objects/info/commit-graphs/commit-graph-chain",
     "alternates": lambda run: run.repo.path / ".git/objects/info/alternates",
     "top .gitattributes": lambda run: run.repo.path / ".gitattributes",
     "nested .gitattributes": lambda run: run.repo.path / "sub" / ".gitattributes",
@@ -130,6 +130,95 @@ def test_a_fifo_in_an_alternate_object_store_is_refused(tmp_path: Path) -> None:
     got = facts_of(run)
     assert isinstance(got, RunError), got
     assert f"{fifo} is a FIFO" in got.message
+
+
+def blob_fifo_elsewhere(run: RunBuilder, store: Path) -> Path:
+    """The base's blob of counter.py moved out of the clone's store: a FIFO in ``store``."""
+    loose(run, "HEAD:counter.py").chmod(0o644)
+    loose(run, "HEAD:counter.py").unlink()
+    oid = git_of(run, "rev-parse", "HEAD:counter.py")
+    return fifo_at(store / oid[:2] / oid[2:])
+
+
+ALTERNATES: dict[str, Callable[[RunBuilder, Path], tuple[bytes, Path]]] = {
+    # (what info/alternates holds, the store it leads to)
+    "relative": lambda run, tmp: (b"../../../alt\n", run.repo.path.parent / "alt"),
+    "quoted": lambda run, tmp: (b'"' + os.fsencode(tmp / "q\tstore") + b'"\n', tmp / "q\tstore"),
+    "trailing space kept": lambda run, tmp: (os.fsencode(tmp / "sp ") + b"\n", tmp / "sp "),
+    "inside objects/info": lambda run, tmp: (b"info/alt\n", run.repo.path / ".git/objects/info/alt"),
+    "carriage return kept": lambda run, tmp: (b"# a comment\n" + os.fsencode(tmp / "cr\r") + b"\n", tmp / "cr\r"),
+}
+
+
+@pytest.mark.parametrize("how", list(ALTERNATES))
+def test_an_alternate_store_is_found_as_git_finds_it(tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "600")
+    run = finished(tmp_path)
+    listing, store = ALTERNATES[how](run, tmp_path)
+    for stripped in ("sp", "cr"):
+        (tmp_path / stripped).mkdir()  # what a stripped line would name: an empty store
+    fifo = blob_fifo_elsewhere(run, store)
+    (run.repo.path / ".git/objects/info/alternates").write_bytes(listing)
+    got = facts_of(run)
+    assert isinstance(got, RunError), got
+    assert f"{fifo} is a FIFO" in got.message
+
+
+def test_an_alternates_file_that_is_a_link_is_followed(tmp_path: Path) -> None:
+    run = finished(tmp_path)
+    fifo = blob_fifo_elsewhere(run, tmp_path / "linked")
+    (tmp_path / "list").write_text(f"{tmp_path / 'linked'}\n")
+    os.symlink(tmp_path / "list", run.repo.path / ".git/objects/info/alternates")
+    got = facts_of(run)
+    assert isinstance(got, RunError), got
+    assert f"{fifo} is a FIFO" in got.message
+
+
+def test_a_folder_reached_deep_first_is_still_listed_where_git_opens_it(tmp_path: Path) -> None:
+    # objects/pack/up -> ../info: listed through the link first, info's commit-graphs/
+    # would be one level too deep there; git opens the chain in info/commit-graphs/.
+    run = finished(tmp_path)
+    objects = run.repo.path / ".git/objects"
+    (objects / "pack").mkdir(exist_ok=True)
+    (objects / "info" / "commit-graphs").mkdir(parents=True, exist_ok=True)
+    os.symlink("../info", objects / "pack" / "up")
+    fifo = fifo_at(objects / "info" / "commit-graphs" / "commit-graph-chain")
+    got = facts_of(run)
+    assert isinstance(got, RunError), got
+    assert f"{fifo} is a FIFO" in got.message
+
+
+def test_a_fifo_planted_after_the_shadow_was_built_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "600")
+    run = finished(tmp_path)
+    first = facts_of(run)
+    assert not isinstance(first, BaseException), first
+    (run.repo.path / ".git/objects/pack").mkdir(exist_ok=True)
+    fifo = fifo_at(run.repo.path / f".git/objects/pack/{PACK}.idx")
+    (run.repo.path / f".git/objects/pack/{PACK}.pack").write_bytes(b"")
+    got = facts_of(run)  # the cached shadow is reused: its clone is looked at again
+    assert isinstance(got, RunError), got
+    assert f"{fifo} is a FIFO" in got.message
+
+
+def test_an_etalon_read_that_fails_while_git_waits_ends_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One blob missing (git says so: the read fails), the next a FIFO git then waits on:
+    # the failed read must stop git, not wait for it (no deadline would come in time).
+    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "600")
+    monkeypatch.setattr(R, "_check_object_store", lambda objects: None)
+    run = finished(tmp_path)
+    tree = git_of(run, "rev-parse", "HEAD^{tree}")
+    loose(run, "HEAD:counter.py").chmod(0o644)
+    loose(run, "HEAD:counter.py").unlink()
+    fifo_at(loose(run, "HEAD:sub/a.py"))
+    started = time.monotonic()
+    got = within(WAIT, lambda: R.materialise_etalon(run.repo.path, tree, tmp_path / "etalons"))
+    assert isinstance(got, RepoError), got
+    assert "git cat-file could not read 'counter.py'" in got.message
+    assert time.monotonic() - started < 10
+    assert not list((tmp_path / "etalons").glob("[0-9a-f]*")), "half a tree was cached"
 
 
 def test_a_wait_nothing_names_beforehand_ends_at_the_deadline(

@@ -244,9 +244,10 @@ def _check_object_store(objects: Path) -> None:
     Loose objects, packs and their indexes, the multi-pack index, commit-graphs, the
     alternates file: git opens any of them, none deeper than ``info/commit-graphs/``, so
     two levels are listed (an entry's type comes with the listing), links read through,
-    and the store's alternates followed as git follows them.
+    and the store's alternates followed as git follows them. A folder is listed again
+    when it is reached nearer a store's top than before (a link may lead back up).
     """
-    seen: set[tuple[int, int]] = set()
+    nearest: dict[tuple[int, int], int] = {}
     stores = [(os.fsencode(objects), 0)]
     while stores:
         store, depth = stores.pop()
@@ -255,9 +256,10 @@ def _check_object_store(objects: Path) -> None:
             folder, level = todo.pop()
             try:
                 info = os.stat(folder)
-                if (info.st_dev, info.st_ino) in seen:
+                key = (info.st_dev, info.st_ino)
+                if nearest.get(key, 3) <= level:
                     continue
-                seen.add((info.st_dev, info.st_ino))
+                nearest[key] = level
                 entries = list(os.scandir(folder))
             except OSError:
                 continue  # unreadable: git cannot open it either, and says so
@@ -270,11 +272,43 @@ def _check_object_store(objects: Path) -> None:
                 elif kind := _special(entry.path, entry.stat(follow_symlinks=False).st_mode):
                     raise _refuse_special(entry.path, kind)
         if depth < _ALTERNATES_DEPTH:
-            listed = _read_regular(Path(os.fsdecode(store)) / "info" / "alternates", 1 << 16)
-            for line in (listed or b"").splitlines():
-                line = line.strip()
-                if line and not line.startswith((b"#", b'"')):
-                    stores.append((os.path.join(store, line), depth + 1))
+            # As git: a relative one from this store, through its links (and named so).
+            stores.extend((os.path.realpath(os.path.join(store, alt)), depth + 1) for alt in _alternates(store))
+
+
+_ALTERNATES_LIMIT = 1 << 24
+
+
+def _alternates(store: bytes) -> list[bytes]:
+    """The object stores ``<store>/info/alternates`` names, read as git reads them: lines
+    split on LF only, ``#`` comments and empty lines skipped, a C-quoted line unquoted
+    (kept as it is when it does not unquote), nothing stripped; a link followed."""
+    path = os.path.join(store, b"info", b"alternates")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return []
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return []  # a FIFO or device here was refused by the listing before
+        if info.st_size > _ALTERNATES_LIMIT:
+            raise RepoError(f"{os.fsdecode(path)} holds {info.st_size} bytes: too many to be a list of object stores")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(_ALTERNATES_LIMIT + 1)
+    finally:
+        os.close(fd)
+    found: list[bytes] = []
+    for line in data.split(b"\n"):
+        if not line or line.startswith(b"#"):
+            continue
+        if line.startswith(b'"'):
+            try:
+                line = _unquote(line, 0)
+            except (ValueError, IndexError):
+                pass  # git takes such a line as it is
+        found.append(line)
+    return found
 
 
 def _folders_of(paths: Iterable[bytes]) -> set[bytes]:
@@ -595,6 +629,7 @@ class _Shadow:
         folder = _shadow_root() / _shadow_key(repo, common, commit, excluded)
         if not (folder / "index").is_file():
             return None
+        _check_object_store(common / "objects")  # the clone may have changed since it was built
         _touch(folder)
         shadow = cls.__new__(cls)
         shadow.repo, shadow.commit, shadow.dir = Path(repo), commit, folder
@@ -615,10 +650,14 @@ class _Shadow:
             raise _failure(self.repo, args, done)
         return done.stdout
 
+    def refuse_waits(self) -> None:
+        """Refuse a ``.gitattributes`` git would wait on, in a folder of the base tree:
+        before ``status`` or ``diff-files`` starts."""
+        _check_attribute_files(self.repo, self.folders())
+
     def status(self, *more: Sequence[str]) -> list[bytes]:
         """The outputs of ``git status`` (base -> work tree), ``ls-files --others`` and
-        ``more``, run at once; a ``.gitattributes`` git would wait on refused first."""
-        _check_attribute_files(self.repo, self.folders())
+        ``more``, run at once (after :meth:`refuse_waits`)."""
         return _git_many(self.dir, self.repo, _STATUS_ARGS, _others_args(self), *more)
 
 
@@ -833,7 +872,9 @@ _UNREADABLE = (
 # here: the shadow's info/attributes decides every attribute trysquare's reads depend on,
 # so a work tree's .gitattributes, read or not, changes nothing (a committed link to the
 # real file is a project's own choice, not a reason to refuse the run).
-_ATTRIBUTES_UNREAD = re.compile(r"warning: unable to access '(?:.*/)?\.gitattributes': ")
+_ATTRIBUTES_UNREAD = re.compile(
+    r"warning: unable to access '(?:.*/)?\.gitattributes': Too many levels of symbolic links\Z"
+)
 
 
 def _check_warnings(repo: Path, stderr: bytes) -> None:
@@ -1125,6 +1166,7 @@ def _snapshot(
     repo: Path, base: str, excluded: Sequence[str], *, files: bool
 ) -> tuple[set[str], set[str]]:
     shadow = _open_shadow(repo, base, excluded)
+    shadow.refuse_waits()
     out = shadow.status(*([_CACHED_ARGS] if files else []))
     status = _Status(out[0])
     untracked = _untracked(out[1])
@@ -1171,6 +1213,7 @@ def worktree_status(repo: Path) -> dict[str, str]:
     shadow = _shadow_at_head(repo, ())
     if shadow is None:
         return {path: "??" for path in _unborn_files(repo)}
+    shadow.refuse_waits()
     out = shadow.status()
     status: dict[str, str] = {path: xy for path, (xy, _) in _Status(out[0]).entries.items()}
     status.update((path, "??") for path in _untracked(out[1]))
@@ -1203,6 +1246,7 @@ def working_files(repo: Path, excluded: Sequence[str] = ()) -> frozenset[str]:
     shadow = _shadow_at_head(repo, excluded)
     if shadow is None:
         return frozenset(_unborn_files(repo))
+    shadow.refuse_waits()
     status, others, cached = shadow.status(_CACHED_ARGS)
     return frozenset(_files(cached, _Status(status), _untracked(others)))
 
@@ -1466,7 +1510,7 @@ def write_diff_patch(
     Writes nothing into the clone: ``diff-files -p`` against the shadow index.
     """
     shadow = _open_shadow(Path(repo), base, excluded)
-    _check_attribute_files(shadow.repo, shadow.folders())
+    shadow.refuse_waits()
     with tempfile.TemporaryFile(dir=_mkcache()) as tracked:
         others = _diff_files(shadow, tracked, lambda: shadow.git(*_others_args(shadow)))
         return _render_patch(shadow, tracked, others, out)
@@ -1481,6 +1525,7 @@ def context_facts(
     ``ls-files`` and ``diff-files`` run at once.
     """
     shadow = _open_shadow(Path(repo), base, excluded)
+    shadow.refuse_waits()
     with tempfile.TemporaryFile(dir=_mkcache()) as tracked:
         status_out, others, cached = _diff_files(shadow, tracked, lambda: shadow.status(_CACHED_ARGS))
         _render_patch(shadow, tracked, others, out)
@@ -1651,12 +1696,17 @@ def _write_tree(repo: Path, tree: str, dest: Path, refs: _Refs) -> None:
     feeder = threading.Thread(target=feed)
     feeder.start()
     watchdog.start()
+    read_all = False
     try:
         for mode, object_id, path in blobs:
             header = answers.readline().split(b" ")
-            if len(header) != 3 or header[0] != object_id:
+            if len(header) != 3 or header[0] != object_id or not header[2].strip().isdigit():
                 raise RepoError(f"git cat-file could not read {os.fsdecode(path)!r} in {repo}")
-            data = answers.read(int(header[2]) + 1)[:-1]
+            size = int(header[2])
+            data = answers.read(size + 1)
+            if len(data) != size + 1:  # git stopped mid-object: never cache half a file
+                raise RepoError(f"git cat-file could not read {os.fsdecode(path)!r} in {repo}")
+            data = data[:-1]
             target = folder(_safe_parts(path))
             if mode == b"120000":
                 os.symlink(data, target)
@@ -1666,15 +1716,18 @@ def _write_tree(repo: Path, tree: str, dest: Path, refs: _Refs) -> None:
                 handle.write(data)
             # Read-only: the cache is shared by every run with this tree.
             os.chmod(target, 0o555 if mode == b"100755" else 0o444)
+        read_all = True
     except RepoError:
         if stopped.is_set():
             raise _timed_out(repo, ("cat-file",), seconds) from None
         raise
     finally:
-        watchdog.cancel()
-        answers.close()  # first: a failed read must not leave the feeder blocked
+        if not read_all and process.poll() is None:
+            process.kill()  # a git still waiting on an object would hold process.wait() for ever
+        answers.close()  # before the join: a failed read must not leave the feeder blocked
         feeder.join()
         process.wait()
+        watchdog.cancel()
 
 
 def materialise_etalon(repo: Path, rev: str, cache: Path | None = None) -> Path:
