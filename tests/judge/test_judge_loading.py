@@ -156,3 +156,25 @@ def test_config_named_on_the_command_line_wins(lab: JudgeLab, tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     missing = lab.cli("check", lab.scenario, "--config", tmp_path / "nope.toml")
     assert missing.returncode == 2 and "--config" in missing.stderr and "no such file" in missing.stderr
+
+
+@pytest.mark.parametrize("piece", ["response.md", "prompt.txt"])
+def test_check_never_waits_on_a_piece_that_is_a_fifo(tmp_path, cli_process, piece: str) -> None:
+    # The blinding check reads every run's prompt and response: a FIFO there would hold
+    # `check` (and the line `validate` prints) for ever. A real process: its timeout is
+    # what fails this test if it waits.
+    import os
+
+    from tests.judge.chatserver import ChatServer, error
+
+    with ChatServer(lambda _: error(599)) as server:
+        lab = JudgeLab(tmp_path, server, cli_process)
+        lab.run("a1", cell=CELL_A)
+        hostile = lab.run("b1", cell=CELL_B)
+        (hostile.path / piece).unlink()
+        os.mkfifo(hostile.path / piece)
+        done = cli_process("check", lab.scenario, lab.exp, timeout=60)
+        assert done.returncode == 1, done.stdout + done.stderr
+        said = "response 'response.md'" if piece == "response.md" else "prompt 'prompt.txt'"
+        assert f"{hostile.path / 'run.toml'}: {said} is a FIFO, not a file" in done.stdout + done.stderr
+        assert "1 run(s) readable" in done.stdout

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -71,6 +73,48 @@ def test_response_symlinked_outside_the_run(tmp_path: Path) -> None:
     os.symlink(secret, run.path / "response.md")
     with pytest.raises(RunError, match="response.md resolves outside the run folder"):
         load_run(run.path / "run.toml")
+
+
+@pytest.mark.parametrize(
+    ("key", "name", "make", "kind"),
+    [
+        ("prompt", "prompt.txt", os.mkfifo, "a FIFO"),
+        ("response", "response.md", os.mkfifo, "a FIFO"),
+        ("response", "response.md", os.mkdir, "a folder"),
+        ("session", "session.jsonl", os.mkfifo, "a FIFO"),
+        ("trace", "trace.jsonl", os.mkfifo, "a FIFO"),
+        ("session", "log.jsonl", lambda path: os.symlink("/dev/zero", path), "a device"),
+    ],
+    ids=["prompt-fifo", "response-fifo", "response-folder", "session-fifo", "trace-fifo", "session-link-to-dev-zero"],
+)
+def test_an_input_that_is_no_file_refuses_the_run_at_load(
+    tmp_path: Path, key: str, name: str, make: Callable[[Path], None], kind: str
+) -> None:
+    # Read by the judge's blinding check, validators and forms with a plain open(): a FIFO
+    # would hold them for ever, a device feed them without end.
+    run = finished(tmp_path)
+    target = run.path / name
+    if target.exists():
+        target.unlink()
+    if key in ("session", "trace"):
+        run.extra[key] = name
+        run.finish(response="Done.\n")
+    make(target)
+    done: list[BaseException] = []
+    worker = threading.Thread(target=lambda: _catch(done, run.path / "run.toml"), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "load_run waited on it"
+    (error,) = done
+    assert isinstance(error, RunError), error
+    assert f"{key} '{name}' is {kind}, not a file" in error.message
+
+
+def _catch(into: list[BaseException], run_toml: Path) -> None:
+    try:
+        load_run(run_toml)
+    except BaseException as error:  # handed to the test
+        into.append(error)
 
 
 def test_prompt_and_session_symlinked_outside_the_run(tmp_path: Path) -> None:

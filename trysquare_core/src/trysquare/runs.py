@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -175,10 +176,12 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
     except OSError as error:
         raise RunError(f"{run_file}: repo '{table.repo}' cannot be read ({error.strerror})") from None
     prompt = _resolve(folder, table.prompt)
+    _refuse_special_input(run_file, "prompt", table.prompt, prompt, folder_ok=False)
     if not prompt.is_file() and not replay:
         raise RunError(f"{run_file}: prompt '{table.prompt}' does not exist")
     session = _optional_path(run_file, folder, "session", table.session, replay)
     trace = _optional_path(run_file, folder, "trace", table.trace, replay)
+    _refuse_special_input(run_file, "response", "response.md", folder / "response.md", folder_ok=False)
     etalon = None
     if table.etalon is not None:
         checkout = table.etalon.checkout
@@ -305,12 +308,30 @@ def _check_inputs(
         )
 
 
+_SPECIAL_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
+def _refuse_special_input(run_file: Path, key: str, value: str, path: Path, *, folder_ok: bool) -> None:
+    """Refuse an input the agent may have written that is a FIFO, socket or device (or a
+    link to one): every reader of it (the judge's pieces, a validator, a form) would wait
+    on it for ever or read without end. Absent is said elsewhere, when it matters."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if stat.S_ISREG(mode) or (folder_ok and stat.S_ISDIR(mode)):
+        return
+    kind = _SPECIAL_KINDS.get(stat.S_IFMT(mode), "a device")
+    raise RunError(f"{run_file}: {key} '{value}' is {kind}, not a file: it cannot be read as one")
+
+
 def _optional_path(
     run_file: Path, folder: Path, key: str, value: str | None, replay: bool
 ) -> Path | None:
     if value is None:
         return None
     path = _resolve(folder, value)
+    _refuse_special_input(run_file, key, value, path, folder_ok=True)  # a session may be a folder of logs
     if not path.exists() and not replay:
         raise RunError(f"{run_file}: {key} '{value}' does not exist")
     return path.resolve()
