@@ -117,6 +117,32 @@ def _catch(into: list[BaseException], run_toml: Path) -> None:
         into.append(error)
 
 
+def test_a_session_folder_log_linked_outside_the_run_is_refused_not_judged(tmp_path: Path) -> None:
+    # Another agent's session elsewhere on the machine, linked into the run's session
+    # folder: its last answer would become this run's response, sent to the judge.
+    from trysquare.testing import write_pi_session
+
+    run = finished(tmp_path)
+    elsewhere = write_pi_session(
+        tmp_path / "elsewhere" / "other.jsonl",
+        [{"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "SECRET"}]}}],
+        cwd=str(run.repo.path),
+    )
+    (run.path / "logs").mkdir()
+    write_pi_session(run.path / "logs" / "0-own.jsonl", [], cwd=str(run.repo.path))
+    os.symlink(elsewhere, run.path / "logs" / "1-other.jsonl")
+    (run.path / "response.md").unlink()
+    run.extra["session"] = "logs"
+    run.finish()
+    with pytest.raises(RunError, match=r"session 'logs/1-other.jsonl' resolves outside the run folder"):
+        load_run(run.path / "run.toml")
+    assert not (run.path / "response.md").exists()
+    # A link that stays in the run is the agent's own log, read as before.
+    (run.path / "logs" / "1-other.jsonl").unlink()
+    os.symlink(run.path / "logs" / "0-own.jsonl", run.path / "logs" / "1-again.jsonl")
+    assert load_run(run.path / "run.toml").session == (run.path / "logs").resolve()
+
+
 def test_prompt_and_session_symlinked_outside_the_run(tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("x\n")

@@ -293,6 +293,8 @@ def _check_inputs(
     for key, value in named:
         if value is not None and not _inside(_resolve(folder, value).resolve(), *roots):
             raise RunError(f"{run_file}: {key} '{value}' resolves outside the run folder and its clone")
+    if table.session is not None:
+        _check_session_folder(run_file, table.session, _resolve(folder, table.session), roots)
     response = folder / "response.md"
     if response.is_symlink() and not _inside(response.resolve(), *roots):
         raise RunError(f"{run_file}: {response} resolves outside the run folder and its clone")
@@ -323,6 +325,21 @@ def _refuse_special_input(run_file: Path, key: str, value: str, path: Path, *, f
         return
     kind = _SPECIAL_KINDS.get(stat.S_IFMT(mode), "a device")
     raise RunError(f"{run_file}: {key} '{value}' is {kind}, not a file: it cannot be read as one")
+
+
+def _check_session_folder(run_file: Path, value: str, session: Path, roots: tuple[Path, ...]) -> None:
+    """A session folder's logs (its ``*.jsonl``, as the session readers list them) are the
+    agent's too: each must be a file that stays in the run folder or the clone. A link
+    to another session on the machine would be read, and its last answer judged."""
+    if not session.is_dir():
+        return
+    for child in sorted(session.iterdir()):
+        if child.suffix != ".jsonl":
+            continue
+        shown = f"{value.rstrip('/')}/{child.name}"
+        _refuse_special_input(run_file, "session", shown, child, folder_ok=True)
+        if not _inside(child.resolve(), *roots):
+            raise RunError(f"{run_file}: session '{shown}' resolves outside the run folder and its clone")
 
 
 def _optional_path(
