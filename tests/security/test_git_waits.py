@@ -295,3 +295,20 @@ def test_validate_scores_the_others_and_names_the_run_git_would_wait_on(cli_proc
     rows = {r["id"]: r for r in json.loads((exp / "measures.json").read_text(encoding="utf-8"))}
     assert rows["good"]["state"] == "valid" and rows["good"]["metrics"] == {"scored": True}
     assert rows["hostile"]["state"] == "invalid"
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "socket"])
+def test_a_tracked_file_replaced_by_no_file_refuses_the_run_naming_it(tmp_path: Path, kind: str) -> None:
+    import socket
+
+    run = finished(tmp_path)
+    target = run.repo.path / "counter.py"
+    target.unlink()
+    if kind == "FIFO":
+        os.mkfifo(target)
+    else:
+        with socket.socket(socket.AF_UNIX) as holder:
+            holder.bind(str(target))  # the file stays when the socket is closed
+    got = facts_of(run)
+    assert isinstance(got, RunError), got
+    assert f"{target} is a {kind} where base has a file: git cannot hash it" in got.message

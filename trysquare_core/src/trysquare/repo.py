@@ -1560,6 +1560,17 @@ def _diff_files(shadow: _Shadow, tracked: BinaryIO, meanwhile: Callable[[], _T])
             process.kill()
             process.communicate()
     if process.returncode != 0:
+        unsupported = re.search(rb"(?m)^error: (.+): unsupported file type$", stderr)
+        if unsupported:  # a tracked file the agent replaced by a FIFO, socket or device
+            path = os.path.join(os.fsencode(shadow.repo), unsupported.group(1))
+            try:
+                kind = _special(path, os.lstat(path).st_mode) or "no file"
+            except OSError:
+                kind = "no file"
+            raise RepoError(
+                f"{os.fsdecode(path)} is {kind} where base has a file: git cannot hash it, so"
+                " the run's diff cannot be written"
+            )
         done = subprocess.CompletedProcess([], process.returncode, b"", stderr)
         raise _failure(shadow.repo, ("diff-files",), done)
     _check_warnings(shadow.repo, stderr)
