@@ -307,3 +307,35 @@ def test_two_keys_for_one_destination_are_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ScenarioError, match="names the same destination as another key"):
         load_scenario(path, MODES)
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link"])
+def test_a_report_the_agents_tests_replaced_is_refused_without_waiting(tmp_path: Path, planted: str) -> None:
+    # The agent's conftest.py can put a FIFO (or a link to a file of ours) where the
+    # finished report was: read_report must neither wait on it nor follow it.
+    import os
+    import threading
+
+    from trysquare_hidden_tests.junit import read_report
+
+    report = tmp_path / "junit.xml"
+    if planted == "fifo":
+        os.mkfifo(report)
+    else:
+        (tmp_path / "secret.xml").write_text("<testsuite/>")
+        os.symlink(tmp_path / "secret.xml", report)
+    said: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            read_report(report)
+        except BaseException as error:  # handed to the test
+            said.append(error)
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "read_report waited on the FIFO"
+    (error,) = said
+    assert isinstance(error, ReportError)
+    assert ("not a regular file" if planted == "fifo" else "is a symlink, not followed") in str(error)

@@ -139,3 +139,44 @@ def test_run_with_no_recorded_response_is_unjudged_nothing_sent(lab_with_key) ->
     assert "no response was recorded" in result["reasons"]["note_usable"]
     assert len(lab.server.received) == 1  # only the run that has a response
     assert lab.result("spoke")["metrics"] == dict.fromkeys(METRICS, False)
+
+
+def test_a_planted_diff_patch_fifo_never_holds_the_blinding_check(tmp_path: Path) -> None:
+    # The agent makes the diff fail (a tracked file replaced by a FIFO) and plants
+    # diff.patch as a FIFO, the file the blinding check falls back on: `check` must end.
+    import threading
+
+    from trysquare.testing import RunBuilder
+
+    runs = []
+    for name, cell in (("a1", "A"), ("b1", "B")):
+        run = RunBuilder(tmp_path / "runs" / name, cell=cell)
+        run.base({"counter.py": "x = 1\n"})
+        run.repo.write("counter.py", "x = 2\n")
+        run.finish(response="Done.\n")
+        runs.append(run)
+    hostile = runs[1]
+    (hostile.repo.path / "counter.py").unlink()
+    os.mkfifo(hostile.repo.path / "counter.py")
+    os.mkfifo(hostile.path / "diff.patch")
+    loaded = [load_run(run.path / "run.toml") for run in runs]
+    found: list[list[str]] = []
+    worker = threading.Thread(target=lambda: found.append(blinding.leaking_pieces(loaded, ["diff"])), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "the blinding check waited on the planted diff.patch"
+    assert found == [["diff"]]  # the hostile run's diff reads as empty, the other's does not
+
+
+def test_a_planted_diff_patch_link_is_not_followed(tmp_path: Path) -> None:
+    from trysquare.testing import RunBuilder
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the key\n")
+    run = RunBuilder(tmp_path / "runs" / "r1")
+    run.base({"counter.py": "x = 1\n"})
+    run.finish(response="Done.\n")
+    (run.repo.path / "counter.py").unlink()
+    os.mkfifo(run.repo.path / "counter.py")  # the fallback is taken
+    os.symlink(secret, run.path / "diff.patch")
+    assert blinding._diff(load_run(run.path / "run.toml"), None) == b""
