@@ -143,6 +143,17 @@ def test_a_session_folder_log_linked_outside_the_run_is_refused_not_judged(tmp_p
     assert load_run(run.path / "run.toml").session == (run.path / "logs").resolve()
 
 
+def test_a_replay_refuses_a_prompt_linked_outside_the_run_too(tmp_path: Path) -> None:
+    # A replay reads no git, but the judge's blinding line still reads the prompt.
+    secret = tmp_path / "secret.txt"
+    secret.write_text("x\n")
+    run = finished(tmp_path)
+    (run.path / "prompt.txt").unlink()
+    os.symlink(secret, run.path / "prompt.txt")
+    with pytest.raises(RunError, match="prompt 'prompt.txt' resolves outside"):
+        load_run(run.path / "run.toml", replay=True)
+
+
 def test_prompt_and_session_symlinked_outside_the_run(tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("x\n")

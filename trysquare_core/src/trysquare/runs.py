@@ -11,7 +11,7 @@ import functools
 import os
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, overload
@@ -190,9 +190,10 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
         if Path(given).is_absolute() or ".." in Path(given).parts:
             raise RunError(f"{run_file}: given '{given}' must be a path inside the repo")
     _check_excluded(run_file, table.excluded)
+    _check_links(run_file, folder, repo_path, table)  # a replay reads the prompt too (the judge's blinding line)
     if not replay:
         assert base_commit is not None
-        _check_inputs(run_file, folder, repo_path, table, base_commit)
+        _check_given(run_file, repo_path, table, base_commit)
     # An experiment holds every run while validate works: the strings most runs share
     # (cell, base, model, ...) are kept once, and a path that resolves to itself is kept
     # as it was built, beside its folder, not parsed again.
@@ -283,21 +284,49 @@ def _inside(path: Path, *roots: Path) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def _check_inputs(
-    run_file: Path, folder: Path, repo_path: Path, table: _RunFile, base_commit: str
-) -> None:
+def _check_links(run_file: Path, folder: Path, repo_path: Path, table: _RunFile) -> None:
     """Refuse inputs that leave the run: symlinks followed, each must stay in the run
-    folder or the clone, and every given file must exist at base."""
-    roots = (folder.resolve(), repo_path.resolve())
+    folder or the clone. A path below the folder with no link on the way is inside as it
+    is (one lstat a part); only the others are resolved (every run pays this, a replay too)."""
+    resolved: list[tuple[Path, Path]] = []
+
+    def roots() -> tuple[Path, Path]:
+        if not resolved:
+            resolved.append((folder.resolve(), repo_path.resolve()))
+        return resolved[0]
+
     named = [("prompt", table.prompt), ("session", table.session), ("trace", table.trace)]
     for key, value in named:
-        if value is not None and not _inside(_resolve(folder, value).resolve(), *roots):
+        if value is None or _plainly_inside(folder, value):
+            continue
+        if not _inside(_resolve(folder, value).resolve(), *roots()):
             raise RunError(f"{run_file}: {key} '{value}' resolves outside the run folder and its clone")
     if table.session is not None:
         _check_session_folder(run_file, table.session, _resolve(folder, table.session), roots)
     response = folder / "response.md"
-    if response.is_symlink() and not _inside(response.resolve(), *roots):
+    if response.is_symlink() and not _inside(response.resolve(), *roots()):
         raise RunError(f"{run_file}: {response} resolves outside the run folder and its clone")
+
+
+def _plainly_inside(folder: Path, value: str) -> bool:
+    """Whether ``value`` names a path below ``folder`` with no link on the way (absent
+    from some part on: nothing there to follow)."""
+    relative = Path(value)
+    if relative.is_absolute() or ".." in relative.parts:
+        return False
+    current = os.fspath(folder)
+    for part in relative.parts:
+        current = os.path.join(current, part)
+        try:
+            if stat.S_ISLNK(os.lstat(current).st_mode):
+                return False
+        except OSError:
+            return True
+    return True
+
+
+def _check_given(run_file: Path, repo_path: Path, table: _RunFile, base_commit: str) -> None:
+    """Every given file stays in the clone and exists at base."""
     clone = repo_path.resolve()
     for given in table.given:
         if "\n" in given or not _inside((repo_path / given).resolve(), clone):
@@ -327,7 +356,9 @@ def _refuse_special_input(run_file: Path, key: str, value: str, path: Path, *, f
     raise RunError(f"{run_file}: {key} '{value}' is {kind}, not a file: it cannot be read as one")
 
 
-def _check_session_folder(run_file: Path, value: str, session: Path, roots: tuple[Path, ...]) -> None:
+def _check_session_folder(
+    run_file: Path, value: str, session: Path, roots: Callable[[], tuple[Path, Path]]
+) -> None:
     """A session folder's logs (its ``*.jsonl``, as the session readers list them) are the
     agent's too: each must be a file that stays in the run folder or the clone. A link
     to another session on the machine would be read, and its last answer judged."""
@@ -338,7 +369,7 @@ def _check_session_folder(run_file: Path, value: str, session: Path, roots: tupl
             continue
         shown = f"{value.rstrip('/')}/{child.name}"
         _refuse_special_input(run_file, "session", shown, child, folder_ok=True)
-        if not _inside(child.resolve(), *roots):
+        if not _inside(child.resolve(), *roots()):
             raise RunError(f"{run_file}: session '{shown}' resolves outside the run folder and its clone")
 
 
