@@ -193,12 +193,19 @@ def test_a_fifo_planted_after_the_shadow_was_built_is_refused(tmp_path: Path, mo
     run = finished(tmp_path)
     first = facts_of(run)
     assert not isinstance(first, BaseException), first
+    run.repo.tag("base-v1")
+    assert within(WAIT, lambda: R.changed_files(run.repo.path, "base-v1")) == {"counter.py", "sub/b.py"}
     (run.repo.path / ".git/objects/pack").mkdir(exist_ok=True)
     fifo = fifo_at(run.repo.path / f".git/objects/pack/{PACK}.idx")
     (run.repo.path / f".git/objects/pack/{PACK}.pack").write_bytes(b"")
     got = facts_of(run)  # the cached shadow is reused: its clone is looked at again
     assert isinstance(got, RunError), got
     assert f"{fifo} is a FIFO" in got.message
+    # A base named by a tag is read from the clone's files, and its cached shadow taken
+    # as built: the same look again.
+    named = within(WAIT, lambda: R.changed_files(run.repo.path, "base-v1"))
+    assert isinstance(named, RepoError), named
+    assert f"{fifo} is a FIFO" in named.message
 
 
 def test_an_etalon_read_that_fails_while_git_waits_ends_at_once(

@@ -284,20 +284,12 @@ def _alternates(store: bytes) -> list[bytes]:
     split on LF only, ``#`` comments and empty lines skipped, a C-quoted line unquoted
     (kept as it is when it does not unquote), nothing stripped; a link followed."""
     path = os.path.join(store, b"info", b"alternates")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    data = _read_regular(path, _ALTERNATES_LIMIT, follow=True)
+    if data is None:  # absent, or not a file (a FIFO here was refused by the listing), or too large
+        with contextlib.suppress(OSError):
+            if (size := os.stat(path).st_size) > _ALTERNATES_LIMIT:
+                raise RepoError(f"{os.fsdecode(path)} holds {size} bytes: too many to be a list of object stores")
         return []
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return []  # a FIFO or device here was refused by the listing before
-        if info.st_size > _ALTERNATES_LIMIT:
-            raise RepoError(f"{os.fsdecode(path)} holds {info.st_size} bytes: too many to be a list of object stores")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read(_ALTERNATES_LIMIT + 1)
-    finally:
-        os.close(fd)
     found: list[bytes] = []
     for line in data.split(b"\n"):
         if not line or line.startswith(b"#"):
@@ -598,6 +590,7 @@ class _Shadow:
         self.dir = root / _shadow_key(self.repo, common, commit, excluded)
         self.exclude = self.dir / "info" / "exclude"
         if (self.dir / "index").is_file():
+            _check_object_store(common / "objects")  # the clone may have changed since it was built
             _touch(self.dir)
             return
         root.mkdir(parents=True, exist_ok=True)
@@ -1020,10 +1013,12 @@ def _loose_object(common: Path, oid: str) -> tuple[bytes, bytes] | None:
 _LOOSE_LIMIT = 1 << 20
 
 
-def _read_regular(path: Path, limit: int) -> bytes | None:
-    """A regular file's bytes, if it holds at most ``limit`` (never through a link or a FIFO)."""
+def _read_regular(path: Path | bytes, limit: int, *, follow: bool = False) -> bytes | None:
+    """A regular file's bytes, if it holds at most ``limit`` (never through a FIFO; through
+    a link only when ``follow``)."""
+    nofollow = 0 if follow else getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | nofollow | os.O_CLOEXEC)
     except OSError:
         return None
     try:

@@ -14,11 +14,10 @@ pretended away.
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from trysquare import plugin_api
 from trysquare.runs import Run
 
 __all__ = ["blinding_line", "leaking_pieces"]
@@ -115,24 +114,19 @@ class _Oversized(bytes):
     """A piece over the byte cap, stood for by its size alone: it was never read."""
 
 
-def _read(path: Path | None, cap: int | None, *, follow: bool = True) -> bytes:
-    """A piece's bytes, from a regular file only: a FIFO planted where a piece is must not
-    hold ``check`` (load_run refuses one as the prompt or response; this is what is read
-    before, or beside). ``follow=False``: a link is not followed."""
+def _read(path: Path | None, cap: int | None, *, root: Path | None = None) -> bytes:
+    """A piece's bytes. With ``root``, a file trysquare writes in the run folder, which the
+    agent may have planted before: read through no link and only as a regular file (a
+    FIFO there must not hold ``check``). The prompt and response were checked at load."""
     if path is None:
         return b""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
+        size = (path.stat() if root is None else path.lstat()).st_size
+        if cap is not None and size > cap:
+            return _Oversized()  # stat first: a 100 MB file is not read to find out
+        return path.read_bytes() if root is None else plugin_api.read_bytes(path, root=root)
     except OSError:
         return b""
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return b""
-        if cap is not None and info.st_size > cap:
-            return _Oversized()  # stat first: a 100 MB file is not read to find out
-        return handle.read() if cap is None else handle.read(cap + 1)
 
 
 def _prompt(run: Run, cap: int | None) -> bytes:
@@ -184,7 +178,7 @@ def _diff(run: Run, cap: int | None) -> bytes:
         repo.write_diff_patch(run.repo, run.base_commit, sink, run.excluded)  # type: ignore[arg-type]
     except RepoError:
         # The last patch trysquare wrote, if any (a link is not its file: not followed).
-        return _read(run.dir / DIFF_FILE, cap, follow=False)
+        return _read(run.dir / DIFF_FILE, cap, root=run.dir)
     if cap is not None and sink.size > cap:
         return _Oversized()
     return bytes(sink.kept)

@@ -19,8 +19,6 @@ add nothing here.
 
 from __future__ import annotations
 
-import errno
-import os
 import stat
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -28,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 import attrs
+from trysquare.plugin_api import read_bytes
 
 __all__ = [
     "MAX_REPORT_BYTES",
@@ -67,25 +66,21 @@ def read_report(path: Path) -> dict[str, Case]:
     """Every test id in the report at ``path`` with its status; raise ReportError if unreadable.
 
     The agent's test code wrote it, and may have put a FIFO or a link in its place when it
-    finished: opened without blocking and without following a link, read only as a file.
+    finished: read only as a regular file, through no link, never waiting on it.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ReportError("no report was written") from None
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise ReportError("the report is a symlink, not followed") from None
-        raise ReportError(f"the report cannot be read ({error.strerror or error})") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            raise ReportError("the report is a symlink, not followed")
         if not stat.S_ISREG(info.st_mode):
             raise ReportError("the report is not a regular file (a FIFO, socket or device), not read")
         if info.st_size > MAX_REPORT_BYTES:
             raise ReportError(f"the report is {info.st_size} bytes, more than the {MAX_REPORT_BYTES} read")
-        data = handle.read(MAX_REPORT_BYTES + 1)
-    if len(data) > MAX_REPORT_BYTES:
-        raise ReportError(f"the report is more than the {MAX_REPORT_BYTES} bytes read")
+        data = read_bytes(path, root=path.parent)  # refuses a link or FIFO put there since
+    except FileNotFoundError:
+        raise ReportError("no report was written") from None
+    except OSError as error:
+        raise ReportError(f"the report cannot be read ({error.strerror or error})") from None
     return parse_report(data)
 
 
