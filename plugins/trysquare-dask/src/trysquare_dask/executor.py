@@ -169,6 +169,7 @@ class DaskRun:
 
         keywords: dict[str, Any] = {
             "processes": settings.processes,
+            **_private_comms(settings.processes),
             # No dashboard; but the scheduler and each worker still serve HTTP (health, metrics,
             # the cluster's state). On loopback at an ephemeral port: not on every interface,
             # which threads in this process (processes=false) otherwise get, nor at a fixed
@@ -183,6 +184,26 @@ class DaskRun:
             keywords["threads_per_worker"] = settings.threads
         with LocalCluster(**keywords) as cluster, Client(cluster) as client:
             yield client
+
+
+def _private_comms(processes: bool) -> dict[str, Any]:
+    """How a local cluster's scheduler, nannies, workers and client talk: trysquare alone.
+
+    The validators on the workers run the measured agent's code, and a process that
+    reaches the scheduler with ``distributed.Client`` runs whatever it likes on the
+    workers. Worker processes talk TLS on loopback with a throwaway certificate and
+    key made here, in memory (``Security.temporary()``): each side presents it and
+    checks the other's, so a connection without them — or with a certificate of its
+    own — is refused at the handshake. They reach the worker processes through the
+    nannies' pipes, never through a file, an argument or the environment.
+    Worker threads in this process (``processes=false``) talk in memory (``inproc``):
+    nothing listens for them at all.
+    """
+    if not processes:
+        return {"protocol": "inproc://"}
+    from distributed.security import Security
+
+    return {"protocol": "tls://", "host": "127.0.0.1", "security": Security.temporary()}
 
 
 class _Session:

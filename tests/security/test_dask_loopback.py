@@ -1,0 +1,177 @@
+"""The agent's code reaches the Dask cluster trysquare started, and tries to run code there.
+
+The measured agent's test, run by ``run.tests()`` on a Dask worker, learns every
+address it can: the loopback ports its ancestors (the worker, the ``validate``
+process holding the scheduler) listen on, and any ``tcp://``/``tls://`` in their
+command lines and environments. At each it connects with ``distributed.Client``
+— without credentials, then with a throwaway certificate of its own — and asks
+the workers, which are not confined, to write a file into the reference run's
+clone. Isolation is off here, as where it falls back (no Landlock; Landlock alone
+already keeps the agent out of its ancestors' ``/proc`` entries, not off their
+ports, which a scan of ``/proc/net/tcp`` lists). The cluster must refuse every
+one: the local cluster speaks TLS with credentials only trysquare holds, and both
+sides must present them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.dask.conftest import GROUP
+from tests.helpers import write_scenario, write_script
+
+# One LocalCluster start: on the dask clusters' xdist worker, never two at once.
+pytestmark = [pytest.mark.slow, GROUP]
+
+# The agent's test. It fails on purpose, its report in the failure message: the
+# suite's output becomes the `tests` reason, the only thing its confinement lets out.
+AGENT_TEST = '''\
+import os, re, unittest
+from pathlib import Path
+
+VICTIM = {victim!r}
+# What a worker is asked to do: forge the reference run by writing into its clone.
+PAYLOAD = "open(" + repr(os.path.join(VICTIM, "forged.txt")) + ", 'w').write('from a worker')"
+
+
+def ancestors():
+    pid = os.getpid()
+    while pid > 1:
+        try:
+            status = Path(f"/proc/{{pid}}/status").read_text()
+        except OSError:
+            return
+        pid = int(re.search(r"^PPid:\\s*(\\d+)", status, re.M).group(1))
+        if pid > 1:
+            yield pid
+
+
+def addresses():
+    found, sockets = set(), set()
+    for pid in ancestors():
+        for name in ("cmdline", "environ"):
+            try:
+                text = Path(f"/proc/{{pid}}/{{name}}").read_bytes().decode("utf-8", "replace")
+            except OSError:
+                continue
+            found.update(re.findall(r"(?:tcp|tls)://[\\w.-]+:\\d+", text))
+        try:
+            fds = os.listdir(f"/proc/{{pid}}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{{pid}}/fd/{{fd}}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                sockets.add(link[len("socket:["):-1])
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state, inode = fields[1], fields[3], fields[9]
+        if state == "0A" and inode in sockets and local.startswith("0100007F:"):  # listening
+            found.add(f"127.0.0.1:{{int(local.split(':')[1], 16)}}")
+    return sorted(found)
+
+
+def speaks_http(host):
+    """An HTTP server (a dashboard, health, metrics) takes no client: not worth a try."""
+    import socket
+    name, port = host.rsplit(":", 1)
+    try:
+        with socket.create_connection((name, int(port)), timeout=1) as sock:
+            sock.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
+            return sock.recv(5) == b"HTTP/"
+    except OSError:
+        return False
+
+
+class Probe(unittest.TestCase):
+    def test_probe(self):
+        import logging
+        logging.disable(logging.CRITICAL)
+        from distributed import Client
+        from distributed.security import Security
+
+        report = []
+        for address in addresses():
+            host = address.split("://")[-1]
+            if speaks_http(host):
+                continue
+            tries = [(f"tcp://{{host}}", None), (f"tls://{{host}}", Security.temporary())]
+            for target, security in tries:
+                label = "plain" if security is None else "own-cert"
+                try:
+                    with Client(target, timeout=2, security=security) as client:
+                        client.run(exec, PAYLOAD)
+                    report.append(f"RAN-CODE {{label}} {{target}}")
+                except Exception as error:
+                    report.append(f"refused {{label}} {{target}} {{type(error).__name__}}")
+        self.fail("PROBE[" + "; ".join(report) + "]PROBE")
+'''
+
+SUITE_VALIDATOR = """
+from trysquare.assay import validator
+
+@validator
+def evaluate(run):
+    return {"tests": run.tests()}
+
+raise SystemExit(evaluate.cli())
+"""
+
+
+def test_the_agents_code_cannot_run_code_on_the_local_cluster(
+    cli, make_run, tmp_path: Path
+) -> None:
+    reference = make_run("ref", cell="c", repetition=1)
+    reference.base({"counter.py": "count = 1\n", "tests/__init__.py": ""})
+    reference.repo.write("counter.py", "count = 0\n")
+    reference.finish()
+    agent = make_run("agent", cell="c", repetition=2)
+    agent.base({"counter.py": "count = 1\n", "tests/__init__.py": ""})
+    agent.repo.write("tests/test_probe.py", AGENT_TEST.format(victim=str(reference.repo.path)))
+    agent.finish()
+    folder = tmp_path / "s"
+    write_script(folder, "score.py", SUITE_VALIDATOR)
+    scenario = write_scenario(folder, f"""
+        [task]
+        test_command = "{sys.executable} -m unittest discover -s tests -t ."
+
+        [[validation]]
+        mode = "script"
+        command = "score.py"
+        metrics = ["tests"]
+        timeout = 60
+    """)
+
+    # Isolation fallen back (no Landlock, or switched off): the agent's code reads what its
+    # ancestors hold open, so it finds every port of the cluster. The cluster must hold alone.
+    done = cli("validate", scenario, tmp_path / "exp", "--no-progress", "--executor", "dask",
+               "--executor-option", "workers=1", "--executor-option", "threads=2",
+               env={"TRYSQUARE_SANDBOX": "off"})  # fmt: skip
+
+    assert "Traceback" not in done.stderr
+    forged = reference.repo.path / "forged.txt"
+    assert not forged.exists(), "the agent's code ran code on a dask worker"
+    agent_result = json.loads((agent.path / "validation" / "script.json").read_text())
+    reason = agent_result["reasons"]["tests"]
+    report = reason.rsplit("PROBE[", 1)[1].split("]PROBE", 1)[0]
+    attempts = report.split("; ")
+    # It did find the cluster (the scheduler's port among them), and it was refused everywhere.
+    # It found the cluster: the scheduler, the nanny and the worker it runs under, each a
+    # TLS listener that refused its certificate at the handshake; and nothing let it in.
+    assert all(attempt.startswith("refused ") for attempt in attempts), reason
+    handshakes = [
+        a for a in attempts
+        if a.startswith("refused own-cert") and a.endswith("FatalCommClosedError")
+    ]  # fmt: skip
+    assert len(handshakes) >= 3, reason
+    assert agent_result["metrics"] == {"tests": False}
+    ref_result = json.loads((reference.path / "validation" / "script.json").read_text())
+    assert ref_result["state"] == "valid", ref_result
+    assert done.returncode == 0, done.stdout + done.stderr
