@@ -14,6 +14,7 @@ dask and distributed are imported only inside :meth:`DaskRun.run`.
 from __future__ import annotations
 
 import difflib
+import sys
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -155,9 +156,10 @@ class DaskRun:
 
         settings = self.settings
         if settings.scheduler is not None:
+            _check_credentials(settings.scheduler)
             try:
                 client = Client(settings.scheduler, timeout="10s")
-            except (OSError, TimeoutError, ValueError) as error:
+            except (OSError, TimeoutError, ValueError, TypeError) as error:
                 raise UsageError(
                     f"--executor-option scheduler={settings.scheduler}: no Dask scheduler "
                     f"answered there ({type(error).__name__}: {error})"
@@ -184,6 +186,39 @@ class DaskRun:
             keywords["threads_per_worker"] = settings.threads
         with LocalCluster(**keywords) as cluster, Client(cluster) as client:
             yield client
+
+
+def _check_credentials(address: str) -> None:
+    """Refuse a TLS cluster trysquare holds no credentials for; warn about a clear-text one.
+
+    A client takes its TLS credentials from dask's configuration (``distributed.comm.tls``,
+    or the ``DASK_DISTRIBUTED__COMM__TLS__...`` variables) or a configured
+    ``distributed.client.security-loader``. A scheduler reached over plain TCP runs
+    code for anyone who reaches it, the measured agent's code included.
+    """
+    import dask
+    from distributed.security import Security
+
+    scheme = address.split("://", 1)[0].lower() if "://" in address else "tcp"
+    if scheme == "tls":
+        tls = Security().get_tls_config_for_role("client")
+        if not (tls.get("ca_file") and tls.get("cert")) and not dask.config.get(
+            "distributed.client.security-loader", None
+        ):
+            raise UsageError(
+                f"--executor-option scheduler={address}: the cluster speaks TLS, and dask's "
+                "configuration gives this client no certificate: set distributed.comm.tls.ca-file, "
+                "distributed.comm.tls.client.cert and distributed.comm.tls.client.key (or "
+                "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, ..._CLIENT__CERT, ..._CLIENT__KEY)"
+            )
+    elif scheme in ("tcp", "ws"):
+        print(
+            f"trysquare: warning: the dask scheduler at {address} is reached in clear text, "
+            "without authentication: any process that reaches it runs code on its workers, the "
+            "measured agent's code included; use a cluster started with TLS (tls://, see "
+            "trysquare-dask's README)",
+            file=sys.stderr,
+        )
 
 
 def _private_comms(processes: bool) -> dict[str, Any]:
