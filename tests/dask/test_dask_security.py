@@ -9,6 +9,7 @@ and what the agent's code may see of the cluster from a worker.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -173,27 +174,16 @@ raise SystemExit(evaluate.cli())
 """
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
-def test_the_agents_code_on_a_worker_cannot_read_the_clusters_key(
-    cli, make_run, tmp_path: Path
-) -> None:
-    """The key lives in the memory of the validate process and the workers, nowhere else.
+def _agent_run(root: Path) -> tuple[Path, Path]:
+    """The agent's run (its test looks for the key) and a scenario running its suite."""
+    from trysquare.testing import RunBuilder
 
-    Not in any ancestor's environment or command line; and the protection in force
-    (Landlock here; the jail once it lands) keeps the agent's code out of their memory,
-    where the key can be read by any process of the user that may trace them.
-    """
-    from trysquare.sandbox import sandbox_enabled
-
-    if not sandbox_enabled():
-        pytest.skip("needs Landlock (or the jail): without either, a process of the same user "
-                    "that may trace trysquare's reads the key from its memory")  # fmt: skip
-    run = make_run("agent", cell="c", repetition=1)
+    run = RunBuilder(root / "exp" / "runs" / "agent", cell="c", repetition=1)
     run.base({"counter.py": "count = 1\n", "tests/__init__.py": ""})
     run.repo.write("tests/test_look.py", AGENT_TEST)
     run.finish()
-    write_script(tmp_path / "s", "score.py", SUITE_VALIDATOR)
-    scenario = write_scenario(tmp_path / "s", f"""
+    write_script(root / "s", "score.py", SUITE_VALIDATOR)
+    scenario = write_scenario(root / "s", f"""
         [task]
         test_command = "{sys.executable} -m unittest discover -s tests -t ."
 
@@ -203,17 +193,68 @@ def test_the_agents_code_on_a_worker_cannot_read_the_clusters_key(
         metrics = ["tests"]
         timeout = 60
     """)  # fmt: skip
-    done = cli("validate", scenario, tmp_path / "exp", "--no-progress", "--executor", "dask",
-               "--executor-option", "workers=1", "--executor-option", "threads=1")  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads((run.path / "validation" / "script.json").read_text())
-    reason = result["reasons"]["tests"]
+    return run.path, scenario
+
+
+def _seen(run: Path) -> tuple[list[str], str]:
+    """What the agent's test saw of each ancestor, from its failure (the `tests` reason)."""
+    reason = json.loads((run / "validation" / "script.json").read_text())["reasons"]["tests"]
     seen = reason.rsplit("LOOK[", 1)[1].split("]LOOK", 1)[0].split("; ")
     # Its ancestors: the validator, the worker, the validate process (the scheduler) and more.
     assert len(seen) >= 3, reason
     for line in seen:
         assert "env+cmdline key" not in line, reason
-        assert "memory PermissionError" in line, reason  # not "N keys", not even "0 keys"
+        assert " 0 keys" in line or "memory PermissionError" in line, reason
+    return seen, reason
+
+
+LOCAL_CLUSTER = ("--executor", "dask", "--executor-option", "workers=1",
+                 "--executor-option", "threads=1")  # fmt: skip
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_under_landlock_the_agents_code_on_a_worker_cannot_read_the_clusters_key(
+    cli, tmp_path: Path
+) -> None:
+    """The key lives in the memory of the validate process and the workers, nowhere else.
+
+    Not in any ancestor's environment or command line; and Landlock (the jail too,
+    once it lands) keeps the agent's code out of every ancestor's memory.
+    """
+    from trysquare.sandbox import sandbox_enabled
+
+    if not sandbox_enabled():
+        pytest.skip("Landlock is not in force here")
+    run, scenario = _agent_run(tmp_path)
+    done = cli("validate", scenario, tmp_path / "exp", "--no-progress", *LOCAL_CLUSTER)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen, reason = _seen(run)
+    assert all("memory PermissionError" in line for line in seen), reason  # not even "0 keys"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="prctl(PR_SET_DUMPABLE) is Linux's")
+def test_the_processes_holding_the_key_are_not_dumpable_while_the_cluster_lives() -> None:
+    """Without Landlock or the jail, the user's other processes cannot read the key.
+
+    A process of the same user may read the memory of any dumpable one (no Yama
+    here): the agent's suite, isolation off, read the key from the worker's and the
+    validate process's memory (4 copies there, 1 in the worker). Not dumpable, only
+    a process with ``CAP_SYS_PTRACE`` may. Shown by the flag itself: this machine
+    runs the tests as root, whom no flag stops.
+    """
+    from trysquare_dask.executor import DaskRun, parse_options
+    from trysquare_dask.memory import dumpable
+
+    assert dumpable() is True
+    with DaskRun(parse_options({"workers": "1", "threads": "1"}))._client() as client:
+        assert dumpable() is False  # the validate process: its scheduler and nannies
+        assert list(client.run(dumpable).values()) == [False]  # each worker process
+        # What a worker starts is dumpable again: validators and the agent's code are
+        # not changed (execve resets the flag).
+        code = "import ctypes; print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"
+        started = client.run(subprocess.check_output, [sys.executable, "-c", code])
+        assert list(started.values()) == [b"1\n"]
+    assert dumpable() is True  # as it was, once the cluster and its key are gone
 
 
 @pytest.mark.skip(reason="needs the jail (issue 29 item 1): complete when it lands")

@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -167,8 +167,18 @@ class DaskRun:
             with client:
                 yield client
             return
-        from distributed import LocalCluster
+        from trysquare_dask.memory import private_memory
 
+        # Not dumpable before the key is made: the user's other processes cannot read it here.
+        with private_memory() if settings.processes else nullcontext():
+            with self._local_cluster() as client:
+                yield client
+
+    @contextmanager
+    def _local_cluster(self) -> Iterator[Client]:
+        from distributed import Client, LocalCluster
+
+        settings = self.settings
         keywords: dict[str, Any] = {
             "processes": settings.processes,
             **_private_comms(settings.processes),
@@ -238,7 +248,13 @@ def _private_comms(processes: bool) -> dict[str, Any]:
         return {"protocol": "inproc://"}
     from distributed.security import Security
 
-    return {"protocol": "tls://", "host": "127.0.0.1", "security": Security.temporary()}
+    return {
+        "protocol": "tls://",
+        "host": "127.0.0.1",
+        "security": Security.temporary(),
+        # Each worker process makes itself not dumpable as it starts (trysquare_dask.memory).
+        "preload": ["trysquare_dask.memory"],
+    }
 
 
 class _Session:
