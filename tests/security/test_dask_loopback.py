@@ -27,6 +27,11 @@ from tests.helpers import write_scenario, write_script
 # One LocalCluster start: on the dask clusters' xdist worker, never two at once.
 pytestmark = [pytest.mark.slow, GROUP]
 
+# Dask's pages on the scheduler's and workers' HTTP servers: the cluster's state, task errors,
+# worker logs, metrics, health.
+PAGES = ["/info/main/workers.html", "/json/identity.json", "/info/main/exceptions.html",
+         "/info/main/logs.html", "/metrics", "/health"]  # fmt: skip
+
 # The agent's test. It fails on purpose, its report in the failure message: the
 # suite's output becomes the `tests` reason, the only thing its confinement lets out.
 AGENT_TEST = '''\
@@ -78,16 +83,20 @@ def addresses():
     return sorted(found)
 
 
-def speaks_http(host):
-    """An HTTP server (a dashboard, health, metrics) takes no client: not worth a try."""
+def http_status(host, path):
+    """The status line an HTTP server answers ``path`` with; None from anything else."""
     import socket
     name, port = host.rsplit(":", 1)
     try:
         with socket.create_connection((name, int(port)), timeout=1) as sock:
-            sock.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
-            return sock.recv(5) == b"HTTP/"
+            sock.sendall(f"GET {{path}} HTTP/1.0\\r\\nHost: {{host}}\\r\\n\\r\\n".encode())
+            answer = sock.recv(64)
     except OSError:
-        return False
+        return None
+    return answer.split(b"\\r\\n")[0].decode() if answer.startswith(b"HTTP/") else None
+
+
+PAGES = {pages!r}
 
 
 class Probe(unittest.TestCase):
@@ -100,7 +109,11 @@ class Probe(unittest.TestCase):
         report = []
         for address in addresses():
             host = address.split("://")[-1]
-            if speaks_http(host):
+            if http_status(host, "/") is not None:  # an HTTP server: read what it shows
+                for page in PAGES:
+                    status = http_status(host, page)
+                    shown = status is not None and " 200 " in status + " "
+                    report.append(f"{{'READ' if shown else 'refused http'}} {{host}}{{page}}")
                 continue
             tries = [(f"tcp://{{host}}", None), (f"tls://{{host}}", Security.temporary())]
             for target, security in tries:
@@ -134,7 +147,8 @@ def test_the_agents_code_cannot_run_code_on_the_local_cluster(
     reference.finish()
     agent = make_run("agent", cell="c", repetition=2)
     agent.base({"counter.py": "count = 1\n", "tests/__init__.py": ""})
-    agent.repo.write("tests/test_probe.py", AGENT_TEST.format(victim=str(reference.repo.path)))
+    probe = AGENT_TEST.format(victim=str(reference.repo.path), pages=PAGES)
+    agent.repo.write("tests/test_probe.py", probe)
     agent.finish()
     folder = tmp_path / "s"
     write_script(folder, "score.py", SUITE_VALIDATOR)
@@ -164,8 +178,10 @@ def test_the_agents_code_cannot_run_code_on_the_local_cluster(
     attempts = report.split("; ")
     # It did find the cluster (the scheduler's port among them), and it was refused everywhere.
     # It found the cluster: the scheduler, the nanny and the worker it runs under, each a
-    # TLS listener that refused its certificate at the handshake; and nothing let it in.
+    # TLS listener that refused its certificate at the handshake, and their HTTP servers,
+    # which show nothing; nothing let it in.
     assert all(attempt.startswith("refused ") for attempt in attempts), reason
+    assert sum(attempt.startswith("refused http") for attempt in attempts) >= len(PAGES), reason
     handshakes = [
         a for a in attempts
         if a.startswith("refused own-cert") and a.endswith("FatalCommClosedError")

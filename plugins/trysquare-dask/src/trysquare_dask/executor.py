@@ -40,6 +40,12 @@ DEFAULT_RETRIES = 2
 POLL_SECONDS = 0.05
 # Where a local cluster's HTTP servers listen: this machine only, any free port.
 LOOPBACK = "127.0.0.1:0"
+# What they serve: nothing. Dask's default pages (the cluster's state, task errors, worker
+# logs, an event stream) are plain HTTP, read by anyone on the machine; trysquare needs none.
+NO_HTTP_ROUTES: dict[str, list[str]] = {
+    "distributed.scheduler.http.routes": [],
+    "distributed.worker.http.routes": [],
+}
 
 
 @attrs.frozen
@@ -182,10 +188,10 @@ class DaskRun:
         keywords: dict[str, Any] = {
             "processes": settings.processes,
             **_private_comms(settings.processes),
-            # No dashboard; but the scheduler and each worker still serve HTTP (health, metrics,
-            # the cluster's state). On loopback at an ephemeral port: not on every interface,
-            # which threads in this process (processes=false) otherwise get, nor at a fixed
-            # 8787 that two validates on one machine contend for.
+            # No dashboard; but the scheduler and each worker still start an HTTP server (it
+            # serves nothing here: NO_HTTP_ROUTES). On loopback at an ephemeral port: not on
+            # every interface, which threads in this process (processes=false) otherwise get,
+            # nor at a fixed 8787 that two validates on one machine contend for.
             "dashboard_address": None,
             "scheduler_kwargs": {"dashboard": False, "dashboard_address": LOOPBACK},
             "worker_dashboard_address": LOOPBACK,
@@ -194,7 +200,12 @@ class DaskRun:
             keywords["n_workers"] = settings.workers
         if settings.threads is not None:
             keywords["threads_per_worker"] = settings.threads
-        with LocalCluster(**keywords) as cluster, Client(cluster) as client:
+        import dask
+
+        # Read by the scheduler as it is made, and by each worker process through its nanny.
+        with dask.config.set(NO_HTTP_ROUTES):
+            cluster = LocalCluster(**keywords)
+        with cluster, Client(cluster) as client:
             yield client
 
 
