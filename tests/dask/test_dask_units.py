@@ -175,3 +175,41 @@ def test_a_local_cluster_listens_on_loopback_only() -> None:
     assert opened, "the cluster listened nowhere: nothing was checked"
     assert {ip for ip, _ in opened} <= {"127.0.0.1"}, opened
     assert 8787 not in {port for _, port in opened}
+
+
+@pytest.mark.parametrize("role", ["client", "scheduler", "worker"])
+def test_the_local_clusters_tls_contexts_are_built_without_writing_the_key(
+    role: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dask writes an in-memory key into a temporary folder to build each TLS context.
+
+    A process of the same user watching the temporary folder could read it there.
+    The local cluster's credentials are handed to ``ssl`` from an anonymous memory
+    file instead: building every context with temporary folders forbidden works
+    (and Dask's own ``Security.temporary()`` does not: the test can see the write).
+    """
+    import ssl
+    import tempfile
+
+    from distributed.security import Security
+    from trysquare_dask.tls import InMemorySecurity
+
+    if sys.platform != "linux":
+        pytest.skip("memfd_create is Linux's")
+
+    class Forbidden(Exception):
+        pass
+
+    def no_folder(*args: object, **kwargs: object) -> None:
+        raise Forbidden("a temporary folder for the key")
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", no_folder)
+    ours = InMemorySecurity.temporary()
+    for arguments in (ours.get_connection_args(role), ours.get_listen_args(role)):
+        assert isinstance(arguments["ssl_context"], ssl.SSLContext)
+        assert arguments["ssl_context"].verify_mode == ssl.CERT_REQUIRED  # mutual
+        assert arguments["require_encryption"] is True
+    with pytest.raises(Forbidden):
+        Security.temporary().get_connection_args(role)
+    # What the nannies pickle to their worker processes keeps its class.
+    assert type(pickle.loads(pickle.dumps(ours))) is InMemorySecurity

@@ -257,12 +257,13 @@ def _private_comms(processes: bool) -> dict[str, Any]:
     """
     if not processes:
         return {"protocol": "inproc://"}
-    from distributed.security import Security
+    from trysquare_dask.tls import InMemorySecurity
 
     return {
         "protocol": "tls://",
         "host": "127.0.0.1",
-        "security": Security.temporary(),
+        # Never written to a folder, not even for the moment a TLS context is built.
+        "security": InMemorySecurity.temporary(),
         # Each worker process makes itself not dumpable as it starts (trysquare_dask.memory).
         "preload": ["trysquare_dask.memory"],
     }
