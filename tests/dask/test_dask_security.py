@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -257,17 +258,135 @@ def test_the_processes_holding_the_key_are_not_dumpable_while_the_cluster_lives(
     assert dumpable() is True  # as it was, once the cluster and its key are gone
 
 
-@pytest.mark.skip(reason="needs the jail (issue 29 item 1): complete when it lands")
+# On a worker: a script validator says which protection it runs under, and the agent's test
+# (under run.tests()) tries to write into its clone as it is on disk, not its scratch copy.
+PROTECTION_VALIDATOR = """
+import json
+from trysquare.sandbox import protection_line
+print(json.dumps({"metrics": {"seen": True}, "reasons": {"seen": protection_line()}}))
+"""
+
+WRITE_TEST = '''\
+import unittest
+
+class Write(unittest.TestCase):
+    def test_write(self):
+        try:
+            open({target!r}, "w").write("the agent's code wrote this from a worker")
+            outcome = "WROTE"
+        except OSError as error:
+            outcome = type(error).__name__
+        self.fail("WRITE[" + outcome + "]WRITE")
+'''
+
+
+def test_the_agents_code_on_a_worker_runs_under_the_protection_the_client_reports(
+    cli, make_run, tmp_path: Path
+) -> None:
+    """A worker's validators and the agent's code they run are confined as on the local pool.
+
+    The confinement is applied by the core's process helpers, which a validator on a
+    worker calls as on the client's machine: a validator there reports the same
+    protection line as ``trysquare plugins``, and the agent's test cannot write into
+    its clone. When the jail lands, the line names it, and this still holds.
+    """
+    from trysquare.sandbox import sandbox_enabled
+
+    run = make_run("agent", cell="c", repetition=1)
+    run.base({"counter.py": "count = 1\n", "tests/__init__.py": ""})
+    target = run.repo.path / "counter.py"
+    run.repo.write("tests/test_write.py", WRITE_TEST.format(target=str(target)))
+    run.finish()
+    write_script(tmp_path / "s", "protection.py", PROTECTION_VALIDATOR)
+    write_script(tmp_path / "s", "score.py", SUITE_VALIDATOR)
+    scenario = write_scenario(tmp_path / "s", f"""
+        [task]
+        test_command = "{sys.executable} -m unittest discover -s tests -t ."
+
+        [[validation]]
+        name = "protection"
+        mode = "script"
+        command = "protection.py"
+        metrics = ["seen"]
+
+        [[validation]]
+        name = "suite"
+        mode = "script"
+        command = "score.py"
+        metrics = ["tests"]
+        timeout = 60
+    """)  # fmt: skip
+    done = cli("validate", scenario, tmp_path / "exp", "--no-progress", *LOCAL_CLUSTER)
+    listed = cli("plugins")
+    line = next(x for x in listed.stdout.splitlines() if x.startswith("protection:"))
+
+    def result(name: str) -> dict[str, Any]:
+        return json.loads((run.path / "validation" / f"{name}.json").read_text())
+
+    assert result("protection")["reasons"] == {"seen": line}, done.stdout + done.stderr
+    if not sandbox_enabled():
+        return  # detection alone: the write happens, and the run is invalid (tests/security)
+    assert done.returncode == 0, done.stdout + done.stderr
+    reason = result("suite")["reasons"]["tests"]
+    assert reason.rsplit("WRITE[", 1)[1].split("]WRITE", 1)[0] == "PermissionError", reason
+    assert target.read_text() == "count = 1\n"
+
+
+# What the agent's test on a worker sees of the machine: the processes and the listening
+# sockets in its view, and whether the process that started it is visible.
+JAIL_TEST = '''\
+import os, unittest
+from pathlib import Path
+
+class Look(unittest.TestCase):
+    def test_look(self):
+        pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+        commands = []
+        for pid in pids:
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            commands.append(command.decode("utf-8", "replace"))
+        listening = [line for line in Path("/proc/net/tcp").read_text().splitlines()[1:]
+                     if line.split()[3] == "0A"]
+        self.fail(f"JAIL[ppid={os.getppid()} pids={len(pids)} listening={len(listening)} "
+                  f"dask={any('distributed' in c or 'dask' in c for c in commands)}]JAIL")
+'''
+
+
+@pytest.mark.skip(reason="needs the jail (issue 29 item 1): unskip when it lands")
 def test_the_agents_code_on_a_worker_runs_in_the_jail(cli, make_run, tmp_path: Path) -> None:
     """On a dask worker the suite runs in the same jail as on the local pool.
 
     The jail is built by the core's process helpers, which a worker's validator
-    calls as the local pool's does; so the agent's test on a worker must see: its
-    own PID namespace (no ancestor beyond the jail's init, so no trysquare process),
-    no network (no loopback listener of the host: not the scheduler's port), and
-    ``trysquare check`` / ``plugins`` reporting the jail as the protection in force.
-    To complete: run AGENT_TEST-like code that records ``os.getpid()``, the PPid chain
-    and ``/proc/net/tcp`` under ``run.tests()`` on a LocalCluster (as above) and assert
-    the chain ends inside the jail and no listener is visible.
+    calls as the local pool's does; so the agent's test on a worker sees its own PID
+    namespace (no dask process, nor the validator that started it), its own network
+    (no listener at all: not the scheduler's, nor a worker's), and a validator there
+    reports the jail as the protection in force (the test above).
     """
-    raise AssertionError("not written yet")
+    run = make_run("agent", cell="c", repetition=1)
+    run.base({"counter.py": "count = 1\n", "tests/__init__.py": ""})
+    run.repo.write("tests/test_look.py", JAIL_TEST)
+    run.finish()
+    write_script(tmp_path / "s", "score.py", SUITE_VALIDATOR)
+    scenario = write_scenario(tmp_path / "s", f"""
+        [task]
+        test_command = "{sys.executable} -m unittest discover -s tests -t ."
+
+        [[validation]]
+        mode = "script"
+        command = "score.py"
+        metrics = ["tests"]
+        timeout = 60
+    """)  # fmt: skip
+    done = cli("validate", scenario, tmp_path / "exp", "--no-progress", *LOCAL_CLUSTER)
+    assert done.returncode == 0, done.stdout + done.stderr
+    reason = json.loads((run.path / "validation" / "script.json").read_text())["reasons"]["tests"]
+    seen = dict(
+        item.split("=", 1) for item in reason.rsplit("JAIL[", 1)[1].split("]JAIL", 1)[0].split()
+    )
+    assert seen["ppid"] == "0" or int(seen["pids"]) < 10, reason  # its own PID namespace
+    assert seen["dask"] == "False", reason  # no worker, nanny or scheduler in sight
+    assert seen["listening"] == "0", reason  # its own network: the cluster's ports are not there
+    assert "jail" in cli("plugins").stdout.lower()
