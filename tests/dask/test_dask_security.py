@@ -71,6 +71,8 @@ def test_a_tls_cluster_is_reached_with_the_certificate_dask_is_configured_with(
         address = cluster.scheduler_address
         assert address.startswith("tls://")
         refused = cli(*arguments, "--executor-option", f"scheduler={address}")
+        with dask.config.set(_credentials(tmp_path / "strangers")):  # not signed by its CA
+            strangers = cli(*arguments, "--executor-option", f"scheduler={address}")
         with dask.config.set(config):
             done = cli(*arguments, "--executor-option", f"scheduler={address}")
 
@@ -81,6 +83,10 @@ def test_a_tls_cluster_is_reached_with_the_certificate_dask_is_configured_with(
         refused.stderr
     )
     assert "distributed.comm.tls.client.cert" in refused.stderr
+    # With credentials the cluster does not trust: refused, saying it is about TLS.
+    assert strangers.returncode == 2, strangers.stdout + strangers.stderr
+    assert "Traceback" not in strangers.stderr
+    assert "do not accept each other's TLS credentials" in strangers.stderr
     # With them: the runs are validated, and nothing is said about clear text.
     assert done.returncode == 1, done.stdout + done.stderr
     assert "clear text" not in done.stderr

@@ -166,9 +166,16 @@ class DaskRun:
             try:
                 client = Client(settings.scheduler, timeout="10s")
             except (OSError, TimeoutError, ValueError, TypeError) as error:
+                why = f"{type(error).__name__}: {error}"
+                if _credentials_problem(settings.scheduler, error):
+                    raise UsageError(
+                        f"--executor-option scheduler={settings.scheduler}: the scheduler and "
+                        f"this client do not accept each other's TLS credentials ({why}); check "
+                        "distributed.comm.tls in dask's configuration (trysquare-dask's README)"
+                    ) from None
                 raise UsageError(
                     f"--executor-option scheduler={settings.scheduler}: no Dask scheduler "
-                    f"answered there ({type(error).__name__}: {error})"
+                    f"answered there ({why})"
                 ) from None
             with client:
                 yield client
@@ -240,6 +247,19 @@ def _check_credentials(address: str) -> None:
             "trysquare-dask's README)",
             file=sys.stderr,
         )
+
+
+def _credentials_problem(address: str, error: BaseException) -> bool:
+    """Whether connecting failed on TLS credentials (a certificate refused, a key file
+    missing) rather than on no scheduler being there."""
+    import ssl
+
+    if isinstance(error, ssl.SSLError):
+        return True
+    text = str(error)
+    if "TLS" in text or "certificate" in text.lower():
+        return True
+    return address.lower().startswith("tls://") and isinstance(error, FileNotFoundError)
 
 
 def _private_comms(processes: bool) -> dict[str, Any]:
