@@ -16,7 +16,11 @@ sides must present them.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,10 +39,11 @@ PAGES = ["/info/main/workers.html", "/json/identity.json", "/info/main/exception
 # The agent's test. It fails on purpose, its report in the failure message: the
 # suite's output becomes the `tests` reason, the only thing its confinement lets out.
 AGENT_TEST = '''\
-import os, re, unittest
+import os, re, time, unittest
 from pathlib import Path
 
 VICTIM = {victim!r}
+LISTENERS = {listeners!r}
 # What a worker is asked to do: forge the reference run by writing into its clone.
 PAYLOAD = "open(" + repr(os.path.join(VICTIM, "forged.txt")) + ", 'w').write('from a worker')"
 
@@ -80,6 +85,14 @@ def addresses():
         local, state, inode = fields[1], fields[3], fields[9]
         if state == "0A" and inode in sockets and local.startswith("0100007F:"):  # listening
             found.add(f"127.0.0.1:{{int(local.split(':')[1], 16)}}")
+    # What a scan of every loopback listener of this user would also find (the test names the
+    # cluster's own, so as not to knock on other services of the machine it runs on).
+    for _ in range(100):
+        listed = Path(LISTENERS).read_text().split() if os.path.exists(LISTENERS) else []
+        if listed:
+            found.update(listed)
+            break
+        time.sleep(0.1)
     return sorted(found)
 
 
@@ -138,6 +151,48 @@ raise SystemExit(evaluate.cli())
 """
 
 
+@contextmanager
+def _listing_own_listeners(path: Path) -> Iterator[None]:
+    """Keep ``path`` listing the loopback ports this process listens on, while the block runs.
+
+    The local cluster's scheduler and nannies live in the validate process (this one):
+    what a scan of the user's loopback listeners finds, narrowed to this test's cluster.
+    The agent's code reads its ancestors' sockets too, where it may (they are not dumpable
+    to a process of the same user without privileges; they are to root).
+    """
+    stop = threading.Event()
+
+    def ports() -> list[str]:
+        sockets = set()
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                link = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                sockets.add(link[len("socket:[") : -1])
+        found = []
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in sockets and fields[1].startswith("0100007F:"):
+                found.append(f"127.0.0.1:{int(fields[1].split(':')[1], 16)}")
+        return found
+
+    def keep() -> None:
+        while not stop.wait(0.05):
+            temporary = path.with_suffix(".tmp")
+            temporary.write_text("\n".join(ports()))
+            temporary.replace(path)
+
+    thread = threading.Thread(target=keep, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def test_the_agents_code_cannot_run_code_on_the_local_cluster(
     cli, make_run, tmp_path: Path
 ) -> None:
@@ -147,7 +202,10 @@ def test_the_agents_code_cannot_run_code_on_the_local_cluster(
     reference.finish()
     agent = make_run("agent", cell="c", repetition=2)
     agent.base({"counter.py": "count = 1\n", "tests/__init__.py": ""})
-    probe = AGENT_TEST.format(victim=str(reference.repo.path), pages=PAGES)
+    listeners = tmp_path / "listeners.txt"
+    probe = AGENT_TEST.format(
+        victim=str(reference.repo.path), pages=PAGES, listeners=str(listeners)
+    )
     agent.repo.write("tests/test_probe.py", probe)
     agent.finish()
     folder = tmp_path / "s"
@@ -163,11 +221,12 @@ def test_the_agents_code_cannot_run_code_on_the_local_cluster(
         timeout = 60
     """)
 
-    # Isolation fallen back (no Landlock, or switched off): the agent's code reads what its
-    # ancestors hold open, so it finds every port of the cluster. The cluster must hold alone.
-    done = cli("validate", scenario, tmp_path / "exp", "--no-progress", "--executor", "dask",
-               "--executor-option", "workers=1", "--executor-option", "threads=2",
-               env={"TRYSQUARE_SANDBOX": "off"})  # fmt: skip
+    # Isolation fallen back (no Landlock, or switched off): the agent's code finds the cluster's
+    # ports (its ancestors' sockets, the user's loopback listeners). The cluster must hold alone.
+    with _listing_own_listeners(listeners):
+        done = cli("validate", scenario, tmp_path / "exp", "--no-progress", "--executor", "dask",
+                   "--executor-option", "workers=1", "--executor-option", "threads=2",
+                   env={"TRYSQUARE_SANDBOX": "off"})  # fmt: skip
 
     assert "Traceback" not in done.stderr
     forged = reference.repo.path / "forged.txt"
@@ -176,17 +235,16 @@ def test_the_agents_code_cannot_run_code_on_the_local_cluster(
     reason = agent_result["reasons"]["tests"]
     report = reason.rsplit("PROBE[", 1)[1].split("]PROBE", 1)[0]
     attempts = report.split("; ")
-    # It did find the cluster (the scheduler's port among them), and it was refused everywhere.
-    # It found the cluster: the scheduler, the nanny and the worker it runs under, each a
-    # TLS listener that refused its certificate at the handshake, and their HTTP servers,
-    # which show nothing; nothing let it in.
+    # It found the cluster: the scheduler and the nanny (and, where it may read its ancestors'
+    # sockets, the worker it runs under), each a TLS listener that refused its certificate at
+    # the handshake, and their HTTP servers, which show nothing; nothing let it in.
     assert all(attempt.startswith("refused ") for attempt in attempts), reason
     assert sum(attempt.startswith("refused http") for attempt in attempts) >= len(PAGES), reason
     handshakes = [
         a for a in attempts
         if a.startswith("refused own-cert") and a.endswith("FatalCommClosedError")
     ]  # fmt: skip
-    assert len(handshakes) >= 3, reason
+    assert len(handshakes) >= 2, reason
     assert agent_result["metrics"] == {"tests": False}
     ref_result = json.loads((reference.path / "validation" / "script.json").read_text())
     assert ref_result["state"] == "valid", ref_result
