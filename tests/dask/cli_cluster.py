@@ -15,8 +15,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 DASK = str(Path(sys.executable).with_name("dask"))
 
@@ -26,7 +27,8 @@ class CommandLineCluster:
 
     def __init__(self, folder: Path, *, workers: int = 2, threads: int = 1,
                  env: Mapping[str, str] | None = None, timeout: float = 90.0,
-                 nanny: bool = True) -> None:
+                 nanny: bool = True, tls: Mapping[str, str] | None = None,
+                 preload: Sequence[str] = ()) -> None:
         self.folder = Path(folder)
         self.workers = workers
         self.threads = threads
@@ -38,8 +40,28 @@ class CommandLineCluster:
         # Without a nanny a worker is one process, not a nanny importing distributed and then
         # starting the worker, which imports it again: half the start-up. Nothing restarts it.
         self.nanny = nanny
+        # {"ca": ..., "cert": ..., "key": ...}: files every process of the cluster presents
+        # (and asks the other side for), as an operator's TLS cluster is started.
+        self.tls = dict(tls) if tls else None
+        # Preload modules of each worker (and its nanny).
+        self.preload = list(preload)
         self.processes: list[subprocess.Popen[bytes]] = []
         self.address = ""
+
+    def _tls_options(self) -> list[str]:
+        if self.tls is None:
+            return []
+        return ["--tls-ca-file", self.tls["ca"], "--tls-cert", self.tls["cert"],
+                "--tls-key", self.tls["key"]]
+
+    def security(self) -> Any:
+        """What a client of this cluster presents (None: clear text)."""
+        if self.tls is None:
+            return None
+        from distributed.security import Security
+
+        return Security(tls_ca_file=self.tls["ca"], tls_client_cert=self.tls["cert"],
+                        tls_client_key=self.tls["key"], require_encryption=True)
 
     def _start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
         with open(self.folder / log, "wb") as out:
@@ -56,13 +78,19 @@ class CommandLineCluster:
         scheduler_file = self.folder / "scheduler.json"
         try:
             # Without a dashboard each still serves HTTP: at port 0 too, not a contended 8787.
+            protocol = ["--protocol", "tls"] if self.tls else []
             self._start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                        "--dashboard-address", "127.0.0.1:0",
+                        "--dashboard-address", "127.0.0.1:0", *protocol, *self._tls_options(),
                         "--scheduler-file", str(scheduler_file), log="scheduler.log")
+            preloads: list[str] = []
+            for module in self.preload:
+                preloads += ["--preload", module]
+                if self.nanny:
+                    preloads += ["--preload-nanny", module]
             for number in range(self.workers):
                 self._start("worker", "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1",
                             "--nthreads", str(self.threads), "--nworkers", "1", "--no-dashboard",
-                            "--dashboard-address", "127.0.0.1:0",
+                            "--dashboard-address", "127.0.0.1:0", *self._tls_options(), *preloads,
                             "--nanny" if self.nanny else "--no-nanny", "--name", f"w{number}",
                             log=f"worker{number}.log")
             deadline = time.monotonic() + self.timeout
@@ -94,7 +122,7 @@ class CommandLineCluster:
     def _wait_for_workers(self, deadline: float) -> None:
         from distributed import Client
 
-        with Client(self.address, timeout=self.timeout) as client:
+        with Client(self.address, timeout=self.timeout, security=self.security()) as client:
             while len(client.scheduler_info()["workers"]) < self.workers:
                 self._alive_or_fail(deadline)
                 time.sleep(0.05)

@@ -95,6 +95,52 @@ def test_a_tls_cluster_is_reached_with_the_certificate_dask_is_configured_with(
     assert results[("bad1", "score")]["state"] == "invalid"
 
 
+def test_an_operators_tls_cluster_started_as_the_readme_says_answers_trysquare_alone(
+    cli, matrix, tmp_path: Path
+) -> None:
+    """``dask scheduler``/``dask worker`` with the README's TLS and preload options.
+
+    trysquare reaches it with the certificate Dask's configuration names and
+    validates; a client without one is refused; its worker and nanny processes are
+    not dumpable (``--preload``/``--preload-nanny trysquare_dask.memory``).
+    """
+    import os
+
+    import dask
+    from distributed import Client
+    from trysquare_dask.memory import dumpable
+
+    from tests.dask.cli_cluster import CommandLineCluster
+
+    m: Matrix = matrix(["r1", "bad1"])
+    config = _credentials(tmp_path / "tls")
+    files = {"ca": config["distributed.comm.tls.ca-file"],
+             "cert": config["distributed.comm.tls.client.cert"],
+             "key": config["distributed.comm.tls.client.key"]}  # fmt: skip
+    env = {k: v for k, v in cli.env.items() if not k.startswith("TRYSQUARE_")}
+    with CommandLineCluster(tmp_path / "cluster", workers=1, threads=2, env=env, tls=files,
+                            preload=["trysquare_dask.memory"]) as cluster:  # fmt: skip
+        assert cluster.address.startswith("tls://")
+        address = cluster.address
+        with dask.config.set(config):
+            done = cli("validate", m.scenario, m.exp, "--no-progress", "--only", "score",
+                       "--executor", "dask", "--executor-option", f"scheduler={address}")  # fmt: skip
+        plain = cluster.address.replace("tls://", "tcp://")
+        with pytest.raises(OSError):
+            Client(plain, timeout=2)
+        with Client(cluster.address, timeout=10, security=cluster.security()) as client:
+            workers = list(client.run(dumpable).values())
+            nannies = list(client.run(dumpable, nanny=True).values())
+    assert done.returncode == 1, done.stdout + done.stderr + cluster.logs()
+    assert "clear text" not in done.stderr
+    results = m.results()
+    assert results[("r1", "score")]["state"] == "valid"
+    assert results[("bad1", "score")]["state"] == "invalid"
+    if sys.platform == "linux":
+        assert workers == [False] and nannies == [False]
+    assert os.stat(files["key"]).st_mode & 0o077 == 0
+
+
 def test_a_clear_text_scheduler_is_used_with_a_warning(cli, matrix) -> None:
     from distributed import LocalCluster
 
