@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trysquare._env import child_environment
 from trysquare._process import TAIL_LINES, output_text, run_steps, tail
 from trysquare._words import split_command
+from trysquare.jail import JailPolicy
 from trysquare.sandbox import Sandbox
 
 if TYPE_CHECKING:
@@ -216,14 +217,19 @@ def run_suite(
     *,
     timeout: float = 600.0,
     pass_env: Sequence[str] = (),
+    protected: Iterable[str] = (),
+    jail: JailPolicy | None = None,
+    guarded: Sequence[str | Path] = (),
 ) -> Metric:
     """Run ``prepare`` then ``test_command`` in a throwaway copy of ``repo``; return the verdict.
 
     ``timeout`` bounds the whole of it, prepare included. The measured clone is
     never written to: everything runs in a copy under a temporary folder that is
-    removed afterwards. The suite is the measured agent's code: it gets this
-    process's environment minus every secret-looking variable not named in
-    ``pass_env`` (the scenario's ``[task] pass_env``).
+    removed afterwards. The suite is the measured agent's code: it runs in the
+    jail (:mod:`trysquare.jail`, ``jail`` the scenario's policy; the defaults when
+    ``None``), never sees ``guarded`` folders, and gets this process's environment
+    minus every secret-looking variable not named in ``pass_env`` (the scenario's
+    ``[task] pass_env``).
     """
     from trysquare import repo as repo_module  # lazy: not needed unless a suite runs
 
@@ -233,12 +239,11 @@ def run_suite(
         raise ValueError("the scenario's test_command is empty: there is no suite to run")
     shown = " ".join(suite)
     steps = [("prepare", _words(step)) for step in prepare] + [("the suite", suite)]
-    env = child_environment(passed=pass_env)
-    # The runner's word to this validator about the suite's cache is not the suite's business.
-    from trysquare._suiteslot import REPORT_ENV, REUSE_ENV
+    env = child_environment(passed=pass_env, protected=protected)
+    # The runner's door for this validator's suite requests is not the suite's business.
+    from trysquare._suiteslot import SOCKET_ENV
 
-    env.pop(REPORT_ENV, None)
-    env.pop(REUSE_ENV, None)
+    env.pop(SOCKET_ENV, None)
     with tempfile.TemporaryDirectory(prefix="trysquare-tests-") as scratch:
         env["TMPDIR"] = scratch
         copy = repo_module.copy_tree(Path(repo), Path(scratch) / "repo")
@@ -247,6 +252,8 @@ def run_suite(
             # The agent's test code writes only in its throwaway scratch folder
             # (where the kernel allows it): never the clone, the run, the etalon cache.
             sandbox=Sandbox([scratch]),
+            jail=jail if jail is not None else JailPolicy(),
+            guarded=[Path(repo), *guarded],
             consequence="so nobody judged the suite",
         )
     if done.problem is not None or done.last is None:
