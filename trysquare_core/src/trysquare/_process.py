@@ -14,8 +14,8 @@ from __future__ import annotations
 import errno
 import itertools
 import os
-import shutil
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -138,7 +138,9 @@ def run_process(
             program = _program_path(argv, cwd, env)
             argv = jailed_command(
                 argv, cwd=str(cwd), writable=[str(p) for p in sandbox.writable], policy=jail,
-                guarded=[str(p) for p in guarded], programs=[program],
+                guarded=[str(p) for p in guarded],
+                # The command's own files (the scenario's: a script it names by path).
+                programs=[program, *(w for w in argv[1:] if os.path.isabs(w) and os.path.isfile(w))],
             )
             # bwrap cannot build its mounts under Landlock; the jail confines more, and its
             # PID namespace ends whatever the command left (no stray hunt needed).

@@ -37,7 +37,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
 import attrs
 
@@ -254,8 +253,9 @@ def jailed_command(
 
     ``writable`` folders are shown at their own path, writable; ``guarded`` ones (the
     run folder, the experiment) are never shown, even when a folder holding them is
-    asked for. ``programs`` (the scenario's own commands, e.g. a script beside it) are
-    shown read-only file by file when no shown folder holds them. Raises
+    asked for. ``programs`` (the scenario's own files its command names by absolute path,
+    e.g. a script beside it) are shown read-only file by file when no shown folder holds
+    them and no guarded one does. Raises
     :class:`IsolationUnavailable` when the jail cannot start here.
     """
     found = availability()
@@ -292,7 +292,11 @@ def jailed_command(
     for program in programs:
         real = os.path.realpath(program)
         for path in dict.fromkeys((program, real)):
-            if os.path.isfile(path) and not any(_under(path, folder) for folder in shown):
+            # A single file of the scenario's may lie in $HOME; never in a run or the cache.
+            never = [os.path.realpath(p) for p in guarded] + _guarded_roots()[1:]
+            if any(_under(path, folder) for folder in (*shown, *never)):
+                continue  # shown already, or never to be shown
+            if os.path.isfile(path):
                 args += ["--ro-bind", path, path]
     args += ["--setenv", "HOME", "/tmp", "--chdir", cwd, "--"]
     return args + _limited(argv, policy)

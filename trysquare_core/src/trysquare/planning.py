@@ -27,8 +27,8 @@ import attrs
 from trysquare import _atomic, _spill, context as contexts, guard, results
 from trysquare._pool import bounded_map
 from trysquare.errors import RunError
-from trysquare.jail import JailPolicy
 from trysquare.execute import disk_full, write_problem
+from trysquare.jail import JailPolicy
 from trysquare.modes import Validation, ValidationTask
 from trysquare.options import ValidateOptions
 from trysquare.runs import Run
@@ -166,7 +166,9 @@ def _shared(scenario: Scenario, validations: Sequence[Validation], options: Vali
         protected_env=frozenset(scenario.protected_env),
         suite_pass_env=tuple(scenario.task.pass_env),
         rerun_suite=options.rerun_suite,
-        jail=scenario.task.jail,
+        jail=attrs.evolve(scenario.task.jail, required=True)
+        if options.require_isolation
+        else scenario.task.jail,
     )
 
 

@@ -129,6 +129,9 @@ class HiddenTestsValidation(Validation):
                 # Only the scratch folder holding the copy (and its report) is writable
                 # where the kernel allows it: never the clone, the run, the etalon cache.
                 writable=[scratch],
+                # The agent's code: in the jail, which never shows the run's folder.
+                jail=job.jail,
+                guarded=[job.run.dir],
                 consequence="so no test ran",
                 tail_lines=TAIL_LINES,
             )
