@@ -226,7 +226,7 @@ def _shown_readonly(extra: Iterable[str], guarded: Sequence[str]) -> list[str]:
         for path in {os.path.normpath(candidate), os.path.realpath(candidate)}:
             if path == "/" or not os.path.isdir(path):
                 continue
-            if any(_under(path, system) for system in _SYSTEM_FOLDERS):
+            if any(_under(path, system) for system in (*_SYSTEM_FOLDERS, *_SYSTEM_LINKS)):
                 continue  # shown already
             if any(_under(root, path) for root in guarded):
                 continue  # it would show $HOME, the cache or a run
