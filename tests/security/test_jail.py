@@ -279,7 +279,6 @@ hoard = bytearray(600 << 20)
     assert "MemoryError" in recorded["reasons"]["tests"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="the kernel never limits root's processes (RLIMIT_NPROC)")
 def test_processes_over_the_limit_cannot_start(tmp_path: Path) -> None:
     body = """
 import subprocess

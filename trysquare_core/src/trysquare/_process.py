@@ -25,7 +25,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from trysquare.jail import IsolationUnavailable, JailPolicy, availability, jailed_command
+from trysquare.jail import (
+    IsolationUnavailable,
+    JailPolicy,
+    availability,
+    hand_over,
+    jailed_command,
+)
 from trysquare.sandbox import Sandbox, switched_off
 
 __all__ = ["DEFAULT_CAP", "ProcessResult", "kill_all", "run_process"]
@@ -136,6 +142,7 @@ def run_process(
             raise ValueError("a jailed command needs the folders it may write (sandbox=)")
         if availability().available:
             program = _program_path(argv, cwd, env)
+            hand_over([str(p) for p in sandbox.writable])
             argv = jailed_command(
                 argv, cwd=str(cwd), writable=[str(p) for p in sandbox.writable], policy=jail,
                 guarded=[str(p) for p in guarded],

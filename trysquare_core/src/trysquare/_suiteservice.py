@@ -37,8 +37,6 @@ __all__ = ["SuiteService"]
 
 # A request is {"timeout": seconds}: anything longer is not one.
 _REQUEST_CAP = 4096
-# How often the door looks whether it was closed while nobody knocked.
-_POLL_SECONDS = 0.1
 
 
 class SuiteService:
@@ -57,7 +55,6 @@ class SuiteService:
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.path)
         self._listener.listen(8)
-        self._listener.settimeout(_POLL_SECONDS)
         self._thread = threading.Thread(target=self._serve, name="trysquare-suite", daemon=True)
 
     @property
@@ -77,6 +74,10 @@ class SuiteService:
         """Shut the door; a suite still running (its validator is gone) is killed."""
         self._closed.set()
         kill_groups(self._groups)
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() below at once
+        except OSError:
+            pass
         self._thread.join(timeout=30)
         self._listener.close()
         shutil.rmtree(self._folder, ignore_errors=True)
@@ -89,10 +90,8 @@ class SuiteService:
             while not self._closed.is_set():
                 try:
                     connection, _ = self._listener.accept()
-                except TimeoutError:
-                    continue
                 except OSError:
-                    return
+                    return  # shut by close()
                 with connection:
                     self._answer_one(connection)
 

@@ -51,6 +51,7 @@ __all__ = [
     "JailPolicy",
     "availability",
     "isolation_line",
+    "hand_over",
     "jailed_command",
 ]
 
@@ -237,7 +238,61 @@ def _shown_readonly(extra: Iterable[str], guarded: Sequence[str]) -> list[str]:
     return shown
 
 
-_NAMESPACES = ("--unshare-all", "--unshare-user", "--die-with-parent", "--new-session")
+_NAMESPACES = ("--unshare-all", "--die-with-parent", "--new-session")
+
+
+def unprivileged_ids() -> tuple[int, int]:
+    """The user and group the jail runs as when trysquare runs as root (``nobody``)."""
+    import grp
+    import pwd
+
+    try:
+        user = pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        user = 65534
+    for name in ("nogroup", "nobody"):
+        try:
+            return user, grp.getgrnam(name).gr_gid
+        except KeyError:
+            continue
+    return user, 65534
+
+
+def hand_over(folders: Iterable[str]) -> None:
+    """Make ``folders`` (the jail's writable scratch) the unprivileged user's, when root."""
+    if _as_root() is None:
+        return
+    user, group = unprivileged_ids()
+    for folder in folders:
+        os.lchown(folder, user, group)
+        for root, dirs, files in os.walk(folder):
+            for name in (*dirs, *files):
+                try:
+                    os.lchown(os.path.join(root, name), user, group)
+                except FileNotFoundError:
+                    continue
+
+
+@functools.lru_cache(maxsize=1)
+def _setpriv() -> str | None:
+    for folder in ("/usr/bin", "/bin"):
+        path = os.path.join(folder, "setpriv")
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _as_root() -> list[str] | None:
+    """Where trysquare runs as root: the words that drop the jail to ``nobody`` (util-linux
+    ``setpriv``), or ``None`` (not root, or no setpriv: the jail then runs as root without
+    capabilities in a user namespace, and the process limit does not hold)."""
+    if os.geteuid() != 0 or _setpriv() is None:
+        return None
+    user, group = unprivileged_ids()
+    return [
+        str(_setpriv()), f"--reuid={user}", f"--regid={group}", "--clear-groups",
+        "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
+    ]
 
 
 def jailed_command(
@@ -251,20 +306,30 @@ def jailed_command(
 ) -> list[str]:
     """``argv`` wrapped to run in the jail, in ``cwd`` (which lies in a ``writable`` folder).
 
-    ``writable`` folders are shown at their own path, writable; ``guarded`` ones (the
-    run folder, the experiment) are never shown, even when a folder holding them is
-    asked for. ``programs`` (the scenario's own files its command names by absolute path,
-    e.g. a script beside it) are shown read-only file by file when no shown folder holds
-    them and no guarded one does. Raises
+    ``writable`` folders are shown at their own path, writable (call :func:`hand_over`
+    on them first: where trysquare runs as root, the jail runs as ``nobody``);
+    ``guarded`` ones (the run folder, the experiment) are never shown, even when a
+    folder holding them is asked for. ``programs`` (the scenario's own files its
+    command names by absolute path, e.g. a script beside it) are shown read-only file by
+    file when no shown folder holds them and no guarded one does. Raises
     :class:`IsolationUnavailable` when the jail cannot start here.
     """
     found = availability()
     if not found.available or found.bwrap is None:
         raise IsolationUnavailable(f"the jail cannot start: {found.reason}")
+    drop = _as_root()
     guard = [os.path.realpath(p) for p in guarded] + _guarded_roots()
-    args = [found.bwrap, *_NAMESPACES]
-    if policy.network:
-        args.append("--share-net")
+    args = [found.bwrap]
+    if drop is None:
+        # An ordinary user: bubblewrap makes a user namespace, and every other one.
+        args += ["--unshare-all", *(["--share-net"] if policy.network else [])]
+    else:
+        # Root: no user namespace (the kernel would still count its processes as root's);
+        # the command drops to nobody itself, with the two capabilities that takes.
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+        args += [] if policy.network else ["--unshare-net"]
+        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    args += ["--die-with-parent", "--new-session"]
     for folder in _SYSTEM_FOLDERS:
         if os.path.isdir(folder) and not os.path.islink(folder):
             args += ["--ro-bind", folder, folder]
@@ -283,23 +348,36 @@ def jailed_command(
     if found.tmpfs_size:
         args += ["--size", str(policy.file_size_mib << 20)]
     args += ["--tmpfs", "/tmp"]
+    made: set[str] = set()
+
+    def bind(source: str, kind: str = "--ro-bind") -> None:
+        # bubblewrap would copy the modes of the folders on the way (/root is 0700): the
+        # folders leading to what is shown are made plainly walkable, and hold nothing else.
+        parts = source.strip("/").split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = "/" + "/".join(parts[:depth])
+            if folder in made or any(_under(folder, s) for s in (*_SYSTEM_FOLDERS, "/tmp")):
+                continue
+            made.add(folder)
+            args.extend(["--perms", "0755", "--dir", folder])
+        args.extend([kind, source, source])
+
     readonly = _shown_readonly(policy.readable, guard)
     for folder in readonly:
-        args += ["--ro-bind", folder, folder]
+        bind(folder)
     for folder in writable:
-        args += ["--bind", str(folder), str(folder)]
+        bind(str(folder), "--bind")
     shown = [*_SYSTEM_FOLDERS, *readonly, *(str(w) for w in writable)]
+    # A single file of the scenario's may lie in $HOME; never in a run or the cache.
+    never = [os.path.realpath(p) for p in guarded] + _guarded_roots()[1:]
     for program in programs:
-        real = os.path.realpath(program)
-        for path in dict.fromkeys((program, real)):
-            # A single file of the scenario's may lie in $HOME; never in a run or the cache.
-            never = [os.path.realpath(p) for p in guarded] + _guarded_roots()[1:]
+        for path in dict.fromkeys((program, os.path.realpath(program))):
             if any(_under(path, folder) for folder in (*shown, *never)):
                 continue  # shown already, or never to be shown
             if os.path.isfile(path):
-                args += ["--ro-bind", path, path]
+                bind(path)
     args += ["--setenv", "HOME", "/tmp", "--chdir", cwd, "--"]
-    return args + _limited(argv, policy)
+    return args + (drop or []) + _limited(argv, policy)
 
 
 def _limited(argv: Sequence[str], policy: JailPolicy) -> list[str]:
