@@ -328,3 +328,45 @@ def test_a_required_jail_that_cannot_start_leaves_the_suite_unjudged_by_hand(
     assert verdict.value is None
     assert "the jail is required" in verdict.reason
     assert not repo.exists()
+
+
+def test_the_jail_dies_with_trysquare(tmp_path: Path, cli_process) -> None:
+    """trysquare itself killed (SIGKILL, no clean-up) while the suite runs: nothing of the
+    agent's code survives it (the jail dies with its parent, its PID namespace with it)."""
+    import subprocess
+    import time
+
+    marker = f"trysquare-orphan-{uuid.uuid4().hex}"
+    _attack(tmp_path, f"""
+import subprocess
+subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])
+time.sleep(600)
+""")
+
+    def holders() -> list[str]:
+        found = []
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
+            except OSError:
+                continue
+        return found
+
+    validate = subprocess.Popen(
+        [sys.executable, "-m", "trysquare", "validate", str(tmp_path / "s" / "scenario.toml"),
+         str(tmp_path / "exp"), "--no-progress"],
+        env=cli_process.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not holders() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert holders(), "the suite never started"
+    finally:
+        validate.send_signal(signal.SIGKILL)
+        validate.wait()
+    deadline = time.monotonic() + 10
+    while holders() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert holders() == []
