@@ -145,6 +145,7 @@ class SuiteService:
             protected=task.protected_env,
             jail=task.jail,
             guarded=[task.run.dir],
+            base=str(context["base"]) if context.get("base") else None,
         )
         if self._closed.is_set():
             return {"value": None, "reason": "the validator ended before the suite did"}

@@ -441,6 +441,7 @@ class Assay:
             verdict = run_suite(
                 self.repo, command, self.prepare, timeout=timeout, pass_env=passed,
                 jail=policy_from_context(self._context),
+                base=str(self._context["base"]) if self._context.get("base") else None,
             )
         self._cache["tests"] = verdict
         return verdict
