@@ -636,22 +636,24 @@ def _say_isolation(scenario: Any, *, required: bool) -> None:
 
     from trysquare.jail import availability, isolation_line
 
-    found = availability()
-    if found.available:
-        return
     policy = scenario.task.jail
     if required:
         policy = attrs.evolve(policy, required=True)
+    runs_agent_code = scenario.task.test_command is not None or any(
+        v.mode == "hidden-tests" for v in scenario.validations
+    )
+    if not runs_agent_code and not policy.must_jail:
+        return  # nothing of the agent's runs: no need to probe for the jail
+    found = availability()
+    if found.available:
+        return
     if policy.must_jail:
         where = "--require-isolation" if required else '[task] isolation = "required"'
         raise UsageError(
             f"{scenario.path.name}: {where} and the jail cannot start here ({found.reason}); "
             "nothing was run"
         )
-    if scenario.task.test_command is not None or any(
-        v.mode == "hidden-tests" for v in scenario.validations
-    ):
-        print(f"trysquare: warning: {isolation_line(policy)}", file=sys.stderr)
+    print(f"trysquare: warning: {isolation_line(policy)}", file=sys.stderr)
 
 
 def _demo(args: argparse.Namespace) -> int:
