@@ -313,6 +313,9 @@ def test_the_fallback_is_said_loudly(tmp_path: Path, cli) -> None:
     assert "isolation: NOT JAILED (TRYSQUARE_JAIL=off)" in checked.stdout
     checked = cli("check", tmp_path / "s" / "scenario.toml")
     assert "isolation: the jail" in checked.stdout and "no network" in checked.stdout
+    document = json.loads(cli("check", tmp_path / "s" / "scenario.toml", "--format", "json").stdout)
+    assert document["isolation"]["jailed"] is True
+    assert document["isolation"]["limits"]["processes"] == jail.DEFAULT_PROCESSES
 
 
 def test_a_required_jail_that_cannot_start_leaves_the_suite_unjudged_by_hand(
