@@ -309,7 +309,7 @@ def test_two_keys_for_one_destination_are_refused(tmp_path: Path) -> None:
         load_scenario(path, MODES)
 
 
-@pytest.mark.parametrize("planted", ["fifo", "link"])
+@pytest.mark.parametrize("planted", ["fifo", "link", "hard link"])
 def test_a_report_the_agents_tests_replaced_is_refused_without_waiting(
     tmp_path: Path, planted: str
 ) -> None:
@@ -323,6 +323,9 @@ def test_a_report_the_agents_tests_replaced_is_refused_without_waiting(
     report = tmp_path / "junit.xml"
     if planted == "fifo":
         os.mkfifo(report)
+    elif planted == "hard link":  # to a file of the same user elsewhere: read, it would leak
+        (tmp_path / "secret.xml").write_text("<testsuite/>")
+        os.link(tmp_path / "secret.xml", report)
     else:
         (tmp_path / "secret.xml").write_text("<testsuite/>")
         os.symlink(tmp_path / "secret.xml", report)
@@ -340,9 +343,12 @@ def test_a_report_the_agents_tests_replaced_is_refused_without_waiting(
     assert not worker.is_alive(), "read_report waited on the FIFO"
     (error,) = said
     assert isinstance(error, ReportError)
-    assert ("not a regular file" if planted == "fifo" else "is a symlink, not followed") in str(
-        error
-    )
+    says = {
+        "fifo": "not a regular file",
+        "link": "is a symlink, not followed",
+        "hard link": "is a hard link to another file, not read",
+    }
+    assert says[planted] in str(error)
 
 
 # --- the test runner's settings as at base ----------------------------------------------------

@@ -48,11 +48,16 @@ def _light_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 
-def _score(trysquare_run, run_validator, tmp_path: Path, changes: dict[str, str], **scenario):
-    scenario_path = write_hidden_scenario(
-        tmp_path / "s", scenario.pop("command", PYTEST), **scenario
-    )
-    run = trysquare_run("r", base=BASE, changes={**NO_FIX, **changes})
+def _score(
+    trysquare_run,
+    run_validator,
+    tmp_path: Path,
+    changes: dict[str, str],
+    base: dict[str, str] = BASE,
+    **scenario,
+):
+    scenario_path = write_hidden_scenario(tmp_path / "s", PYTEST, **scenario)
+    run = trysquare_run("r", base=base, changes={**NO_FIX, **changes})
     result = run_validator(run, scenario=scenario_path, modes=MODES)
     assert result.state == "valid", result.error
     return result
@@ -202,3 +207,39 @@ def test_a_fixed_run_keeps_its_legitimate_pyproject(
     result = run_validator(run, scenario=scenario_path, modes=MODES)
     assert result.metrics == {"resolved": True, "f2p": 1.0, "p2p": 1.0}
     assert "set aside" not in result.reasons["resolved"]
+
+
+FORGED = (
+    "<testsuite>"
+    '<testcase classname="tests.test_hidden" name="test_empty_basket"/>'
+    '<testcase classname="tests.test_basket" name="test_total"/>'
+    '<testcase classname="tests.test_basket.TestAverage" name="test_average"/>'
+    "</testsuite>"
+)
+
+
+def test_a_report_planted_before_the_command_is_never_read(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
+    # `prepare` runs the agent's code too (a build script, setup.py): it knows TMPDIR, the
+    # folder where the report goes, and plants a passing one there; then the agent's source
+    # ends pytest before it writes its own. The report's folder is made after prepare ended.
+    base = {**BASE, "build.py": "print('nothing to build')\n"}
+    build = textwrap.dedent(f"""\
+        import os, pathlib
+        scratch = pathlib.Path(os.environ["TMPDIR"])
+        for folder in [scratch, *[p for p in scratch.iterdir() if p.is_dir()]]:
+            (folder / "junit.xml").write_text({FORGED!r})
+        """)
+    task = f'[task]\nprepare = ["{sys.executable} build.py"]\n'
+    exits = "import os\n\nos._exit(0)\n" + BASE["basket.py"]
+    result = _score(
+        trysquare_run,
+        run_validator,
+        tmp_path,
+        {"build.py": build, "basket.py": exits},
+        task=task,
+        base=base,
+    )
+    assert result.metrics == {"resolved": False, "f2p": 0.0, "p2p": 0.0}, result.reasons
+    assert "wrote no report in this run" in result.reasons["resolved"]
