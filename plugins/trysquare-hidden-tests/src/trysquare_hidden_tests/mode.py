@@ -10,10 +10,15 @@ ids decide the metrics:
 - ``f2p`` / ``p2p``: the fraction of each list that passes.
 
 Outcomes come from the report only, never from the command's output or exit
-code (a suite with failing tests exits non-zero; that is what it is for). When
-nobody can say — no report, a report with no test, a listed id missing from
-it, a failing ``prepare``, a timeout — the metrics are unjudged (``null`` with a
-reason), never a pass and never a fail.
+code (a suite with failing tests exits non-zero; that is what it is for). The
+copy runs with the test runner's settings as they are at base
+(:mod:`trysquare_hidden_tests.harness`): the agent's harness is set aside and
+named. A run with no usable report (none, unreadable, no test in it, a listed
+id missing) is compared with the same command on the base tree
+(:mod:`trysquare_hidden_tests.control`): what reports at base and not here did
+not pass. When nobody can say — the control cannot report either, a listed id
+absent at base too, a failing ``prepare``, a timeout — the metrics are unjudged
+(``null`` with a reason), never a pass and never a fail.
 """
 
 from __future__ import annotations
