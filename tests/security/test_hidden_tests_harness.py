@@ -243,3 +243,34 @@ def test_a_report_planted_before_the_command_is_never_read(
     )
     assert result.metrics == {"resolved": False, "f2p": 0.0, "p2p": 0.0}, result.reasons
     assert "wrote no report in this run" in result.reasons["resolved"]
+
+
+def test_the_agents_source_holding_the_command_past_its_timeout_counts_as_failed(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
+    # Variant: no report because the agent's source never returns. At base the same command
+    # reports within the timeout, so the run failed; it does not leave the denominator.
+    hangs = "import time\n\ntime.sleep(600)\n" + BASE["basket.py"]
+    result = _score(trysquare_run, run_validator, tmp_path, {"basket.py": hangs}, timeout=8)
+    assert result.metrics == {"resolved": False, "f2p": 0.0, "p2p": 0.0}
+    reason = result.reasons["resolved"]
+    assert "the hidden tests reported at base, but in this run the command" in reason
+    assert "did not finish within the timeout of 8 s" in reason
+
+
+def test_the_agents_build_breaking_prepare_counts_as_failed(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
+    # Variant: `prepare` runs a build script of the project that the agent broke.
+    result = _score(
+        trysquare_run,
+        run_validator,
+        tmp_path,
+        {"build.py": "raise SystemExit('broken build')\n"},
+        base={**BASE, "build.py": "print('built')\n"},
+        task=f'[task]\nprepare = ["{sys.executable} build.py"]\n',
+    )
+    assert result.metrics == {"resolved": False, "f2p": 0.0, "p2p": 0.0}
+    assert "but in this run prepare `" in result.reasons["f2p"]
+    assert "failed (exit 1), so no test ran" in result.reasons["f2p"]
+    assert "broken build" in result.reasons["f2p"]

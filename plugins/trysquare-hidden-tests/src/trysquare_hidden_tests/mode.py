@@ -14,11 +14,11 @@ code (a suite with failing tests exits non-zero; that is what it is for). The
 copy runs with the test runner's settings as they are at base
 (:mod:`trysquare_hidden_tests.harness`): the agent's harness is set aside and
 named. A run with no usable report (none, unreadable, no test in it, a listed
-id missing) is compared with the same command on the base tree
-(:mod:`trysquare_hidden_tests.control`): what reports at base and not here did
-not pass. When nobody can say — the control cannot report either, a listed id
-absent at base too, a failing ``prepare``, a timeout — the metrics are unjudged
-(``null`` with a reason), never a pass and never a fail.
+id missing, a failing ``prepare``, a timeout) is compared with the same command
+on the base tree (:mod:`trysquare_hidden_tests.control`): what reports at base
+and not here did not pass. When nobody can say — the control cannot report
+either, a listed id absent at base too — the metrics are unjudged (``null`` with
+a reason), never a pass and never a fail.
 """
 
 from __future__ import annotations
@@ -144,9 +144,9 @@ class HiddenTestsValidation(Validation):
         tried = self._attempt(lambda dest: copy_tree(repo, dest), base, hidden, prepare, env)
         if tried.invalid is not None:
             return Outcome.invalid(tried.invalid, stderr=tried.stderr)
-        if tried.problem is not None:
-            return attrs.evolve(self._unjudged(tried.problem, tried.set_aside), stderr=tried.stderr)
-        cases = tried.cases or {}
+        # Nothing measured (prepare failed, the timeout, the tree refused a hidden file) is
+        # no report at all: like a missing report, the control at base says whose it is.
+        cases = {} if tried.problem is not None else tried.cases or {}
         listed = (*self.fail_to_pass, *self.pass_to_pass)
         stderr = tried.stderr
         at_base: frozenset[str] | None = None
@@ -159,25 +159,29 @@ class HiddenTestsValidation(Validation):
                 at_base = control.ids
             else:
                 nobody = (
-                    f"at base the hidden tests could not report either ({control.problem}), "
-                    "so nobody can say"
+                    "at base the hidden tests could not report either "
+                    f"({control.problem.partition(chr(10))[0].rstrip(':')}), so nobody can say"
                 )
         metrics, reasons = judge(cases, self.fail_to_pass, self.pass_to_pass, at_base=at_base)
         if not cases:
-            decided = at_base is not None and any(test in at_base for test in listed)
-            what = tried.report_error or "the report holds no test"
-            evidence = f" by `{tried.command}`:\n{tried.evidence}"
-            if decided:
+            if tried.problem is not None:
+                whole = tried.problem
+                what, _, evidence = whole.partition("\n")
+                what = what.rstrip(":")
+            else:
+                what = tried.report_error or NO_TEST
+                evidence = f"`{tried.command}` printed:\n{tried.evidence}"
+                whole = f"{what} by `{tried.command}`:\n{tried.evidence}"
+            if at_base is not None and any(test in at_base for test in listed):
                 headline = (
                     "the hidden tests reported at base and wrote no report in this run"
-                    if tried.report_error == NO_REPORT
+                    if tried.report_error == NO_REPORT and tried.problem is None
                     else f"the hidden tests reported at base, but in this run {what}"
                 )
-                reasons = {
-                    role: f"{headline}; {reason}{evidence}" for role, reason in reasons.items()
-                }
+                shown = f"\n{evidence}" if evidence.strip() else ""
+                reasons = {role: f"{headline}; {reason}{shown}" for role, reason in reasons.items()}
             else:
-                said = f"{what}{evidence}" + (f"\n{nobody}" if nobody else "")
+                said = whole + (f"\n{nobody}" if nobody else "")
                 reasons = {role: said for role in reasons}
         elif nobody:
             reasons = {
@@ -320,12 +324,6 @@ class HiddenTestsValidation(Validation):
             return Control(ids=None, problem=why, transcript=tried.stderr)
 
         return at_base(key, run)
-
-    def _unjudged(self, reason: str, set_aside_now: Sequence[str] = ()) -> Outcome:
-        return Outcome(
-            metrics={name: None for _, name in self.roles},
-            reasons={name: _with_set_aside(reason, set_aside_now) for _, name in self.roles},
-        )
 
 
 @attrs.frozen(kw_only=True)
