@@ -216,8 +216,10 @@ def test_a_link_out_of_the_repository_is_not_written_through(
     (run.repo.path / "tests").symlink_to(outside, target_is_directory=True)
     scenario = write_hidden_scenario(tmp_path / "s", PYTEST)
     result = run_validator(run, scenario=scenario, modes=MODES)
+    # The link is taken out of the copy (pytest would collect through it): the hidden file
+    # goes into a folder of the copy's own; pass_to_pass is absent at base too.
     assert result.metrics["resolved"] is None
-    assert "link out of the repository" in result.reasons["resolved"]
+    assert "set aside the run's tests (a link out of the tree)" in result.reasons["resolved"]
     assert list(outside.iterdir()) == []
 
 
@@ -436,13 +438,25 @@ def test_a_base_file_is_never_put_back_through_a_link(tmp_path: Path) -> None:
 
     outside = tmp_path / "outside"
     outside.mkdir()
-    base = _tree(tmp_path / "base", {"tests/conftest.py": "BASE = 1\n"})
-    copy = tmp_path / "copy"
-    copy.mkdir()
+    base = _tree(tmp_path / "base", {"tests/conftest.py": "BASE = 1\n", "lib/conftest.py": "L\n"})
+    copy = _tree(tmp_path / "copy", {"other/x.py": ""})
     (copy / "tests").symlink_to(outside, target_is_directory=True)
-    with pytest.raises(SetAsideError, match="makes tests a link or a file"):
-        set_aside(copy, base)
+    # A link out of the tree is taken out; base's file goes into a folder of the copy's own.
+    assert set_aside(copy, base) == [
+        "tests (a link out of the tree)",
+        "lib/conftest.py (deleted)",
+        "tests/conftest.py (deleted)",
+    ]
     assert list(outside.iterdir()) == []
+    assert not (copy / "tests").is_symlink()
+    # A link inside the tree is the run's to keep: nothing is written through it.
+    (copy / "lib").mkdir(exist_ok=True)
+    (copy / "lib" / "conftest.py").unlink()
+    (copy / "lib").rmdir()
+    (copy / "lib").symlink_to(copy / "other", target_is_directory=True)
+    with pytest.raises(SetAsideError, match="makes lib a link or a file"):
+        set_aside(copy, base)
+    assert list((copy / "other").iterdir()) == [copy / "other" / "x.py"]
 
 
 # --- the control run at base ------------------------------------------------------------------

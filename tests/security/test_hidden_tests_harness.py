@@ -274,3 +274,26 @@ def test_the_agents_build_breaking_prepare_counts_as_failed(
     assert "but in this run prepare `" in result.reasons["f2p"]
     assert "failed (exit 1), so no test ran" in result.reasons["f2p"]
     assert "broken build" in result.reasons["f2p"]
+
+
+def test_a_conftest_reached_through_a_link_out_of_the_tree_is_set_aside(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
+    # Variant: the conftest is not in the tree at all but in the clone's .git (never copied),
+    # reached through a link the run left in tests/ (copied as a link: pytest collects through
+    # it). Its global collection hook makes every test body a no-op: every test passes.
+    scenario_path = write_hidden_scenario(tmp_path / "s", PYTEST)
+    run = trysquare_run("r", base=BASE, changes=NO_FIX)
+    harness = run.repo.path / ".git" / "harness"
+    harness.mkdir()
+    (harness / "conftest.py").write_text(
+        "def pytest_collection_modifyitems(items):\n"
+        "    for item in items:\n"
+        "        item.runtest = lambda: None\n"
+    )
+    (harness / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    (run.repo.path / "tests" / "harness").symlink_to(harness, target_is_directory=True)
+    result = run_validator(run, scenario=scenario_path, modes=MODES)
+    assert result.state == "valid", result.error
+    assert result.metrics == FAILED
+    assert "tests/harness (a link out of the tree)" in result.reasons["resolved"]

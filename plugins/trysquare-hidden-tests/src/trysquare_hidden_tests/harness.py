@@ -17,7 +17,9 @@ on gets, before the hidden files are placed:
   start-up once their folder is on the path, an editable install puts it there) as at
   base;
 - no ``__pycache__`` or ``.pytest_cache`` folder: bytecode or a pytest cache the run left
-  could stand in for a restored file.
+  could stand in for a restored file;
+- no link to a folder out of the tree that base does not have: pytest collects through it,
+  and the ``conftest.py`` it reaches cannot be compared with base.
 
 :func:`set_aside` returns what it changed, named (``conftest.py (added)``,
 ``pyproject.toml [tool.pytest.ini_options] (changed)``), for the reasons.
@@ -48,6 +50,7 @@ INI_SECTIONS: Mapping[str, tuple[bytes, ...]] = {
 }
 PYPROJECT = "pyproject.toml"
 CACHES = frozenset({"__pycache__", ".pytest_cache"})
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024
 
 
 class SetAsideError(Exception):
@@ -58,14 +61,17 @@ def _relevant(name: str) -> bool:
     return name in WHOLE or name in INI_SECTIONS or name == PYPROJECT or name.endswith(".pth")
 
 
-def _walk(root: Path, *, drop_caches: bool) -> tuple[set[str], int]:
-    """Relative paths of the settings files below ``root`` (links are not followed); with
-    ``drop_caches`` the cache folders met are removed, and counted."""
+def _walk(root: Path, *, drop_caches: bool) -> tuple[set[str], int, set[str]]:
+    """Relative paths of the settings files below ``root`` (links are not followed), how many
+    cache folders were removed (with ``drop_caches``), and the links to folders met."""
     found: set[str] = set()
+    links: set[str] = set()
     dropped = 0
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
         for name in list(dirs):
+            if (here / name).is_symlink():
+                links.add((here / name).relative_to(root).as_posix())
             if name in CACHES:
                 dirs.remove(name)
                 if drop_caches:
@@ -74,7 +80,7 @@ def _walk(root: Path, *, drop_caches: bool) -> tuple[set[str], int]:
             elif _relevant(name):  # a folder (or a link) named like a settings file
                 found.add((here / name).relative_to(root).as_posix())
         found.update((here / n).relative_to(root).as_posix() for n in files if _relevant(n))
-    return found, dropped
+    return found, dropped, links
 
 
 _BASE_LISTINGS: dict[Path, frozenset[str]] = {}
@@ -95,8 +101,18 @@ def set_aside(copy: Path, base: Path, keep: Collection[str] = ()) -> list[str]:
     ``keep`` are paths the scenario's hidden files will take (theirs win). Raises
     :class:`SetAsideError` when a base file cannot be written back inside the copy.
     """
-    ours, dropped = _walk(copy, drop_caches=True)
+    ours, dropped, links = _walk(copy, drop_caches=True)
     named: list[str] = []
+    # pytest collects through a link to a folder: one the run made to a folder out of the tree
+    # would bring that folder's conftest.py along, which nothing here can compare with base.
+    root = copy.resolve()
+    for relative in sorted(links - set(keep)):
+        target = (copy / relative).resolve()
+        if target == root or root in target.parents:
+            continue
+        if _entry(copy / relative) != _entry(base / relative):
+            _remove(copy / relative)
+            named.append(f"{relative} (a link out of the tree)")
     for relative in sorted((ours | _base_listing(base)) - set(keep)):
         name = relative.rpartition("/")[2]
         theirs = base / relative
@@ -120,7 +136,7 @@ def set_aside(copy: Path, base: Path, keep: Collection[str] = ()) -> list[str]:
 
 
 def _entry(path: Path) -> tuple[str, bytes] | None:
-    """What a path holds, comparably: ("file", bytes + mode), ("link", target), ("other", ...)."""
+    """What a path holds, comparably: ("file", bytes), ("link", target), ("other", b"")."""
     try:
         info = path.lstat()
     except FileNotFoundError:
@@ -128,6 +144,8 @@ def _entry(path: Path) -> tuple[str, bytes] | None:
     if stat.S_ISLNK(info.st_mode):
         return "link", os.fsencode(os.readlink(path))
     if stat.S_ISREG(info.st_mode):
+        if info.st_size > MAX_SETTINGS_BYTES:  # no settings file is this big: never base's
+            return "other", str(info.st_size).encode()
         return "file", path.read_bytes()
     return "other", b""
 
@@ -237,7 +255,14 @@ def _pyproject(copy: Path, relative: str, theirs: Path) -> str | None:
     document = {key: value for key, value in mine_doc.items() if key != "tool"}
     if tool:
         document["tool"] = tool
-    _write(copy, relative, tomli_w.dumps(document).encode())
+    try:
+        text = tomli_w.dumps(document)
+    except (TypeError, ValueError):  # nothing tomllib reads should fail here; if it does, whole
+        _remove(copy / relative)
+        if base_entry is not None:
+            _restore(copy, relative, theirs)
+        return " (not separable: restored whole)"
+    _write(copy, relative, text.encode())
     shown = _table_name(mine_table if base_table is None else base_table)
     return f" {shown}{_status(mine_table, base_table)}"
 
