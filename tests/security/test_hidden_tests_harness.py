@@ -297,3 +297,22 @@ def test_a_conftest_reached_through_a_link_out_of_the_tree_is_set_aside(
     assert result.state == "valid", result.error
     assert result.metrics == FAILED
     assert "tests/harness (a link out of the tree)" in result.reasons["resolved"]
+
+
+def test_a_pytest_plugin_the_agents_project_installed_does_not_load(
+    trysquare_run, run_validator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Variant: `prepare = ["pip install -e ."]` installs the agent's project into the suite's
+    # environment, entry points included: a `pytest11` one is a plugin pytest loads by itself.
+    # Here it is installed as pip leaves it, in a folder on the suite's path.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "basket_flip.py").write_text(FLIP_TO_PASSED)
+    info = site / "basket-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: basket\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nbasket = basket_flip\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    result = _score(trysquare_run, run_validator, tmp_path, {})
+    assert result.metrics == FAILED
