@@ -378,6 +378,7 @@ def test_set_aside_names_each_settings_file_and_keeps_the_projects_metadata(tmp_
         "conftest.py": "AGENT = 1\n",
         "pkg/conftest.py": "ADDED = 1\n",
         "pkg/pytest.ini": "[pytest]\n",
+        "pkg/.pytest.toml": "[pytest]\n",
         "sitecustomize.py": "import os\n",
         "src/x.pth": "import os\n",
         "pkg/__pycache__/conftest.cpython-311.pyc": "",
@@ -389,6 +390,7 @@ def test_set_aside_names_each_settings_file_and_keeps_the_projects_metadata(tmp_
     named = set_aside(copy, base, keep=["hidden/conftest.py"])
     assert named == [
         "conftest.py (changed)",
+        "pkg/.pytest.toml (added)",
         "pkg/conftest.py (added)",
         "pkg/pytest.ini (added)",
         "pyproject.toml [tool.pytest.ini_options] (changed)",

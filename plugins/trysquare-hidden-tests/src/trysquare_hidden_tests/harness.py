@@ -5,8 +5,8 @@ agent added can rewrite every failed report into a pass; a plugin named in its o
 ``addopts`` can end pytest before the report is written. So the copy the hidden tests run
 on gets, before the hidden files are placed:
 
-- every ``conftest.py``, ``pytest.ini`` and ``.pytest.ini`` (at any depth) exactly as at
-  base: one the run added is removed, one it changed or deleted is written back;
+- every ``conftest.py``, ``pytest.ini``, ``.pytest.ini``, ``pytest.toml`` and
+  ``.pytest.toml`` (at any depth) exactly as at base: one the run added is removed, one it changed or deleted is written back;
 - the test runner's sections of the files that also hold the project's own metadata
   restored alone: ``pyproject.toml``'s ``[tool.pytest]`` table (``ini_options`` and
   pytest 9's native table), ``setup.cfg``'s ``[tool:pytest]`` (and ``[pytest]``, which
@@ -41,7 +41,15 @@ __all__ = ["SetAsideError", "copy_base", "set_aside"]
 
 # Files that are the test runner's settings (or run at start-up) and nothing else: whole.
 WHOLE = frozenset(
-    {"conftest.py", "pytest.ini", ".pytest.ini", "sitecustomize.py", "usercustomize.py"}
+    {
+        "conftest.py",
+        "pytest.ini",
+        ".pytest.ini",
+        "pytest.toml",  # pytest 9
+        ".pytest.toml",
+        "sitecustomize.py",
+        "usercustomize.py",
+    }
 )
 # INI files that also hold the project's metadata: only these sections are the runner's.
 INI_SECTIONS: Mapping[str, tuple[bytes, ...]] = {
