@@ -157,6 +157,8 @@ class HiddenTestsValidation(Validation):
             stderr += _control_transcript(control)
             if control.ids is not None:
                 at_base = control.ids
+                if not any(test in at_base for test in listed):
+                    nobody = "the report at base holds none of the listed tests either"
             else:
                 nobody = (
                     "at base the hidden tests could not report either "
@@ -183,7 +185,7 @@ class HiddenTestsValidation(Validation):
             else:
                 said = whole + (f"\n{nobody}" if nobody else "")
                 reasons = {role: said for role in reasons}
-        elif nobody:
+        elif nobody and at_base is None:
             reasons = {
                 role: f"{reason}; {nobody}" if metrics[role] is None else reason
                 for role, reason in reasons.items()
