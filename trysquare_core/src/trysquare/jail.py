@@ -148,9 +148,11 @@ def _probe() -> Availability:
         helped = subprocess.run(
             [bwrap, "--help"], capture_output=True, timeout=10, check=False
         ).stdout.decode("utf-8", "replace")
+        provisional = Availability(True, bwrap, version, "", tmpfs_size="--size" in helped)
+        # The trial is the real thing (as root: the drop to nobody too), on nothing.
         trial = subprocess.run(
-            [bwrap, *_NAMESPACES, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-             "--", "/bin/sh", "-c", ":"],
+            _command(provisional, ["/bin/sh", "-c", ":"], cwd="/", writable=(),
+                     policy=JailPolicy()),
             capture_output=True, timeout=30, check=False,
         )
     except (OSError, subprocess.SubprocessError) as error:
@@ -239,9 +241,6 @@ def _shown_readonly(extra: Iterable[str], guarded: Sequence[str]) -> list[str]:
     return shown
 
 
-_NAMESPACES = ("--unshare-all", "--die-with-parent", "--new-session")
-
-
 def unprivileged_ids() -> tuple[int, int]:
     """The user and group the jail runs as when trysquare runs as root (``nobody``)."""
     import grp
@@ -318,6 +317,21 @@ def jailed_command(
     found = availability()
     if not found.available or found.bwrap is None:
         raise IsolationUnavailable(f"the jail cannot start: {found.reason}")
+    return _command(found, argv, cwd=cwd, writable=writable, policy=policy, guarded=guarded,
+                    programs=programs)
+
+
+def _command(
+    found: Availability,
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    writable: Sequence[str],
+    policy: JailPolicy,
+    guarded: Sequence[str] = (),
+    programs: Sequence[str] = (),
+) -> list[str]:
+    assert found.bwrap is not None
     drop = _as_root()
     guard = [os.path.realpath(p) for p in guarded] + _guarded_roots()
     args = [found.bwrap]
