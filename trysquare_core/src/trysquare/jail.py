@@ -238,7 +238,13 @@ def _shown_readonly(extra: Iterable[str], guarded: Sequence[str]) -> list[str]:
                 continue  # inside the cache
             if path not in shown:
                 shown.append(path)
-    return shown
+    # One mount a folder: one already shown through a folder holding it costs a mount for nothing.
+    shown.sort(key=len)
+    kept: list[str] = []
+    for path in shown:
+        if not any(_under(path, folder) for folder in kept):
+            kept.append(path)
+    return kept
 
 
 def unprivileged_ids() -> tuple[int, int]:
