@@ -1,0 +1,105 @@
+"""What the jail shows, read from the bubblewrap command trysquare builds (no jail started)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from trysquare import jail
+from trysquare.errors import ScenarioError
+from trysquare.scenario import load_scenario
+
+pytestmark = [
+    pytest.mark.fast,
+    pytest.mark.skipif(not jail.availability().available, reason="no jail here"),
+]
+
+
+def _shown(command: list[str]) -> list[str]:
+    """Every path the command binds into the jail (read-only or writable)."""
+    shown = []
+    for index, word in enumerate(command):
+        if word in ("--ro-bind", "--bind"):
+            shown.append(command[index + 2])
+        if word == "--":
+            break
+    return shown
+
+
+def test_a_folder_on_path_that_holds_a_run_is_never_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    experiment = tmp_path / "exp"
+    run = experiment / "runs" / "r1"
+    (experiment / "bin").mkdir(parents=True)
+    run.mkdir(parents=True)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path), str(tools), os.environ["PATH"]]))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    command = jail.jailed_command(
+        ["true"], cwd=str(scratch), writable=[str(scratch)], policy=jail.JailPolicy(),
+        guarded=[str(run)],
+    )
+    shown = _shown(command)
+    assert str(tools) in shown  # a folder of tools on PATH is shown
+    assert str(tmp_path) not in shown  # the folder holding the run is not
+    assert str(scratch) in shown
+
+
+def test_home_and_the_cache_are_never_shown_even_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    cache = tmp_path / "cache"
+    (cache / "trysquare" / "bin").mkdir(parents=True)
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(home), str(cache / "trysquare" / "bin"),
+                                                 os.environ["PATH"]]))
+    command = jail.jailed_command(
+        ["true"], cwd=str(tmp_path), writable=[str(tmp_path / "w")], policy=jail.JailPolicy()
+    )
+    shown = _shown(command)
+    assert str(home) not in shown
+    assert not [p for p in shown if p.startswith(str(cache))]
+
+
+def test_network_and_limits_reach_the_command(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"  # tmp_path itself holds the test's cache: never shown
+    tools.mkdir()
+    policy = jail.JailPolicy(network=True, processes=7, memory_mib=100, file_size_mib=3,
+                             readable=(str(tools),))
+    command = jail.jailed_command(["true"], cwd="/", writable=[], policy=policy)
+    joined = " ".join(command)
+    assert "--unshare-net" not in command
+    assert "--nproc=7" in joined and f"--data={100 << 20}" in joined
+    assert f"--fsize={3 << 20}" in joined
+    assert str(tools) in _shown(command)
+    closed = jail.jailed_command(["true"], cwd="/", writable=[], policy=jail.JailPolicy())
+    assert "--unshare-net" in closed or "--unshare-all" in closed
+    assert "--share-net" not in closed
+
+
+def test_the_scenario_refuses_bad_jail_keys(tmp_path: Path) -> None:
+    scenario = tmp_path / "scenario.toml"
+    script = tmp_path / "v.py"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    for task, said in (
+        ('isolation = "strict"', "task.isolation is 'strict'"),
+        ("limits = { processes = 0 }", "task.limits.processes is 0"),
+        ('readable = ["relative/dir"]', "task.readable[1] is 'relative/dir'"),
+        ("limits = { cores = 2 }", "cores"),
+    ):
+        scenario.write_text(
+            f'[task]\ntest_command = "true"\n{task}\n\n[[validation]]\nmode = "script"\n'
+            'command = "v.py"\nmetrics = ["ok"]\n'
+        )
+        with pytest.raises(ScenarioError) as refused:
+            load_scenario(scenario)
+        assert said in refused.value.message
