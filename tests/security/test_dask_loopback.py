@@ -6,11 +6,11 @@ process holding the scheduler) listen on, and any ``tcp://``/``tls://`` in their
 command lines and environments. At each it connects with ``distributed.Client``
 — without credentials, then with a throwaway certificate of its own — and asks
 the workers, which are not confined, to write a file into the reference run's
-clone. Isolation is off here, as where it falls back (no Landlock; Landlock alone
-already keeps the agent out of its ancestors' ``/proc`` entries, not off their
-ports, which a scan of ``/proc/net/tcp`` lists). The cluster must refuse every
-one: the local cluster speaks TLS with credentials only trysquare holds, and both
-sides must present them.
+clone. Isolation is off here, as where it falls back (no jail, no Landlock; the
+jail alone keeps the agent's code off the host's loopback, Landlock alone out of
+its ancestors' ``/proc`` entries but not off their ports, which a scan of
+``/proc/net/tcp`` lists). The cluster must refuse every one: the local cluster
+speaks TLS with credentials only trysquare holds, and both sides must present them.
 """
 
 from __future__ import annotations
@@ -221,12 +221,12 @@ def test_the_agents_code_cannot_run_code_on_the_local_cluster(
         timeout = 60
     """)
 
-    # Isolation fallen back (no Landlock, or switched off): the agent's code finds the cluster's
-    # ports (its ancestors' sockets, the user's loopback listeners). The cluster must hold alone.
+    # Isolation fallen back (no jail, no Landlock): the agent's code finds the cluster's ports
+    # (its ancestors' sockets, the user's loopback listeners). The cluster must hold alone.
     with _listing_own_listeners(listeners):
         done = cli("validate", scenario, tmp_path / "exp", "--no-progress", "--executor", "dask",
                    "--executor-option", "workers=1", "--executor-option", "threads=2",
-                   env={"TRYSQUARE_SANDBOX": "off"})  # fmt: skip
+                   env={"TRYSQUARE_SANDBOX": "off", "TRYSQUARE_JAIL": "off"})  # fmt: skip
 
     assert "Traceback" not in done.stderr
     forged = reference.repo.path / "forged.txt"
