@@ -122,9 +122,10 @@ def test_an_operators_tls_cluster_started_as_the_readme_says_answers_trysquare_a
                             preload=["trysquare_dask.memory"]) as cluster:  # fmt: skip
         assert cluster.address.startswith("tls://")
         address = cluster.address
+        arguments = ("validate", m.scenario, m.exp, "--no-progress", "--only", "score",
+                     "--executor", "dask", "--executor-option", f"scheduler={address}")  # fmt: skip
         with dask.config.set(config):
-            done = cli("validate", m.scenario, m.exp, "--no-progress", "--only", "score",
-                       "--executor", "dask", "--executor-option", f"scheduler={address}")  # fmt: skip
+            done = cli(*arguments)
         plain = cluster.address.replace("tls://", "tcp://")
         with pytest.raises(OSError):
             Client(plain, timeout=2)
