@@ -228,7 +228,7 @@ def _check_credentials(address: str) -> None:
     from distributed.security import Security
 
     scheme = address.split("://", 1)[0].lower() if "://" in address else "tcp"
-    if scheme == "tls":
+    if scheme in ("tls", "wss"):
         tls = Security().get_tls_config_for_role("client")
         if not (tls.get("ca_file") and tls.get("cert")) and not dask.config.get(
             "distributed.client.security-loader", None
