@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="print only the closing line, invalid results and errors",
     )  # fmt: skip
     validate.add_argument(
+        "--fail-on", action="append", choices=("unjudged", "pending"), default=[], metavar="WHAT",
+        help="exit 1 also when a selected validator left a metric unjudged (unjudged) or without "
+        "a value yet (pending); repeatable. Without it: exit 1 on an invalid result, a run "
+        "folder that cannot be read, or a cell none of whose runs judged a [verdict] criterion",
+    )  # fmt: skip
+    validate.add_argument(
         "--format", choices=("text", "json"), default="text",
         help="json: one summary object on stdout (schema_version, counts, every run x validator); "
         "no per-task lines; errors stay on stderr",
@@ -282,6 +288,7 @@ def _validate(args: argparse.Namespace) -> int:
         executor_options=_key_values(args.executor_option),
         quiet=args.quiet or args.format == "json",
         exitfirst=args.exitfirst,
+        fail_on=tuple(dict.fromkeys(args.fail_on)),
     )
 
     def outputs(summary: Any) -> int:

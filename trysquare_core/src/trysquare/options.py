@@ -25,3 +25,5 @@ class ValidateOptions:
     rerun_suite: bool = False  # run.tests() runs the suite even when its outcome is recorded
     quiet: bool = False  # -q: no per-task line but an invalid result's, no bar
     exitfirst: bool = False  # -x: stop at the first invalid result
+    # --fail-on: "unjudged" / "pending" metrics make the exit code 1 too
+    fail_on: tuple[str, ...] = ()

@@ -496,8 +496,8 @@ def _notes(report: Mapping[str, Any]) -> str:
     items = [esc(note) for note in report.get("notes") or ()]
     for cell in report["cells"]:
         for why in cell["why_not"]:
-            items.append(f"cell {esc(cell['cell'])} not publishable: run <code>{esc(why['run'])}</code>: "
-                         f"{esc(why['reason'])}")
+            where = "" if why["run"] is None else f"run <code>{esc(why['run'])}</code>: "
+            items.append(f"cell {esc(cell['cell'])} not publishable: {where}{esc(why['reason'])}")
         # Named up to a few per cell: every run of a large experiment may be stale at once.
         for stale in cell["stale"][:NOTES_PER_CELL]:
             items.append(f"stale: run <code>{esc(stale['run'])}</code>: recorded by "
