@@ -109,3 +109,34 @@ def test_a_cell_whose_criteria_have_no_judged_value_is_not_publishable(
     alpha = next(cell for cell in data["cells"] if cell["cell"] == "alpha")
     assert not alpha["publishable"]
     assert alpha["why_not"][-1]["run"] is None
+
+
+TYPO = r"""
+from trysquare.assay import validator
+
+@validator
+def evaluate(run):
+    return {"added_test": True}
+
+raise SystemExit(evaluate.cli())
+"""
+
+
+def test_by_run_names_the_validators_own_error_and_the_typo(cli, make_run, tmp_path: Path) -> None:
+    run = make_run("r1", cell="alpha", repetition=1)
+    run.base({"counter.py": "x = 1\n"})
+    run.finish()
+    write_script(tmp_path / "s", "checks.py", TYPO)
+    scenario = write_scenario(tmp_path / "s", """
+        [[validation]]
+        name = "checks"
+        mode = "script"
+        command = "checks.py"
+        metrics = ["added_tset"]
+    """)
+    experiment = tmp_path / "exp"
+    assert cli("validate", scenario, experiment, "-q").returncode == 1
+    report = cli("report", scenario, experiment)
+    by_run = report.stdout[report.stdout.index("### By run"):].replace("\\_", "_")
+    assert "script checks.py exited with code 1: checks.py: evaluate() did not return the declared " \
+        "metric 'added_tset'; it returned undeclared 'added_test' (did you mean 'added_tset'?)" in by_run

@@ -222,3 +222,40 @@ def test_browser_view_pages_and_filters_the_matrix_on_the_server(watched: Watche
     finally:
         server.shutdown()
         server.server_close()
+
+
+NUMBERS = r"""
+import json, sys
+rep = json.load(open(sys.argv[1]))["repetition"]
+words = 2 if rep < 2 else None
+print(json.dumps({"metrics": {"words": words, "ok": True},
+                  "reasons": {} if words is not None else {"words": "no response was recorded"}}))
+"""
+
+
+def test_browser_numbers_show_their_unjudged_count(watched: Watched, cli: Any, make_run: Any,
+                                                    tmp_path: Path) -> None:
+    """Issue 30: the caption promises unjudged values counted beside n; the Numbers table keeps it."""
+    from tests.helpers import write_scenario, write_script
+
+    for index in range(4):
+        run = make_run(f"n{index}", cell="alpha", repetition=index)
+        run.base({"a.py": "x = 1\n"})
+        run.finish()
+    write_script(tmp_path / "s", "words.py", NUMBERS)
+    scenario = write_scenario(tmp_path / "s", """
+        [[validation]]
+        name = "words"
+        mode = "script"
+        command = "words.py"
+        metrics = ["words", "ok"]
+    """)
+    assert cli("validate", scenario, tmp_path / "exp", "-q").returncode == 0
+    html = tmp_path / "report.html"
+    done = cli("report", scenario, tmp_path / "exp", "--format", "html", "-o", html)
+    assert done.returncode == 0, done.stderr
+    page = _open_file(watched, html)
+    numbers = page.locator("h3:has-text('Numbers') + table").inner_text()
+    assert "2 [2, 2] (2) \u00b7 2 unjudged" in numbers
+    watched.shot("file-numbers-unjudged")
+    _assert_quiet(watched, html.as_uri())

@@ -43,7 +43,7 @@ from fnmatch import fnmatchcase
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs more than json
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
     from pathlib import Path
     from typing import Any
 
@@ -596,6 +596,20 @@ def _resolve(name: str, value: Any) -> tuple[Any, str]:
     return _json_value(name, value), ""
 
 
+def _misspelt(missing: Sequence[str], returned: Mapping[Any, Any], declared: Collection[str]) -> str:
+    """``"; it returned undeclared 'added_test' (did you mean 'added_tset'?)"`` for each
+    undeclared name returned that is one typo from a missing one; empty otherwise."""
+    import difflib
+
+    said = []
+    extra = [name for name in returned if isinstance(name, str) and name not in declared]
+    for name in extra:
+        close = difflib.get_close_matches(name, missing, n=1, cutoff=0.75)
+        if close:
+            said.append(f"; it returned undeclared {name!r} (did you mean {close[0]!r}?)")
+    return "".join(said)
+
+
 class _Validator:
     """What ``@validator`` makes of a function: callable as before, plus ``.cli()``."""
 
@@ -636,7 +650,7 @@ class _Validator:
             listed = ", ".join(repr(m) for m in missing)
             raise _ValidatorBug(
                 f"{self.name}() did not return the declared metric"
-                f"{'s' if len(missing) > 1 else ''} {listed}"
+                f"{'s' if len(missing) > 1 else ''} {listed}{_misspelt(missing, returned, run.declared)}"
             )
         metrics: dict[str, Any] = {}
         reasons: dict[str, str] = {}

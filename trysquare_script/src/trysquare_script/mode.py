@@ -85,7 +85,8 @@ class ScriptValidation(Validation):
             )
         if done.returncode != 0:
             return Outcome.invalid(
-                f"script {self.command} {_exit_description(done.returncode)}", stderr=done.stderr
+                f"script {self.command} {_exit_description(done.returncode)}{_last_words(done.stderr)}",
+                stderr=done.stderr,
             )
         if done.truncated:
             return Outcome.invalid(
@@ -97,6 +98,17 @@ class ScriptValidation(Validation):
         if outcome.state == "invalid" and done.stdout.strip():
             keep_output(job, done.stdout)  # the error quotes its first bytes; the archive has all
         return attrs.evolve(outcome, stderr=done.stderr)
+
+
+def _last_words(stderr: bytes | None, limit: int = 300) -> str:
+    """``": "`` and the last line the script printed on stderr (why it failed, as it said
+    it: ``did not return the declared metric 'added_tset'``, a traceback's last line),
+    so every output names the cause, not only the exit code; empty when it said nothing."""
+    lines = [line.strip() for line in (stderr or b"")[-8192:].decode("utf-8", "replace").split("\n")]
+    last = next((line for line in reversed(lines) if line), "")
+    if not last:
+        return ""
+    return ": " + (last if len(last) <= limit else last[: limit - 1] + "\u2026")
 
 
 def _exit_description(code: int | None) -> str:

@@ -204,9 +204,12 @@ def _score_table(report: Mapping[str, Any]) -> str:
                 number = cell["numbers"][metric]
                 text = (f"{_num(number['median'])} [{_num(number['low'])}, {_num(number['high'])}] "
                         f"({number['n']})" if number["n"] else "\u2013 (0)")
+                # What is missing from n, as beside every x/n (and in the Markdown report).
+                text += "".join(f" \u00b7 {number[k]} {k}" for k in ("unjudged", "pending") if number.get(k))
                 out.append(f'<td class="num">{esc(text)}</td>')
             out.append("</tr>")
-        out.append("</tbody></table><p class=\"note\">median [95% bootstrap interval] (n)</p>")
+        out.append("</tbody></table><p class=\"note\">median [95% bootstrap interval] (n); unjudged and "
+                   "pending values are counted beside it, never in n</p>")
     return "".join(out)
 
 
