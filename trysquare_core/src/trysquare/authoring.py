@@ -123,7 +123,7 @@ def score_once(scenario: Scenario, run: Run, validation: Validation) -> Scored:
         validation=validation,
         context=context,
         context_path=context_path,
-        context_digest=contexts.context_digest(text, context),
+        context_digest=contexts.context_digest(text, context, root=run.dir, validation=validation),
         digest=validation.digest(),
         previous=results.read_result(run, validation.name),
         declared_elsewhere={

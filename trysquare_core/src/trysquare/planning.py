@@ -185,10 +185,12 @@ def _plan_run(
             context = contexts.build_context(scenario, run, validation, facts)
             text = contexts.dump_context(context)
             _atomic.write_text_if_changed(context_path, text, root=run.dir)
-        context_digest = contexts.context_digest(text, context)
+        context_digest = contexts.context_digest(text, context, root=run.dir, validation=validation)
         results.refuse_planted_links(run, validation.name)
         previous, previous_sha = _read_previous(run, validation.name)
         digest = shared.digests[validation.name]
+        if previous is not None and contexts.is_current(previous.get("context_digest"), context_digest, text, context):
+            previous = {**previous, "context_digest": context_digest}  # recorded before digests moved
         if not refused and previous is not None and not _must_run(previous, digest, context_digest, validation, options):
             continue
         planned.append((index, context_digest, _sha(text), previous_sha))

@@ -48,6 +48,8 @@ class Progress:
             reasons = result.outcome.reasons
             said = "; ".join(f"{m} ({_first_line(reasons.get(m) or 'no reason given')})" for m in unjudged)
             detail = f", {len(unjudged)} unjudged: {said}"
+        if result.outcome.kept_after is not None:
+            detail += f" ({result.outcome.kept_after})"
         # Run ids, cells and errors come from run folders: escaped, one item one line.
         line = shown(f"{run.id} ({run.cell} #{run.repetition}) {result.task.validation.name}: {state}{detail}")
         if state == "invalid":  # its error says what; its stderr's last lines say why

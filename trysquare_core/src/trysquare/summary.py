@@ -48,6 +48,8 @@ class Summary:
     unjudged: dict[str, int] = attrs.field(factory=dict)
     unjudged_runs: int = 0
     pending_metrics: int = 0
+    # Results kept because asking again failed (--rejudge in an outage): what failed.
+    kept_after: list[str] = attrs.field(factory=list)
     # Per cell and criterion: [judged values, unjudged values].
     judged: dict[tuple[str, str], list[int]] = attrs.field(factory=dict)
 
@@ -135,7 +137,10 @@ class Summary:
 
     @property
     def exit_code(self) -> int:
-        failed = self.states["invalid"] or self.skipped_runs or self.stopped or self.unmeasured()
+        failed = (
+            self.states["invalid"] or self.skipped_runs or self.stopped or self.unmeasured()
+            or self.kept_after
+        )
         if "unjudged" in self.fail_on and self.unjudged:
             failed = True
         if "pending" in self.fail_on and (self.pending_metrics or self.states["pending"]):
@@ -166,6 +171,12 @@ class Summary:
             line += f"; {len(self.skipped_runs)} run folder(s) could not be read"
         if self.reused:
             line += f"; {self.reused} result{'s' if self.reused != 1 else ''} unchanged (reused)"
+        if self.kept_after:
+            number = len(self.kept_after)
+            line += (
+                f"; {number} result{'s' if number != 1 else ''} kept as recorded: asking again "
+                f"failed ({self.kept_after[0]})"
+            )
         if self.not_started:
             line += f"; stopped at the first invalid result (-x): {self.not_started} task(s) not run"
         if self.stopped:
