@@ -397,8 +397,13 @@ def _check(args: argparse.Namespace) -> int:
 
     protection = protection_line()
     say(protection)
+    from trysquare.suite_where import suite_lines
+
+    suite = suite_lines(scenario.task.test_command)
+    for line in suite:
+        say(shown(line))
     if not args.paths:
-        return _check_json(scenario, 0, protection) if machine else 0
+        return _check_json(scenario, 0, protection, lines=suite) if machine else 0
     from trysquare.context import preflight
     from trysquare.errors import RunError
 
@@ -412,8 +417,8 @@ def _check(args: argparse.Namespace) -> int:
         except RunError as error:
             skipped.append(error.message)
             print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
-    lines = [line for validation in scenario.validations for line in validation.check_runs(scenario, runs)]
-    for line in lines:
+    lines = suite + [line for validation in scenario.validations for line in validation.check_runs(scenario, runs)]
+    for line in lines[len(suite):]:
         say(shown(line))
     problems = _matrix_problems(scenario, experiments)
     for problem in problems:
