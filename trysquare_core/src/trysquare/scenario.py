@@ -253,7 +253,9 @@ def _load_validation(table: Mapping[str, Any], source: TableSource, modes: Mappi
 def _missing_mode(name: str, modes: Mapping[str, Mode]) -> str:
     message = f"no installed plugin provides mode '{name}'"
     if name in KNOWN_MODE_DISTRIBUTIONS:
-        return f"{message} (pip install {KNOWN_MODE_DISTRIBUTIONS[name]})"
+        from trysquare._install import install_hint
+
+        return f"{message} ({install_hint(KNOWN_MODE_DISTRIBUTIONS[name])})"
     import difflib
 
     close = difflib.get_close_matches(name, list(modes), n=1)
