@@ -33,7 +33,7 @@ MARKS = {
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#1d1d1f}
 h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.5em 0;display:block;max-width:100%;overflow-x:auto}th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left;vertical-align:top}
 thead th{background:#f4f4f6}.num{text-align:right}
 .ref{font-weight:bold}.tag{font-size:.8em;padding:0 .35em;border-radius:3px;background:#eee}
 .pub{background:#dff3e2}.nopub{background:#fbe3e3}
@@ -48,7 +48,8 @@ pre.patch{white-space:pre}
 .da,.dd,.dh,.dm{display:block}.da{background:#e6ffec;color:#116329}.dd{background:#ffebe9;color:#82071e}
 .dh{color:#0550ae}.dm{color:#57606a;font-weight:bold}
 i.tk{font-style:normal;color:#8250df}i.ts{font-style:normal;color:#0a3069}i.tc{color:#6e7781}
-.note{color:#555;font-style:italic}.error{color:#b3261e}
+.note{color:#555;font-style:italic}.error{color:#b3261e;white-space:pre-wrap}
+td.reason{white-space:pre-wrap;overflow-wrap:anywhere;min-width:20em}
 svg text{font:12px system-ui,sans-serif}
 .hidden{display:none}
 tr.total td{font-weight:bold;background:#fafafa}td.unpriced{color:#8a5a00}
