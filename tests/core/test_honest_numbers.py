@@ -140,3 +140,16 @@ def test_by_run_names_the_validators_own_error_and_the_typo(cli, make_run, tmp_p
     by_run = report.stdout[report.stdout.index("### By run"):].replace("\\_", "_")
     assert "script checks.py exited with code 1: checks.py: evaluate() did not return the declared " \
         "metric 'added_tset'; it returned undeclared 'added_test' (did you mean 'added_tset'?)" in by_run
+
+
+def test_a_criterion_typo_gets_a_did_you_mean(cli, make_run, tmp_path: Path) -> None:
+    scenario, _ = build(make_run, tmp_path, verdict="""
+        [verdict]
+        criteria = ["passse"]
+    """)
+    done = cli("check", scenario)
+    assert done.returncode == 2
+    assert (
+        "verdict.criteria: 'passse' is not a metric any validator declares (did you mean 'passes'?)"
+        in done.stderr
+    )

@@ -317,6 +317,10 @@ def _check_verdict(scenario: Scenario) -> None:
     for key, metrics in named:
         for metric in metrics:
             if metric not in declared:
+                import difflib
+
+                close = difflib.get_close_matches(metric, list(declared), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise ScenarioError(
-                    f"{file}: verdict.{key}: '{metric}' is not a metric any validator declares"
+                    f"{file}: verdict.{key}: '{metric}' is not a metric any validator declares{hint}"
                 )
