@@ -153,3 +153,32 @@ def test_a_criterion_typo_gets_a_did_you_mean(cli, make_run, tmp_path: Path) -> 
         "verdict.criteria: 'passse' is not a metric any validator declares (did you mean 'passes'?)"
         in done.stderr
     )
+
+
+ECHO = r"""
+import json, sys
+context = json.load(open(sys.argv[1]))
+print(json.dumps({"metrics": {name: True for name in context["declared"]}, "reasons": {}}))
+"""
+
+
+def test_replay_reads_the_scenario_as_it_is_now(cli, make_run, tmp_path: Path) -> None:
+    run = make_run("r1", cell="alpha", repetition=1)
+    run.base({"counter.py": "x = 1\n"})
+    run_dir = run.finish()
+    write_script(tmp_path / "s", "echo.py", ECHO)
+    table = """
+        [[validation]]
+        name = "echo"
+        mode = "script"
+        command = "echo.py"
+        metrics = [{}]
+    """
+    scenario = write_scenario(tmp_path / "s", table.format('"added_tset"'))
+    assert cli("validate", scenario, tmp_path / "exp", "-q").returncode == 0
+    scenario = write_scenario(tmp_path / "s", table.format('"added_test"'))  # the typo fixed
+    done = cli("validate", scenario, tmp_path / "exp", "--replay", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((run_dir / "validation" / "echo.json").read_text())
+    assert result["metrics"] == {"added_test": True}
+    assert "the scenario is read as it is now" in " ".join(cli("validate", "--help").stdout.split())

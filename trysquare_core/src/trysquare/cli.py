@@ -64,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     validate.add_argument("--only", action="append", default=[], metavar="NAME", help="only this validator (repeatable)")
     validate.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, metavar="N")
-    validate.add_argument("--replay", action="store_true", help="reuse the archived contexts instead of rebuilding them")
+    validate.add_argument("--replay", action="store_true", help="reuse the archived contexts (the run's facts: touched, files, "
+        "base, response, diff) instead of rebuilding them from the clones; the scenario is read as "
+        "it is now (declared metrics, test_command, prepare, artefacts)")
     validate.add_argument("--force", action="store_true", help="re-run validators whose results are up to date")
     validate.add_argument(
         "--rerun-suite", action="store_true",

@@ -222,6 +222,29 @@ def build_context(
     return context
 
 
+def with_scenario(context: Mapping[str, Any], scenario: Scenario, validation: Validation) -> dict[str, Any]:
+    """An archived context with what the scenario says as it is now (``--replay``).
+
+    A replay reuses the run's facts (paths, touched, files, base, the agent's
+    response and diff); what the scenario contracts for — the declared metrics, the
+    suite, ``prepare``, ``artefacts``, ``pass_env`` — is the scenario's now, so a
+    fixed scenario is replayed as fixed.
+    """
+    task = scenario.task
+    fresh = dict(context)
+    fresh["declared"] = list(validation.metrics)
+    fresh["prepare"] = list(task.prepare)
+    fresh["artefacts"] = list(task.artefacts)
+    for key, value in (("test_command", task.test_command), ("pass_env", list(task.pass_env) or None)):
+        if value is None:
+            fresh.pop(key, None)
+        else:
+            fresh[key] = value
+    for key in validation.withheld_context_keys:
+        fresh.pop(key, None)
+    return fresh
+
+
 def _plugin_keys(run: Run, validation: Validation, context: Mapping[str, Any]) -> dict[str, Any]:
     from trysquare import plugins
 

@@ -275,7 +275,12 @@ def _replayed_context(
     """``--replay``: the archived context; built (and archived) when this validator has never
     had one — a validator added since (``--replay --only NEW``) — from the clone, if it is there."""
     if context_path.exists() or context_path.is_symlink():
-        return contexts.load_archived(context_path)
+        archived, text = contexts.load_archived(context_path)
+        context = contexts.with_scenario(archived, scenario, validation)
+        if context != archived:  # the scenario changed since: the script reads the file
+            text = contexts.dump_context(context)
+            _atomic.write_text_if_changed(context_path, text, root=run.dir)
+        return context, text
     from trysquare.runs import RUN_FILE, load_run
 
     try:
