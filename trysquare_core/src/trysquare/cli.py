@@ -570,13 +570,27 @@ def _record_base(clone: Path, repo_text: str, base: str | None, tag: str | None,
     try:
         if base is not None:
             return repo.resolve_commit(clone, base)
-        head = repo.resolve_commit(clone, "HEAD", what="HEAD")
+        try:
+            head = repo.resolve_commit(clone, "HEAD", what="HEAD")
+        except RepoError:
+            if (clone / ".git").exists():
+                raise UsageError(
+                    f"--repo {repo_text}: the clone has no commit: commit the base (the tree the "
+                    "agent started from) first, or name it with --base"
+                ) from None
+            raise
         if tag is None:
             raise UsageError(
                 f"--base is needed: without --etalon-tag, record cannot tell whether HEAD "
                 f"({head[:12]}) of {repo_text} is where the agent started or the agent's own commit"
             )
-        etalon = repo.resolve_commit(clone, tag, what="etalon tag")
+        try:
+            etalon = repo.resolve_commit(clone, tag, what="etalon tag")
+        except RepoError:
+            raise UsageError(
+                f"--etalon-tag {tag}: no tag '{tag}' naming a commit in the clone {repo_text} "
+                "(`git tag` in the clone lists its tags)"
+            ) from None
     except RepoError as error:
         raise UsageError(f"--repo {repo_text} / --base {base or 'HEAD'}: {error.message}") from None
     if head == etalon:
