@@ -100,6 +100,9 @@ def test_a_cell_whose_criteria_have_no_judged_value_is_not_publishable(
         "cell 'alpha' is not publishable: no run has a judged value of passes (a verdict rests on it)"
         in done.stdout
     )
+    document = json.loads(cli("validate", scenario, experiment, "--only", "score", "--format", "json").stdout)
+    assert document["unmeasured"] == {"alpha": ["passes"]} and document["unpublishable"] == ["alpha"]
+    assert document["exit_code"] == 1
     report = cli("report", scenario, experiment)
     assert report.returncode == 1
     assert "every cell is publishable" not in report.stdout

@@ -642,7 +642,9 @@ def _resolve(name: str, value: Any) -> tuple[Any, str]:
     return _json_value(name, value), ""
 
 
-def _misspelt(missing: Sequence[str], returned: Mapping[Any, Any], declared: Collection[str]) -> str:
+def _misspelt(
+    missing: Sequence[str], returned: Mapping[Any, Any], declared: Collection[str]
+) -> str:
     """``"; it returned undeclared 'added_test' (did you mean 'added_tset'?)"`` for each
     undeclared name returned that is one typo from a missing one; empty otherwise."""
     import difflib
@@ -694,9 +696,10 @@ class _Validator:
         missing = sorted(run.declared - returned.keys())
         if missing:
             listed = ", ".join(repr(m) for m in missing)
+            typos = _misspelt(missing, returned, run.declared)
             raise _ValidatorBug(
                 f"{self.name}() did not return the declared metric"
-                f"{'s' if len(missing) > 1 else ''} {listed}{_misspelt(missing, returned, run.declared)}"
+                f"{'s' if len(missing) > 1 else ''} {listed}{typos}"
             )
         metrics: dict[str, Any] = {}
         reasons: dict[str, str] = {}

@@ -64,9 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     validate.add_argument("--only", action="append", default=[], metavar="NAME", help="only this validator (repeatable)")
     validate.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, metavar="N")
-    validate.add_argument("--replay", action="store_true", help="reuse the archived contexts (the run's facts: touched, files, "
-        "base, response, diff) instead of rebuilding them from the clones; the scenario is read as "
-        "it is now (declared metrics, test_command, prepare, artefacts)")
+    validate.add_argument(
+        "--replay", action="store_true",
+        help="reuse the archived contexts (the run's facts: touched, files, base, response, diff) "
+        "instead of rebuilding them from the clones; the scenario is read as it is now (declared "
+        "metrics, test_command, prepare, artefacts)",
+    )  # fmt: skip
     validate.add_argument("--force", action="store_true", help="re-run validators whose results are up to date")
     validate.add_argument(
         "--rerun-suite", action="store_true",
@@ -419,7 +422,10 @@ def _check(args: argparse.Namespace) -> int:
         except RunError as error:
             skipped.append(error.message)
             print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
-    lines = suite + [line for validation in scenario.validations for line in validation.check_runs(scenario, runs)]
+    lines = suite + [
+        line for validation in scenario.validations
+        for line in validation.check_runs(scenario, runs)
+    ]
     for line in lines[len(suite):]:
         say(shown(line))
     problems = _matrix_problems(scenario, experiments)

@@ -222,7 +222,9 @@ def build_context(
     return context
 
 
-def with_scenario(context: Mapping[str, Any], scenario: Scenario, validation: Validation) -> dict[str, Any]:
+def with_scenario(
+    context: Mapping[str, Any], scenario: Scenario, validation: Validation
+) -> dict[str, Any]:
     """An archived context with what the scenario says as it is now (``--replay``).
 
     A replay reuses the run's facts (paths, touched, files, base, the agent's
@@ -235,7 +237,10 @@ def with_scenario(context: Mapping[str, Any], scenario: Scenario, validation: Va
     fresh["declared"] = list(validation.metrics)
     fresh["prepare"] = list(task.prepare)
     fresh["artefacts"] = list(task.artefacts)
-    for key, value in (("test_command", task.test_command), ("pass_env", list(task.pass_env) or None)):
+    suite: tuple[tuple[str, Any], ...] = (
+        ("test_command", task.test_command), ("pass_env", list(task.pass_env) or None),
+    )
+    for key, value in suite:
         if value is None:
             fresh.pop(key, None)
         else:

@@ -147,7 +147,8 @@ def _fill_the_form(scenario: Any, experiment: Any, examples: Path, target: Path)
     except ImportError:
         from trysquare._install import install_hint
 
-        raise UsageError(f"the demo needs the form mode: {install_hint('trysquare-form')}") from None
+        hint = install_hint("trysquare-form")
+        raise UsageError(f"the demo needs the form mode: {hint}") from None
     answers = {
         spec["id"]: spec["note_clear"]
         for spec in tomllib.loads((examples / "demo" / "matrix.toml").read_text(encoding="utf-8"))["run"]

@@ -31,7 +31,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "also when a metric is unjudged), 2 when nothing ran.",
         "trysquare validate scenario.toml runs/\n"
         "  trysquare validate scenario.toml runs/ --cell 'rule / *' -x -q\n"
-        "  trysquare validate scenario.toml runs/ --junit-xml junit.xml --format json > summary.json\n"
+        "  trysquare validate scenario.toml runs/ --junit-xml junit.xml --format json"
+        " > summary.json\n"
         "  trysquare validate scenario.toml runs/ -q --fail-on unjudged",
     ),
     "check": (

@@ -189,8 +189,9 @@ def _plan_run(
         results.refuse_planted_links(run, validation.name)
         previous, previous_sha = _read_previous(run, validation.name)
         digest = shared.digests[validation.name]
-        if previous is not None and contexts.is_current(previous.get("context_digest"), context_digest, text, context):
-            previous = {**previous, "context_digest": context_digest}  # recorded before digests moved
+        recorded = None if previous is None else previous.get("context_digest")
+        if previous is not None and contexts.is_current(recorded, context_digest, text, context):
+            previous = {**previous, "context_digest": context_digest}  # recorded where it lies
         if not refused and previous is not None and not _must_run(previous, digest, context_digest, validation, options):
             continue
         planned.append((index, context_digest, _sha(text), previous_sha))

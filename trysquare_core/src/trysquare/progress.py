@@ -46,7 +46,9 @@ class Progress:
         if state != "invalid" and unjudged:
             # Unjudged is not valid: said on the line, with the first reason's first line.
             reasons = result.outcome.reasons
-            said = "; ".join(f"{m} ({_first_line(reasons.get(m) or 'no reason given')})" for m in unjudged)
+            said = "; ".join(
+                f"{m} ({_first_line(reasons.get(m) or 'no reason given')})" for m in unjudged
+            )
             detail = f", {len(unjudged)} unjudged: {said}"
         if result.outcome.kept_after is not None:
             detail += f" ({result.outcome.kept_after})"

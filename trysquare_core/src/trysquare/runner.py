@@ -461,8 +461,9 @@ def _execute(
                 result = _as_result(item)
                 task = result.task
                 summary.executed += 1
-                if result.outcome.kept_after is not None:  # asked again, failed: kept, and said
-                    summary.kept_after.append(f"{task.run.id} {task.validation.name}: {result.outcome.kept_after}")
+                kept = result.outcome.kept_after
+                if kept is not None:  # asked again, failed: the result kept, and said
+                    summary.kept_after.append(f"{task.run.id} {task.validation.name}: {kept}")
                 ledger.ran(task.run, task.validation.name)
                 if result.recorded:
                     # A result that could not be written is not one to hold the file to.

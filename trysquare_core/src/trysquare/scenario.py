@@ -322,5 +322,6 @@ def _check_verdict(scenario: Scenario) -> None:
                 close = difflib.get_close_matches(metric, list(declared), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise ScenarioError(
-                    f"{file}: verdict.{key}: '{metric}' is not a metric any validator declares{hint}"
+                    f"{file}: verdict.{key}: '{metric}' is not a metric any validator "
+                    f"declares{hint}"
                 )

@@ -42,7 +42,8 @@ def suite_lines(test_command: str | None) -> list[str]:
         return [f"! suite: '{program}' is not found on the PATH the suite gets ({path})"]
     prefix, site = _site_of(Path(found))
     where = f"suite: {program} is {found}" + (f" (site-packages: {site})" if site else "")
-    own = _inside(Path(found), Path(sys.prefix)) or (prefix is not None and _same(prefix, sys.prefix))
+    own = _inside(Path(found), Path(sys.prefix))
+    own = own or (prefix is not None and _same(prefix, sys.prefix))
     if not own:
         return [where]
     return [
@@ -60,7 +61,8 @@ def _site_of(program: Path) -> tuple[str | None, str | None]:
         return None, None
     try:
         done = subprocess.run(
-            [str(program), "-I", "-c", _SITE], capture_output=True, text=True, timeout=15, check=False
+            [str(program), "-I", "-c", _SITE],
+            capture_output=True, text=True, timeout=15, check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return None, None

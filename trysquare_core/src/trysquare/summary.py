@@ -101,7 +101,9 @@ class Summary:
             metrics = row.get("metrics") or {}
             chosen = self.selected if self.selected is not None else tuple(metrics)
             pending = row.get("pending") or ()
-            self.pending_metrics += sum(1 for m in pending if self.selected is None or m in self.selected)
+            self.pending_metrics += sum(
+                1 for m in pending if self.selected is None or m in self.selected
+            )
             missing = [m for m in chosen if m in metrics and metrics[m] is None]
             for metric in missing:
                 self.unjudged[metric] = self.unjudged.get(metric, 0) + 1

@@ -81,7 +81,9 @@ def leaks(
             leaking[name] = _told_apart(by_cell)
     whole = [name for name in leaking if name in pieces]
     # A piece that leaks whole is named once, not again file by file.
-    kept = whole + [name for name in leaking if name not in pieces and name.split(" ")[0] not in whole]
+    kept = whole + [
+        name for name in leaking if name not in pieces and name.split(" ")[0] not in whole
+    ]
     return {name: leaking[name] for name in kept}
 
 

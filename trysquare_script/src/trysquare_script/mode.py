@@ -84,8 +84,9 @@ class ScriptValidation(Validation):
                 stderr=done.stderr,
             )
         if done.returncode != 0:
+            said = _last_words(done.stderr)
             return Outcome.invalid(
-                f"script {self.command} {_exit_description(done.returncode)}{_last_words(done.stderr)}",
+                f"script {self.command} {_exit_description(done.returncode)}{said}",
                 stderr=done.stderr,
             )
         if done.truncated:
@@ -104,7 +105,8 @@ def _last_words(stderr: bytes | None, limit: int = 300) -> str:
     """``": "`` and the last line the script printed on stderr (why it failed, as it said
     it: ``did not return the declared metric 'added_tset'``, a traceback's last line),
     so every output names the cause, not only the exit code; empty when it said nothing."""
-    lines = [line.strip() for line in (stderr or b"")[-8192:].decode("utf-8", "replace").split("\n")]
+    text = (stderr or b"")[-8192:].decode("utf-8", "replace")
+    lines = [line.strip() for line in text.split("\n")]
     last = next((line for line in reversed(lines) if line), "")
     if not last:
         return ""

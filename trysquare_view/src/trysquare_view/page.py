@@ -33,7 +33,8 @@ MARKS = {
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#1d1d1f}
 h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5em 0;display:block;max-width:100%;overflow-x:auto}th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.5em 0;display:block;max-width:100%;overflow-x:auto}
+th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left;vertical-align:top}
 thead th{background:#f4f4f6}.num{text-align:right}
 .ref{font-weight:bold}.tag{font-size:.8em;padding:0 .35em;border-radius:3px;background:#eee}
 .pub{background:#dff3e2}.nopub{background:#fbe3e3}
@@ -206,11 +207,13 @@ def _score_table(report: Mapping[str, Any]) -> str:
                 text = (f"{_num(number['median'])} [{_num(number['low'])}, {_num(number['high'])}] "
                         f"({number['n']})" if number["n"] else "\u2013 (0)")
                 # What is missing from n, as beside every x/n (and in the Markdown report).
-                text += "".join(f" \u00b7 {number[k]} {k}" for k in ("unjudged", "pending") if number.get(k))
+                text += "".join(
+                    f" \u00b7 {number[k]} {k}" for k in ("unjudged", "pending") if number.get(k)
+                )
                 out.append(f'<td class="num">{esc(text)}</td>')
             out.append("</tr>")
-        out.append("</tbody></table><p class=\"note\">median [95% bootstrap interval] (n); unjudged and "
-                   "pending values are counted beside it, never in n</p>")
+        out.append('</tbody></table><p class="note">median [95% bootstrap interval] (n); '
+                   "unjudged and pending values are counted beside it, never in n</p>")
     return "".join(out)
 
 

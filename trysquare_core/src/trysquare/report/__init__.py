@@ -118,7 +118,9 @@ def report_format(name: str) -> Any:
         known = ", ".join(sorted(formats)) or "none"
         from trysquare._install import install_hint
 
-        hint = f"; html comes with trysquare-view: {install_hint('trysquare-view')}" if name == "html" else ""
+        hint = ""
+        if name == "html":
+            hint = f"; html comes with trysquare-view: {install_hint('trysquare-view')}"
         raise UsageError(f"--format {name}: no such report format (registered: {known}){hint}")
     return formats[name]
 

@@ -164,9 +164,8 @@ def _unmeasured(rows: Sequence[Row], criteria: Sequence[str]) -> list[dict[str, 
     for metric in criteria:
         values = [row for row in rows if metric in row["metrics"]]
         if values and all(row["metrics"][metric] is None for row in values):
-            first = next(
-                (row["reasons"][metric] for row in values if (row.get("reasons") or {}).get(metric)), ""
-            )
+            said = [(row.get("reasons") or {}).get(metric) for row in values]
+            first = next((reason for reason in said if reason), "")
             why = f" (first reason: {_first_line(first)})" if first else ""
             found.append({
                 "run": None,
