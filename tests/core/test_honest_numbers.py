@@ -185,3 +185,25 @@ def test_replay_reads_the_scenario_as_it_is_now(cli, make_run, tmp_path: Path) -
     result = json.loads((run_dir / "validation" / "echo.json").read_text())
     assert result["metrics"] == {"added_test": True}
     assert "the scenario is read as it is now" in " ".join(cli("validate", "--help").stdout.split())
+
+
+def test_a_script_in_any_language_returning_a_typo_gets_a_did_you_mean(
+    cli, make_run, tmp_path: Path
+) -> None:
+    run = make_run("r1", cell="alpha", repetition=1)
+    run.base({"counter.py": "x = 1\n"})
+    run.finish()
+    write_script(tmp_path / "s", "checks.py", 'print(\'{"metrics": {"added_test": true}}\')\n')
+    scenario = write_scenario(tmp_path / "s", """
+        [[validation]]
+        name = "checks"
+        mode = "script"
+        command = "checks.py"
+        metrics = ["added_tset"]
+    """)
+    done = cli("validate", scenario, tmp_path / "exp", "--no-progress")
+    assert done.returncode == 1
+    assert (
+        "script checks.py omitted declared metric 'added_tset'; it returned undeclared "
+        "'added_test' (did you mean 'added_tset'?)"
+    ) in done.stdout
