@@ -108,6 +108,11 @@ def test_a_cell_whose_criteria_have_no_judged_value_is_not_publishable(
     assert "every cell is publishable" not in report.stdout
     assert "no run has a judged value of passes" in report.stdout
     assert "the suite ran nothing" in report.stdout
+    html = tmp_path / "report.html"
+    assert cli("report", scenario, experiment, "--format", "html", "-o", html).returncode == 1
+    assert "cell alpha not publishable: unmeasured: no run has a judged value of passes" in (
+        html.read_text(encoding="utf-8")
+    )
     data = json.loads(cli("report", scenario, experiment, "--format", "json").stdout)
     alpha = next(cell for cell in data["cells"] if cell["cell"] == "alpha")
     assert not alpha["publishable"]
