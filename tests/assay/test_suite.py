@@ -233,9 +233,8 @@ def test_a_suite_that_ran_nothing_is_unjudged_whatever_its_name(
 
 
 def test_real_unittest_finding_nothing_is_unjudged(tiny: Tiny, tmp_path: Path) -> None:
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    command = f"{PYTHON} -m unittest discover -s {empty}"
+    # Inside the clone's copy: a folder outside it is not in the jail's view at all.
+    command = f"{PYTHON} -m unittest discover -s . -p no_such_test_file.py"
     verdict = Assay.load(tiny(test_command=command, metrics=("ok",))).tests()
     assert verdict.value is None and "nobody judged" in verdict.reason
 

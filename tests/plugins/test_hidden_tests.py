@@ -216,8 +216,10 @@ def test_a_link_out_of_the_repository_is_not_written_through(
     (run.repo.path / "tests").symlink_to(outside, target_is_directory=True)
     scenario = write_hidden_scenario(tmp_path / "s", PYTEST)
     result = run_validator(run, scenario=scenario, modes=MODES)
+    # The link is taken out of the copy (pytest would collect through it): the hidden file
+    # goes into a folder of the copy's own; pass_to_pass is absent at base too.
     assert result.metrics["resolved"] is None
-    assert "link out of the repository" in result.reasons["resolved"]
+    assert "set aside the run's tests (a link out of the tree)" in result.reasons["resolved"]
     assert list(outside.iterdir()) == []
 
 
@@ -309,8 +311,10 @@ def test_two_keys_for_one_destination_are_refused(tmp_path: Path) -> None:
         load_scenario(path, MODES)
 
 
-@pytest.mark.parametrize("planted", ["fifo", "link"])
-def test_a_report_the_agents_tests_replaced_is_refused_without_waiting(tmp_path: Path, planted: str) -> None:
+@pytest.mark.parametrize("planted", ["fifo", "link", "hard link"])
+def test_a_report_the_agents_tests_replaced_is_refused_without_waiting(
+    tmp_path: Path, planted: str
+) -> None:
     # The agent's conftest.py can put a FIFO (or a link to a file of ours) where the
     # finished report was: read_report must neither wait on it nor follow it.
     import os
@@ -321,6 +325,9 @@ def test_a_report_the_agents_tests_replaced_is_refused_without_waiting(tmp_path:
     report = tmp_path / "junit.xml"
     if planted == "fifo":
         os.mkfifo(report)
+    elif planted == "hard link":  # to a file of the same user elsewhere: read, it would leak
+        (tmp_path / "secret.xml").write_text("<testsuite/>")
+        os.link(tmp_path / "secret.xml", report)
     else:
         (tmp_path / "secret.xml").write_text("<testsuite/>")
         os.symlink(tmp_path / "secret.xml", report)
@@ -338,4 +345,178 @@ def test_a_report_the_agents_tests_replaced_is_refused_without_waiting(tmp_path:
     assert not worker.is_alive(), "read_report waited on the FIFO"
     (error,) = said
     assert isinstance(error, ReportError)
-    assert ("not a regular file" if planted == "fifo" else "is a symlink, not followed") in str(error)
+    says = {
+        "fifo": "not a regular file",
+        "link": "is a symlink, not followed",
+        "hard link": "is a hard link to another file, not read",
+    }
+    assert says[planted] in str(error)
+
+
+# --- the test runner's settings as at base ----------------------------------------------------
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    return root
+
+
+def test_set_aside_names_each_settings_file_and_keeps_the_projects_metadata(tmp_path: Path) -> None:
+    import tomllib
+
+    from trysquare_hidden_tests.harness import set_aside
+
+    base = _tree(tmp_path / "base", {
+        "conftest.py": "BASE = 1\n",
+        "tests/conftest.py": "GONE = 1\n",
+        "pyproject.toml": '[project]\nname = "b"\n\n[tool.pytest.ini_options]\naddopts = "-q"\n',
+        "tox.ini": "[tox]\nenvlist = py\n\n[pytest]\naddopts = -q\n",
+    })  # fmt: skip
+    copy = _tree(tmp_path / "copy", {
+        "conftest.py": "AGENT = 1\n",
+        "pkg/conftest.py": "ADDED = 1\n",
+        "pkg/pytest.ini": "[pytest]\n",
+        "pkg/.pytest.toml": "[pytest]\n",
+        "sitecustomize.py": "import os\n",
+        "src/x.pth": "import os\n",
+        "pkg/__pycache__/conftest.cpython-311.pyc": "",
+        "pyproject.toml": '[project]\nname = "b"\ndependencies = ["attrs"]\n\n'
+        '[tool.pytest.ini_options]\naddopts = "-p evil"\n\n[tool.ruff]\nline-length = 99\n',
+        "tox.ini": "[tox]\nenvlist = py312\n\n[pytest]\naddopts = -p evil\n[testenv]\ndeps = x\n",
+        "hidden/conftest.py": "THE SCENARIO'S\n",
+    })  # fmt: skip
+    named = set_aside(copy, base, keep=["hidden/conftest.py"])
+    assert named == [
+        "conftest.py (changed)",
+        "pkg/.pytest.toml (added)",
+        "pkg/conftest.py (added)",
+        "pkg/pytest.ini (added)",
+        "pyproject.toml [tool.pytest.ini_options] (changed)",
+        "sitecustomize.py (added)",
+        "src/x.pth (added)",
+        "tests/conftest.py (deleted)",
+        "tox.ini [pytest] (changed)",
+        "1 cache folder (__pycache__, .pytest_cache)",
+    ]
+    assert (copy / "conftest.py").read_text() == "BASE = 1\n"
+    assert (copy / "tests" / "conftest.py").read_text() == "GONE = 1\n"
+    for gone in (
+        "pkg/conftest.py",
+        "pkg/pytest.ini",
+        "sitecustomize.py",
+        "src/x.pth",
+        "pkg/__pycache__",
+    ):
+        assert not (copy / gone).exists()
+    assert (copy / "hidden" / "conftest.py").read_text() == "THE SCENARIO'S\n"
+    pyproject = tomllib.loads((copy / "pyproject.toml").read_text())
+    assert pyproject["project"]["dependencies"] == ["attrs"]  # the agent's: kept
+    assert pyproject["tool"] == {
+        "pytest": {"ini_options": {"addopts": "-q"}},
+        "ruff": {"line-length": 99},
+    }
+    tox = (copy / "tox.ini").read_text()
+    assert "envlist = py312" in tox and "deps = x" in tox and "evil" not in tox
+    assert "[pytest]\naddopts = -q\n" in tox
+    assert (
+        set_aside(copy, base, keep=["hidden/conftest.py"]) == []
+    )  # once set aside, nothing is left to set aside
+
+
+def test_a_pyproject_that_is_not_toml_is_restored_whole(tmp_path: Path) -> None:
+    from trysquare_hidden_tests.harness import set_aside
+
+    text = '[project]\nname = "b"\n'
+    base = _tree(tmp_path / "base", {"pyproject.toml": text})
+    copy = _tree(tmp_path / "copy", {"pyproject.toml": "[tool.pytest.ini_options\naddopts = 1"})
+    assert set_aside(copy, base) == ["pyproject.toml (not readable as TOML: restored whole)"]
+    assert (copy / "pyproject.toml").read_text() == text
+
+
+def test_a_base_file_is_never_put_back_through_a_link(tmp_path: Path) -> None:
+    from trysquare_hidden_tests.harness import SetAsideError, set_aside
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    base = _tree(tmp_path / "base", {"tests/conftest.py": "BASE = 1\n", "lib/conftest.py": "L\n"})
+    copy = _tree(tmp_path / "copy", {"other/x.py": ""})
+    (copy / "tests").symlink_to(outside, target_is_directory=True)
+    # A link out of the tree is taken out; base's file goes into a folder of the copy's own.
+    assert set_aside(copy, base) == [
+        "tests (a link out of the tree)",
+        "lib/conftest.py (deleted)",
+        "tests/conftest.py (deleted)",
+    ]
+    assert list(outside.iterdir()) == []
+    assert not (copy / "tests").is_symlink()
+    # A link inside the tree is the run's to keep: nothing is written through it.
+    (copy / "lib").mkdir(exist_ok=True)
+    (copy / "lib" / "conftest.py").unlink()
+    (copy / "lib").rmdir()
+    (copy / "lib").symlink_to(copy / "other", target_is_directory=True)
+    with pytest.raises(SetAsideError, match="makes lib a link or a file"):
+        set_aside(copy, base)
+    assert list((copy / "other").iterdir()) == [copy / "other" / "x.py"]
+
+
+# --- the control run at base ------------------------------------------------------------------
+
+BROKEN_AT_BASE = f"{sys.executable} tools/hidden.py {{junit}}"
+
+
+def test_when_the_control_at_base_cannot_report_either_nobody_can_say(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
+    # The command names a script the base tree does not hold: at base nothing reports, so
+    # the run writing no report is nobody's failure it can be blamed for.
+    scenario = write_hidden_scenario(tmp_path / "s", BROKEN_AT_BASE)
+    run = basket_run(trysquare_run, "r", {**FIX, "tools/hidden.py": "raise SystemExit(1)\n"})
+    result = run_validator(run, scenario=scenario, modes=MODES)
+    assert result.state == "valid"
+    assert result.metrics == {"resolved": None, "f2p": None, "p2p": None}
+    reason = result.reasons["resolved"]
+    assert "no report was written" in reason
+    assert "at base the hidden tests could not report either (no report was written)" in reason
+    assert "# control run at base:" in result.stderr
+
+
+def test_a_listed_id_absent_at_base_too_stays_unjudged(
+    trysquare_run, run_validator, tmp_path: Path
+) -> None:
+    scenario = write_hidden_scenario(tmp_path / "s", PYTEST)
+    scenario.write_text(scenario.read_text().replace("test_empty_basket", "test_emtpy_basket"))
+    result = run_validator(basket_run(trysquare_run, "r", FIX), scenario=scenario, modes=MODES)
+    assert result.metrics == {"resolved": None, "f2p": None, "p2p": 1.0}
+    assert "absent from the report (and from the one at base)" in result.reasons["f2p"]
+
+
+def test_the_control_run_is_cached_in_trysquares_cache_not_in_the_run(
+    trysquare_run, run_validator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trysquare_hidden_tests import control, mode
+
+    ran: list[Path] = []
+
+    def counting(base: Path, dest: Path) -> Path:
+        ran.append(base)
+        return copy_base(base, dest)
+
+    copy_base = mode.copy_base
+    monkeypatch.setattr(mode, "copy_base", counting)
+    monkeypatch.setattr(control, "_MEMO", {})  # this process remembers nothing from before
+    scenario = write_hidden_scenario(tmp_path / "s", PYTEST)
+    exits = {"basket.py": "import os\n\nos._exit(0)\n"}  # no report in this run
+    first = run_validator(basket_run(trysquare_run, "a", exits), scenario=scenario, modes=MODES)
+    monkeypatch.setattr(control, "_MEMO", {})  # as a later `trysquare validate` would start
+    second = run_validator(basket_run(trysquare_run, "b", exits), scenario=scenario, modes=MODES)
+
+    assert len(ran) == 1, "the second validation ran the control again"
+    assert first.metrics == second.metrics == {"resolved": False, "f2p": 0.0, "p2p": 0.0}
+    assert "# control run at base (known, not rerun): reported" in second.stderr
+    kept = list((tmp_path / "cache" / "trysquare" / "hidden-tests" / "control").glob("*.json"))
+    assert len(kept) == 1
+    for run_id in ("a", "b"):
+        folder = tmp_path / "trysquare" / "runs" / run_id
+        assert not [p for p in folder.rglob("*") if "control" in p.name]

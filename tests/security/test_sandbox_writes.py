@@ -96,7 +96,9 @@ def test_sandbox_scratch_archive_and_dev_null_stay_writable(tmp_path: Path) -> N
     assert (run.path / "validation" / "attack" / "evidence.txt").exists()
 
 
-def test_sandbox_suite_editing_the_etalon_cache(tmp_path: Path) -> None:
+def test_sandbox_suite_editing_the_etalon_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fallback's guarantee (in the jail the cache is not even visible: test_jail.py).
+    monkeypatch.setenv("TRYSQUARE_JAIL", "off")
     run = build_run(tmp_path)
     run.repo.write("tests/test_plant.py", PLANTING_TEST)
     folder = tmp_path / "s"

@@ -58,13 +58,12 @@ def test_a_planted_passed_suite_outcome_is_not_used(tmp_path: Path, cli, forgery
 
 
 def test_a_planted_report_in_the_archive_folder_is_never_signed(tmp_path: Path, cli) -> None:
-    """The file a validator reports its suite through is cleared before the validator runs:
-    one the agent left there is never recorded as the suite's outcome."""
+    """A suite report the agent left where validators once reported their suite is never
+    read: the runner runs the suite itself (the suite service) and signs only what it saw."""
     scenario, run_dir = make_matrix(tmp_path, fixed=False, validator=NO_SUITE)
     archive = run_dir / "validation" / "score"
     archive.mkdir(parents=True)
     (archive / "suite-outcome.json").write_text(json.dumps({"value": True, "reason": ""}), encoding="utf-8")
     done = cli("validate", scenario, run_dir.parent, "--no-progress")
     assert done.returncode == 0, done.stderr
-    assert not (archive / "suite-outcome.json").exists()
     assert not list((run_dir / ".trysquare").glob("suite/*.json"))

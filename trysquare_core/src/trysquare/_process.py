@@ -11,9 +11,11 @@ Dependency-free: ``trysquare.assay`` imports it.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +25,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from trysquare.jail import (
+    IsolationUnavailable,
+    JailPolicy,
+    availability,
+    hand_over,
+    jailed_command,
+)
 from trysquare.sandbox import Sandbox, switched_off
 
 __all__ = ["DEFAULT_CAP", "ProcessResult", "kill_all", "run_process"]
@@ -107,6 +116,8 @@ def run_process(
     env: Mapping[str, str] | None = None,
     cap: int = DEFAULT_CAP,
     sandbox: Sandbox | None = None,
+    jail: JailPolicy | None = None,
+    guarded: Sequence[str | Path] = (),
 ) -> ProcessResult:
     """Run ``argv`` (no shell) in ``cwd`` and collect its output.
 
@@ -114,12 +125,37 @@ def run_process(
     the kernel allows it (Landlock), and every process it started — also one that
     left its session — is killed when the call returns (Linux).
 
+    With ``jail`` (the agent's code) and a ``sandbox`` naming its writable folders,
+    the child runs in the jail (:mod:`trysquare.jail`): its own namespaces, only
+    ``sandbox.writable`` writable, ``guarded`` folders never shown. Where the jail
+    cannot start it falls back to ``sandbox``, unless the policy requires the jail:
+    then :class:`~trysquare.jail.IsolationUnavailable` is raised and nothing runs.
+
     Raises ``OSError`` when the program cannot be started at all; every other
     outcome (exit code, timeout, signal) is reported in the result.
     """
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
     token = None
+    if jail is not None:
+        if sandbox is None:
+            raise ValueError("a jailed command needs the folders it may write (sandbox=)")
+        if availability().available:
+            program = _program_path(argv, cwd, env)
+            hand_over([str(p) for p in sandbox.writable])
+            argv = jailed_command(
+                argv, cwd=str(cwd), writable=[str(p) for p in sandbox.writable], policy=jail,
+                guarded=[str(p) for p in guarded],
+                # The command's own files (the scenario's: a script it names by path).
+                programs=[program, *(w for w in argv[1:] if os.path.isabs(w) and os.path.isfile(w))],
+            )
+            # bwrap cannot build its mounts under Landlock; the jail confines more, and its
+            # PID namespace ends whatever the command left (no stray hunt needed).
+            sandbox = None
+        elif jail.must_jail:
+            raise IsolationUnavailable(
+                f"the jail is required and cannot start here ({availability().reason})"
+            )
     if sandbox is not None and sys.platform == "linux" and not switched_off():
         _become_subreaper()
         token = f"{os.getpid()}.{next(_tokens)}"
@@ -206,6 +242,25 @@ def run_process(
         truncated,
         time.monotonic() - start,
     )
+
+
+def _program_path(argv: Sequence[str], cwd: Path | str, env: Mapping[str, str] | None) -> str:
+    """The file ``argv[0]`` names, found as starting it directly would; the ``OSError`` that
+    would raise otherwise — before it goes in the jail, where a missing program would only
+    be an exit 127 from inside."""
+    if not argv:
+        raise ValueError("an empty command")
+    program = argv[0]
+    if "/" in program:
+        found = os.path.join(cwd, program)
+        if not os.path.exists(found):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        return os.path.abspath(found)
+    search = (os.environ if env is None else env).get("PATH", os.defpath)
+    located = shutil.which(program, path=search)
+    if located is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    return os.path.abspath(located)
 
 
 # --- nothing a confined child started outlives it (Linux) -------------------------------
@@ -420,6 +475,8 @@ def run_steps(
     sandbox: Sandbox | None = None,
     consequence: str = "so the command did not run",
     tail_lines: int = TAIL_LINES,
+    jail: JailPolicy | None = None,
+    guarded: Sequence[str | Path] = (),
 ) -> Steps:
     """Run ``(label, argv)`` steps in turn within one ``timeout`` for them all.
 
@@ -437,8 +494,11 @@ def run_steps(
         try:
             done = run_process(
                 argv, cwd=cwd, timeout=max(deadline - time.monotonic(), 0.0), env=env,
-                sandbox=sandbox,
+                sandbox=sandbox, jail=jail, guarded=guarded,
             )
+        except IsolationUnavailable as error:
+            problem = f"{label} `{shown}` was not run: {error}"
+            return Steps(done, problem, b"".join(transcript))
         except OSError as error:
             problem = f"{label} `{shown}` could not start: {error.strerror or error}"
             return Steps(done, problem, b"".join(transcript))

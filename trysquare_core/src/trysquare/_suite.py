@@ -6,10 +6,12 @@ validator actually calls ``run.tests()``.
 
 The verdict rules (what ``run.tests()`` promises):
 
-- ``prepare`` failing, not starting or timing out -> unjudged: nobody judged.
-- the suite timing out or not starting -> unjudged.
-- the suite reporting that it ran zero tests -> unjudged, whatever its exit code:
-  a suite that tested nothing has not said the code works (nor that it is broken).
+- ``prepare`` or the suite timing out -> unjudged: nobody judged.
+- ``prepare`` failing or not starting, the suite not starting, or the suite
+  reporting that it ran zero tests -> decided by a control run at base: where the
+  same suite runs tests on the base tree, this run failed (its tree stopped the
+  suite); where it runs nothing there either, unjudged — a suite that tested
+  nothing has not said the code works (nor that it is broken).
 - the suite saying, some other way, that it ran nothing -> unjudged: exit 4 or 5
   with no count of tests (pytest's usage error and "no tests collected" — read by
   the exit code, not the command's name, since a wrapper script may run pytest),
@@ -21,15 +23,17 @@ The verdict rules (what ``run.tests()`` promises):
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trysquare._env import child_environment
 from trysquare._process import TAIL_LINES, output_text, run_steps, tail
 from trysquare._words import split_command
+from trysquare.jail import JailPolicy
 from trysquare.sandbox import Sandbox
 
 if TYPE_CHECKING:
@@ -216,14 +220,27 @@ def run_suite(
     *,
     timeout: float = 600.0,
     pass_env: Sequence[str] = (),
+    protected: Iterable[str] = (),
+    jail: JailPolicy | None = None,
+    guarded: Sequence[str | Path] = (),
+    base: str | None = None,
 ) -> Metric:
     """Run ``prepare`` then ``test_command`` in a throwaway copy of ``repo``; return the verdict.
 
     ``timeout`` bounds the whole of it, prepare included. The measured clone is
     never written to: everything runs in a copy under a temporary folder that is
-    removed afterwards. The suite is the measured agent's code: it gets this
-    process's environment minus every secret-looking variable not named in
-    ``pass_env`` (the scenario's ``[task] pass_env``).
+    removed afterwards. The suite is the measured agent's code: it runs in the
+    jail (:mod:`trysquare.jail`, ``jail`` the scenario's policy; the defaults when
+    ``None``), never sees ``guarded`` folders, and gets this process's environment
+    minus every secret-looking variable not named in ``pass_env`` (the scenario's
+    ``[task] pass_env``).
+
+    When the suite ran nothing in this tree (it could not start, ``prepare`` failed,
+    it collected no test) and ``base`` (the commit the agent started from) is given,
+    the same suite runs once on the tree at ``base`` — the control, kept in
+    trysquare's cache per base tree and suite. Where it ran tests at base, this run
+    *failed*: its tree stopped the suite. Only where it ran nothing at base too is the
+    verdict unjudged: then nobody could have judged it.
     """
     from trysquare import repo as repo_module  # lazy: not needed unless a suite runs
 
@@ -233,25 +250,140 @@ def run_suite(
         raise ValueError("the scenario's test_command is empty: there is no suite to run")
     shown = " ".join(suite)
     steps = [("prepare", _words(step)) for step in prepare] + [("the suite", suite)]
-    env = child_environment(passed=pass_env)
-    # The runner's word to this validator about the suite's cache is not the suite's business.
-    from trysquare._suiteslot import REPORT_ENV, REUSE_ENV
+    env = child_environment(passed=pass_env, protected=protected)
+    # The runner's door for this validator's suite requests is not the suite's business.
+    from trysquare._suiteslot import SOCKET_ENV
 
-    env.pop(REPORT_ENV, None)
-    env.pop(REUSE_ENV, None)
+    env.pop(SOCKET_ENV, None)
+    policy = jail if jail is not None else JailPolicy()
+
+    def copy_run(scratch: str) -> Path:
+        return repo_module.copy_tree(Path(repo), Path(scratch) / "repo")
+
+    verdict, settled = _run_steps_on(
+        copy_run, steps, shown, env=env, timeout=timeout, jail=policy, guarded=[Path(repo), *guarded]
+    )
+    if settled or base is None:
+        return verdict
+    control = _control_at_base(
+        Path(repo), base, steps, shown, env=env, timeout=timeout, jail=policy,
+        guarded=[Path(repo), *guarded], pass_env=pass_env,
+    )
+    if control is None:
+        return verdict  # the base tree could not be read: nobody can tell
+    ran, said = control
+    if ran:
+        return Metric(
+            False,
+            f"the suite ran tests at base ({said}) and none in this run, so this run's tree "
+            f"stopped it: {verdict.reason}",
+        )
+    return Metric.unjudged(f"at base it ran nothing either ({said}); here: {verdict.reason}")
+
+
+def _run_steps_on(
+    make_copy: Callable[[str], Path],
+    steps: Sequence[tuple[str, Sequence[str]]],
+    shown: str,
+    *,
+    env: dict[str, str],
+    timeout: float,
+    jail: JailPolicy,
+    guarded: Sequence[str | Path],
+) -> tuple[Metric, bool]:
+    """The verdict of the steps on a fresh copy, and whether it is settled: ``False`` when
+    the suite ran nothing (it could not start, prepare failed, it ran no test), which a
+    control at base may decide; a timeout is settled (unjudged: no control decides it)."""
+    from trysquare.assay import Metric
+
     with tempfile.TemporaryDirectory(prefix="trysquare-tests-") as scratch:
-        env["TMPDIR"] = scratch
-        copy = repo_module.copy_tree(Path(repo), Path(scratch) / "repo")
+        env = {**env, "TMPDIR": scratch}
+        copy = make_copy(scratch)
         done = run_steps(
             steps, cwd=copy, timeout=timeout, env=env,
             # The agent's test code writes only in its throwaway scratch folder
             # (where the kernel allows it): never the clone, the run, the etalon cache.
             sandbox=Sandbox([scratch]),
+            jail=jail,
+            guarded=guarded,
             consequence="so nobody judged the suite",
         )
     if done.problem is not None or done.last is None:
-        return Metric.unjudged(done.problem or "there was no suite to run")
-    return _verdict(shown, done.last.returncode, output_text(done.last))
+        timed_out = done.last is not None and done.last.timed_out
+        return Metric.unjudged(done.problem or "there was no suite to run"), timed_out
+    verdict = _verdict(shown, done.last.returncode, output_text(done.last))
+    return verdict, verdict.judged
+
+
+def _control_at_base(
+    repo: Path,
+    base: str,
+    steps: Sequence[tuple[str, Sequence[str]]],
+    shown: str,
+    *,
+    env: dict[str, str],
+    timeout: float,
+    jail: JailPolicy,
+    guarded: Sequence[str | Path],
+    pass_env: Sequence[str],
+) -> tuple[bool, str] | None:
+    """Whether the suite runs tests on the tree at ``base``, and what it said; ``None``
+    when that tree cannot be read. Kept in trysquare's cache (never a run folder, which
+    is the agent's) per base tree and suite, so every run of a matrix pays it once."""
+    import hashlib
+    import json
+
+    from trysquare import _atomic, repo as repo_module
+    from trysquare.errors import RepoError
+
+    try:
+        tree = repo_module.materialise_etalon(repo, base)
+    except (RepoError, OSError):
+        return None
+    decided = {
+        "version": 1, "tree": tree.name, "steps": [list(argv) for _, argv in steps],
+        "pass_env": sorted(pass_env), "jail": [jail.network, jail.processes, jail.memory_mib,
+                                               jail.file_size_mib, list(jail.readable)],
+    }
+    key = hashlib.sha256(json.dumps(decided, sort_keys=True).encode()).hexdigest()
+    cache = repo_module._cache_root() / "controls"
+    entry = cache / f"{key}.json"
+    try:
+        kept = json.loads(entry.read_bytes())
+        if isinstance(kept, dict) and isinstance(kept.get("ran"), bool):
+            return kept["ran"], str(kept.get("said", ""))
+    except (OSError, ValueError):
+        pass
+
+    def copy_base(scratch: str) -> Path:
+        import shutil
+
+        target = Path(scratch) / "repo"
+        shutil.copytree(tree, target, symlinks=True)
+        for folder, _dirs, files in os.walk(target):  # the etalon cache keeps files read-only
+            os.chmod(folder, 0o755)
+            for name in files:
+                path = os.path.join(folder, name)
+                if not os.path.islink(path):
+                    os.chmod(path, os.stat(path).st_mode | 0o200)
+        return target
+
+    verdict, settled = _run_steps_on(
+        copy_base, steps, shown, env=env, timeout=timeout, jail=jail, guarded=guarded
+    )
+    judged = verdict.judged
+    if settled and not judged:
+        return None  # a control that timed out says nothing either way; not kept
+    first = verdict.reason.splitlines()[0] if verdict.reason else ""
+    said = "it passed" if verdict.value is True else (
+        "it ran and failed" if verdict.value is False else first[:200]
+    )
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        _atomic.write_json(entry, {"ran": judged, "said": said}, root=cache)
+    except OSError:
+        pass  # not kept: the next run asks again
+    return judged, said
 
 
 def _tail_after_colon(output: str, lines: int = TAIL_LINES) -> str:

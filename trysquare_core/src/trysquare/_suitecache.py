@@ -16,13 +16,10 @@ whose HMAC does not verify is ignored (then overwritten by the suite's real
 outcome). Only a judged outcome (passed or failed) is kept: a timeout or a failed
 ``prepare`` may be the machine's fault, and the next validation tries again.
 
-How a validator process meets the cache (it cannot write the run folder where the
-sandbox is in force, and must not trust anything there): the runner hands it
-a verified outcome in ``TRYSQUARE_SUITE_REUSE`` and a path in its own archive
-folder in ``TRYSQUARE_SUITE_REPORT``; ``run.tests()`` reads the first and writes
-what it did to the second; the runner signs and stores a fresh outcome and notes
-a reused one in the result. A validator started by hand gets neither variable and
-simply runs the suite.
+The suite itself is run by the runner's suite service
+(:mod:`trysquare._suiteservice`), which a validator's ``run.tests()`` asks: the
+service reuses a verified outcome here or runs the suite in the jail, and stores
+what it found. A validator started by hand runs the suite itself.
 """
 
 from __future__ import annotations
@@ -39,26 +36,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from trysquare import _atomic
-from trysquare._suiteslot import REPORT_ENV, REPORT_FILE, REUSE_ENV
+from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
-    from trysquare.modes import Outcome
     from trysquare.modes import ValidationTask as Task
 
-__all__ = ["REPORT_ENV", "REUSE_ENV", "SuiteOffer", "collect", "offer", "suite_key"]
+__all__ = ["reusable", "store", "suite_key", "task_key"]
 
 CACHE_FOLDER = Path(".trysquare") / "suite"
 _VERSION = 1
-
-
-@attrs.frozen
-class SuiteOffer:
-    """What the runner hands one task: the key, and the verified outcome when there is one."""
-
-    key: str
-    report: Path
-    reused: Mapping[str, Any] | None
-    environment: Mapping[str, str]
 
 
 def _key_file() -> Path:
@@ -83,9 +69,15 @@ def _secret() -> bytes:
     return found
 
 
-def suite_key(work: Mapping[str, Any], context: Mapping[str, Any], pass_env: tuple[str, ...]) -> str:
+def suite_key(
+    work: Mapping[str, Any],
+    context: Mapping[str, Any],
+    pass_env: tuple[str, ...],
+    *,
+    jail: JailPolicy | None = None,
+) -> str:
     """The digest of everything that decides a suite's outcome on one clone."""
-    decided = {
+    decided: dict[str, Any] = {
         "version": _VERSION,
         "base": work.get("base"),
         "touched": work.get("touched"),
@@ -94,6 +86,9 @@ def suite_key(work: Mapping[str, Any], context: Mapping[str, Any], pass_env: tup
         "etalon": context.get("etalon"),
         "pass_env": sorted(pass_env),
     }
+    if jail is not None and jail != JailPolicy():
+        # Only once set: outcomes recorded under the default jail keep their keys.
+        decided["jail"] = attrs.asdict(jail)
     text = json.dumps(decided, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
@@ -133,8 +128,18 @@ def _remove(path: Path, root: Path) -> None:
         pass
 
 
-def offer(task: Task) -> SuiteOffer | None:
-    """Prepare one task's view of the cache; ``None`` when there is no suite to cache for it.
+def reusable(task: Task, key: str) -> dict[str, Any] | None:
+    """The signed outcome recorded for ``key`` that this task may reuse, or ``None``."""
+    if task.rerun_suite:
+        return None
+    try:
+        return _verified(task, key)
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def task_key(task: Task) -> str | None:
+    """The suite's key for this task's clone, or ``None`` when the outcome is not to be kept.
 
     Only a clone the guard has just found equal to its recorded work gets a key.
     """
@@ -145,62 +150,23 @@ def offer(task: Task) -> SuiteOffer | None:
     run = task.run
     try:
         work = json.loads(_atomic.read_bytes(run.dir / ".trysquare" / "work.json", root=run.dir))
-        if not isinstance(work, dict) or not isinstance(work.get("touched"), dict):
-            return None
-        key = suite_key(work, task.context, tuple(task.suite_pass_env))
-        report = task.context_path.parent / REPORT_FILE
-        # Whatever lies there now was not written by this validator: never read as its report.
-        _remove(report, run.dir)
-        reused = None if task.rerun_suite else _verified(task, key)
     except (OSError, ValueError, RecursionError):
         return None  # the cache is an economy, never a reason to fail a run
-    environment = {REPORT_ENV: str(report)}
-    if reused is not None:
-        environment[REUSE_ENV] = json.dumps(reused, sort_keys=True)
-    return SuiteOffer(key=key, report=report, reused=reused, environment=environment)
+    if not isinstance(work, dict) or not isinstance(work.get("touched"), dict):
+        return None
+    return suite_key(work, task.context, tuple(task.suite_pass_env), jail=task.jail)
 
 
-def collect(task: Task, offered: SuiteOffer | None, outcome: Outcome) -> Outcome:
-    """Store a suite outcome the validator reported, or note in ``outcome`` that one was reused."""
-    if offered is None:
-        return outcome
-    run = task.run
-    try:
-        raw = _atomic.read_bytes(offered.report, root=run.dir)
-    except OSError:
-        return outcome  # the validator did not call run.tests()
-    finally:
-        try:
-            _remove(offered.report, run.dir)
-        except OSError:
-            pass
-    try:
-        report = json.loads(raw)
-    except (ValueError, RecursionError):
-        return outcome
-    if not isinstance(report, dict):
-        return outcome
-    if report.get("reused") is True and offered.reused is not None:
-        note = (
-            f"run.tests() reused the suite's outcome recorded at {offered.reused['at']} for this "
-            "same clone content, test_command, prepare and etalon (--rerun-suite runs it again)"
-        )
-        return attrs.evolve(outcome, notes=(*outcome.notes, note))
-    value, reason = report.get("value"), report.get("reason")
-    if value not in (True, False) or not isinstance(reason, str):
-        return outcome  # unjudged or unreadable: not kept, the next validation tries again
-    if outcome.state == "invalid":
-        return outcome  # a crashed or refused validator's suite is not one to keep
+def store(task: Task, key: str, value: bool, reason: str) -> None:
+    """Keep a judged outcome, signed, for a clone that is still its recorded work."""
     from trysquare import guard
 
-    # A suite outcome is kept only for a clone that is still its recorded work.
-    if task.clone_before is None or guard.clone_changes(run, task.clone_before) is not None:
-        return outcome
+    if task.clone_before is None or guard.clone_changes(task.run, task.clone_before) is not None:
+        return
     at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     entry: dict[str, Any] = {"value": value, "reason": reason, "at": at}
     try:
-        entry["mac"] = _mac(offered.key, entry)
-        _atomic.write_json(_entry_path(task, offered.key), entry, root=run.dir)
+        entry["mac"] = _mac(key, entry)
+        _atomic.write_json(_entry_path(task, key), entry, root=task.run.dir)
     except OSError:
         pass  # not kept: the next validation runs the suite again
-    return outcome

@@ -1,54 +1,68 @@
-"""A validator process's side of the suite cache (see :mod:`trysquare._suitecache`).
+"""A validator process's side of the suite service (see :mod:`trysquare._suiteservice`).
 
-Kept to ``os`` and ``json``: ``run.tests()`` asks here first, and a reused outcome
-must cost next to nothing — none of the suite's machinery is imported for it.
+Under ``trysquare validate`` the suite is never run by the validator's process: that
+process is confined by Landlock, which cannot build the jail's namespaces, and what
+it reported could not be told from what the agent's code wrote. ``run.tests()``
+asks the runner through a unix socket named in ``TRYSQUARE_SUITE_SOCKET`` instead;
+the runner runs the suite in the jail (or reuses the outcome it signed for this
+same clone and suite) and answers with the verdict.
+
+Kept to ``os``, ``json`` and ``socket``: ``run.tests()`` asks here first, and a
+reused outcome must cost next to nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import socket
 from typing import Any
 
-__all__ = ["REPORT_ENV", "REPORT_FILE", "REUSE_ENV", "report_to_runner", "reused_from_environment"]
+__all__ = ["SOCKET_ENV", "ask_runner"]
 
-# Set by the runner for a validator it starts: the outcome it verified for this clone,
-# and where run.tests() says what it did (a file in the validator's archive folder).
-REUSE_ENV = "TRYSQUARE_SUITE_REUSE"
-REPORT_ENV = "TRYSQUARE_SUITE_REPORT"
-REPORT_FILE = "suite-outcome.json"
+SOCKET_ENV = "TRYSQUARE_SUITE_SOCKET"
+# A reply is a verdict and a reason (a suite's tail): far below this.
+_REPLY_CAP = 1 << 20
 
 
-def reused_from_environment() -> dict[str, Any] | None:
-    """The suite outcome the runner offers for reuse, or ``None`` (then the suite runs)."""
-    text = os.environ.get(REUSE_ENV)
-    if not text:
+class RunnerUnreachable(OSError):
+    """``TRYSQUARE_SUITE_SOCKET`` is set and the runner does not answer on it."""
+
+
+def ask_runner(timeout: float) -> dict[str, Any] | None:
+    """The runner's verdict on the suite (``value``, ``reason``), or ``None`` when this
+    process was not started by a runner offering one (then the caller runs the suite).
+
+    Raises :class:`RunnerUnreachable` when a runner offered the service and its
+    answer cannot be had: the suite is then not run here, outside the jail.
+    """
+    path = os.environ.get(SOCKET_ENV)
+    if not path:
         return None
+    request = json.dumps({"timeout": timeout}).encode() + b"\n"
     try:
-        reused = json.loads(text)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as door:
+            door.connect(path)
+            door.sendall(request)
+            parts: list[bytes] = []
+            size = 0
+            while chunk := door.recv(1 << 16):
+                parts.append(chunk)
+                size += len(chunk)
+                if size > _REPLY_CAP:
+                    raise RunnerUnreachable("the runner's answer about the suite is too long")
+    except RunnerUnreachable:
+        raise
+    except OSError as error:
+        raise RunnerUnreachable(
+            f"the runner's suite service at {path} did not answer ({error.strerror or error})"
+        ) from None
+    try:
+        answer = json.loads(b"".join(parts))
     except ValueError:
-        return None
-    if not isinstance(reused, dict) or reused.get("value") not in (True, False):
-        return None
-    if not isinstance(reused.get("reason"), str):
-        return None
-    return reused
-
-
-def report_to_runner(document: Mapping[str, Any]) -> None:
-    """Tell the runner what ``run.tests()`` did, when it asked (never through a symlink)."""
-    target = os.environ.get(REPORT_ENV)
-    if not target or os.path.basename(target) != REPORT_FILE:
-        return
-    temp = f"{target}.{os.getpid()}.tmp"
-    try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(dict(document), handle, sort_keys=True)
-        os.replace(temp, target)  # a rename replaces a link itself, never its target
-    except OSError:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass  # the outcome is simply not kept
+        raise RunnerUnreachable("the runner's answer about the suite is not JSON") from None
+    if not isinstance(answer, dict) or answer.get("value") not in (True, False, None):
+        raise RunnerUnreachable("the runner's answer about the suite is not a verdict")
+    if not isinstance(answer.get("reason"), str):
+        raise RunnerUnreachable("the runner's answer about the suite has no reason")
+    return answer

@@ -458,22 +458,27 @@ class Assay:
             raise ValueError("the scenario's test_command is empty: there is no suite to run")
         from trysquare import _suiteslot  # lazy, and light: a reused outcome costs next to nothing
 
-        # Under `trysquare validate`, the runner offers the outcome it recorded for this
-        # same clone content and suite (verified by trysquare, never read from the run).
-        reused = _suiteslot.reused_from_environment()
-        if reused is not None:
-            verdict = Metric(reused["value"], reused["reason"])
-            _suiteslot.report_to_runner({"reused": True})
-            self._cache["tests"] = verdict
-            return verdict
-        from trysquare._suite import run_suite  # lazy: subprocess and friends
+        # Under `trysquare validate` the runner runs the suite (in the jail) and answers;
+        # this process, confined, never runs the agent's code itself.
+        try:
+            answer = _suiteslot.ask_runner(timeout)
+        except _suiteslot.RunnerUnreachable as error:
+            answer = {"value": None, "reason": f"the suite was not run: {error}"}
+        if answer is not None:
+            value, reason = answer["value"], str(answer["reason"])
+            verdict = Metric.unjudged(reason) if value is None else Metric(value, reason)
+        else:
+            from trysquare._suite import run_suite  # lazy: subprocess and friends
+            from trysquare.jail import policy_from_context
 
-        # Secret-looking variables the scenario lets the suite see; inside a script
-        # validator, judge keys and everything else are already out of the environment.
-        passed = [n for n in self._context.get("pass_env") or () if isinstance(n, str)]
-        verdict = run_suite(self.repo, command, self.prepare, timeout=timeout, pass_env=passed)
-        if verdict.judged:
-            _suiteslot.report_to_runner({"value": bool(verdict.value), "reason": verdict.reason})
+            # Started by hand: this process runs the suite in the jail itself. Secret-looking
+            # variables the scenario lets the suite see are handed on; nothing else.
+            passed = [n for n in self._context.get("pass_env") or () if isinstance(n, str)]
+            verdict = run_suite(
+                self.repo, command, self.prepare, timeout=timeout, pass_env=passed,
+                jail=policy_from_context(self._context),
+                base=str(self._context["base"]) if self._context.get("base") else None,
+            )
         self._cache["tests"] = verdict
         return verdict
 

@@ -132,6 +132,7 @@ def score_once(scenario: Scenario, run: Run, validation: Validation) -> Scored:
         clone_before=clone_before,
         protected_env=frozenset(scenario.protected_env),
         suite_pass_env=scenario.task.pass_env,
+        jail=scenario.task.jail,
     )
     result = execute_task(task)
     assert result is not None  # only an interruption records nothing

@@ -175,10 +175,30 @@ def check_document(
             {"name": v.name, "mode": v.mode, "metrics": list(v.metrics)} for v in scenario.validations
         ],
         "protection": protection,
+        "isolation": _isolation(scenario),
         "lines": list(lines),
         "problems": list(problems),
         "skipped_runs": list(skipped),
         "runs": None if readable is None else {"readable": readable, "unreadable": unreadable or 0},
+    }
+
+
+def _isolation(scenario: Any) -> dict[str, Any]:
+    """Where the agent's code runs on this machine, for ``check --format json``."""
+    from trysquare.jail import availability, isolation_line
+
+    found = availability()
+    policy = scenario.task.jail
+    return {
+        "jailed": found.available,
+        "required": policy.must_jail,
+        "network": policy.network,
+        "limits": {
+            "processes": policy.processes,
+            "memory_mib": policy.memory_mib,
+            "file_size_mib": policy.file_size_mib,
+        },
+        "line": isolation_line(policy),
     }
 
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from trysquare import __version__
 from trysquare._shown import shown
-from trysquare.plugin_api import add_selection_options
 from trysquare.errors import NoRunsError, TrysquareError, UsageError
+from trysquare.plugin_api import add_selection_options
 
 if TYPE_CHECKING:
     from trysquare.runs import Experiment
@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
         "same clone (re-runs every validator but judges)",
     )
     validate.add_argument("--rejudge", action="store_true", help="ask judges again even for up-to-date verdicts")
+    validate.add_argument(
+        "--require-isolation", action="store_true",
+        help="refuse to run the agent's code (the suite, prepare, hidden tests) outside the jail, "
+        'as [task] isolation = "required" does (exit 2 where the jail cannot start)',
+    )
     validate.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     validate.add_argument("--executor", default="local", metavar="NAME")
     validate.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE")
@@ -234,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
-    except Exception as error:  # noqa: BLE001 - a bug still gets one sentence, not a traceback
+    except Exception as error:
         if debug:
             raise
         print(
@@ -294,7 +299,9 @@ def _validate(args: argparse.Namespace) -> int:
         quiet=args.quiet or args.format == "json",
         exitfirst=args.exitfirst,
         fail_on=tuple(dict.fromkeys(args.fail_on)),
+        require_isolation=args.require_isolation,
     )
+    _say_isolation(scenario, required=args.require_isolation)
 
     def outputs(summary: Any) -> int:
         if args.force and not args.rejudge:
@@ -398,10 +405,12 @@ def _check(args: argparse.Namespace) -> int:
     say = (lambda _line: None) if machine else print
     metrics = sum(len(v.metrics) for v in scenario.validations)
     say(f"{scenario.path.name}: loads ({len(scenario.validations)} validator(s), {metrics} metric(s))")
+    from trysquare.jail import isolation_line
     from trysquare.sandbox import protection_line
 
     protection = protection_line()
     say(protection)
+    say(isolation_line(scenario.task.jail))
     from trysquare.suite_where import suite_lines
 
     suite = suite_lines(scenario.task.test_command)
@@ -645,10 +654,40 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 def _print_protection() -> None:
-    """Which protection of the measured clone is in force on this machine (Landlock or detection)."""
+    """Which protection of the measured clone is in force on this machine (Landlock or
+    detection), and where the agent's code runs (the jail or the fallback)."""
+    from trysquare.jail import isolation_line
     from trysquare.sandbox import protection_line
 
     print(protection_line())
+    print(isolation_line())
+
+
+def _say_isolation(scenario: Any, *, required: bool) -> None:
+    """Before validate runs anything: refuse when the jail is required and cannot start;
+    say loudly (stderr) when the agent's code will run outside it."""
+    import attrs
+
+    from trysquare.jail import availability, isolation_line
+
+    policy = scenario.task.jail
+    if required:
+        policy = attrs.evolve(policy, required=True)
+    runs_agent_code = scenario.task.test_command is not None or any(
+        v.mode == "hidden-tests" for v in scenario.validations
+    )
+    if not runs_agent_code and not policy.must_jail:
+        return  # nothing of the agent's runs: no need to probe for the jail
+    found = availability()
+    if found.available:
+        return
+    if policy.must_jail:
+        where = "--require-isolation" if required else '[task] isolation = "required"'
+        raise UsageError(
+            f"{scenario.path.name}: {where} and the jail cannot start here ({found.reason}); "
+            "nothing was run"
+        )
+    print(f"trysquare: warning: {isolation_line(policy)}", file=sys.stderr)
 
 
 def _demo(args: argparse.Namespace) -> int:

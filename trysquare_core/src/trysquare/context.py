@@ -20,6 +20,7 @@ from trysquare import _atomic, repo
 from trysquare.errors import RepoError, RunError
 # The clone guard lives in trysquare.guard; its names stay importable from here.
 from trysquare.guard import ClonePicture, clone_changes, picture_clone
+from trysquare.jail import JailPolicy
 from trysquare.modes import Validation
 from trysquare.runs import Run
 from trysquare.scenario import Scenario
@@ -44,6 +45,7 @@ RESPONSE_FILE = "response.md"
 CORE_KEYS = frozenset({
     "repo", "etalon", "prompt", "session", "trace", "cell", "repetition", "test_command",
     "prepare", "artefacts", "touched", "files", "given", "declared", "base", "response", "diff",
+    "jail",
 })
 
 
@@ -216,6 +218,10 @@ def build_context(
         context["test_command"] = task.test_command
     if task.pass_env:  # present only when declared, so older contexts stay current
         context["pass_env"] = list(task.pass_env)
+    if task.test_command is not None and task.jail != JailPolicy():
+        # The jail's keys, for a validator run by hand (run.tests() then jails the suite
+        # itself); present only when set, so contexts under the default jail stay current.
+        context["jail"] = attrs.asdict(task.jail)
     context.update(_plugin_keys(run, validation, context))
     for key in validation.withheld_context_keys:
         context.pop(key, None)

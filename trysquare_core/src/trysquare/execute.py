@@ -19,7 +19,8 @@ from typing import Any
 
 import attrs
 
-from trysquare import _atomic, _convert, _suitecache, results
+from trysquare import _atomic, _convert, results
+from trysquare._suiteservice import SuiteService
 from trysquare.modes import Outcome, State, ValidationTask
 
 __all__ = ["Evaluated", "TaskResult", "evaluate_task", "execute_task", "record_task"]
@@ -106,7 +107,6 @@ def evaluate_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lam
     started = time.monotonic()
     refusal = None if task.clone_before is None else task.clone_before.problem
     refused = refusal is not None
-    suite = None if refused else _suitecache.offer(task)
     try:
         if refusal is not None:
             # The clone is not the agent's recorded work: nothing run on it is a measurement.
@@ -119,10 +119,15 @@ def evaluate_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lam
                 reasons=dict(kept.get("reasons") or {}),
                 provenance=kept.get("provenance"),
             )
+        elif "test_command" not in task.context:
+            outcome = task.validation.evaluate(task)
         else:
-            job = task if suite is None else attrs.evolve(task, environment=dict(suite.environment))
-            outcome = task.validation.evaluate(job)
-            outcome = _suitecache.collect(task, suite, outcome)
+            # run.tests() inside the validator asks this service: the suite runs in the jail.
+            with SuiteService(task) as suite:
+                job = attrs.evolve(task, environment={**task.environment, **suite.environment})
+                outcome = task.validation.evaluate(job)
+            if suite.notes:
+                outcome = attrs.evolve(outcome, notes=(*outcome.notes, *suite.notes))
     except Exception as error:  # noqa: BLE001 - a broken mode spoils one result, not the matrix
         outcome = Outcome.invalid(
             f"validator '{task.validation.name}' crashed inside trysquare: {type(error).__name__}: {error}"

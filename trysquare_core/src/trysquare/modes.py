@@ -18,6 +18,7 @@ import attrs
 from trysquare import _convert
 from trysquare._canonical import digest as canonical_digest
 from trysquare.errors import ScenarioError
+from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
     from trysquare.guard import ClonePicture
@@ -195,6 +196,9 @@ class ValidationTask:
     # a validator writing into it; None when the clone is not there to look at.
     clone_before: ClonePicture | None = None
     rerun_suite: bool = False  # --rerun-suite: no recorded suite outcome is reused
+    # The jail the agent's code runs in for this task (the scenario's [task] keys): hand it
+    # to ``run_steps(..., jail=job.jail)`` when running the agent's tree.
+    jail: JailPolicy = attrs.field(factory=JailPolicy)
 
 
 # The name modes have always been handed; the same class.

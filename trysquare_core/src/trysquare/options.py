@@ -25,5 +25,6 @@ class ValidateOptions:
     rerun_suite: bool = False  # run.tests() runs the suite even when its outcome is recorded
     quiet: bool = False  # -q: no per-task line but an invalid result's, no bar
     exitfirst: bool = False  # -x: stop at the first invalid result
+    require_isolation: bool = False  # --require-isolation: never run the agent's code unjailed
     # --fail-on: "unjudged" / "pending" metrics make the exit code 1 too
     fail_on: tuple[str, ...] = ()

@@ -28,6 +28,7 @@ from trysquare import _atomic, _spill, context as contexts, guard, results
 from trysquare._pool import bounded_map
 from trysquare.errors import RunError
 from trysquare.execute import disk_full, write_problem
+from trysquare.jail import JailPolicy
 from trysquare.modes import Validation, ValidationTask
 from trysquare.options import ValidateOptions
 from trysquare.runs import Run
@@ -46,6 +47,7 @@ class _Shared:
     protected_env: frozenset[str]
     suite_pass_env: tuple[str, ...]
     rerun_suite: bool
+    jail: JailPolicy
 
 
 # One validator that must run on a run, and the digests its task is rebuilt against:
@@ -164,6 +166,9 @@ def _shared(scenario: Scenario, validations: Sequence[Validation], options: Vali
         protected_env=frozenset(scenario.protected_env),
         suite_pass_env=tuple(scenario.task.pass_env),
         rerun_suite=options.rerun_suite,
+        jail=attrs.evolve(scenario.task.jail, required=True)
+        if options.require_isolation
+        else scenario.task.jail,
     )
 
 
@@ -225,6 +230,7 @@ def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> 
         protected_env=plan.shared.protected_env,
         suite_pass_env=plan.shared.suite_pass_env,
         rerun_suite=plan.shared.rerun_suite,
+        jail=plan.shared.jail,
     )
 
 

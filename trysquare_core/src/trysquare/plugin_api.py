@@ -22,6 +22,7 @@ from trysquare._canonical import digest
 from trysquare._process import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES, ProcessResult, Steps
 from trysquare.commands import Commands
 from trysquare.hookspecs import hookimpl, hookspec
+from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
     from trysquare.errors import TrysquareError
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_OUTPUT_CAP",
     "Commands",
+    "JailPolicy",
     "ProcessResult",
     "Steps",
     "add_selection_options",
@@ -117,6 +119,8 @@ def run_steps(
     writable: Sequence[str | Path] | None = None,
     consequence: str = "so the command did not run",
     tail_lines: int = TAIL_LINES,
+    jail: JailPolicy | None = None,
+    guarded: Sequence[str | Path] = (),
 ) -> Steps:
     """Run ``(label, argv)`` steps in turn (``prepare`` then the command) within one ``timeout``.
 
@@ -127,11 +131,18 @@ def run_steps(
     tail of that step's output) — or is ``None``. ``.transcript`` holds every
     step's ``$ argv`` line, output and ``[exit N]`` as bytes.
 
+    Steps that run the measured agent's code (its tree, its tests) pass ``jail=job.jail``
+    with ``writable`` naming their scratch folder: they then run in the jail
+    (:mod:`trysquare.jail`), see nothing but that folder, the system and the interpreter,
+    never a ``guarded`` folder (pass the run's folder), and die with the call. Where the
+    jail cannot start they fall back to ``writable``'s confinement, or, when the policy
+    requires the jail, do not run (``.problem`` says so).
+
     Example::
 
         done = run_steps([("prepare", ["npm", "ci"]), ("the command", argv)],
-                         cwd=copy, timeout=600, writable=[scratch],
-                         consequence="so no test ran")
+                         cwd=copy, timeout=600, writable=[scratch], jail=job.jail,
+                         guarded=[job.run.dir], consequence="so no test ran")
         if done.problem is not None:
             return Outcome(metrics=dict.fromkeys(metrics),
                            reasons=dict.fromkeys(metrics, done.problem))
@@ -139,10 +150,12 @@ def run_steps(
     from trysquare._process import run_steps as run
     from trysquare.sandbox import Sandbox
 
+    if jail is not None and writable is None:
+        raise ValueError("run_steps(jail=...) needs writable=[the scratch folder]")
     sandbox = None if writable is None else Sandbox([str(path) for path in writable])
     return run(
         steps, cwd=cwd, timeout=timeout, env=env, sandbox=sandbox, consequence=consequence,
-        tail_lines=tail_lines,
+        tail_lines=tail_lines, jail=jail, guarded=guarded,
     )
 
 

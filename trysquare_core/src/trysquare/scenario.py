@@ -17,6 +17,12 @@ import attrs
 from trysquare import _convert
 from trysquare._words import ShellWordError, split_command
 from trysquare.errors import ScenarioError
+from trysquare.jail import (
+    DEFAULT_FILE_SIZE_MIB,
+    DEFAULT_MEMORY_MIB,
+    DEFAULT_PROCESSES,
+    JailPolicy,
+)
 from trysquare.modes import PIECES, Mode, TableSource, Validation
 
 __all__ = ["Scenario", "ShellWordError", "Task", "Verdict", "load_scenario", "split_command"]
@@ -35,6 +41,15 @@ _VALIDATOR_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\Z")
 
 
 @attrs.frozen
+class Limits:
+    """``[task] limits``: what the agent's code may use in the jail."""
+
+    processes: int = DEFAULT_PROCESSES
+    memory_mib: int = DEFAULT_MEMORY_MIB  # the data segment of each process
+    file_size_mib: int = DEFAULT_FILE_SIZE_MIB  # the largest file it may write
+
+
+@attrs.frozen
 class Task:
     """``[task]``: how the suite is run, and what running it leaves behind."""
 
@@ -43,6 +58,23 @@ class Task:
     artefacts: tuple[str, ...] = ()
     # Secret-looking variables the suite may see all the same (never a provider's key).
     pass_env: tuple[str, ...] = ()
+    # The jail the agent's code (suite, prepare, hidden tests) runs in.
+    network: bool = False
+    isolation: str = "preferred"  # or "required": never run the agent's code outside the jail
+    limits: Limits = Limits()
+    readable: tuple[str, ...] = ()  # more folders (absolute) shown read-only in the jail
+
+    @property
+    def jail(self) -> JailPolicy:
+        """The jail policy these keys declare."""
+        return JailPolicy(
+            network=self.network,
+            required=self.isolation == "required",
+            processes=self.limits.processes,
+            memory_mib=self.limits.memory_mib,
+            file_size_mib=self.limits.file_size_mib,
+            readable=self.readable,
+        )
     # Describe how runs were produced: accepted, not interpreted.
     repo: Any = None
     etalon: Any = None
@@ -168,6 +200,26 @@ def _check_task(path: Path, task: Task) -> None:
             raise ScenarioError(f"{path.name}: task.prepare[{index}] is empty")
         _vet_command(path, f"task.prepare[{index}]", command)
     _check_artefacts(path, task.artefacts)
+    _check_jail_keys(path, task)
+
+
+def _check_jail_keys(path: Path, task: Task) -> None:
+    if task.isolation not in ("preferred", "required"):
+        raise ScenarioError(
+            f'{path.name}: task.isolation is {task.isolation!r}; use "required" (never run the '
+            'agent\'s code outside the jail) or "preferred" (the default: fall back, loudly)'
+        )
+    for key in ("processes", "memory_mib", "file_size_mib"):
+        value = getattr(task.limits, key)
+        if isinstance(value, bool) or value < 1:
+            raise ScenarioError(
+                f"{path.name}: task.limits.{key} is {value!r}; it must be a positive whole number"
+            )
+    for index, folder in enumerate(task.readable, start=1):
+        if not folder.startswith("/"):
+            raise ScenarioError(
+                f"{path.name}: task.readable[{index}] is {folder!r}; name an absolute folder"
+            )
 
 
 def _check_something_measured(path: Path, tables: Sequence[Any]) -> None:

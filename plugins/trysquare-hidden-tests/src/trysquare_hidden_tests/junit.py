@@ -62,21 +62,34 @@ class Case:
         return self.status == "passed"
 
 
-def read_report(path: Path) -> dict[str, Case]:
+def read_report(path: Path, *, root: Path | None = None) -> dict[str, Case]:
     """Every test id in the report at ``path`` with its status; raise ReportError if unreadable.
 
     The agent's test code wrote it, and may have put a FIFO or a link in its place when it
-    finished: read only as a regular file, through no link, never waiting on it.
+    finished: read only as a regular file with one name, through no link below ``root``
+    (default: the report's folder), never waiting on it.
     """
     try:
+        if root is not None:
+            for folder in (path.parent, *path.parent.parents):
+                if folder == root:
+                    break
+                if folder.is_symlink():
+                    raise ReportError("the report's folder was replaced by a symlink, not followed")
         info = path.lstat()
         if stat.S_ISLNK(info.st_mode):
             raise ReportError("the report is a symlink, not followed")
         if not stat.S_ISREG(info.st_mode):
-            raise ReportError("the report is not a regular file (a FIFO, socket or device), not read")
+            raise ReportError(
+                "the report is not a regular file (a FIFO, socket or device), not read"
+            )
+        if info.st_nlink != 1:
+            raise ReportError("the report is a hard link to another file, not read")
         if info.st_size > MAX_REPORT_BYTES:
-            raise ReportError(f"the report is {info.st_size} bytes, more than the {MAX_REPORT_BYTES} read")
-        data = read_bytes(path, root=path.parent)  # refuses a link or FIFO put there since
+            raise ReportError(
+                f"the report is {info.st_size} bytes, more than the {MAX_REPORT_BYTES} read"
+            )
+        data = read_bytes(path, root=root or path.parent)  # refuses a link or FIFO put there since
     except FileNotFoundError:
         raise ReportError("no report was written") from None
     except OSError as error:

@@ -10,10 +10,15 @@ ids decide the metrics:
 - ``f2p`` / ``p2p``: the fraction of each list that passes.
 
 Outcomes come from the report only, never from the command's output or exit
-code (a suite with failing tests exits non-zero; that is what it is for). When
-nobody can say — no report, a report with no test, a listed id missing from
-it, a failing ``prepare``, a timeout — the metrics are unjudged (``null`` with a
-reason), never a pass and never a fail.
+code (a suite with failing tests exits non-zero; that is what it is for). The
+copy runs with the test runner's settings as they are at base
+(:mod:`trysquare_hidden_tests.harness`): the agent's harness is set aside and
+named. A run with no usable report (none, unreadable, no test in it, a listed
+id missing, a failing ``prepare``, a timeout) is compared with the same command
+on the base tree (:mod:`trysquare_hidden_tests.control`): what reports at base
+and not here did not pass. When nobody can say — the control cannot report
+either, a listed id absent at base too — the metrics are unjudged (``null`` with
+a reason), never a pass and never a fail.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,9 +35,11 @@ import attrs
 from trysquare.errors import RepoError
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
 from trysquare.plugin_api import child_environment, run_steps, tail
-from trysquare.repo import copy_tree
+from trysquare.repo import copy_tree, materialise_etalon
 from trysquare.scenario import ShellWordError, split_command
 
+from trysquare_hidden_tests.control import Control, at_base, control_key
+from trysquare_hidden_tests.harness import SetAsideError, copy_base, set_aside
 from trysquare_hidden_tests.junit import Case, ReportError, read_report, unlisted_errors
 
 __all__ = ["ROLES", "HiddenTestsMode", "HiddenTestsValidation"]
@@ -47,6 +55,15 @@ DEFAULT_TIMEOUT = 600.0
 # How many ids a reason names before it says "and N more".
 SHOWN_IDS = 5
 TAIL_LINES = 20
+# What the hidden command runs with besides trysquare's environment: no pytest plugin loads by
+# itself (name one with -p in the command), no bytecode is left behind.
+HARNESS_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+NO_REPORT = "no report was written"  # junit.read_report's words
+NO_TEST = "the report holds no test"
+LOST = "not in this run's report, reported at base"
+# Part of the digest: results measured before the test runner's settings were set aside
+# (the run's conftest.py in force) are stale.
+_SEMANTICS = 2
 
 
 @attrs.frozen(kw_only=True)
@@ -82,6 +99,7 @@ class HiddenTestsValidation(Validation):
         # out, so moving the experiment keeps results current.
         hasher = hashlib.sha256()
         table = (
+            _SEMANTICS,
             self.mode,
             self.command,
             self.fail_to_pass,
@@ -109,53 +127,244 @@ class HiddenTestsValidation(Validation):
                     f"({error.strerror or error})"
                 )
         prepare = [split_command(step) for step in job.context.get("prepare") or ()]
-        with tempfile.TemporaryDirectory(prefix="trysquare-hidden-") as scratch:
-            try:
-                copy = copy_tree(Path(job.context["repo"]), Path(scratch) / "repo")
-            except RepoError as error:
-                return Outcome.invalid(f"the measured repository cannot be copied: {error.message}")
-            problem = _place(copy, hidden)
-            if problem is not None:
-                return self._unjudged(problem)
-            report = Path(scratch) / "junit.xml"
-            argv = [word.replace(_SENTINEL, str(report)) for word in self.argv]
-            # The agent's test code runs here, inside trysquare's process tree: no judge
-            # key and no secret-looking variable unless [task] pass_env names it.
-            env = child_environment(passed=job.suite_pass_env, protected=job.protected_env)
-            done = run_steps(
-                [("prepare", step) for step in prepare] + [("the command", argv)],
-                cwd=copy, timeout=self.timeout,
-                env={**env, "TMPDIR": scratch},  # scratch is all a confined suite may write
-                # Only the scratch folder holding the copy (and its report) is writable
-                # where the kernel allows it: never the clone, the run, the etalon cache.
-                writable=[scratch],
-                consequence="so no test ran",
-                tail_lines=TAIL_LINES,
-            )
-            stderr = done.transcript
-            if done.problem is not None:
-                return attrs.evolve(self._unjudged(done.problem), stderr=stderr)
-            try:
-                cases = read_report(report)
-            except ReportError as error:
-                evidence = tail(stderr.decode("utf-8", "replace"), TAIL_LINES)
-                return attrs.evolve(
-                    self._unjudged(f"{error} by `{' '.join(argv)}`:\n{evidence}"),
-                    stderr=stderr,
+        repo = Path(job.context["repo"])
+        try:
+            # The base commit's tree, read from git's objects into trysquare's cache (nothing
+            # from the clone's config runs): the test runner's settings come from it.
+            base = materialise_etalon(repo, str(job.context["base"]))
+        except RepoError as error:
+            return Outcome.invalid(f"the base commit's tree cannot be read: {error.message}")
+        # The agent's test code runs here, inside trysquare's process tree: no judge key and
+        # no secret-looking variable unless [task] pass_env names it; no pytest plugin loads
+        # by itself (an installed one the agent's project declares would run first).
+        env = {
+            **child_environment(passed=job.suite_pass_env, protected=job.protected_env),
+            **HARNESS_ENV,
+        }
+        tried = self._attempt(
+            lambda dest: copy_tree(repo, dest), base, hidden, prepare, env, job
+        )
+        if tried.invalid is not None:
+            return Outcome.invalid(tried.invalid, stderr=tried.stderr)
+        # Nothing measured (prepare failed, the timeout, the tree refused a hidden file) is
+        # no report at all: like a missing report, the control at base says whose it is.
+        cases = {} if tried.problem is not None else tried.cases or {}
+        listed = (*self.fail_to_pass, *self.pass_to_pass)
+        stderr = tried.stderr
+        at_base: frozenset[str] | None = None
+        nobody = ""
+        if not cases or any(test not in cases for test in listed):
+            # No usable report, or listed tests missing from it: the agent's doing, or nobody's?
+            control = self._control(job, base, hidden, prepare, env)
+            stderr += _control_transcript(control)
+            if control.ids is not None:
+                at_base = control.ids
+                if not any(test in at_base for test in listed):
+                    nobody = "the report at base holds none of the listed tests either"
+            else:
+                nobody = (
+                    "at base the hidden tests could not report either "
+                    f"({control.problem.partition(chr(10))[0].rstrip(':')}), so nobody can say"
                 )
-        metrics, reasons = judge(cases, self.fail_to_pass, self.pass_to_pass)
+        metrics, reasons = judge(cases, self.fail_to_pass, self.pass_to_pass, at_base=at_base)
+        if not cases:
+            if tried.problem is not None:
+                whole = tried.problem
+                what, _, evidence = whole.partition("\n")
+                what = what.rstrip(":")
+            else:
+                what = tried.report_error or NO_TEST
+                evidence = f"`{tried.command}` printed:\n{tried.evidence}"
+                whole = f"{what} by `{tried.command}`:\n{tried.evidence}"
+            if at_base is not None and any(test in at_base for test in listed):
+                headline = (
+                    "the hidden tests reported at base and wrote no report in this run"
+                    if tried.report_error == NO_REPORT and tried.problem is None
+                    else f"the hidden tests reported at base, but in this run {what}"
+                )
+                shown = f"\n{evidence}" if evidence.strip() else ""
+                reasons = {role: f"{headline}; {reason}{shown}" for role, reason in reasons.items()}
+            else:
+                said = whole + (f"\n{nobody}" if nobody else "")
+                reasons = {role: said for role in reasons}
+        elif nobody and at_base is None:
+            reasons = {
+                role: f"{reason}; {nobody}" if metrics[role] is None else reason
+                for role, reason in reasons.items()
+            }
         named = dict(self.roles)
         return Outcome(
             metrics={named[role]: metrics[role] for role, _ in self.roles},
-            reasons={named[role]: reasons[role] for role, _ in self.roles if reasons.get(role)},
+            reasons={
+                named[role]: _with_set_aside(reasons[role], tried.set_aside)
+                for role, _ in self.roles
+                if reasons.get(role)
+            },
             stderr=stderr,
         )
 
-    def _unjudged(self, reason: str) -> Outcome:
-        return Outcome(
-            metrics={name: None for _, name in self.roles},
-            reasons={name: reason for _, name in self.roles},
+    def _attempt(
+        self,
+        make_copy: Callable[[Path], Path],
+        base: Path,
+        hidden: Sequence[tuple[str, bytes, int]],
+        prepare: Sequence[Sequence[str]],
+        env: Mapping[str, str],
+        job: Job,
+    ) -> _Attempt:
+        """Copy a tree, give it base's test-runner settings, place the hidden files, run."""
+        with tempfile.TemporaryDirectory(prefix="trysquare-hidden-") as scratch:
+            try:
+                copy = make_copy(Path(scratch) / "repo")
+            except RepoError as error:
+                return _Attempt(
+                    invalid=f"the measured repository cannot be copied: {error.message}"
+                )
+            except OSError as error:
+                return _Attempt(invalid=f"the tree cannot be copied: {error.strerror or error}")
+            try:
+                set_aside_now = tuple(set_aside(copy, base, keep=[d for d, _, _ in hidden]))
+            except SetAsideError as error:
+                return _Attempt(problem=str(error))
+            except OSError as error:
+                return _Attempt(
+                    problem=f"the test runner's settings at base cannot be put back "
+                    f"({error.strerror or error})"
+                )
+            problem = _place(copy, hidden)
+            if problem is not None:
+                return _Attempt(problem=problem, set_aside=set_aside_now)
+            return self._run(Path(scratch), copy, prepare, env, set_aside_now, job)
+
+    def _run(
+        self,
+        scratch: Path,
+        copy: Path,
+        prepare: Sequence[Sequence[str]],
+        env: Mapping[str, str],
+        set_aside_now: tuple[str, ...],
+        job: Job,
+    ) -> _Attempt:
+        deadline = time.monotonic() + self.timeout
+        transcript = b""
+        if set_aside_now:
+            transcript += (
+                "# trysquare set aside (the hidden tests run with the test-runner settings at "
+                f"base): {', '.join(set_aside_now)}\n"
+            ).encode()
+        # Only the scratch folder holding the copy (and its report) is writable where the
+        # kernel allows it: never the clone, the run, the etalon cache.
+        options: dict[str, Any] = {
+            "cwd": copy,
+            "env": {**env, "TMPDIR": str(scratch)},  # scratch is all a confined suite may write
+            "writable": [str(scratch)],
+            # The agent's code: in the jail, which never shows the run's folder.
+            "jail": job.jail,
+            "guarded": [job.run.dir],
+            "consequence": "so no test ran",
+            "tail_lines": TAIL_LINES,
+        }
+        if prepare:
+            steps = [("prepare", list(step)) for step in prepare]
+            done = run_steps(steps, timeout=self.timeout, **options)
+            transcript += done.transcript
+            if done.problem is not None:
+                return _Attempt(problem=done.problem, set_aside=set_aside_now, stderr=transcript)
+            last = done.last
+            if last is not None and last.returncode != 0:  # run_steps lets a last step fail
+                output = tail((last.stdout + last.stderr).decode("utf-8", "replace"), TAIL_LINES)
+                evidence = f":\n{output}" if output.strip() else " (it printed nothing)"
+                return _Attempt(
+                    problem=f"prepare `{' '.join(steps[-1][1])}` failed (exit {last.returncode}), "
+                    f"so no test ran{evidence}",
+                    set_aside=set_aside_now,
+                    stderr=transcript,
+                )
+        # The report's folder is made once prepare has ended, every process it started with
+        # it: nothing from before the command can be waiting there as a report.
+        report = Path(tempfile.mkdtemp(prefix="report-", dir=scratch)) / "junit.xml"
+        argv = [word.replace(_SENTINEL, str(report)) for word in self.argv]
+        shown = " ".join(argv)
+        done = run_steps(
+            [("the command", argv)], timeout=max(deadline - time.monotonic(), 0.0), **options
         )
+        transcript += done.transcript
+        if done.problem is not None:
+            problem = done.problem
+            if done.last is not None and done.last.timed_out:
+                problem = (
+                    f"the command `{shown}` did not finish within the timeout of "
+                    f"{self.timeout:g} s{' (prepare included)' if prepare else ''}"
+                )
+            return _Attempt(problem=problem, set_aside=set_aside_now, stderr=transcript)
+        evidence = tail(transcript.decode("utf-8", "replace"), TAIL_LINES)
+        said = _Attempt(set_aside=set_aside_now, stderr=transcript, command=shown)
+        try:
+            # Read once every process the command started has ended (run_steps saw to it).
+            cases = read_report(report, root=scratch)
+        except ReportError as error:
+            return attrs.evolve(said, report_error=str(error), evidence=evidence)
+        if not cases:
+            return attrs.evolve(said, cases=cases, report_error=NO_TEST, evidence=evidence)
+        return attrs.evolve(said, cases=cases)
+
+    def _control(
+        self,
+        job: Job,
+        base: Path,
+        hidden: Sequence[tuple[str, bytes, int]],
+        prepare: Sequence[Sequence[str]],
+        env: Mapping[str, str],
+    ) -> Control:
+        key = control_key(
+            {
+                "tree": base.name,  # materialise_etalon's folder is named by the tree's id
+                "validator": self.digest(),
+                "prepare": [list(step) for step in prepare],
+                "pass_env": sorted(job.suite_pass_env),
+            }
+        )
+
+        def run() -> Control:
+            tried = self._attempt(
+                lambda dest: copy_base(base, dest), base, hidden, prepare, env, job
+            )
+            if tried.cases:
+                return Control(ids=frozenset(tried.cases), transcript=tried.stderr)
+            why = tried.invalid or tried.problem or tried.report_error or NO_TEST
+            return Control(ids=None, problem=why, transcript=tried.stderr)
+
+        return at_base(key, run)
+
+
+@attrs.frozen(kw_only=True)
+class _Attempt:
+    """One run of the hidden tests on a copy (the run's tree, or base's for the control)."""
+
+    cases: dict[str, Case] | None = None  # the report's, when it could be read
+    report_error: str = ""  # why the report is no use (none, unreadable, no test in it)
+    evidence: str = ""  # the tail of the output, for a reason
+    command: str = ""
+    problem: str | None = None  # nothing could be measured (prepare, timeout, placing)
+    invalid: str | None = None  # the copy could not even be made
+    set_aside: tuple[str, ...] = ()
+    stderr: bytes = b""
+
+
+def _with_set_aside(reason: str, set_aside_now: Sequence[str]) -> str:
+    if not set_aside_now:
+        return reason
+    return (
+        f"set aside the run's {', '.join(set_aside_now)} (the hidden tests run with the "
+        f"test-runner settings at base); {reason}"
+    )
+
+
+def _control_transcript(control: Control) -> bytes:
+    if control.cached:
+        said = "reported" if control.ids is not None else "could not report"
+        return f"\n# control run at base (known, not rerun): {said}\n".encode()
+    return b"\n# control run at base:\n" + control.transcript
 
 
 def _place(copy: Path, hidden: Sequence[tuple[str, bytes, int]]) -> str | None:
@@ -186,13 +395,23 @@ def _place(copy: Path, hidden: Sequence[tuple[str, bytes, int]]) -> str | None:
 
 
 def judge(
-    cases: Mapping[str, Case], fail_to_pass: Sequence[str], pass_to_pass: Sequence[str]
+    cases: Mapping[str, Case],
+    fail_to_pass: Sequence[str],
+    pass_to_pass: Sequence[str],
+    *,
+    at_base: Collection[str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The three metrics and their reasons from a report's cases (by role name)."""
-    if not cases:
-        reason = "the report holds no test, so nothing was judged"
-        return dict.fromkeys(ROLES), dict.fromkeys(ROLES, reason)
+    """The three metrics and their reasons from a report's cases (by role name).
+
+    ``at_base`` holds the ids the control run reported on the base tree: a listed test
+    among them that this report lacks did not pass here (the run lost it); one absent at
+    base too leaves its metrics unjudged (nobody can say, a misspelt id perhaps).
+    """
     listed = set(fail_to_pass) | set(pass_to_pass)
+    base_ids = frozenset(at_base or ())
+    if not cases and not listed & base_ids:
+        reason = f"{NO_TEST}, so nothing was judged"
+        return dict.fromkeys(ROLES), dict.fromkeys(ROLES, reason)
     hint = unlisted_errors(cases, listed)
     hint_text = (
         f" (the report holds errors outside the listed tests: {'; '.join(hint)})" if hint else ""
@@ -208,13 +427,19 @@ def judge(
         if not ids:
             metrics[role], reasons[role] = None, f"no {label} test is declared"
             continue
-        missing = [test for test in ids if test not in cases]
+        missing = [test for test in ids if test not in cases and test not in base_ids]
         not_passing = [cases[test] for test in ids if test in cases and not cases[test].passed]
+        not_passing += [
+            Case(id=test, status="error", message=LOST)
+            for test in ids
+            if test not in cases and test in base_ids
+        ]
         if missing:
             missing_any.extend(missing)
             metrics[role] = None
             reasons[role] = (
-                f"{label} test{'s' if len(missing) > 1 else ''} absent from the report: "
+                f"{label} test{'s' if len(missing) > 1 else ''} absent from the report"
+                f"{' (and from the one at base)' if at_base is not None else ''}: "
                 f"{_names(missing)}{hint_text}"
             )
             continue

@@ -1,0 +1,375 @@
+"""The agent's code runs in the jail: each test is an attack by the agent's own test code.
+
+Every attack is a unittest the measured agent added to its tree, written so that it
+PASSES when the attack works (that is what the agent wants: a passing suite). The
+suite runs through ``run.tests()`` under a real ``validate``; in the jail each attack
+must fail, so ``tests`` comes back False and the host shows no trace of it. The
+``fallback`` cases run the same attack with the jail switched off and show that it
+then works: the tests can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import write_scenario, write_script
+from tests.security.guard_fixtures import build_run, run_validate
+from trysquare import jail
+
+pytestmark = pytest.mark.skipif(
+    not jail.availability().available, reason=f"no jail here: {jail.availability().reason}"
+)
+
+SUITE_VALIDATOR = """
+from trysquare.assay import validator
+
+@validator
+def evaluate(run):
+    return {"tests": run.tests()}
+
+raise SystemExit(evaluate.cli())
+"""
+
+
+def _attack(tmp_path: Path, body: str, *, task: str = "", runs: int = 1) -> list[Path]:
+    """Runs whose agent added ``tests/test_attack.py`` (a test running ``body``)."""
+    made = []
+    for number in range(1, runs + 1):
+        run = build_run(tmp_path, f"r{number}", base={"counter.py": "x = 1\n", "tests/__init__.py": ""})
+        test = "import os, socket, sys, time, unittest\n\nclass Attack(unittest.TestCase):\n"
+        test += "    def test_attack(self):\n" + "".join(
+            f"        {line}\n" for line in body.strip("\n").splitlines()
+        )
+        run.repo.write("tests/test_attack.py", test)
+        made.append(run.path)
+    folder = tmp_path / "s"
+    write_script(folder, "suite.py", SUITE_VALIDATOR)
+    write_scenario(folder, f"""
+[task]
+test_command = "{sys.executable} -m unittest discover -s tests -t . -v"
+{task}
+
+[[validation]]
+mode = "script"
+name = "suite"
+command = "suite.py"
+metrics = ["tests"]
+timeout = 120
+""")
+    return made
+
+
+def _validate(tmp_path: Path) -> dict:
+    summary, out = run_validate(tmp_path / "s" / "scenario.toml", tmp_path / "exp")
+    recorded = json.loads((tmp_path / "exp" / "runs" / "r1" / "validation" / "suite.json").read_text())
+    assert recorded["state"] == "valid", (out, recorded)
+    return recorded
+
+
+@pytest.fixture(params=["jail", "fallback"])
+def where(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "fallback":
+        monkeypatch.setenv("TRYSQUARE_JAIL", "off")
+        monkeypatch.setenv("TRYSQUARE_SANDBOX", "off")
+    return str(request.param)
+
+
+def test_the_agents_code_cannot_reach_a_host_loopback_service(tmp_path: Path, where: str) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    knocked: list[bool] = []
+
+    def accept() -> None:
+        server.settimeout(60)
+        try:
+            connection, _ = server.accept()
+            knocked.append(True)
+            connection.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    _attack(tmp_path, f"socket.create_connection(('127.0.0.1', {port}), timeout=5).close()")
+    recorded = _validate(tmp_path)
+    server.close()
+    if where == "jail":
+        assert recorded["metrics"] == {"tests": False}
+        assert "Connection refused" in recorded["reasons"]["tests"] or "unreachable" in recorded[
+            "reasons"]["tests"]
+        assert knocked == []
+    else:
+        assert recorded["metrics"] == {"tests": True}
+        assert knocked == [True]
+
+
+def test_network_true_lets_the_suite_reach_the_hosts_loopback(tmp_path: Path) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    _attack(tmp_path, f"socket.create_connection(('127.0.0.1', {port}), timeout=5).close()",
+            task="network = true")
+    recorded = _validate(tmp_path)
+    server.close()
+    assert recorded["metrics"] == {"tests": True}, recorded
+
+
+def test_the_agents_code_cannot_reach_an_abstract_unix_socket(tmp_path: Path, where: str) -> None:
+    name = f"\0trysquare-probe-{uuid.uuid4().hex}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(name)
+    listener.listen(1)
+    body = f"""
+door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+door.connect({name!r})
+door.close()
+"""
+    _attack(tmp_path, body)
+    recorded = _validate(tmp_path)
+    listener.close()
+    assert recorded["metrics"] == {"tests": where == "fallback"}, recorded
+
+
+def test_the_agents_code_sees_no_other_run_no_records_no_cache_no_home(
+    tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("private key")
+    monkeypatch.setenv("HOME", str(home))
+    other = build_run(tmp_path, "r2")
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "trysquare"
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "suite.key").write_text("k" * 64)
+    seen = [
+        str(other.repo.path / "counter.py"),  # another run's clone
+        str(other.path / "run.toml"),  # another run's folder
+        str(tmp_path / "exp" / "runs" / "r1" / "run.toml"),  # its own run folder
+        str(cache / "suite.key"),  # trysquare's signing key
+        str(home / ".ssh" / "id_ed25519"),  # $HOME's secrets
+    ]
+    body = f"""
+visible = [p for p in {seen!r} if os.path.exists(p)]
+print("VISIBLE", visible)
+self.assertTrue(visible)
+"""
+    _attack(tmp_path, body)
+    recorded = _validate(tmp_path)
+    if where == "jail":
+        assert recorded["metrics"] == {"tests": False}, recorded
+        assert "VISIBLE []" in recorded["reasons"]["tests"]
+    else:
+        assert recorded["metrics"] == {"tests": True}
+
+
+def test_the_agents_code_has_its_own_pid_namespace(tmp_path: Path, where: str) -> None:
+    me = os.getpid()
+    body = f"""
+pids = [int(p) for p in os.listdir('/proc') if p.isdigit()]
+print("PIDS", len(pids), min(pids))
+os.kill({me}, 0)  # raises when trysquare's process is not visible
+"""
+    _attack(tmp_path, body)
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": where == "fallback"}, recorded
+    if where == "jail":
+        assert "ProcessLookupError" in recorded["reasons"]["tests"]
+        assert "PIDS" in recorded["reasons"]["tests"]
+
+
+def test_a_daemon_the_agent_leaves_behind_does_not_survive_its_validation(
+    tmp_path: Path,
+) -> None:
+    marker = f"trysquare-daemon-{uuid.uuid4().hex}"
+    body = f"""
+import subprocess
+subprocess.Popen(['setsid', sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}],
+                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(0.5)
+"""
+    _attack(tmp_path, body)
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": True}, recorded  # it did start
+    alive = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                alive.append(pid)
+        except OSError:
+            continue
+    assert alive == []
+
+
+def test_dev_shm_is_the_jails_own(tmp_path: Path, where: str) -> None:
+    token = uuid.uuid4().hex
+    host_file = Path("/dev/shm") / f"trysquare-host-{token}"
+    agent_file = Path("/dev/shm") / f"trysquare-agent-{token}"
+    host_file.write_text("host")
+    body = f"""
+open({str(agent_file)!r}, 'w').write('agent')
+self.assertTrue(os.path.exists({str(host_file)!r}))
+"""
+    try:
+        _attack(tmp_path, body)
+        recorded = _validate(tmp_path)
+        assert recorded["metrics"] == {"tests": where == "fallback"}, recorded
+        assert agent_file.exists() == (where == "fallback")
+    finally:
+        host_file.unlink(missing_ok=True)
+        agent_file.unlink(missing_ok=True)
+
+
+def test_a_test_that_kills_trysquare_ends_only_itself(tmp_path: Path, cli_process) -> None:
+    """The agent's test walks /proc and SIGKILLs every process it may (trysquare's
+    `validate` among them on an unjailed machine); variant: it signals its whole
+    process group and session too. In the jail it reaches nothing of trysquare's."""
+    body = """
+import signal
+me = os.getpid()
+for pid in (int(p) for p in os.listdir('/proc') if p.isdigit()):
+    if pid != me:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+for target in (0, -1):
+    try:
+        os.kill(target, signal.SIGTERM)
+    except OSError:
+        pass
+"""
+    runs = _attack(tmp_path, body, runs=2)
+    done = cli_process("validate", tmp_path / "s" / "scenario.toml", tmp_path / "exp", "--no-progress",
+                       "--jobs", "1", timeout=240)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    measures = json.loads((tmp_path / "exp" / "measures.json").read_text())
+    assert sorted(row["id"] for row in measures) == ["r1", "r2"]
+    for run in runs:
+        recorded = json.loads((run / "validation" / "suite.json").read_text())
+        assert recorded["state"] == "valid"
+
+
+def test_a_file_over_the_size_limit_cannot_be_written(tmp_path: Path) -> None:
+    body = """
+with open('big.bin', 'wb') as handle:
+    handle.write(b'x' * (3 << 20))
+"""
+    _attack(tmp_path, body, task="limits = { file_size_mib = 1 }")
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": False}, recorded
+    assert "File too large" in recorded["reasons"]["tests"] or "signal 25" in recorded["reasons"][
+        "tests"]
+
+
+def test_memory_over_the_limit_cannot_be_allocated(tmp_path: Path) -> None:
+    body = """
+hoard = bytearray(600 << 20)
+"""
+    _attack(tmp_path, body, task="limits = { memory_mib = 256 }")
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": False}, recorded
+    assert "MemoryError" in recorded["reasons"]["tests"]
+
+
+def test_processes_over_the_limit_cannot_start(tmp_path: Path) -> None:
+    body = """
+import subprocess
+children = [subprocess.Popen(['sleep', '5']) for _ in range(40)]
+"""
+    _attack(tmp_path, body, task="limits = { processes = 10 }")
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": False}, recorded
+
+
+def test_isolation_required_refuses_validate_where_the_jail_cannot_start(
+    tmp_path: Path, cli
+) -> None:
+    _attack(tmp_path, "pass", task='isolation = "required"')
+    off = {"TRYSQUARE_JAIL": "off"}
+    done = cli("validate", tmp_path / "s" / "scenario.toml", tmp_path / "exp", "--no-progress", env=off)
+    assert done.returncode == 2
+    assert 'isolation = "required"' in done.stderr and "nothing was run" in done.stderr
+    assert not (tmp_path / "exp" / "runs" / "r1" / "validation" / "suite.json").exists()
+    again = cli("validate", tmp_path / "s" / "scenario.toml", tmp_path / "exp", "--no-progress",
+                "--require-isolation", env=off)
+    assert again.returncode == 2 and "--require-isolation" in again.stderr
+
+
+def test_the_fallback_is_said_loudly(tmp_path: Path, cli) -> None:
+    _attack(tmp_path, "pass")
+    off = {"TRYSQUARE_JAIL": "off"}
+    done = cli("validate", tmp_path / "s" / "scenario.toml", tmp_path / "exp", "--no-progress", env=off)
+    assert done.returncode == 0, done.stderr
+    assert "NOT JAILED" in done.stderr
+    checked = cli("check", tmp_path / "s" / "scenario.toml", env=off)
+    assert "isolation: NOT JAILED (TRYSQUARE_JAIL=off)" in checked.stdout
+    checked = cli("check", tmp_path / "s" / "scenario.toml")
+    assert "isolation: the jail" in checked.stdout and "no network" in checked.stdout
+    document = json.loads(cli("check", tmp_path / "s" / "scenario.toml", "--format", "json").stdout)
+    assert document["isolation"]["jailed"] is True
+    assert document["isolation"]["limits"]["processes"] == jail.DEFAULT_PROCESSES
+
+
+def test_a_required_jail_that_cannot_start_leaves_the_suite_unjudged_by_hand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trysquare._suite import run_suite
+
+    repo = tmp_path / "repo"
+    build = build_run(tmp_path, "r1")
+    monkeypatch.setenv("TRYSQUARE_JAIL", "off")
+    verdict = run_suite(build.repo.path, [sys.executable, "-c", "pass"],
+                        jail=jail.JailPolicy(required=True))
+    assert verdict.value is None
+    assert "the jail is required" in verdict.reason
+    assert not repo.exists()
+
+
+def test_the_jail_dies_with_trysquare(tmp_path: Path, cli_process) -> None:
+    """trysquare itself killed (SIGKILL, no clean-up) while the suite runs: nothing of the
+    agent's code survives it (the jail dies with its parent, its PID namespace with it)."""
+    import subprocess
+    import time
+
+    marker = f"trysquare-orphan-{uuid.uuid4().hex}"
+    _attack(tmp_path, f"""
+import subprocess
+subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])
+time.sleep(600)
+""")
+
+    def holders() -> list[str]:
+        found = []
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
+            except OSError:
+                continue
+        return found
+
+    validate = subprocess.Popen(
+        [sys.executable, "-m", "trysquare", "validate", str(tmp_path / "s" / "scenario.toml"),
+         str(tmp_path / "exp"), "--no-progress"],
+        env=cli_process.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not holders() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert holders(), "the suite never started"
+    finally:
+        validate.send_signal(signal.SIGKILL)
+        validate.wait()
+    deadline = time.monotonic() + 10
+    while holders() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert holders() == []

