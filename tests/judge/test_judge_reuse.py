@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import textwrap
-from pathlib import Path
 
 from tests.helpers import write_script
 from tests.judge.chatserver import error, script, verdict
