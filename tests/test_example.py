@@ -85,7 +85,9 @@ def score(script: str, context: Path, tmp_path: Path) -> tuple[int, dict[str, An
     return done.returncode, printed, done.stderr
 
 
-@pytest.mark.parametrize("script", ["validator.py", "minimal_validator.py", "by_hand.py"])
+@pytest.mark.parametrize(
+    "script", ["validator.py", "minimal_validator.py", "by_hand.py", "process_validator.py"]
+)
 def test_examples_are_executable_scripts(script: str) -> None:
     path = EXAMPLES / script
     assert os.access(path, os.X_OK), f"{script} lost its run bit"
@@ -184,3 +186,23 @@ def test_no_declared_suite_is_refused_not_guessed(tmp_path: Path) -> None:
     code, printed, err = score("validator.py", context, tmp_path)
     assert code == 1 and printed is None
     assert "declares no test_command" in err
+
+
+PROCESS = ("note_words", "fixed_first", "wrote_counter")
+
+
+def test_the_process_example_leaves_unknown_inputs_unjudged(tmp_path: Path) -> None:
+    # No response and no session were recorded: each metric reading them is unjudged, with
+    # why, and the run stays valid (the example has no None check to forget).
+    context = make_run(tmp_path, validator="process_validator.py", metrics=PROCESS)
+    code, printed, err = score("process_validator.py", context, tmp_path)
+    assert code == 0, err
+    assert printed is not None
+    assert printed["metrics"] == {"note_words": None, "fixed_first": None, "wrote_counter": None}
+    assert printed["reasons"]["note_words"] == "no response was recorded"
+    # A response recorded is read as it is.
+    note = tmp_path / "response.md"
+    note.write_text("Fixed the counter; the suite passes.\n", encoding="utf-8")
+    data = json.loads(context.read_text(encoding="utf-8"))
+    context.write_text(json.dumps({**data, "response": str(note)}), encoding="utf-8")
+    assert score("process_validator.py", context, tmp_path)[1]["metrics"]["note_words"] == 6

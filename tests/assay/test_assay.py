@@ -40,10 +40,12 @@ def test_scalars(write_context: Write) -> None:
     assert run.test_command is None and run.prepare == []
 
 
-def test_the_response_is_none_when_none_was_recorded(write_context: Write) -> None:
-    # Unknown is None, never "": a metric about the note must not score "0 words".
-    assert Assay.load(write_context()).response is None  # path given, file absent
-    assert Assay.load(write_context(response=None)).response is None
+def test_an_unknown_response_is_unjudged_never_empty(write_context: Write) -> None:
+    # Unknown is never "": a metric about the note must not score "0 words".
+    for unknown in (Assay.load(write_context()), Assay.load(write_context(response=None))):
+        with pytest.raises(Unjudged, match="no response was recorded"):
+            unknown.response  # noqa: B018 - the property is what raises
+        assert unknown.response_or(None) is None  # asked for explicitly
     path = write_context()
     Path(json.loads(path.read_text())["response"]).write_text("Fixed it.", encoding="utf-8")
     assert Assay.load(path).response == "Fixed it."
@@ -210,7 +212,10 @@ def test_tool_calls_and_first_write_read_the_session(write_context: Write, tmp_p
     assert run.first_write("counter.py") == 2
     assert run.first_write(str(repo / "counter.py")) == 2
     assert run.first_write("notes.md") == 1
-    assert run.first_write("README.md") is None
+    with pytest.raises(Unjudged, match="no call wrote README.md"):
+        run.first_write("README.md")
+    assert run.first_write("README.md", default=None) is None  # asked for explicitly
+    assert run.first_write("notes.md", default=None) == 1
     assert run.skills_expanded == frozenset()
     calls.clear()  # the list handed out is a copy
     assert len(run.tool_calls()) == 3

@@ -220,3 +220,28 @@ def test_init_refuses_to_replace_a_file_and_writes_nothing(cli, tmp_path: Path) 
     )
     assert (tmp_path / "validator.py").read_text(encoding="utf-8") == "mine\n"
     assert not (tmp_path / "scenario.toml").exists()
+
+
+MULTILINE = """\
+import json, sys
+reason = "2 tests failed:\\nFAILED test_a.py::test_one\\n  assert 1 == 2\\x1b[31m"
+print(json.dumps({"metrics": {"suite_ok": False}, "reasons": {"suite_ok": reason}}))
+"""
+
+
+def test_try_keeps_a_reasons_line_breaks(cli, tmp_path: Path) -> None:
+    # Issue 30: a pytest traceback as a reason reads as lines, not as one line of \\x0a.
+    write_script(tmp_path / "scn", "suite.py", MULTILINE)
+    scenario = write_scenario(tmp_path / "scn", """
+        [[validation]]
+        name = "suite"
+        mode = "script"
+        command = "suite.py"
+        metrics = ["suite_ok"]
+    """)
+    run = build_run(tmp_path / "exp" / "r1", base=BASE, changes={"app.py": "x = 2\n"})
+    done = cli("try", scenario, run.path)
+    assert done.returncode == 0, done.stderr
+    assert "\\x0a" not in done.stdout
+    assert "  suite_ok  false  -- 2 tests failed:\n      FAILED test_a.py::test_one\n" in done.stdout
+    assert "        assert 1 == 2\\x1b[31m\n" in done.stdout  # other controls still escaped

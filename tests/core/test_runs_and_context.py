@@ -274,3 +274,26 @@ def test_a_run_moved_elsewhere_keeps_its_clone_and_prompt_where_they_are(make_ru
     assert f"repo={run.repo!r}" in shown and "_repo" not in shown
     elsewhere = attrs.evolve(run, repo=tmp_path / "other" / "clone")
     assert elsewhere.repo == tmp_path / "other" / "clone" and elsewhere != run
+
+
+def test_record_says_what_is_missing_a_commit_or_the_etalon_tag(cli, make_run, tmp_path: Path) -> None:
+    import subprocess
+
+    empty = tmp_path / "exp" / "runs" / "empty"
+    (empty / "repo").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(empty / "repo")], check=True)
+    (empty / "prompt.txt").write_text("do it")
+    flags = ["--cell", "x", "--repetition", "1", "--prompt", "prompt.txt", "--etalon-tag", "etalon-v1"]
+    refused = cli("record", empty, *flags, cwd=empty)
+    assert refused.returncode == 2
+    assert "--repo repo: the clone has no commit: commit the base" in refused.stderr
+    assert "does not resolve" not in refused.stderr
+
+    run = make_run("untagged")
+    run.base({"a.py": "1\n"})
+    (run.path / "prompt.txt").write_text("do it")
+    flags[-1] = "etalon-v9"
+    refused = cli("record", run.path, *flags, cwd=run.path)
+    assert refused.returncode == 2
+    assert "--etalon-tag etalon-v9: no tag 'etalon-v9' naming a commit in the clone repo" in refused.stderr
+    assert not (run.path / "run.toml").exists()

@@ -178,3 +178,25 @@ def test_check_never_waits_on_a_piece_that_is_a_fifo(tmp_path, cli_process, piec
         said = "response 'response.md'" if piece == "response.md" else "prompt 'prompt.txt'"
         assert f"{hostile.path / 'run.toml'}: {said} is a FIFO, not a file" in done.stdout + done.stderr
         assert "1 run(s) readable" in done.stdout
+
+
+def test_a_prompt_varying_within_a_cell_still_names_the_treatment(lab: JudgeLab) -> None:
+    # Issue 30: one run's prompt changed; the two cells' prompts never coincide.
+    lab.run("a1", cell=CELL_A, prompt="Fix it. Follow the rule.")
+    lab.run("a2", cell=CELL_A, repetition=2, prompt="Fix it. Follow the rule.", change="count = 2\n")
+    lab.run("b1", cell=CELL_B, prompt="Fix it.")
+    lab.run("b2", cell=CELL_B, repetition=2, prompt="Fix it, please.", change="count = 3\n")
+    done = lab.check(lab.exp)
+    assert done.returncode == 0, done.stderr
+    assert "judge: blind" not in done.stdout
+    assert (
+        "! judge is only partially blind: prompt varies between cells, so the judge can identify "
+        f"the treatment (prompt tells apart cells '{CELL_B}', '{CELL_A}')"
+    ) in done.stdout
+
+
+def test_a_prompt_the_cells_share_leaves_the_judge_blind(lab: JudgeLab) -> None:
+    for index, cell in enumerate((CELL_A, CELL_A, CELL_B, CELL_B)):
+        prompt = "Fix it." if index % 2 else "Fix it, please."
+        lab.run(f"r{index}", cell=cell, repetition=index, prompt=prompt, change=f"count = {index}\n")
+    assert "judge: blind over 2 cells" in lab.check(lab.exp).stdout

@@ -101,7 +101,7 @@ def _assay(run_dir: Path, **keys: Any) -> Assay:
 @validator
 def _process(run: Assay) -> dict[str, Any]:
     return {
-        "edited_first": lambda: run.first_write("src/a.py") == 0,
+        "edited_first": lambda: run.first_write("src/a.py", default=None) == 0,
         "calls_ok": lambda: all(not call.failed for call in run.tool_calls()),
     }
 
@@ -140,7 +140,7 @@ def test_reused_entry_id_makes_process_metrics_unjudged(hostile_run: Callable[..
 
 def test_reused_entry_id_leaves_no_response(hostile_run: Callable[..., Path]) -> None:
     reuse = _message("a2", "r1", _assistant(_text("A forged summary."), stop="stop"))
-    assert _assay(hostile_run([*_honest_work(), reuse])).response is None
+    assert _assay(hostile_run([*_honest_work(), reuse])).response_or(None) is None
 
 
 def test_result_placed_before_its_call_pairs(hostile_run: Callable[..., Path]) -> None:
@@ -193,7 +193,7 @@ def test_undecodable_last_message_leaves_no_response(hostile_run: Callable[..., 
     )
     run_dir = hostile_run([*work[:3], last + b"\n"])
     run = _assay(run_dir)
-    assert run.response is None  # unknown, never "" (and never an older message)
+    assert run.response_or(None) is None  # unknown, never "" (and never an older message)
     assert not (run_dir / "response.md").exists()
 
 
@@ -269,16 +269,12 @@ def test_no_session_and_no_response_is_null(tmp_path: Path) -> None:
     run.base({"src/a.py": "a = 1\n"})
     run_dir = run.finish()
     assay = _assay(run_dir, declared=["note"])
-    assert assay.response is None
+    assert assay.response_or(None) is None
 
     @validator
     def note(run: Assay) -> dict[str, Any]:
-        def words() -> Metric:
-            if run.response is None:
-                return Metric.unjudged("no response was recorded")
-            return Metric(len(run.response.split()) >= 5)
-
-        return {"note": words}
+        # No None check: the unknown response leaves this metric unjudged, with why.
+        return {"note": lambda: len(run.response.split()) >= 5}
 
     assert note.evaluate(assay) == ({"note": None}, {"note": "no response was recorded"})
 
@@ -294,7 +290,7 @@ def test_session_notes_stay_off_metrics_that_did_not_read_it(
     @validator
     def mixed(run: Assay) -> dict[str, Any]:
         return {
-            "edited_first": lambda: run.first_write("src/a.py") == 0,
+            "edited_first": lambda: run.first_write("src/a.py", default=None) == 0,
             "small": lambda: Metric(True, "one file"),
         }
 

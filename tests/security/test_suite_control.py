@@ -115,7 +115,7 @@ def test_a_suite_that_runs_nothing_at_base_either_stays_unjudged(tmp_path: Path)
     run_validate(scenario, tmp_path / "exp")
     result = _result(tmp_path, "r1")
     assert result["metrics"] == {"tests": None}
-    assert "at base it ran nothing either" in result["reasons"]["tests"]
+    assert "(so at base too)" in result["reasons"]["tests"]
 
 
 def test_the_control_runs_once_per_base_and_suite(tmp_path: Path) -> None:

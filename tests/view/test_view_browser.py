@@ -222,3 +222,84 @@ def test_browser_view_pages_and_filters_the_matrix_on_the_server(watched: Watche
     finally:
         server.shutdown()
         server.server_close()
+
+
+NUMBERS = r"""
+import json, sys
+rep = json.load(open(sys.argv[1]))["repetition"]
+words = 2 if rep < 2 else None
+print(json.dumps({"metrics": {"words": words, "ok": True},
+                  "reasons": {} if words is not None else {"words": "no response was recorded"}}))
+"""
+
+
+def test_browser_numbers_show_their_unjudged_count(watched: Watched, cli: Any, make_run: Any,
+                                                    tmp_path: Path) -> None:
+    """Issue 30: the caption promises unjudged values counted beside n; the Numbers table keeps it."""
+    from tests.helpers import write_scenario, write_script
+
+    for index in range(4):
+        run = make_run(f"n{index}", cell="alpha", repetition=index)
+        run.base({"a.py": "x = 1\n"})
+        run.finish()
+    write_script(tmp_path / "s", "words.py", NUMBERS)
+    scenario = write_scenario(tmp_path / "s", """
+        [[validation]]
+        name = "words"
+        mode = "script"
+        command = "words.py"
+        metrics = ["words", "ok"]
+    """)
+    assert cli("validate", scenario, tmp_path / "exp", "-q").returncode == 0
+    html = tmp_path / "report.html"
+    done = cli("report", scenario, tmp_path / "exp", "--format", "html", "-o", html)
+    assert done.returncode == 0, done.stderr
+    page = _open_file(watched, html)
+    numbers = page.locator("h3:has-text('Numbers') + table").inner_text()
+    assert "2 [2, 2] (2) \u00b7 2 unjudged" in numbers
+    watched.shot("file-numbers-unjudged")
+    _assert_quiet(watched, html.as_uri())
+
+
+WIDE = r"""
+import json, sys
+reason = "2 tests failed:\nFAILED tests/test_a.py::test_one - assert 1 == 2\n" + "x" * 400
+metrics = {f"metric_with_a_long_name_{n}": True for n in range(14)}
+metrics["suite_ok"] = False
+print(json.dumps({"metrics": metrics, "reasons": {"suite_ok": reason}}))
+"""
+
+
+def test_browser_reasons_keep_their_lines_and_wide_tables_scroll_in_their_box(
+    watched: Watched, cli: Any, make_run: Any, tmp_path: Path
+) -> None:
+    """Issue 30: a multi-line reason reads as lines; a wide table scrolls, not the page."""
+    from tests.helpers import write_scenario, write_script
+
+    run = make_run("w1", cell="alpha", repetition=1)
+    run.base({"a.py": "x = 1\n"})
+    run.finish()
+    write_script(tmp_path / "s", "wide.py", WIDE)
+    names = ", ".join(f'"metric_with_a_long_name_{n}"' for n in range(14))
+    scenario = write_scenario(tmp_path / "s", f"""
+        [[validation]]
+        name = "wide"
+        mode = "script"
+        command = "wide.py"
+        metrics = [{names}, "suite_ok"]
+    """)
+    assert cli("validate", scenario, tmp_path / "exp", "-q").returncode == 0
+    html = tmp_path / "report.html"
+    assert cli("report", scenario, tmp_path / "exp", "--format", "html", "-o", html).returncode in (0, 1)
+    page = _open_file(watched, html)
+    page.get_by_role("link", name="w1", exact=True).click()
+    reason = page.locator("details.run[open] td.reason", has_text="2 tests failed")
+    assert reason.evaluate("cell => getComputedStyle(cell).whiteSpace") == "pre-wrap"
+    lines = reason.inner_text().splitlines()
+    assert lines[:2] == ["2 tests failed:", "FAILED tests/test_a.py::test_one - assert 1 == 2"]
+    # The matrix is wider than the page: it scrolls inside its own box, the page does not.
+    matrix = page.locator("#matrix")
+    assert matrix.evaluate("t => t.scrollWidth > t.clientWidth")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    watched.shot("file-wide-reasons")
+    _assert_quiet(watched, html.as_uri())

@@ -113,6 +113,8 @@ def test_html_without_the_view_says_where_it_comes_from(lab, capsys, monkeypatch
     monkeypatch.setenv("TRYSQUARE_BLOCK_PLUGINS", "trysquare-view")
     plugins.reset()
     assert main(["report", str(lab.scenario), str(lab.root), "--format", "html"]) == 2
+    root = Path(__file__).resolve().parents[2]
     assert capsys.readouterr().err.strip().endswith(
-        "(registered: csv, json, md); html comes with trysquare-view: pip install trysquare-view"
+        f"(registered: csv, json, md); html comes with trysquare-view: from the checkout {root}: "
+        "uv sync --all-packages, which installs trysquare-view"
     )

@@ -20,6 +20,13 @@ What a validator can say about a metric:
 - a zero-argument callable returning any of the above: evaluated on its own, so
   an ``Unjudged`` raised inside it spoils that metric only.
 
+Unknown inputs raise ``Unjudged`` themselves, so a validator never checks for
+``None``: ``run.response`` when no response was recorded ("no response was
+recorded"), ``run.first_write(path)`` when no call wrote it ("no call wrote
+<path>"). Read inside a callable metric, that metric alone is unjudged; a metric
+for which "none" is an answer asks explicitly: ``run.response_or(None)``,
+``run.first_write(path, default=None)``.
+
 ``Unjudged`` raised from the function body itself refuses the run: ``cli()``
 prints one sentence on stderr and exits 1, so the run is *invalid* and its cell
 not publishable. Printing every metric as unjudged instead would leave a valid
@@ -43,9 +50,11 @@ from fnmatch import fnmatchcase
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs more than json
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
     from pathlib import Path
-    from typing import Any
+    from typing import Any, TypeVar
+
+    _T = TypeVar("_T")
 
 __all__ = ["Assay", "Metric", "Unjudged", "validator"]
 
@@ -126,6 +135,20 @@ def _hashable(value: Any) -> Any:
     if isinstance(value, dict):
         return tuple(sorted(value.items(), key=repr))
     return value
+
+
+# Unknown inputs: the reason a metric reading them is unjudged with.
+NO_RESPONSE = "no response was recorded"
+
+
+class _Raise:
+    """``first_write``'s default default: raise ``Unjudged`` rather than return a value."""
+
+    def __repr__(self) -> str:
+        return "<raise Unjudged>"
+
+
+_RAISE = _Raise()
 
 
 class _MissingContext(LookupError):
@@ -335,18 +358,31 @@ class Assay:
         return self._text("prompt")
 
     @property
-    def response(self) -> str | None:
-        """The agent's final prose; ``None`` when no response was recorded.
+    def response(self) -> str:
+        """The agent's final prose (``""`` only when its last message really was empty).
 
-        ``None`` (no ``response.md`` and no session, or a session whose last message
-        could not be read) is "unknown": a metric about the note should then be
-        ``Metric.unjudged("no response was recorded")``, never ``False``. ``""``
-        only when the agent's last message really was empty.
+        Unknown (no ``response.md`` and no session, or a session whose last message
+        could not be read) raises ``Unjudged("no response was recorded")``: a metric
+        reading it in a callable (``lambda: len(run.response.split()) >= 5``) is
+        unjudged with that reason, with no ``None`` check to forget; read in the
+        validator's body, it refuses the run. :meth:`response_or` asks for a value
+        in its place explicitly.
         """
         location = self._get("response")
         if location is None or not os.path.exists(location):
-            return None
+            raise Unjudged(NO_RESPONSE)
         return self._text("response")
+
+    def response_or(self, default: _T) -> str | _T:
+        """The agent's final prose, or ``default`` when no response was recorded.
+
+        For a metric that means something when there is none: ``run.response_or(None)
+        is None``. Every other use reads :attr:`response`, which is unjudged instead.
+        """
+        try:
+            return self.response
+        except Unjudged:
+            return default
 
     @property
     def diff(self) -> str:
@@ -477,19 +513,29 @@ class Assay:
             cached = self._cache["tool_calls"] = list(self._session().tool_calls())
         return list(cached)
 
-    def first_write(self, path: str) -> int | None:
-        """The index of the first call that *wrote* ``path``; ``None`` when none did.
+    def first_write(self, path: str, default: int | None | _Raise = _RAISE) -> int | None:
+        """The index of the first call that *wrote* ``path``.
 
         ``path`` is repo-relative, or absolute inside the repo. A failed call never
         wrote; a shell command that visibly writes the file counts (``>``, ``tee``,
-        ``sed -i``, ``cp``/``mv`` onto it; a deletion is a write). Raises ``Unjudged``
+        ``sed -i``, ``cp``/``mv`` onto it; a deletion is a write).
+
+        When no call wrote it, raises ``Unjudged("no call wrote <path>")``, so a
+        metric reading it in a callable is unjudged with that reason; or returns
+        ``default`` when one is given: ``run.first_write(path, default=None) is None``
+        asks "did any call write it?" explicitly. Raises ``Unjudged`` in every case
         when the run has no session log, or when a call before any write may have
         written the file and the reader cannot tell (an unknown tool, a subagent):
         the reason names that call.
         """
         self._session_reads += 1
         # The session reader owns what "wrote" means for its agent's tools.
-        return self._session().first_write(self._relative(path))
+        index = self._session().first_write(self._relative(path))
+        if index is not None:
+            return index
+        if isinstance(default, _Raise):
+            raise Unjudged(f"no call wrote {path}")
+        return default
 
     @property
     def skills_expanded(self) -> frozenset[str]:
@@ -601,6 +647,22 @@ def _resolve(name: str, value: Any) -> tuple[Any, str]:
     return _json_value(name, value), ""
 
 
+def _misspelt(
+    missing: Sequence[str], returned: Mapping[Any, Any], declared: Collection[str]
+) -> str:
+    """``"; it returned undeclared 'added_test' (did you mean 'added_tset'?)"`` for each
+    undeclared name returned that is one typo from a missing one; empty otherwise."""
+    import difflib
+
+    said = []
+    extra = [name for name in returned if isinstance(name, str) and name not in declared]
+    for name in extra:
+        close = difflib.get_close_matches(name, missing, n=1, cutoff=0.75)
+        if close:
+            said.append(f"; it returned undeclared {name!r} (did you mean {close[0]!r}?)")
+    return "".join(said)
+
+
 class _Validator:
     """What ``@validator`` makes of a function: callable as before, plus ``.cli()``."""
 
@@ -639,9 +701,10 @@ class _Validator:
         missing = sorted(run.declared - returned.keys())
         if missing:
             listed = ", ".join(repr(m) for m in missing)
+            typos = _misspelt(missing, returned, run.declared)
             raise _ValidatorBug(
                 f"{self.name}() did not return the declared metric"
-                f"{'s' if len(missing) > 1 else ''} {listed}"
+                f"{'s' if len(missing) > 1 else ''} {listed}{typos}"
             )
         metrics: dict[str, Any] = {}
         reasons: dict[str, str] = {}

@@ -123,7 +123,7 @@ def score_once(scenario: Scenario, run: Run, validation: Validation) -> Scored:
         validation=validation,
         context=context,
         context_path=context_path,
-        context_digest=contexts.context_digest(text, context),
+        context_digest=contexts.context_digest(text, context, root=run.dir, validation=validation),
         digest=validation.digest(),
         previous=results.read_result(run, validation.name),
         declared_elsewhere={
@@ -260,9 +260,14 @@ def _print_result(
         line = f"  {metric.ljust(width)}  {said}"
         if metric not in validation.metrics:
             line += "  (undeclared: recorded, never scored)"
+        more: list[str] = []
         if reasons.get(metric):
-            line += f"  -- {reasons[metric]}"
+            # A reason's own lines (a pytest traceback) stay lines, indented under it;
+            # every other control character is still shown escaped.
+            first, *more = reasons[metric].split("\n")
+            line += f"  -- {first}"
         out.write(shown(line) + "\n")
+        out.writelines(f"      {shown(extra)}\n" for extra in more)
     missing = [m for m in validation.metrics if m not in metrics]
     if missing and document["state"] != "invalid":
         out.write(shown(f"  not yet filled: {', '.join(missing)}") + "\n")

@@ -139,7 +139,9 @@ def validate_document(
         "exit_code": exit_code,
         "runs": summary.runs,
         "states": dict(summary.states),
-        "unpublishable": list(summary.unpublishable),
+        "unpublishable": [*summary.unpublishable, *getattr(summary, "unmeasured", dict)()],
+        # Cells no run judged a [verdict] criterion of: the criteria, by cell.
+        "unmeasured": dict(getattr(summary, "unmeasured", dict)()),
         "executed": summary.executed,
         "unchanged": summary.reused,
         "not_started": getattr(summary, "not_started", 0),

@@ -64,7 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     validate.add_argument("--only", action="append", default=[], metavar="NAME", help="only this validator (repeatable)")
     validate.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, metavar="N")
-    validate.add_argument("--replay", action="store_true", help="reuse the archived contexts instead of rebuilding them")
+    validate.add_argument(
+        "--replay", action="store_true",
+        help="reuse the archived contexts (the run's facts: touched, files, base, response, diff) "
+        "instead of rebuilding them from the clones; the scenario is read as it is now (declared "
+        "metrics, test_command, prepare, artefacts)",
+    )  # fmt: skip
     validate.add_argument("--force", action="store_true", help="re-run validators whose results are up to date")
     validate.add_argument(
         "--rerun-suite", action="store_true",
@@ -89,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "-q", "--quiet", action="store_true",
         help="print only the closing line, invalid results and errors",
+    )  # fmt: skip
+    validate.add_argument(
+        "--fail-on", action="append", choices=("unjudged", "pending"), default=[], metavar="WHAT",
+        help="exit 1 also when a selected validator left a metric unjudged (unjudged) or without "
+        "a value yet (pending); repeatable. Without it: exit 1 on an invalid result, a run "
+        "folder that cannot be read, or a cell none of whose runs judged a [verdict] criterion",
     )  # fmt: skip
     validate.add_argument(
         "--format", choices=("text", "json"), default="text",
@@ -287,6 +298,7 @@ def _validate(args: argparse.Namespace) -> int:
         executor_options=_key_values(args.executor_option),
         quiet=args.quiet or args.format == "json",
         exitfirst=args.exitfirst,
+        fail_on=tuple(dict.fromkeys(args.fail_on)),
         require_isolation=args.require_isolation,
     )
     _say_isolation(scenario, required=args.require_isolation)
@@ -399,8 +411,13 @@ def _check(args: argparse.Namespace) -> int:
     protection = protection_line()
     say(protection)
     say(isolation_line(scenario.task.jail))
+    from trysquare.suite_where import suite_lines
+
+    suite = suite_lines(scenario.task.test_command)
+    for line in suite:
+        say(shown(line))
     if not args.paths:
-        return _check_json(scenario, 0, protection) if machine else 0
+        return _check_json(scenario, 0, protection, lines=suite) if machine else 0
     from trysquare.context import preflight
     from trysquare.errors import RunError
 
@@ -414,8 +431,11 @@ def _check(args: argparse.Namespace) -> int:
         except RunError as error:
             skipped.append(error.message)
             print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
-    lines = [line for validation in scenario.validations for line in validation.check_runs(scenario, runs)]
-    for line in lines:
+    lines = suite + [
+        line for validation in scenario.validations
+        for line in validation.check_runs(scenario, runs)
+    ]
+    for line in lines[len(suite):]:
         say(shown(line))
     problems = _matrix_problems(scenario, experiments)
     for problem in problems:
@@ -565,13 +585,27 @@ def _record_base(clone: Path, repo_text: str, base: str | None, tag: str | None,
     try:
         if base is not None:
             return repo.resolve_commit(clone, base)
-        head = repo.resolve_commit(clone, "HEAD", what="HEAD")
+        try:
+            head = repo.resolve_commit(clone, "HEAD", what="HEAD")
+        except RepoError:
+            if (clone / ".git").exists():
+                raise UsageError(
+                    f"--repo {repo_text}: the clone has no commit: commit the base (the tree the "
+                    "agent started from) first, or name it with --base"
+                ) from None
+            raise
         if tag is None:
             raise UsageError(
                 f"--base is needed: without --etalon-tag, record cannot tell whether HEAD "
                 f"({head[:12]}) of {repo_text} is where the agent started or the agent's own commit"
             )
-        etalon = repo.resolve_commit(clone, tag, what="etalon tag")
+        try:
+            etalon = repo.resolve_commit(clone, tag, what="etalon tag")
+        except RepoError:
+            raise UsageError(
+                f"--etalon-tag {tag}: no tag '{tag}' naming a commit in the clone {repo_text} "
+                "(`git tag` in the clone lists its tags)"
+            ) from None
     except RepoError as error:
         raise UsageError(f"--repo {repo_text} / --base {base or 'HEAD'}: {error.message}") from None
     if head == etalon:

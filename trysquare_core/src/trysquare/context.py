@@ -228,6 +228,34 @@ def build_context(
     return context
 
 
+def with_scenario(
+    context: Mapping[str, Any], scenario: Scenario, validation: Validation
+) -> dict[str, Any]:
+    """An archived context with what the scenario says as it is now (``--replay``).
+
+    A replay reuses the run's facts (paths, touched, files, base, the agent's
+    response and diff); what the scenario contracts for — the declared metrics, the
+    suite, ``prepare``, ``artefacts``, ``pass_env`` — is the scenario's now, so a
+    fixed scenario is replayed as fixed.
+    """
+    task = scenario.task
+    fresh = dict(context)
+    fresh["declared"] = list(validation.metrics)
+    fresh["prepare"] = list(task.prepare)
+    fresh["artefacts"] = list(task.artefacts)
+    suite: tuple[tuple[str, Any], ...] = (
+        ("test_command", task.test_command), ("pass_env", list(task.pass_env) or None),
+    )
+    for key, value in suite:
+        if value is None:
+            fresh.pop(key, None)
+        else:
+            fresh[key] = value
+    for key in validation.withheld_context_keys:
+        fresh.pop(key, None)
+    return fresh
+
+
 def _plugin_keys(run: Run, validation: Validation, context: Mapping[str, Any]) -> dict[str, Any]:
     from trysquare import plugins
 
@@ -272,8 +300,68 @@ def dump_context(context: Mapping[str, Any]) -> str:
     return _SURROGATE.sub(lambda found: "\\u%04x" % ord(found.group()), text)
 
 
-def context_digest(context_text: str, context: Mapping[str, Any]) -> str:
-    """What the validator saw: the context, and the files it names by path whose content can change."""
+def context_digest(
+    context_text: str,
+    context: Mapping[str, Any],
+    *,
+    root: Path | None = None,
+    validation: Validation | None = None,
+) -> str:
+    """What the validator saw, wherever the experiment folder lives: a result recorded
+    with the same digest (and validator digest) is reused.
+
+    ``validation``'s own :meth:`~trysquare.modes.Validation.context_identity` when it
+    has one (the judge: what it is shown); else the context with every path below the
+    run folder ``root``, the clone and the etalon checkout written relative to them,
+    and the content of the files it names (diff, response, prompt). A copied or moved
+    experiment folder keeps every digest. Without ``root``: the context's text as it
+    is (:func:`located_context_digest`, how results were identified before).
+    """
+    if validation is not None:
+        own = validation.context_identity(context)
+        if own is not None:
+            return own
+    if root is None:
+        return located_context_digest(context_text, context)
+    places = [(str(root), "<run>")]
+    if isinstance(context.get("repo"), str):
+        places.append((context["repo"], "<repo>"))
+    etalon = context.get("etalon")
+    if isinstance(etalon, Mapping) and isinstance(etalon.get("checkout"), str):
+        places.append((etalon["checkout"], "<etalon>"))
+    places.sort(key=lambda place: len(place[0]), reverse=True)  # the clone inside the run first
+    relocated = _atomic.dump_json(_relocated(context, places))
+    return _digest_with_files("relocated\0" + relocated, context)
+
+
+def is_current(recorded: Any, digest: str, context_text: str, context: Mapping[str, Any]) -> bool:
+    """Whether a result recorded with context digest ``recorded`` is current for ``digest``:
+    equal, or equal to the digest of the same context where it lies, which results
+    recorded before digests were relocatable carry (so none is paid for again)."""
+    if not isinstance(recorded, str):
+        return False
+    return recorded == digest or recorded == located_context_digest(context_text, context)
+
+
+def _relocated(value: Any, places: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        for place, name in places:
+            if value == place or value.startswith(place + "/"):
+                return name + value[len(place):]
+        return value
+    if isinstance(value, Mapping):
+        return {key: _relocated(item, places) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_relocated(item, places) for item in value]
+    return value
+
+
+def located_context_digest(context_text: str, context: Mapping[str, Any]) -> str:
+    """The context's text as it is (absolute paths included), and the files it names."""
+    return _digest_with_files(context_text, context)
+
+
+def _digest_with_files(context_text: str, context: Mapping[str, Any]) -> str:
     hasher = hashlib.sha256(context_text.encode("utf-8"))
     for key in ("diff", "response", "prompt"):
         value = context.get(key)

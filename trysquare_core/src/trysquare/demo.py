@@ -132,7 +132,9 @@ def _write_html(scenario: Any, experiment: Any, target: Path) -> None:
 
     print()
     if "html" not in plugins.report_formats():
-        print("(pip install trysquare-view to also get report.html)")
+        from trysquare._install import install_hint
+
+        print(f"({install_hint('trysquare-view')} to also get report.html)")
         return
     run_report(scenario, experiment, "html", output=target / "report.html")
 
@@ -143,7 +145,10 @@ def _fill_the_form(scenario: Any, experiment: Any, examples: Path, target: Path)
         from trysquare_form.export import export_form
         from trysquare_form.ingest import ingest_form
     except ImportError:
-        raise UsageError("the demo needs the form mode: pip install trysquare-form") from None
+        from trysquare._install import install_hint
+
+        hint = install_hint("trysquare-form")
+        raise UsageError(f"the demo needs the form mode: {hint}") from None
     answers = {
         spec["id"]: spec["note_clear"]
         for spec in tomllib.loads((examples / "demo" / "matrix.toml").read_text(encoding="utf-8"))["run"]

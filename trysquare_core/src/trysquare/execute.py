@@ -36,6 +36,7 @@ class _RecordedOutcome:
     error: str | None
     provenance: dict[str, dict[str, str]] | None = None
     notes: tuple[str, ...] = ()
+    kept_after: str | None = None
 
 
 @attrs.frozen
@@ -71,6 +72,7 @@ class TaskResult:
             error=found.error,
             provenance=found.provenance,
             notes=found.notes,
+            kept_after=found.kept_after,
         )
         return cls(task, outcome, document, recorded=not document.get("unrecorded"))
 

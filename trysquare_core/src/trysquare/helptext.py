@@ -26,10 +26,15 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "Build each run's context, run the scenario's validators on it and record the results "
         "beside the run (validation/<name>.json) and measures.json in each experiment folder. "
         "Results whose validator and context are unchanged are reused. Exit 0 when every run is "
-        "valid, 1 when a result is invalid or a run folder could not be read, 2 when nothing ran.",
+        "valid, 1 when a result of a selected validator is invalid, a run folder could not be "
+        "read, a cell has no judged value of a [verdict] criterion, or --rejudge got no new "
+        "verdict (the previous one kept); with --fail-on unjudged, also when a metric is "
+        "unjudged. 2 when nothing ran, 130/143 when interrupted.",
         "trysquare validate scenario.toml runs/\n"
         "  trysquare validate scenario.toml runs/ --cell 'rule / *' -x -q\n"
-        "  trysquare validate scenario.toml runs/ --junit-xml junit.xml --format json > summary.json",
+        "  trysquare validate scenario.toml runs/ --junit-xml junit.xml --format json"
+        " > summary.json\n"
+        "  trysquare validate scenario.toml runs/ -q --fail-on unjudged",
     ),
     "check": (
         "Load the scenario and refuse, before anything runs or is paid for, what cannot be "

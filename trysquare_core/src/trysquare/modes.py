@@ -121,6 +121,16 @@ class Validation:
         """What identifies this validator: a result with another digest is stale."""
         return _digest_of(attrs.asdict(self, recurse=True, value_serializer=_jsonable))
 
+    def context_identity(self, context: Mapping[str, Any]) -> str | None:
+        """What this validator is shown of ``context``, as a digest; ``None`` (the default):
+        the whole context, wherever the experiment folder lives.
+
+        A recorded result whose identity and :meth:`digest` are unchanged is reused. A
+        mode shown only part of the context says which (the judge: its pieces as it
+        sends them), so a change it is never shown costs no new result.
+        """
+        return None
+
     def evaluate(self, job: Job) -> Outcome:
         """Score one run. Never raises for a bad run: returns an invalid outcome."""
         raise NotImplementedError
@@ -222,6 +232,9 @@ class Outcome:
     # What a paid validator spent (a judge: requests, tokens, the price in force), recorded
     # as ``usage`` in the result whatever its state: invalid and unjudged results cost too.
     usage: Mapping[str, Any] | None = None
+    # Set when asking again failed (a provider outage under --rejudge) and the previous
+    # result, still current, was kept: the failure, said; the command exits 1.
+    kept_after: str | None = None
 
     @classmethod
     def invalid(cls, error: str, *, stderr: bytes | None = None, **kwargs: Any) -> Outcome:

@@ -26,3 +26,5 @@ class ValidateOptions:
     quiet: bool = False  # -q: no per-task line but an invalid result's, no bar
     exitfirst: bool = False  # -x: stop at the first invalid result
     require_isolation: bool = False  # --require-isolation: never run the agent's code unjailed
+    # --fail-on: "unjudged" / "pending" metrics make the exit code 1 too
+    fail_on: tuple[str, ...] = ()

@@ -92,11 +92,25 @@ def _parse(stdout: bytes, declared: Sequence[str], what: str) -> Outcome:
     if missing:
         return Outcome.invalid(
             f"{what} omitted declared metric{'s' if len(missing) > 1 else ''} "
-            + ", ".join(f"'{m}'" for m in missing),
+            + ", ".join(f"'{m}'" for m in missing)
+            + _misspelt(missing, [m for m in metrics if m not in declared]),
             metrics=metrics,
             reasons=clean_reasons,
         )
     return Outcome(metrics=metrics, reasons=clean_reasons)
+
+
+def _misspelt(missing: Sequence[str], undeclared: Sequence[str]) -> str:
+    """``"; it returned undeclared 'added_test' (did you mean 'added_tset'?)"`` for each
+    undeclared metric one typo from a missing one."""
+    import difflib
+
+    said = ""
+    for name in undeclared:
+        close = difflib.get_close_matches(name, missing, n=1, cutoff=0.75)
+        if close:
+            said += f"; it returned undeclared '{name}' (did you mean '{close[0]}'?)"
+    return said
 
 
 # How much of unreadable output an error quotes (all of it is kept in the archive).

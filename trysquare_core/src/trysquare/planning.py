@@ -190,10 +190,13 @@ def _plan_run(
             context = contexts.build_context(scenario, run, validation, facts)
             text = contexts.dump_context(context)
             _atomic.write_text_if_changed(context_path, text, root=run.dir)
-        context_digest = contexts.context_digest(text, context)
+        context_digest = contexts.context_digest(text, context, root=run.dir, validation=validation)
         results.refuse_planted_links(run, validation.name)
         previous, previous_sha = _read_previous(run, validation.name)
         digest = shared.digests[validation.name]
+        recorded = None if previous is None else previous.get("context_digest")
+        if previous is not None and contexts.is_current(recorded, context_digest, text, context):
+            previous = {**previous, "context_digest": context_digest}  # recorded where it lies
         if not refused and previous is not None and not _must_run(previous, digest, context_digest, validation, options):
             continue
         planned.append((index, context_digest, _sha(text), previous_sha))
@@ -279,7 +282,12 @@ def _replayed_context(
     """``--replay``: the archived context; built (and archived) when this validator has never
     had one — a validator added since (``--replay --only NEW``) — from the clone, if it is there."""
     if context_path.exists() or context_path.is_symlink():
-        return contexts.load_archived(context_path)
+        archived, text = contexts.load_archived(context_path)
+        context = contexts.with_scenario(archived, scenario, validation)
+        if context != archived:  # the scenario changed since: the script reads the file
+            text = contexts.dump_context(context)
+            _atomic.write_text_if_changed(context_path, text, root=run.dir)
+        return context, text
     from trysquare.runs import RUN_FILE, load_run
 
     try:

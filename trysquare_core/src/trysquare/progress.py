@@ -42,6 +42,16 @@ class Progress:
         run = result.task.run
         state = result.outcome.state
         detail = f": {result.outcome.error}" if state == "invalid" else ""
+        unjudged = [m for m, v in result.outcome.metrics.items() if v is None]
+        if state != "invalid" and unjudged:
+            # Unjudged is not valid: said on the line, with the first reason's first line.
+            reasons = result.outcome.reasons
+            said = "; ".join(
+                f"{m} ({_first_line(reasons.get(m) or 'no reason given')})" for m in unjudged
+            )
+            detail = f", {len(unjudged)} unjudged: {said}"
+        if result.outcome.kept_after is not None:
+            detail += f" ({result.outcome.kept_after})"
         # Run ids, cells and errors come from run folders: escaped, one item one line.
         line = shown(f"{run.id} ({run.cell} #{run.repetition}) {result.task.validation.name}: {state}{detail}")
         if state == "invalid":  # its error says what; its stderr's last lines say why
@@ -64,3 +74,11 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def _first_line(text: str, limit: int = 100) -> str:
+    """A reason's first line, cut at ``limit`` characters (the whole one is in the report)."""
+    lines = text.strip().splitlines() or [""]
+    line = lines[0]
+    more = len(lines) > 1 or len(line) > limit
+    return line[:limit] + ("…" if more else "")

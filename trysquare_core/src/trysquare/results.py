@@ -127,6 +127,8 @@ def result_document(
         document["notes"] = list(outcome.notes)
     if outcome.usage is not None:
         document["usage"] = dict(outcome.usage)
+    if outcome.kept_after is not None:
+        document["kept_after"] = outcome.kept_after
     return document
 
 

@@ -101,7 +101,7 @@ def validate(
         out = sys.stdout
     validations = select_validations(scenario, options.only)
     executor = executors.get(options.executor, options.executor_options, jobs=options.jobs)
-    summary = Summary()
+    summary = Summary.over(scenario, validations, fail_on=options.fail_on)
     _disk_full.clear()
     _first_invalid.clear()
     user_stop = should_stop
@@ -168,14 +168,14 @@ def _record_measures(
         found = results.iter_measures(scenario, experiment.runs, current, unusable=experiment.errors)
         return _mark_failed_runs(found, experiment.runs, summary.unrecorded, unbuilt)
 
-    tally = Summary()  # counted as the rows are written, added once all are
+    tally = summary.fresh()  # counted as the rows are written, added once all are
     try:
         results.write_measures(experiment.root, _counting(rows(), tally, uncounted))
     except OSError as error:
         problem = _write_problem(error)
         print(shown(f"trysquare: {experiment.root / results.MEASURES_FILE} not written: {problem}"), file=out)
         summary.stopped = summary.stopped or problem
-        tally = Summary()  # the closing line still counts every run
+        tally = summary.fresh()  # the closing line still counts every run
         for _ in _counting(rows(), tally, uncounted):
             pass
     summary.add_counts(tally)
@@ -461,6 +461,9 @@ def _execute(
                 result = _as_result(item)
                 task = result.task
                 summary.executed += 1
+                kept = result.outcome.kept_after
+                if kept is not None:  # asked again, failed: the result kept, and said
+                    summary.kept_after.append(f"{task.run.id} {task.validation.name}: {kept}")
                 ledger.ran(task.run, task.validation.name)
                 if result.recorded:
                     # A result that could not be written is not one to hold the file to.

@@ -305,7 +305,9 @@ def _load_validation(table: Mapping[str, Any], source: TableSource, modes: Mappi
 def _missing_mode(name: str, modes: Mapping[str, Mode]) -> str:
     message = f"no installed plugin provides mode '{name}'"
     if name in KNOWN_MODE_DISTRIBUTIONS:
-        return f"{message} (pip install {KNOWN_MODE_DISTRIBUTIONS[name]})"
+        from trysquare._install import install_hint
+
+        return f"{message} ({install_hint(KNOWN_MODE_DISTRIBUTIONS[name])})"
     import difflib
 
     close = difflib.get_close_matches(name, list(modes), n=1)
@@ -367,6 +369,11 @@ def _check_verdict(scenario: Scenario) -> None:
     for key, metrics in named:
         for metric in metrics:
             if metric not in declared:
+                import difflib
+
+                close = difflib.get_close_matches(metric, list(declared), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise ScenarioError(
-                    f"{file}: verdict.{key}: '{metric}' is not a metric any validator declares"
+                    f"{file}: verdict.{key}: '{metric}' is not a metric any validator "
+                    f"declares{hint}"
                 )

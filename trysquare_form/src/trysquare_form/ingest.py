@@ -268,7 +268,7 @@ def _context_digest(
         from trysquare import plugin_api
 
         plugin_api.write_text(path, text)
-    return contexts.context_digest(text, context)
+    return contexts.context_digest(text, context, root=run.dir, validation=form)
 
 
 def _show(value: Any) -> str:

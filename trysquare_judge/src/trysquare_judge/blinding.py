@@ -20,20 +20,36 @@ from pathlib import Path
 from trysquare import plugin_api
 from trysquare.runs import Run
 
-__all__ = ["blinding_line", "leaking_pieces"]
+__all__ = ["blinding_line", "leaking_pieces", "leaks"]
 
 RESPONSE_FILE = "response.md"
 DIFF_FILE = "diff.patch"
 
 
+# Pieces the experimenter sets (inputs, not the agent's work): any difference between the
+# cells' values is a tell, even one that varies within a cell too.
+INPUTS = ("prompt",)
+
+
 def leaking_pieces(
     runs: Sequence[Run], pieces: Sequence[str], *, max_piece_bytes: int | None = None
 ) -> list[str]:
-    """What identifies the cell: one value per cell, not the same value in all.
+    """What identifies the cell (see :func:`leaks`), by name."""
+    return list(leaks(runs, pieces, max_piece_bytes=max_piece_bytes))
 
-    A piece leaks whole (``"prompt"``), or, for the diff, one file's section of
-    it does (``"diff (src/probe.test.js)"``) — absent from a run's diff counts as
-    a value too. Runs with a piece over ``max_piece_bytes`` send nothing and are
+
+def leaks(
+    runs: Sequence[Run], pieces: Sequence[str], *, max_piece_bytes: int | None = None
+) -> dict[str, list[str]]:
+    """What identifies the cell, each with the cells it tells apart.
+
+    An input (the prompt) leaks when its values differ between cells in any way: a
+    cell whose runs were handed a text no run of another cell was is told apart,
+    even when its own runs were not all handed the same one. The agent's work (the
+    response, and the diff file by file) leaks when it takes one value per cell, not
+    the same in all: a piece leaks whole (``"prompt"``), or one file's section of
+    the diff does (``"diff (src/probe.test.js)"``) — absent from a run's diff counts
+    as a value too. Runs with a piece over ``max_piece_bytes`` send nothing and are
     left out.
     """
     sent: dict[str, list[dict[str, bytes]]] = {}
@@ -46,25 +62,41 @@ def leaking_pieces(
             continue  # unjudged for its size: nothing of it reaches the judge
         sent.setdefault(run.cell, []).append(_parts(texts))
     if len(sent) < 2:
-        return []
+        return {}
     names: list[str] = []
     for per_run in sent.values():
         for parts in per_run:
             names.extend(name for name in parts if name not in names)
-    leaking = []
+    leaking: dict[str, list[str]] = {}
     for name in names:
-        values: set[bytes] = set()
-        for cell_parts in sent.values():
-            seen = {parts.get(name, b"<absent>") for parts in cell_parts}
-            if len(seen) > 1:
-                break  # it varies within a cell: it cannot name the cell
-            values |= seen
-        else:
-            if len(values) > 1:
-                leaking.append(name)
+        by_cell = {
+            cell: frozenset(parts.get(name, b"<absent>") for parts in cell_parts)
+            for cell, cell_parts in sent.items()
+        }
+        if name in INPUTS:
+            if len(set(by_cell.values())) > 1:
+                leaking[name] = _told_apart(by_cell)
+        elif all(len(seen) == 1 for seen in by_cell.values()) and len(set(by_cell.values())) > 1:
+            # One value per cell (a value varying within a cell cannot name it), not one for all.
+            leaking[name] = _told_apart(by_cell)
     whole = [name for name in leaking if name in pieces]
     # A piece that leaks whole is named once, not again file by file.
-    return whole + [name for name in leaking if name not in pieces and name.split(" ")[0] not in whole]
+    kept = whole + [
+        name for name in leaking if name not in pieces and name.split(" ")[0] not in whole
+    ]
+    return {name: leaking[name] for name in kept}
+
+
+def _told_apart(by_cell: dict[str, frozenset[bytes]]) -> list[str]:
+    """The cells whose values are not those of every other cell (all, when each differs)."""
+    counts: dict[frozenset[bytes], int] = {}
+    for seen in by_cell.values():
+        counts[seen] = counts.get(seen, 0) + 1
+    common = max(counts.values())
+    shared = [seen for seen, count in counts.items() if count == common]
+    if len(shared) == 1 and common > 1:
+        return sorted(cell for cell, seen in by_cell.items() if seen != shared[0])
+    return sorted(by_cell)
 
 
 def _parts(texts: dict[str, bytes]) -> dict[str, bytes]:
@@ -96,14 +128,21 @@ def blinding_line(
 ) -> str:
     """The line ``check`` and ``validate`` print: blind, or what identifies the treatment."""
     cells = len({run.cell for run in runs})
-    leaking = leaking_pieces(runs, pieces, max_piece_bytes=max_piece_bytes)
+    leaking = leaks(runs, pieces, max_piece_bytes=max_piece_bytes)
     if not leaking:
         return f"judge: blind over {cells} cell{'s' if cells != 1 else ''} (pieces: {', '.join(pieces)})"
     verb = "varies" if len(leaking) == 1 else "vary"
+    told = "; ".join(f"{name} tells apart {_cells(found)}" for name, found in leaking.items())
     return (
         f"! judge is only partially blind: {', '.join(leaking)} {verb} between cells, "
-        "so the judge can identify the treatment"
+        f"so the judge can identify the treatment ({told})"
     )
+
+
+def _cells(cells: Sequence[str], shown: int = 4) -> str:
+    named = ", ".join(f"'{cell}'" for cell in cells[:shown])
+    more = f" and {len(cells) - shown} more" if len(cells) > shown else ""
+    return f"cell{'s' if len(cells) != 1 else ''} {named}{more}"
 
 
 def _digest(data: bytes) -> bytes:

@@ -113,6 +113,38 @@ class JudgeValidation(Validation):
         }
         return canonical_digest(identity)
 
+    def context_identity(self, context: Mapping[str, Any]) -> str:
+        """The request this judge would send for ``context``: its system message (the
+        rubric), its user message (the pieces as sent), the model, thinking and the
+        verdict tool's schema. Never a path: a copied or moved experiment folder, or a
+        piece it is not shown changing, keeps the verdict current (nothing is paid again).
+        A piece not recorded or over ``max_piece_bytes`` (nothing sent) is named instead.
+        """
+        texts: dict[str, str] = {}
+        unsent: dict[str, Any] = {}
+        for piece in self.pieces:
+            if context.get(piece) is None:
+                unsent[piece] = "not recorded"
+                continue
+            text, size = prompt.read_piece_capped(context, piece, self.max_piece_bytes)
+            if text is None:
+                unsent[piece] = {"over max_piece_bytes": size}
+            else:
+                texts[piece] = text
+        request: dict[str, Any] = {
+            "provider": self.endpoint.identity() if self.endpoint else self.provider,
+            "model": self.model,
+            "thinking": self.thinking,
+            "system": prompt.system_message(self.rubric_text, self.metrics),
+            "tool": [TOOL_NAME, TOOL_DESCRIPTION, verdict_schema(self.metrics)],
+            "max_turns": self.max_turns,
+        }
+        if unsent:
+            request["unsent"] = unsent
+        else:
+            request["user"] = prompt.user_message(texts, self.pieces)
+        return canonical_digest(request)
+
     # -- refusals once runs are given -------------------------------------------
 
     def check_runs(self, scenario: Scenario, runs: Sequence[Run]) -> list[str]:
@@ -165,7 +197,10 @@ class JudgeValidation(Validation):
         try:
             outcome = self._converse(job, transcript["exchanges"], spent)
         finally:
-            outcome = attrs.evolve(_scrubbed(outcome, keys), usage=self.usage_record(spent))
+            usage = self.usage_record(spent)
+            if outcome.kept_after is not None:  # the kept verdict's spending stays counted
+                usage = _added_usage((job.previous or {}).get("usage"), usage)
+            outcome = attrs.evolve(_scrubbed(outcome, keys), usage=usage)
             transcript["usage"] = dict(outcome.usage or {})
             transcript["outcome"] = {"state": outcome.state, "error": outcome.error}
             _write_transcript(job.archive, scrub.scrub_value(transcript, keys), root=job.run.dir)
@@ -236,7 +271,8 @@ class JudgeValidation(Validation):
                 exchanges.extend(error.exchanges)
                 # A provider that does not count its attempts sent at least one per exchange.
                 spent.append(error.usage or Usage(requests=len(error.exchanges)))
-                return Outcome.invalid(f"judge provider '{self.provider}' failed: {error.message}")
+                failure = f"judge provider '{self.provider}' failed: {error.message}"
+                return _kept(job, failure) or Outcome.invalid(failure)
             exchanges.extend(reply.exchanges)
             spent.append(reply.usage or Usage(requests=max(1, len(reply.exchanges))))
             verdict, answers, problem = _read_reply(reply, self.metrics)
@@ -256,12 +292,51 @@ class JudgeValidation(Validation):
         return Outcome(metrics=dict.fromkeys(self.metrics), reasons=dict.fromkeys(self.metrics, reason))
 
 
+def _added_usage(previous: Any, usage: dict[str, Any]) -> dict[str, Any]:
+    """``usage`` with the counts of ``previous`` (a recorded usage) added where both are known."""
+    if not isinstance(previous, Mapping):
+        return usage
+    added = dict(usage)
+    for key in ("requests", "input_tokens", "output_tokens", "cached_tokens"):
+        before, now = previous.get(key), usage.get(key)
+        if type(before) is int and type(now) is int:
+            added[key] = before + now
+    return added
+
+
+def _kept(job: Job, failure: str) -> Outcome | None:
+    """The previous verdict, kept, when asking again (``--rejudge``) failed to get one and
+    it is still current (same judge, same request); ``None`` otherwise.
+
+    A provider that fails is not a verdict: a paid, valid verdict is never replaced by
+    the outage. The failure is said (``kept_after``), and ``validate`` exits 1.
+    """
+    previous = job.previous or {}
+    recorded = previous.get("validator") or {}
+    current = (
+        previous.get("state") == "valid"
+        and previous.get("context_digest") == job.context_digest
+        and isinstance(recorded, Mapping)
+        and recorded.get("digest") == job.digest
+        and isinstance(previous.get("metrics"), Mapping)
+    )
+    if not current:
+        return None
+    reasons = previous.get("reasons")
+    return Outcome(
+        metrics=dict(previous["metrics"]),
+        reasons=dict(reasons) if isinstance(reasons, Mapping) else {},
+        kept_after=f"kept the previous verdict: {failure}",
+    )
+
+
 def _scrubbed(outcome: Outcome, keys: Sequence[str]) -> Outcome:
     """``outcome`` with no key in its reasons or error, and every text safe to write."""
     return attrs.evolve(
         outcome,
         reasons={name: scrub.scrub(text, keys) for name, text in outcome.reasons.items()},
         error=None if outcome.error is None else scrub.scrub(outcome.error, keys),
+        kept_after=None if outcome.kept_after is None else scrub.scrub(outcome.kept_after, keys),
     )
 
 

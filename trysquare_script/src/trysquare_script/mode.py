@@ -84,8 +84,10 @@ class ScriptValidation(Validation):
                 stderr=done.stderr,
             )
         if done.returncode != 0:
+            said = _last_words(done.stderr)
             return Outcome.invalid(
-                f"script {self.command} {_exit_description(done.returncode)}", stderr=done.stderr
+                f"script {self.command} {_exit_description(done.returncode)}{said}",
+                stderr=done.stderr,
             )
         if done.truncated:
             return Outcome.invalid(
@@ -97,6 +99,18 @@ class ScriptValidation(Validation):
         if outcome.state == "invalid" and done.stdout.strip():
             keep_output(job, done.stdout)  # the error quotes its first bytes; the archive has all
         return attrs.evolve(outcome, stderr=done.stderr)
+
+
+def _last_words(stderr: bytes | None, limit: int = 300) -> str:
+    """``": "`` and the last line the script printed on stderr (why it failed, as it said
+    it: ``did not return the declared metric 'added_tset'``, a traceback's last line),
+    so every output names the cause, not only the exit code; empty when it said nothing."""
+    text = (stderr or b"")[-8192:].decode("utf-8", "replace")
+    lines = [line.strip() for line in text.split("\n")]
+    last = next((line for line in reversed(lines) if line), "")
+    if not last:
+        return ""
+    return ": " + (last if len(last) <= limit else last[: limit - 1] + "\u2026")
 
 
 def _exit_description(code: int | None) -> str:

@@ -33,7 +33,8 @@ MARKS = {
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#1d1d1f}
 h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.5em 0;display:block;max-width:100%;overflow-x:auto}
+th,td{border:1px solid #ddd;padding:.2em .5em;text-align:left;vertical-align:top}
 thead th{background:#f4f4f6}.num{text-align:right}
 .ref{font-weight:bold}.tag{font-size:.8em;padding:0 .35em;border-radius:3px;background:#eee}
 .pub{background:#dff3e2}.nopub{background:#fbe3e3}
@@ -48,7 +49,8 @@ pre.patch{white-space:pre}
 .da,.dd,.dh,.dm{display:block}.da{background:#e6ffec;color:#116329}.dd{background:#ffebe9;color:#82071e}
 .dh{color:#0550ae}.dm{color:#57606a;font-weight:bold}
 i.tk{font-style:normal;color:#8250df}i.ts{font-style:normal;color:#0a3069}i.tc{color:#6e7781}
-.note{color:#555;font-style:italic}.error{color:#b3261e}
+.note{color:#555;font-style:italic}.error{color:#b3261e;white-space:pre-wrap}
+td.reason{white-space:pre-wrap;overflow-wrap:anywhere;min-width:20em}
 svg text{font:12px system-ui,sans-serif}
 .hidden{display:none}
 tr.total td{font-weight:bold;background:#fafafa}td.unpriced{color:#8a5a00}
@@ -204,9 +206,14 @@ def _score_table(report: Mapping[str, Any]) -> str:
                 number = cell["numbers"][metric]
                 text = (f"{_num(number['median'])} [{_num(number['low'])}, {_num(number['high'])}] "
                         f"({number['n']})" if number["n"] else "\u2013 (0)")
+                # What is missing from n, as beside every x/n (and in the Markdown report).
+                text += "".join(
+                    f" \u00b7 {number[k]} {k}" for k in ("unjudged", "pending") if number.get(k)
+                )
                 out.append(f'<td class="num">{esc(text)}</td>')
             out.append("</tr>")
-        out.append("</tbody></table><p class=\"note\">median [95% bootstrap interval] (n)</p>")
+        out.append('</tbody></table><p class="note">median [95% bootstrap interval] (n); '
+                   "unjudged and pending values are counted beside it, never in n</p>")
     return "".join(out)
 
 
@@ -496,8 +503,8 @@ def _notes(report: Mapping[str, Any]) -> str:
     items = [esc(note) for note in report.get("notes") or ()]
     for cell in report["cells"]:
         for why in cell["why_not"]:
-            items.append(f"cell {esc(cell['cell'])} not publishable: run <code>{esc(why['run'])}</code>: "
-                         f"{esc(why['reason'])}")
+            where = "" if why["run"] is None else f"run <code>{esc(why['run'])}</code>: "
+            items.append(f"cell {esc(cell['cell'])} not publishable: {where}{esc(why['reason'])}")
         # Named up to a few per cell: every run of a large experiment may be stale at once.
         for stale in cell["stale"][:NOTES_PER_CELL]:
             items.append(f"stale: run <code>{esc(stale['run'])}</code>: recorded by "

@@ -116,7 +116,11 @@ def report_format(name: str) -> Any:
     formats = plugins.report_formats()
     if name not in formats:
         known = ", ".join(sorted(formats)) or "none"
-        hint = "; html comes with trysquare-view: pip install trysquare-view" if name == "html" else ""
+        from trysquare._install import install_hint
+
+        hint = ""
+        if name == "html":
+            hint = f"; html comes with trysquare-view: {install_hint('trysquare-view')}"
         raise UsageError(f"--format {name}: no such report format (registered: {known}){hint}")
     return formats[name]
 

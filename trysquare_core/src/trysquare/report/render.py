@@ -179,6 +179,8 @@ def render_md(report: Report) -> str:
             waiting = {w["run"] for w in cell["why_not"] if w["reason"].startswith("pending:")}
             if waiting:
                 parts.append(f"{len(waiting)} run(s) with no value yet for a metric a verdict rests on")
+            # A cell-wide reason (no run): a criterion nothing measured, said whole.
+            parts += [md(w["reason"]) for w in cell["why_not"] if w["run"] is None]
             lines.append(f"- **{_cellsafe(cell['cell'])}**: {', '.join(parts) or 'see By run'}")
 
     stale = [(cell["cell"], s) for cell in cells for s in cell["stale"]]

@@ -154,6 +154,27 @@ def _blocking(row: Row, rests_on: Sequence[str]) -> list[str]:
     return []
 
 
+def _unmeasured(rows: Sequence[Row], criteria: Sequence[str]) -> list[dict[str, Any]]:
+    """A cell's criteria that none of its counted runs could judge: nothing a verdict
+    rests on was measured there, whatever its x/n reads (``0/0 · 3 unjudged``).
+
+    Each is one reason with no run (``run``: ``None``): the cell, not a run, blocks.
+    """
+    found = []
+    for metric in criteria:
+        values = [row for row in rows if metric in row["metrics"]]
+        if values and all(row["metrics"][metric] is None for row in values):
+            said = [(row.get("reasons") or {}).get(metric) for row in values]
+            first = next((reason for reason in said if reason), "")
+            why = f" (first reason: {_first_line(first)})" if first else ""
+            found.append({
+                "run": None,
+                "reason": f"unmeasured: no run has a judged value of {metric}, a criterion a "
+                f"verdict rests on ({len(values)} unjudged){why}",
+            })
+    return found
+
+
 def _round(value: float | None) -> float | None:
     # Six places: stable, readable JSON, and no -0.49999999999999994.
     return None if value is None else round(value, 6) + 0.0
@@ -278,6 +299,7 @@ def build_report(
             for row in cell_rows
             for reason in _blocking(row, rests_on)
         ]
+        why_not += _unmeasured(counted, layout.criteria or ())  # declared criteria: as validate
         pending: dict[str, int] = {}
         for row in counted:
             for metric in row.get("pending") or ():
