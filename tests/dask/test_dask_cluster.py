@@ -124,7 +124,7 @@ def test_an_existing_cluster_is_used_by_its_address(cli, matrix) -> None:
     assert results[("bad1", "score")]["state"] == "invalid"
     assert (
         done.stdout.splitlines()[-1]
-        == "2 runs: 1 invalid, 1 pending (cell 'c1' is not publishable)"
+        == "2 runs: 1 valid, 1 invalid (cell 'c1' is not publishable)"
     )
 
 
