@@ -12,6 +12,7 @@ first called.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -44,6 +45,7 @@ __all__ = [
     "load_experiments",
     "read_bytes",
     "read_toml",
+    "refuse_hard_link",
     "register_structure_hook",
     "run_process",
     "run_steps",
@@ -222,6 +224,16 @@ def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
     from trysquare import _atomic
 
     return _atomic.read_bytes(path, root=root)
+
+
+def refuse_hard_link(info: os.stat_result, path: Path) -> None:
+    """Raise an ``OSError`` naming ``path`` when the regular file ``info`` describes (an
+    ``fstat`` of what you opened) has more than one link: a hard link the agent left to a
+    file elsewhere. :func:`read_bytes` and :func:`append_line` check it themselves; a plugin
+    that opens a run's file its own way calls this on the open file."""
+    from trysquare import _atomic
+
+    _atomic.refuse_hard_link(info, path)
 
 
 def append_line(path: Path, value: Any, *, root: Path | None = None) -> None:
