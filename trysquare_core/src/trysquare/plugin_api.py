@@ -42,6 +42,7 @@ __all__ = [
     "digest",
     "hookimpl",
     "hookspec",
+    "interrupted",
     "load_experiments",
     "read_bytes",
     "read_toml",
@@ -224,6 +225,15 @@ def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
     from trysquare import _atomic
 
     return _atomic.read_bytes(path, root=root)
+
+
+def interrupted() -> bool:
+    """Whether the user asked ``validate`` to stop (SIGINT/SIGTERM). A plugin that waits on
+    something other than :func:`run_process` (a request on the network) looks at it at least
+    every few tenths of a second and gives up; what it returns then is not recorded."""
+    from trysquare import _process
+
+    return _process.interrupted()
 
 
 def refuse_hard_link(info: os.stat_result, path: Path) -> None:

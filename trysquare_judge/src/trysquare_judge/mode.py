@@ -28,6 +28,7 @@ from trysquare_judge.providers import (
     Message,
     ProviderConfig,
     ProviderError,
+    ReplyTooLarge,
     ToolSpec,
     Usage,
     connection_for,
@@ -267,6 +268,11 @@ class JudgeValidation(Validation):
             )
             try:
                 reply = connection.complete(request)
+            except ReplyTooLarge as error:
+                # Nobody read the reply whole: no verdict, and not the run's fault.
+                exchanges.extend(error.exchanges)
+                spent.append(error.usage or Usage(requests=len(error.exchanges)))
+                return self._unjudged(f"judge provider '{self.provider}': {error.message}")
             except ProviderError as error:
                 exchanges.extend(error.exchanges)
                 # A provider that does not count its attempts sent at least one per exchange.
