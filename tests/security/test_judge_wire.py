@@ -192,3 +192,53 @@ def test_the_anthropic_provider_holds_the_same_deadline_and_cap(
             connection.complete(request)
     assert "over max_reply_bytes = 4,000 of [providers.claude]" in large.value.message
     assert "y" * 5000 not in json.dumps(large.value.exchanges)
+
+
+def test_an_interrupted_request_leaves_no_thread_or_connection_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A server that sends its headers and one byte, then nothing for half a minute. On an
+    # interruption the caller leaves at once and the socket is shut down, so the request's
+    # thread ends too instead of waiting for the next byte or httpx's per-read timeout
+    # (120 s here) on a held connection.
+    import threading
+
+    from trysquare import _process
+    from trysquare_judge.providers import (
+        ChatRequest,
+        Message,
+        ProviderConfig,
+        ProviderError,
+        ToolSpec,
+    )
+    from trysquare_judge.providers.openai import OpenAIConnection
+
+    from tests.judge.chatserver import ChatServer
+
+    def carriers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "trysquare-judge-request"]
+
+    monkeypatch.setenv("TRYSQUARE_WIRE_KEY", KEY)
+    request = ChatRequest(
+        model="m", thinking="off", system="sys", messages=(Message(role="user", content="x"),),
+        tool=ToolSpec("verdict", "record it", {"type": "object"}),
+    )
+    with ChatServer(lambda _: Reply(body=verdict(METRICS).body, trickle=30)) as server:
+        connection = OpenAIConnection(ProviderConfig(
+            name="local", type="openai", base_url=server.base_url,
+            api_key_env="TRYSQUARE_WIRE_KEY", timeout=120.0, max_retries=0,
+        ))
+        stop = threading.Timer(1.0, _process.interrupt)
+        stop.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(ProviderError, match="interrupted while waiting on"):
+                connection.complete(request)
+            assert time.monotonic() - started < 3
+            until = time.monotonic() + 3
+            while carriers() and time.monotonic() < until:
+                time.sleep(0.05)
+            assert not carriers(), "the interrupted request's thread still waits on the server"
+        finally:
+            stop.cancel()
+            _process.interrupt(asked=False)

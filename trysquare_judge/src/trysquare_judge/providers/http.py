@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import email.utils
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -225,15 +226,31 @@ class _Carrier(threading.Thread):
         self.error: BaseException | None = None
         self.too_large: tuple[str, int] | None = None  # ("N bytes", status)
         self._abandoned = threading.Event()
+        self._streamed: httpx.Response | None = None
 
     def abandon(self) -> None:
-        """The caller has left: stop at the next byte, keep nothing."""
+        """The caller has left: stop at the next byte, keep nothing. Once the headers have
+        come, the socket is shut down too, so a read blocked on a silent server ends now
+        rather than at httpx's per-read timeout (and its connection is not reused)."""
         self._abandoned.set()
+        streamed = self._streamed
+        if streamed is None:
+            return
+        stream = streamed.extensions.get("network_stream")
+        sock = None if stream is None else stream.get_extra_info("socket")
+        if isinstance(sock, socket.socket):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed meanwhile
 
     def run(self) -> None:
         try:
             sent = self.client.stream("POST", self.url, json=self.body, headers=dict(self.headers))
             with sent as streamed:
+                self._streamed = streamed
+                if self._abandoned.is_set():
+                    return
                 kept = bytearray()
                 for chunk in streamed.iter_bytes():
                     if self._abandoned.is_set():
