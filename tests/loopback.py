@@ -44,6 +44,7 @@ class Reply:
     headers: Mapping[str, str] = attrs.field(factory=dict)
     delay: float = 0.0
     trickle: float = 0.0  # seconds between two bytes of the body (headers sent at once)
+    raw: bytes | None = None  # the body's bytes as sent (``body`` ignored), e.g. gzip
 
 
 @attrs.frozen
@@ -128,7 +129,7 @@ class JsonServer:
                 finally:
                     with server.lock:
                         server.in_flight -= 1
-                data = json.dumps(reply.body).encode()
+                data = json.dumps(reply.body).encode() if reply.raw is None else reply.raw
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")

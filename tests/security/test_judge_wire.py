@@ -242,3 +242,68 @@ def test_an_interrupted_request_leaves_no_thread_or_connection_behind(
         finally:
             stop.cancel()
             _process.interrupt(asked=False)
+
+
+def _openai(server_url: str, **overrides: Any) -> Any:
+    from trysquare_judge.providers import ProviderConfig
+    from trysquare_judge.providers.openai import OpenAIConnection
+
+    values: dict[str, Any] = {
+        "name": "local", "type": "openai", "base_url": server_url,
+        "api_key_env": "TRYSQUARE_WIRE_KEY", "timeout": 30.0, "max_retries": 0,
+    }
+    return OpenAIConnection(ProviderConfig(**{**values, **overrides}))
+
+
+def _request() -> Any:
+    from trysquare_judge.providers import ChatRequest, Message, ToolSpec
+
+    return ChatRequest(
+        model="m", thinking="off", system="sys", messages=(Message(role="user", content="x"),),
+        tool=ToolSpec("verdict", "record it", {"type": "object"}),
+    )
+
+
+def test_a_gzip_bomb_is_cut_at_the_cap_without_inflating_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 200 MB of JSON that gzip makes 200 KB: the cap holds for the bytes as read, and the
+    # reply is never inflated further than the cap in memory.
+    import gzip
+    import tracemalloc
+
+    from trysquare_judge.providers import ReplyTooLarge
+
+    from tests.judge.chatserver import ChatServer
+
+    monkeypatch.setenv("TRYSQUARE_WIRE_KEY", KEY)
+    body = verdict(METRICS).body
+    head = json.dumps(body).encode()
+    bomb = gzip.compress(head[:-1] + b', "padding": "' + b"0" * (200 * MiB) + b'"}', 6)
+    reply = Reply(raw=bomb, headers={"Content-Encoding": "gzip"})
+    with ChatServer(lambda _: reply) as server:
+        connection = _openai(server.base_url)
+        tracemalloc.start()
+        try:
+            with pytest.raises(ReplyTooLarge) as over:
+                connection.complete(_request())
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert "is more than 1,048,576 bytes, over max_reply_bytes = 1,048,576" in over.value.message
+    assert peak < 16 * MiB, f"{peak:,} bytes held while reading a 200 KB reply"
+
+
+def test_a_reply_in_an_encoding_not_asked_for_is_unreadable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trysquare_judge.providers import ProviderError
+
+    from tests.judge.chatserver import ChatServer
+
+    monkeypatch.setenv("TRYSQUARE_WIRE_KEY", KEY)
+    reply = Reply(raw=b"\x00\x01\x02", headers={"Content-Encoding": "br"})
+    with ChatServer(lambda _: reply) as server, pytest.raises(ProviderError) as refused:
+        _openai(server.base_url).complete(_request())
+    assert "unreadable reply from" in refused.value.message
+    assert "encoded as 'br', which was not asked for" in refused.value.message

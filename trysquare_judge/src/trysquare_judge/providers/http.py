@@ -26,6 +26,7 @@ import random
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -70,8 +71,12 @@ class HttpEndpoint:
         )
         # A plain-http endpoint (a local server) needs no certificate store; redirects are
         # never followed, so nothing can carry the key to another address.
+        # Only the encodings the reply reader below undoes within the cap are asked for.
         self.client = httpx.Client(
-            timeout=config.timeout, limits=limits, verify=not url.startswith("http://")
+            timeout=config.timeout,
+            limits=limits,
+            verify=not url.startswith("http://"),
+            headers={"Accept-Encoding": "gzip, deflate"},
         )
 
     def post(
@@ -177,6 +182,13 @@ class HttpEndpoint:
             if time.monotonic() >= deadline:
                 carrier.abandon()
                 raise httpx.TimeoutException("the exchange's deadline passed")
+        if isinstance(carrier.error, (httpx.DecodingError, zlib.error)):
+            exchanges[-1]["error"] = f"undecodable reply: {carrier.error}"
+            raise ProviderError(
+                f"unreadable reply from {self.url} ({carrier.error})",
+                tuple(exchanges),
+                Usage(requests=attempt),
+            )
         if carrier.error is not None:
             raise carrier.error
         if carrier.too_large is not None:
@@ -251,15 +263,23 @@ class _Carrier(threading.Thread):
                 self._streamed = streamed
                 if self._abandoned.is_set():
                     return
+                decoder = _decoder(streamed.headers.get("content-encoding", ""))
                 kept = bytearray()
-                for chunk in streamed.iter_bytes():
+                # Raw bytes, decoded here at most one byte past the cap: a compressed reply
+                # (a few kilobytes of gzip that inflate to gigabytes) never exceeds it in memory.
+                for raw in streamed.iter_raw():
                     if self._abandoned.is_set():
                         return
-                    kept += chunk
+                    kept += decoder.decompress(raw, self.cap + 1 - len(kept)) if decoder else raw
                     if len(kept) > self.cap:
                         self.too_large = (_size_said(streamed, self.cap), streamed.status_code)
                         return
+                if decoder is not None:
+                    kept += decoder.flush()
                 if self._abandoned.is_set():
+                    return
+                if len(kept) > self.cap:
+                    self.too_large = (_size_said(streamed, self.cap), streamed.status_code)
                     return
                 wire = {k: v for k, v in streamed.headers.items() if k.lower() not in _WIRE_HEADERS}
                 self.response = httpx.Response(
@@ -272,6 +292,21 @@ class _Carrier(threading.Thread):
             self.error = error
         finally:
             self.done.set()
+
+
+def _decoder(encoding: str) -> Any:
+    """A bounded decompressor for the reply's ``Content-Encoding`` (``None``: as is).
+
+    :raises httpx.DecodingError: an encoding that was not asked for.
+    """
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()  # zlib-wrapped, as HTTP's "deflate" is
+    raise httpx.DecodingError(f"the reply is encoded as '{encoding}', which was not asked for")
 
 
 def _size_said(response: httpx.Response, cap: int) -> str:
