@@ -13,9 +13,11 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.security.judgelab import lab_with_key, validate_in_process  # noqa: F401
 from tests.security.test_writes_symlinks import (
     assert_good_run_validated,
     errors_of,
@@ -176,3 +178,35 @@ def test_hard_linked_archived_context_is_never_replayed(tmp_path: Path) -> None:
     assert summary.exit_code == 1
     archived.unlink()
     assert SECRET not in text_below(exp)
+
+
+@pytest.mark.parametrize("link", ["hard link", "symlink"])
+@pytest.mark.parametrize("name", ["transcript.history.jsonl", "transcript.json"])
+def test_linked_judge_transcript_is_refused_before_paying(
+    lab_with_key: Any, link: str, name: str
+) -> None:
+    # The judge reads its previous transcript and appends it to the history: a link planted
+    # at either is refused before a request is sent (it used to crash after the verdict).
+    from tests.judge.chatserver import verdict
+
+    lab = lab_with_key("sk-hard-link-test")
+    lab.run()
+    lab.respond(lambda _: verdict({"note_usable": True, "cites_paths": True}))
+    assert validate_in_process(lab)[0] == 0
+    rc = outside(lab.root, ".bashrc", RC_TEXT)
+    planted = lab.exp / "runs" / "r1" / "validation" / "judge" / name
+    if link == "hard link":
+        plant(planted, rc)
+    else:
+        planted.unlink(missing_ok=True)
+        planted.symlink_to(rc)
+    sent = len(lab.server.received)
+    code, _ = validate_in_process(lab, rejudge=True)
+    assert rc.read_text(encoding="utf-8") == RC_TEXT  # the old transcript never landed in it
+    assert code == 1
+    result = lab.result()
+    assert result["state"] == "invalid"
+    said = "has 2 links" if link == "hard link" else "is a symlink"
+    assert result["error"].startswith(f"judge 'judge': {planted} {said}"), result["error"]
+    assert "crashed" not in result["error"]
+    assert len(lab.server.received) == sent  # refused before paying for a verdict
