@@ -210,3 +210,37 @@ def test_linked_judge_transcript_is_refused_before_paying(
     assert result["error"].startswith(f"judge 'judge': {planted} {said}"), result["error"]
     assert "crashed" not in result["error"]
     assert len(lab.server.received) == sent  # refused before paying for a verdict
+
+
+def test_a_file_replaced_by_rename_is_never_kept_as_a_hard_link(tmp_path: Path) -> None:
+    # diff.patch and measures.json are rewritten by a rename that keeps an identical file (and
+    # its mtime): one with another name elsewhere is replaced all the same, so what is read
+    # through the name later is trysquare's own file, not one that changes with the other.
+    from trysquare import _atomic
+
+    run = tmp_path / "run"
+    run.mkdir()
+    outside_file = outside(tmp_path, "kept", "same bytes\n")
+    planted = run / "diff.patch"
+    plant(planted, outside_file)
+    _atomic.write_stream(planted, lambda out: out.write(b"same bytes\n"), root=run)
+    assert planted.stat().st_nlink == 1 and outside_file.stat().st_nlink == 1
+    assert planted.read_bytes() == b"same bytes\n"
+    assert outside_file.read_text(encoding="utf-8") == "same bytes\n"  # untouched
+
+
+def test_the_append_and_the_readers_refuse_a_hard_link_on_the_open_file(tmp_path: Path) -> None:
+    from trysquare import _atomic
+
+    run = tmp_path / "run"
+    rc = outside(tmp_path, ".bashrc", RC_TEXT)
+    planted = run / "validation" / "x.history.jsonl"
+    plant(planted, rc)
+    for act in (
+        lambda: _atomic.append_line(planted, {"echo": "pwned"}, root=run),
+        lambda: _atomic.read_bytes(planted, root=run),
+        lambda: _atomic.last_line(planted, root=run),
+    ):
+        with pytest.raises(_atomic.UnsafePath, match="has 2 links"):
+            act()
+    assert rc.read_text(encoding="utf-8") == RC_TEXT
