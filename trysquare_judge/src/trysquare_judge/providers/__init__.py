@@ -214,7 +214,11 @@ class Connection(Protocol):
         Retries what is worth retrying, within the configuration's bound on
         concurrent requests. Raises :class:`ProviderError` when it gives up, its
         ``exchanges`` holding what was sent and received. Never puts a key in a
-        reply, an exchange or an error.
+        reply, an exchange or an error. Holds ``config.timeout`` as a deadline for each
+        attempt's whole exchange, gives up as soon as
+        :func:`trysquare.plugin_api.interrupted` is true, and raises
+        :class:`ReplyTooLarge` for a reply over ``config.max_reply_bytes`` without
+        keeping it (:class:`trysquare_judge.providers.http.HttpEndpoint` does all three).
         """
         ...
 
