@@ -47,7 +47,7 @@ def test_a_reply_trickled_a_byte_at_a_time_ends_at_the_timeout(lab_with_key: Any
     code, _ = validate_in_process(lab)
     took = time.monotonic() - started
     result = lab.result()
-    assert took < 8, f"validate took {took:.1f} s with timeout = 1"
+    assert took < 15, f"validate took {took:.1f} s with timeout = 1"  # the server gives in at 20 s
     assert code == 1 and result["state"] == "invalid"
     assert "no reply within 1 s (the whole exchange, body included)" in result["error"]
 
