@@ -23,6 +23,9 @@ import attrs
 # How often serve_forever looks for shutdown(): shutdown() waits that long, and its default
 # (0.5 s) was the teardown of every test with a server.
 SHUTDOWN_POLL = 0.02
+# A trickling reply sends the rest of its body at once after this long: a client that does
+# not give up still gets an answer (and a test shows that it waited).
+TRICKLE_LIMIT = 20.0
 
 
 def serve_in_background(server: BaseServer) -> threading.Thread:
@@ -40,6 +43,8 @@ class Reply:
     body: Any = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
     delay: float = 0.0
+    trickle: float = 0.0  # seconds between two bytes of the body (headers sent at once)
+    raw: bytes | None = None  # the body's bytes as sent (``body`` ignored), e.g. gzip
 
 
 @attrs.frozen
@@ -66,6 +71,18 @@ def script(replies: Iterable[Reply], exhausted: Callable[[], Reply]) -> Responde
             return queue.pop(0) if queue else exhausted()
 
     return respond
+
+
+def _trickle(out: Any, data: bytes, interval: float) -> None:
+    """Write ``data`` a byte every ``interval`` seconds, the rest at once after TRICKLE_LIMIT."""
+    until = time.monotonic() + TRICKLE_LIMIT
+    for index in range(len(data)):
+        if time.monotonic() >= until:
+            out.write(data[index:])
+            return
+        out.write(data[index:index + 1])
+        out.flush()
+        time.sleep(interval)
 
 
 class JsonServer:
@@ -112,7 +129,7 @@ class JsonServer:
                 finally:
                     with server.lock:
                         server.in_flight -= 1
-                data = json.dumps(reply.body).encode()
+                data = json.dumps(reply.body).encode() if reply.raw is None else reply.raw
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")
@@ -120,7 +137,11 @@ class JsonServer:
                     for key, value in reply.headers.items():
                         self.send_header(key, value)
                     self.end_headers()
-                    self.wfile.write(data)
+                    if reply.trickle:
+                        self.wfile.flush()
+                        _trickle(self.wfile, data, reply.trickle)
+                    else:
+                        self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 

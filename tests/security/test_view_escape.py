@@ -59,3 +59,16 @@ def test_view_diff_colouring_escapes_every_token() -> None:
         coloured = _coloured(hostile, name)
         assert "<script>" not in coloured and "<img" not in coloured and "<b>" not in coloured
         assert "&lt;script&gt;" in coloured
+
+
+def test_view_hard_linked_stderr_to_a_secret_is_not_embedded(tmp_path: Path) -> None:
+    # Issue 29 item 6: a second name for a file outside the run reads as the run's own file.
+    import os
+
+    lab = build_lab(tmp_path)
+    stderr = lab.root / "runs" / "evil-3" / "validation" / "check.stderr"
+    stderr.unlink(missing_ok=True)
+    os.link(tmp_path / "outside" / "id_rsa", stderr)
+    page = build_page(source_of(lab))
+    assert SECRET not in page
+    assert "check.stderr has 2 links" in page

@@ -158,3 +158,81 @@ def test_view_command_refuses_a_folder_without_runs(tmp_path: Path, capsys) -> N
     empty.mkdir()
     assert main(["view", str(lab.scenario), str(empty)]) == 2
     assert "no run found under" in capsys.readouterr().err
+
+
+def _headers(
+    port: int, path: str, method: str = "GET", host: str | None = None
+) -> tuple[int, dict[str, str]]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"Host": host} if host else {}
+    connection.request(method, path, body=b"x" if method == "POST" else None, headers=headers)
+    response = connection.getresponse()
+    response.read()
+    connection.close()
+    return response.status, {name.lower(): value for name, value in response.getheaders()}
+
+
+def _raw(port: int, request_bytes: bytes) -> bytes:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request_bytes)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_view_every_response_carries_the_pages_content_security_policy(shared) -> None:
+    # Issue 29 item 7: a /run/N fragment (agent text inside, escaped) or an error page opened
+    # on its own must run no script either; the header holds the page's meta-tag policy.
+    from trysquare_view.page import csp
+
+    lab, port = shared
+    policy = csp(True)
+    status, page = request(port, "/")
+    assert status == 200 and f'content="{policy}"' in page  # the one policy, in both places
+    answers = [
+        _headers(port, "/"),
+        _headers(port, "/index.html?cell=fixed&page=2"),
+        _headers(port, "/", "HEAD"),
+        *(_headers(port, f"/run/{index}") for index in range(len(lab.run_ids))),
+        _headers(port, "/run/999"),
+        _headers(port, "/measures.json"),
+        _headers(port, "/", host=f"attacker.example:{port}"),
+        _headers(port, "/run/0", "POST"),
+        _headers(port, "/", "DELETE"),
+    ]
+    panels = [200] * len(lab.run_ids)
+    assert [status for status, _ in answers] == [200, 200, 200, *panels, 404, 404, 403, 405, 405]
+    for status, headers in answers:
+        assert headers.get("content-security-policy") == policy, status
+    # The standard library's own error page (a request line it cannot parse, a 400).
+    raw = _raw(port, b"GET / two-paths HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").decode("latin-1")
+    assert raw.startswith(("HTTP/1.0 400", "HTTP/1.1 400")), raw[:80]
+    assert f"Content-Security-Policy: {policy}\r\n" in raw
+
+
+def test_view_page_that_cannot_be_built_is_a_500_with_the_policy_and_no_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from trysquare_view.page import csp
+
+    from trysquare_view import server as view_server
+
+    lab = build_lab(tmp_path)
+    served = make_server(load_scenario(lab.scenario), lab.root, port=0)
+    serve_in_background(served)
+
+    def broken(self: object, query: str = "") -> str:
+        raise OSError("results folder vanished")
+
+    monkeypatch.setattr(view_server.ViewState, "page", broken)
+    try:
+        status, headers = _headers(served.server_address[1], "/")
+    finally:
+        served.shutdown()
+        served.server_close()
+    assert status == 500
+    assert headers.get("content-security-policy") == csp(True)
+    assert "Traceback" not in capfd.readouterr().err

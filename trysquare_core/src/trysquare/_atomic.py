@@ -6,7 +6,13 @@ measured agent's, so a writer given ``root`` (the run folder) opens every folder
 below it without following symlinks (``O_NOFOLLOW`` component by component,
 through ``dir_fd``): a symlinked ``validation/``, result, history or lock file is
 refused with :class:`UnsafePath`, and nothing is written or read through it.
-Without ``root`` the file itself is still never a symlink. Dependency-free.
+Without ``root`` the file itself is still never a symlink.
+
+A hard link is the other way to give a file of the run another file's content: a
+file read, appended to or written in place (a lock) must have one link
+(:func:`refuse_hard_link`, the one place that says so), else it is refused as a
+symlink is. A file replaced by a rename needs no such check: the rename puts a new
+file under the name and leaves the linked one alone. Dependency-free.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ __all__ = [
     "last_line",
     "open_lock",
     "read_bytes",
+    "refuse_hard_link",
     "remove_stale_temps",
     "write_bytes",
     "write_json",
@@ -54,11 +61,19 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _TEMP_NAME = re.compile(r"\..+\.[A-Za-z0-9_]{6,16}\.tmp\Z", re.DOTALL)
 
 
-class UnsafePath(OSError):
-    """A path trysquare would write or read is, or goes through, a symlink: refused, never followed."""
+_SYMLINK_RULE = "trysquare never writes or reads through a symlink there"
+_HARD_LINK_RULE = (
+    "another name elsewhere holds the same file (a hard link); trysquare never reads or "
+    "appends to a file of a run folder that has more than one link"
+)
 
-    def __init__(self, path: Path, why: str = "is a symlink") -> None:
-        super().__init__(errno.ELOOP, f"{path} {why}; trysquare never writes or reads through a symlink there")
+
+class UnsafePath(OSError):
+    """A path trysquare would write or read is, or goes through, a symlink, or is a file with
+    more than one link: refused, never followed."""
+
+    def __init__(self, path: Path, why: str = "is a symlink", rule: str = _SYMLINK_RULE) -> None:
+        super().__init__(errno.ELOOP, f"{path} {why}; {rule}")
         self.path = path
 
     def __str__(self) -> str:
@@ -132,6 +147,18 @@ def _lstat_is_link(fd: int, name: str) -> bool:
 def _refuse_link(fd: int, name: str, shown: Path) -> None:
     if _lstat_is_link(fd, name):
         raise UnsafePath(shown)
+
+
+def refuse_hard_link(info: os.stat_result, path: Path, *, links: int = 1) -> None:
+    """Raise :class:`UnsafePath` when the file ``info`` describes has more than ``links`` links.
+
+    The agent can leave at a name trysquare reads or appends to a hard link to a file
+    elsewhere (its own, of the same user: a shell's rc file, a 0600 secret): an append
+    would write into that file and a read would take its content for the run's. Only a
+    regular file is checked (a folder's link count is its sub-folders').
+    """
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > links:
+        raise UnsafePath(path, f"has {info.st_nlink} links", _HARD_LINK_RULE)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -259,9 +286,10 @@ class Folder:
         self.fd = fd
         self.path = path  # only for what errors say
 
-    def open_read(self, name: str) -> int:
+    def open_read(self, name: str, *, links: int = 1) -> int:
         """A read-only fd on the regular file ``name`` (:class:`FileNotFoundError` when
-        absent, :class:`UnsafePath` when a link or not a regular file)."""
+        absent, :class:`UnsafePath` when a symlink, not a regular file, or a file with more
+        than ``links`` links)."""
         try:
             # Non-blocking: a FIFO planted where a file was would otherwise hang the open.
             fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=self.fd)
@@ -269,14 +297,19 @@ class Folder:
             if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(self.fd, name):
                 raise UnsafePath(self.path / name) from None
             raise
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        try:
+            if not stat.S_ISREG(info.st_mode):
+                raise UnsafePath(self.path / name, "is not a regular file")
+            refuse_hard_link(info, self.path / name, links=links)
+        except UnsafePath:
             os.close(fd)
-            raise UnsafePath(self.path / name, "is not a regular file")
+            raise
         return fd
 
-    def read(self, name: str) -> bytes:
+    def read(self, name: str, *, links: int = 1) -> bytes:
         """The bytes of ``name`` (:class:`FileNotFoundError` when absent)."""
-        fd = self.open_read(name)
+        fd = self.open_read(name, links=links)
         try:
             return _read_all(fd)
         finally:
@@ -335,6 +368,8 @@ class Folder:
                 raise UnsafePath(self.path / name) from None
             raise
         try:
+            # Checked on the open file: the name may have been swapped since any earlier look.
+            refuse_hard_link(os.fstat(fd), self.path / name)
             _write_all(fd, line + b"\n")
         finally:
             os.close(fd)
@@ -383,13 +418,20 @@ def open_lock(path: Path, *, root: Path) -> int:
     path = Path(path)
     with _parent_fd(path, root, create=True) as folder:
         try:
-            return os.open(
+            fd = os.open(
                 path.name, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666, dir_fd=folder
             )
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
                 raise UnsafePath(path) from None
             raise
+    try:
+        # The holder's pid is written into it in place (truncated first).
+        refuse_hard_link(os.fstat(fd), path)
+    except UnsafePath:
+        os.close(fd)
+        raise
+    return fd
 
 
 def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> bytes:
@@ -415,7 +457,9 @@ def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> by
                 pass
         finally:
             os.unlink(temp, dir_fd=folder)
-    return read_bytes(path, root=root)
+        # Two links are allowed here alone: another process that made the file the same way
+        # may not have removed its temporary name yet.
+        return Folder(folder, path.parent).read(path.name, links=2)
 
 
 def remove(path: Path, *, root: Path | None = None) -> None:
@@ -473,7 +517,10 @@ def _same_file_content(folder: int, first: str, second: str) -> bool:
         except OSError:
             return False
         try:
-            if os.fstat(a).st_size != os.fstat(b).st_size:
+            kept = os.fstat(b)
+            # A file with another name elsewhere is replaced, never kept: what is read
+            # through this name later must be what trysquare wrote, not a file that changes.
+            if os.fstat(a).st_size != kept.st_size or kept.st_nlink > 1:
                 return False
             while True:
                 # Small blocks: two files of any size cost 128 KiB here.

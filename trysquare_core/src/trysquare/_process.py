@@ -34,7 +34,7 @@ from trysquare.jail import (
 )
 from trysquare.sandbox import Sandbox, switched_off
 
-__all__ = ["DEFAULT_CAP", "ProcessResult", "kill_all", "run_process"]
+__all__ = ["DEFAULT_CAP", "ProcessResult", "interrupt", "interrupted", "kill_all", "run_process"]
 
 DEFAULT_CAP = 16 * 1024 * 1024
 # How long a grandchild may keep the pipes open after the child itself exited.
@@ -106,6 +106,26 @@ def kill_all() -> None:
     """Kill every process group this process started and has not reaped yet."""
     for pgid in list(_live_groups):
         _kill_group(pgid)
+
+
+# Set when SIGINT/SIGTERM asked the command to stop: what waits on something other than a
+# child (a judge's request on the network) looks at it and gives up.
+_interrupted = threading.Event()
+
+
+def interrupt(asked: bool = True) -> None:
+    """Say that the user asked to stop (``asked``; kills every child too) or that a new
+    command starts (``asked=False``)."""
+    if not asked:
+        _interrupted.clear()
+        return
+    _interrupted.set()
+    kill_all()
+
+
+def interrupted() -> bool:
+    """Whether the user asked the running command to stop (SIGINT/SIGTERM)."""
+    return _interrupted.is_set()
 
 
 def run_process(

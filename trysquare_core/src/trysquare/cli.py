@@ -365,8 +365,11 @@ def _run_validate(
 
     def stop(signum: int, _frame: Any) -> None:
         received.append(signum)
-        _process.kill_all()  # running validators end now; their results are not recorded
+        # Running validators end now, a judge's requests in flight too; nothing of theirs
+        # is recorded.
+        _process.interrupt()
 
+    _process.interrupt(asked=False)
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         summary = validate(
@@ -375,6 +378,7 @@ def _run_validate(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        _process.interrupt(asked=False)
     if received:
         print(
             f"trysquare: interrupted: {summary.executed} task(s) finished and were kept; "

@@ -383,10 +383,11 @@ def _file_digest(path: Path) -> bytes:
     return digest.digest()
 
 
-def load_archived(path: Path) -> tuple[dict[str, Any], str]:
-    """An archived ``context.json`` and its text, for ``--replay``."""
+def load_archived(path: Path, *, root: Path) -> tuple[dict[str, Any], str]:
+    """An archived ``context.json`` and its text, for ``--replay``; read below the run folder
+    ``root`` through no symlink and only when it has one link (see :mod:`trysquare._atomic`)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _atomic.read_bytes(path, root=root).decode("utf-8")
         value = json.loads(text)
     except FileNotFoundError:
         raise RunError(f"{path}: no archived context to replay (validate once without --replay)") from None

@@ -210,7 +210,7 @@ def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> 
     run, validation = plan.run, plan.shared.validations[index]
     archive = results.archive_dir(run, validation.name)
     context_path = archive / "context.json"
-    context, context_problem = _context_as_planned(context_path, context_sha)
+    context, context_problem = _context_as_planned(context_path, context_sha, run.dir)
     previous, previous_problem = _previous_as_planned(run, validation.name, previous_sha)
     problem = context_problem or previous_problem
     if problem is not None and (picture is None or picture.problem is None):
@@ -234,9 +234,9 @@ def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> 
     )
 
 
-def _context_as_planned(path: Path, sha: bytes) -> tuple[Mapping[str, Any], str | None]:
+def _context_as_planned(path: Path, sha: bytes, root: Path) -> tuple[Mapping[str, Any], str | None]:
     try:
-        context, text = contexts.load_archived(path)
+        context, text = contexts.load_archived(path, root=root)
     except RunError as error:
         return {}, f"{error.message}: it was there when validate began"
     if _sha(text) != sha:
@@ -282,7 +282,7 @@ def _replayed_context(
     """``--replay``: the archived context; built (and archived) when this validator has never
     had one — a validator added since (``--replay --only NEW``) — from the clone, if it is there."""
     if context_path.exists() or context_path.is_symlink():
-        archived, text = contexts.load_archived(context_path)
+        archived, text = contexts.load_archived(context_path, root=run.dir)
         context = contexts.with_scenario(archived, scenario, validation)
         if context != archived:  # the scenario changed since: the script reads the file
             text = contexts.dump_context(context)

@@ -12,6 +12,7 @@ first called.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -41,9 +42,11 @@ __all__ = [
     "digest",
     "hookimpl",
     "hookspec",
+    "interrupted",
     "load_experiments",
     "read_bytes",
     "read_toml",
+    "refuse_hard_link",
     "register_structure_hook",
     "run_process",
     "run_steps",
@@ -222,6 +225,25 @@ def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
     from trysquare import _atomic
 
     return _atomic.read_bytes(path, root=root)
+
+
+def interrupted() -> bool:
+    """Whether the user asked ``validate`` to stop (SIGINT/SIGTERM). A plugin that waits on
+    something other than :func:`run_process` (a request on the network) looks at it at least
+    every few tenths of a second and gives up; what it returns then is not recorded."""
+    from trysquare import _process
+
+    return _process.interrupted()
+
+
+def refuse_hard_link(info: os.stat_result, path: Path) -> None:
+    """Raise an ``OSError`` naming ``path`` when the regular file ``info`` describes (an
+    ``fstat`` of what you opened) has more than one link: a hard link the agent left to a
+    file elsewhere. :func:`read_bytes` and :func:`append_line` check it themselves; a plugin
+    that opens a run's file its own way calls this on the open file."""
+    from trysquare import _atomic
+
+    _atomic.refuse_hard_link(info, path)
 
 
 def append_line(path: Path, value: Any, *, root: Path | None = None) -> None:

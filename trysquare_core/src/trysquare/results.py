@@ -7,6 +7,7 @@ is appended to ``validation/<name>.history.jsonl``, so nothing is ever lost.
 from __future__ import annotations
 
 import json
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -199,15 +200,23 @@ def _append_once(folder: _atomic.Folder, history: str, raw: bytes) -> None:
 
 
 def refuse_planted_links(run: Run, name: str) -> None:
-    """Raise :class:`trysquare._atomic.UnsafePath` if a file ``name`` records is a symlink.
+    """Raise :class:`trysquare._atomic.UnsafePath` if a file ``name`` records is a symlink
+    or a hard link (a file with another name elsewhere: a history line appended to it
+    would land in that file).
 
     Checked before a validator runs, so a planted link costs no run (nor a paid
-    verdict); the writers refuse it again at write time whatever happens meanwhile.
+    verdict); the readers and the append refuse it again at write time whatever happens
+    meanwhile.
     """
     for path in (result_path(run, name), run.validation_dir / f"{name}.history.jsonl",
                  run.validation_dir / f"{name}.stderr"):
-        if path.is_symlink():
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if stat.S_ISLNK(info.st_mode):
             raise _atomic.UnsafePath(path)
+        _atomic.refuse_hard_link(info, path)
 
 
 def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -182,6 +182,9 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
     session = _optional_path(run_file, folder, "session", table.session, replay)
     trace = _optional_path(run_file, folder, "trace", table.trace, replay)
     _refuse_special_input(run_file, "response", "response.md", folder / "response.md", folder_ok=False)
+    # trysquare writes diff.patch, by a rename; validators and a replay read it as it lies
+    # (its readers never wait on one that is not a file).
+    _stat_input(run_file, "diff", "diff.patch", folder / "diff.patch")
     etalon = None
     if table.etalon is not None:
         checkout = table.etalon.checkout
@@ -345,15 +348,33 @@ _SPECIAL_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFDI
 def _refuse_special_input(run_file: Path, key: str, value: str, path: Path, *, folder_ok: bool) -> None:
     """Refuse an input the agent may have written that is a FIFO, socket or device (or a
     link to one): every reader of it (the judge's pieces, a validator, a form) would wait
-    on it for ever or read without end. Absent is said elsewhere, when it matters."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
+    on it for ever or read without end. A file with more than one link is refused too: a
+    hard link to a file elsewhere (a 0600 secret) would be read, judged and reported as the
+    run's. Absent is said elsewhere, when it matters."""
+    info = _stat_input(run_file, key, value, path)
+    if info is None:
         return
+    mode = info.st_mode
     if stat.S_ISREG(mode) or (folder_ok and stat.S_ISDIR(mode)):
         return
     kind = _SPECIAL_KINDS.get(stat.S_IFMT(mode), "a device")
     raise RunError(f"{run_file}: {key} '{value}' is {kind}, not a file: it cannot be read as one")
+
+
+def _stat_input(run_file: Path, key: str, value: str, path: Path) -> os.stat_result | None:
+    """``path``'s stat (``None`` when absent or unreadable), refusing a file with more than
+    one link (:func:`trysquare._atomic.refuse_hard_link`)."""
+    from trysquare import _atomic
+
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    try:
+        _atomic.refuse_hard_link(info, path)
+    except _atomic.UnsafePath as unsafe:
+        raise RunError(f"{run_file}: {key} '{value}': {unsafe}") from None
+    return info
 
 
 def _check_session_folder(

@@ -84,7 +84,8 @@ def read_key(root: Path, form: Path) -> FormKey:
     """The key of ``form`` under experiment ``root``, or a :class:`UsageError` saying why not."""
     path = key_path(root, form)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        # Through no symlink and never a file with another name elsewhere (a hard link).
+        document = json.loads(plugin_api.read_bytes(path, root=root).decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(
             f"{form.name} has no key under {root} (looked for {path}); ingest a form against "

@@ -11,6 +11,7 @@ vote: the matrix already repeats.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -19,7 +20,8 @@ import attrs
 
 from trysquare.errors import ScenarioError
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_pieces
-from trysquare.plugin_api import digest as canonical_digest, write_with_history
+from trysquare.plugin_api import digest as canonical_digest
+from trysquare.plugin_api import refuse_hard_link, write_with_history
 from trysquare_judge import blinding, prompt, scrub
 from trysquare_judge.providers import (
     THINKING,
@@ -28,6 +30,7 @@ from trysquare_judge.providers import (
     Message,
     ProviderConfig,
     ProviderError,
+    ReplyTooLarge,
     ToolSpec,
     Usage,
     connection_for,
@@ -177,6 +180,10 @@ class JudgeValidation(Validation):
     # -- one run ----------------------------------------------------------------
 
     def evaluate(self, job: Job) -> Outcome:
+        planted = _planted_link(job.archive)
+        if planted is not None:
+            # Refused before anything is sent: the transcript could not be kept after paying.
+            return Outcome.invalid(f"judge '{self.name}': {planted}; nothing was sent to the judge")
         transcript: dict[str, Any] = {
             "validator": self.name,
             "provider": self.provider,
@@ -267,6 +274,11 @@ class JudgeValidation(Validation):
             )
             try:
                 reply = connection.complete(request)
+            except ReplyTooLarge as error:
+                # Nobody read the reply whole: no verdict, and not the run's fault.
+                exchanges.extend(error.exchanges)
+                spent.append(error.usage or Usage(requests=len(error.exchanges)))
+                return self._unjudged(f"judge provider '{self.provider}': {error.message}")
             except ProviderError as error:
                 exchanges.extend(error.exchanges)
                 # A provider that does not count its attempts sent at least one per exchange.
@@ -367,6 +379,25 @@ def _read_reply(
         # Tools were called, but never `verdict`: as good as prose.
         answers.append(Message(role="user", content=prompt.correction_for_prose(metrics)))
     return verdict, answers, problem
+
+
+def _planted_link(archive: Path) -> str | None:
+    """Why the transcript files in ``archive`` cannot be written, when one is a symlink or a
+    file with another name elsewhere (the previous transcript is read, then appended to its
+    history: through a hard link, to a file outside the run)."""
+    for name in (TRANSCRIPT, TRANSCRIPT_HISTORY):
+        path = archive / name
+        try:
+            info = path.lstat()
+        except OSError:
+            continue  # absent (or its folder is): the writer says what is wrong, if anything
+        if stat.S_ISLNK(info.st_mode):
+            return f"{path} is a symlink; trysquare never writes or reads through a symlink there"
+        try:
+            refuse_hard_link(info, path)
+        except OSError as refused:
+            return str(refused)
+    return None
 
 
 def _write_transcript(archive: Path, transcript: Mapping[str, Any], *, root: Path) -> None:

@@ -125,7 +125,9 @@ def _hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
-def _csp(lazy: bool) -> str:
+def csp(lazy: bool) -> str:
+    """The page's Content-Security-Policy: the report file's meta tag (``lazy`` false) and
+    the header of every response of ``trysquare view`` (``lazy`` true) say the same."""
     own = "'self'" if lazy else "'none'"  # view: panels fetched, the filter form submitted, to itself
     return (f"default-src 'none'; style-src {_hash(STYLE)}; script-src {_hash(SCRIPT)}; "
             f"connect-src {own}; img-src 'none'; base-uri 'none'; form-action {own}")
@@ -562,7 +564,7 @@ def build_page(
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{_csp(lazy)}">',
+        f'<meta http-equiv="Content-Security-Policy" content="{csp(lazy)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>trysquare: {esc(report['scenario'])}</title><style>{STYLE}</style></head>",
         f'<body data-lazy="{int(lazy)}"><h1>{esc(report["scenario"])}</h1>',

@@ -70,6 +70,14 @@ def read_inside(run_dir: Path, relative: str, limit: int, *, tail: bool = False)
 
         if not stat.S_ISREG(info.st_mode):
             raise Refused(f"{relative} is not a regular file")
+        if info.st_nlink > 1:
+            # A hard link to a file elsewhere (a secret) would be shown as the run's.
+            from trysquare.plugin_api import refuse_hard_link
+
+            try:
+                refuse_hard_link(info, Path(relative))
+            except OSError as unsafe:
+                raise Refused(str(unsafe)) from None
         size = info.st_size
         if tail and size > limit:
             handle.seek(size - limit)
@@ -262,8 +270,9 @@ def _validator_section(run_dir: Path, name: str) -> str:
         if spent:
             out.append(f'<p class="usage">{esc(spent)}</p>')
     stderr, note = _piece(run_dir, f"validation/{name}.stderr", STDERR_TAIL_BYTES, tail=True)
-    if stderr:
-        out.append(f"<h5>stderr (tail)</h5>{_note(note)}{_pre(stderr, 'stderr')}")
+    if stderr or note:  # a refused file is said, not left out silently
+        shown_tail = _pre(stderr, "stderr") if stderr else ""
+        out.append(f"<h5>stderr (tail)</h5>{_note(note)}{shown_tail}")
     transcript, note = _piece(run_dir, f"validation/{name}/transcript.json", TRANSCRIPT_READ_BYTES)
     if transcript is not None or note:
         usage = ""

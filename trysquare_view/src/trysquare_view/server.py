@@ -133,6 +133,10 @@ _PANEL = re.compile(r"/run/([0-9]{1,9})")
 
 
 def _handler(state: ViewState) -> type[BaseHTTPRequestHandler]:
+    from trysquare_view.page import csp
+
+    policy = csp(True)
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "trysquare-view"
         sys_version = ""
@@ -142,6 +146,13 @@ def _handler(state: ViewState) -> type[BaseHTTPRequestHandler]:
             # name (DNS rebinding): answer only to the names of this machine.
             host = (self.headers.get("Host") or "").rsplit(":", 1)[0].strip("[]").lower()
             return host in ("127.0.0.1", "localhost")
+
+        def end_headers(self) -> None:
+            # Every response, a 404, a 405 or the standard library's own error page
+            # included, carries the policy the page's meta tag holds: a fragment or an
+            # error opened on its own runs no script either.
+            self.send_header("Content-Security-Policy", policy)
+            super().end_headers()
 
         def _send(self, status: int, body: str, kind: str = "text/html; charset=utf-8",
                   *, head: bool = False) -> None:
@@ -173,11 +184,23 @@ def _handler(state: ViewState) -> type[BaseHTTPRequestHandler]:
                     return
             self._send(HTTPStatus.NOT_FOUND, "not found\n", "text/plain", head=head)
 
+        def _answer(self, *, head: bool = False) -> None:
+            try:
+                self._route(head=head)
+            except Exception as error:  # noqa: BLE001 - one failed page, never a traceback
+                why = f"{type(error).__name__}: {error}"
+                self._send(
+                    HTTPStatus.INTERNAL_SERVER_ERROR,
+                    f"trysquare view: this page could not be built: {why}\n",
+                    "text/plain; charset=utf-8",
+                    head=head,
+                )
+
         def do_GET(self) -> None:
-            self._route()
+            self._answer()
 
         def do_HEAD(self) -> None:
-            self._route(head=True)
+            self._answer(head=True)
 
         def _refuse(self) -> None:
             self.send_response(HTTPStatus.METHOD_NOT_ALLOWED)

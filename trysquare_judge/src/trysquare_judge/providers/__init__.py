@@ -28,6 +28,7 @@ from trysquare.errors import ConfigError, ScenarioError
 
 __all__ = [
     "CONFIG_FILE",
+    "DEFAULT_MAX_REPLY_BYTES",
     "ChatReply",
     "ChatRequest",
     "Connection",
@@ -35,6 +36,7 @@ __all__ = [
     "Provider",
     "ProviderConfig",
     "ProviderError",
+    "ReplyTooLarge",
     "ToolCall",
     "ToolSpec",
     "Usage",
@@ -48,6 +50,9 @@ __all__ = [
 ]
 
 CONFIG_FILE = "trysquare.toml"
+# The most bytes of one reply (decoded) a provider reads: a verdict with its reasons is a few
+# kilobytes; an endpoint that sends more is never read whole, stored or judged.
+DEFAULT_MAX_REPLY_BYTES = 1024 * 1024
 HOOK = "trysquare_register_judge_providers"
 Thinking = Literal["off", "low", "medium", "high"]
 THINKING: tuple[str, ...] = ("off", "low", "medium", "high")
@@ -112,6 +117,12 @@ class ProviderError(Exception):
         self.usage = usage
 
 
+class ReplyTooLarge(ProviderError):
+    """A reply longer than the section's ``max_reply_bytes``: not read further, not stored;
+    the judge result is unjudged with the size in the reason (a verdict nobody could read
+    whole is no verdict, and the run is not at fault)."""
+
+
 @attrs.frozen(kw_only=True)
 class ProviderConfig:
     """One ``[providers.NAME]`` section (or a registered type's defaults).
@@ -125,13 +136,15 @@ class ProviderConfig:
     base_url: str | None = None
     api_key_env: str | None = None  # the variable's *name*; the key itself is never stored
     max_concurrency: int = 8
-    timeout: float = 120.0  # seconds, per HTTP request
+    # Seconds for each attempt's whole exchange: connecting, sending, and the reply's last byte.
+    timeout: float = 120.0
     max_retries: int = 4  # attempts after the first, on 429 / 5xx / a lost connection
     retry_backoff: float = 1.0  # first backoff in seconds, doubled each retry
     tool_choice: str = "named"  # named: force `verdict`; required: any tool; auto: none forced
     # USD per million input / output tokens; None: no price declared (never read as free).
     price_input: float | None = None
     price_output: float | None = None
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES  # one reply's body, decoded
     source: str = ""  # where it was read, for messages (not part of identity)
 
     def identity(self) -> dict[str, Any]:
@@ -201,7 +214,11 @@ class Connection(Protocol):
         Retries what is worth retrying, within the configuration's bound on
         concurrent requests. Raises :class:`ProviderError` when it gives up, its
         ``exchanges`` holding what was sent and received. Never puts a key in a
-        reply, an exchange or an error.
+        reply, an exchange or an error. Holds ``config.timeout`` as a deadline for each
+        attempt's whole exchange, gives up as soon as
+        :func:`trysquare.plugin_api.interrupted` is true, and raises
+        :class:`ReplyTooLarge` for a reply over ``config.max_reply_bytes`` without
+        keeping it (:class:`trysquare_judge.providers.http.HttpEndpoint` does all three).
         """
         ...
 
@@ -238,6 +255,7 @@ class _Section:
     tool_choice: str = "named"
     price_input: float | None = None
     price_output: float | None = None
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
 
 
 @attrs.frozen
@@ -290,6 +308,8 @@ def _checked(name: str, section: _Section, file: str, where: str) -> ProviderCon
         raise refuse("max_retries", "must be 0 or more")
     if section.retry_backoff < 0:
         raise refuse("retry_backoff", "must be 0 or more seconds")
+    if section.max_reply_bytes < 1:
+        raise refuse("max_reply_bytes", "must be a positive number of bytes")
     if section.tool_choice not in TOOL_CHOICES:
         raise refuse("tool_choice", f"must be one of {', '.join(TOOL_CHOICES)}, not '{section.tool_choice}'")
     if section.api_key_env is not None and not section.api_key_env.strip():
