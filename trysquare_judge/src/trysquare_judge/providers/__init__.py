@@ -5,6 +5,9 @@ A *provider type* (``type = "openai"``) is registered through
 ``trysquare.toml`` configures one endpoint of a type; a scenario's ``provider``
 names that section or, with no such section, a registered type used with its
 defaults.
+A type may declare options of its own (an API version, a region, a deployment
+name): an attrs class as its ``options`` attribute, whose fields are the keys of
+``[providers.NAME.options]``, structured as strictly as the section itself.
 
 The judge mode drives the conversation (the verdict tool, its validation, the
 corrections); a provider only carries one request to its server and brings the
@@ -146,10 +149,32 @@ class ProviderConfig:
     price_output: float | None = None
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES  # one reply's body, decoded
     source: str = ""  # where it was read, for messages (not part of identity)
+    options: Any = None
+    """The type's own options: an instance of its :attr:`Provider.options` class, built from
+    ``[providers.NAME.options]`` (its defaults when the table is absent); ``None`` for a type
+    that declares none."""
 
     def identity(self) -> dict[str, Any]:
-        """What decides which judge answers: part of the validator's digest."""
-        return {"name": self.name, "type": self.type, "base_url": self.base_url}
+        """What decides which judge answers: part of the validator's digest.
+
+        Options count once they differ from the type's defaults (an API version or a
+        deployment may change the answer); left at their defaults, they change nothing.
+        """
+        identity: dict[str, Any] = {"name": self.name, "type": self.type, "base_url": self.base_url}
+        if self.options is not None and attrs.has(type(self.options)):
+            given = attrs.asdict(self.options)
+            try:
+                defaults = attrs.asdict(type(self.options)())
+            except TypeError:  # a field without a default: every value is a choice
+                defaults = {}
+            changed = {
+                key: value
+                for key, value in given.items()
+                if key not in defaults or defaults[key] != value
+            }
+            if changed:
+                identity["options"] = changed
+        return identity
 
 
 @attrs.frozen
@@ -256,6 +281,7 @@ class _Section:
     price_input: float | None = None
     price_output: float | None = None
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    options: dict[str, Any] | None = None
 
 
 @attrs.frozen
@@ -285,18 +311,56 @@ def load_config(path: Path) -> dict[str, ProviderConfig]:
     try:
         raw = plugin_api.structure(data, _ConfigFile, file=path)
         configs = {}
+        types: dict[str, Provider] | None = None
         for name, table in raw.providers.items():
             if not isinstance(table, dict):
                 raise ConfigError(f"{path.name}: providers.{name}: must be a table")
             section = plugin_api.structure(table, _Section, file=path, path=f"providers.{name}")
-            configs[name] = _checked(name, section, path.name, f"providers.{name}")
+            if types is None:
+                types = provider_types()
+            options = _options(types.get(section.type), section, path, f"providers.{name}")
+            configs[name] = _checked(name, section, path.name, f"providers.{name}", options)
     except ScenarioError as error:
         # The converter speaks of scenarios; this is the configuration.
         raise ConfigError(error.message) from None
     return configs
 
 
-def _checked(name: str, section: _Section, file: str, where: str) -> ProviderConfig:
+def _options(provider: Provider | None, section: _Section, file: Path, where: str) -> Any:
+    """The section's ``options`` table structured into the type's options record.
+
+    A type no plugin provides keeps ``None`` (using the section is refused later, naming the
+    missing type); a type that declares no options refuses a table.
+    """
+    if provider is None:
+        return None
+    kind = getattr(provider, "options", None)
+    if kind is None:
+        if section.options is not None:
+            raise ConfigError(
+                f"{file.name}: {where}.options: provider type '{section.type}' takes no options"
+            )
+        return None
+    if not (isinstance(kind, type) and attrs.has(kind)):
+        raise ConfigError(
+            f"{file.name}: {where}.options: provider type '{section.type}' declares options "
+            f"that are not an attrs class ({kind!r}); the plugin is broken"
+        )
+    record = plugin_api.structure(section.options or {}, kind, file=file, path=f"{where}.options")
+    try:
+        hash(record)
+    except TypeError:
+        raise ConfigError(
+            f"{file.name}: {where}.options: provider type '{section.type}' declares options "
+            f"that cannot be hashed (make {kind.__name__} @attrs.frozen with hashable fields, "
+            "tuples not lists); the plugin is broken"
+        ) from None
+    return record
+
+
+def _checked(
+    name: str, section: _Section, file: str, where: str, options: Any = None
+) -> ProviderConfig:
     def refuse(key: str, message: str) -> ConfigError:
         return ConfigError(f"{file}: {where}.{key}: {message}")
 
@@ -320,7 +384,9 @@ def _checked(name: str, section: _Section, file: str, where: str) -> ProviderCon
             raise refuse(key, f"must be a non-negative number of US dollars per million tokens, not {price!r}")
     if section.base_url is not None and not section.base_url.startswith(("http://", "https://")):
         raise refuse("base_url", f"'{section.base_url}' is not an http:// or https:// address")
-    return ProviderConfig(name=name, source=f"{file} [{where}]", **attrs.asdict(section))
+    values = attrs.asdict(section)
+    values["options"] = options
+    return ProviderConfig(name=name, source=f"{file} [{where}]", **values)
 
 
 def resolve_provider(
@@ -350,11 +416,13 @@ def resolve_provider(
     if name in types:
         # A registered type named bare: its own defaults, as if it were a section.
         table = {"type": name, **types[name].defaults()}
+        label = Path(f"provider type '{name}'")
         try:
-            section = plugin_api.structure(table, _Section, file=Path(f"provider type '{name}'"))
+            section = plugin_api.structure(table, _Section, file=label)
+            options = _options(types[name], section, label, "defaults")
         except ScenarioError as error:
             raise ConfigError(error.message) from None
-        return _checked(name, section, f"provider type '{name}'", "defaults")
+        return _checked(name, section, f"provider type '{name}'", "defaults", options)
     looked = f"no [providers.{name}] in {config_path}" if config_path else f"no {CONFIG_FILE} above the scenario"
     known = ", ".join(sorted(types)) or "none"
     raise refuse(
