@@ -28,8 +28,33 @@ __all__ = ["load_experiments", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
+    _commands: Any = None  # the subcommands' action, once add_subparsers made it
+
     def error(self, message: str) -> Any:  # argparse's own exit code is 2 too; keep one format
         raise _ArgumentsError(f"{self.prog}: {message}", usage=self.format_usage())
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self._commands = super().add_subparsers(**kwargs)
+        return self._commands
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        # argparse leaves unknown words to the top parser, whose usage says nothing of the
+        # command they were given to: the command that was chosen refuses them itself.
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _chosen(self, parsed: argparse.Namespace) -> _Parser:
+        """The innermost command parser ``parsed`` went through (``trysquare form export``)."""
+        parser = self
+        while parser._commands is not None:
+            chosen = getattr(parsed, parser._commands.dest, None)
+            inner = parser._commands.choices.get(chosen) if chosen else None
+            if not isinstance(inner, _Parser):
+                break
+            parser = inner
+        return parser
 
 
 class _ArgumentsError(UsageError):
@@ -102,9 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
         "folder that cannot be read, or a cell none of whose runs judged a [verdict] criterion",
     )  # fmt: skip
     validate.add_argument(
-        "--format", choices=("text", "json"), default="text",
+        "--format", choices=("text", "json", "github"), default="text",
         help="json: one summary object on stdout (schema_version, counts, every run x validator); "
-        "no per-task lines; errors stay on stderr",
+        "no per-task lines; errors stay on stderr. github: the text output, then an ::error line "
+        "per invalid result and a ::warning per unjudged one (GitHub Actions annotations)",
     )  # fmt: skip
     validate.add_argument(
         "--junit-xml", type=Path, metavar="FILE",
@@ -315,7 +341,18 @@ def _validate(args: argparse.Namespace) -> int:
 
     machine = args.format == "json"
     out = sys.stderr if machine else sys.stdout  # json: stdout holds the one object
-    return _run_validate(scenario, experiments, options, out=out, finish=outputs)
+    if args.format != "github":
+        return _run_validate(scenario, experiments, options, out=out, finish=outputs)
+    from trysquare import github
+
+    # The per-task lines hold the agent's text: GitHub reads no command in them.
+    pause, args.github_token = github.stop_commands()
+    print(pause, flush=True)
+    try:
+        return _run_validate(scenario, experiments, options, out=out, finish=outputs)
+    finally:
+        if args.github_token is not None:  # interrupted before the annotations
+            print(github.resume_commands(args.github_token), flush=True)
 
 
 def _say_verdicts_kept(scenario: Any, only: Sequence[str], out: Any) -> None:
@@ -333,7 +370,7 @@ def _say_verdicts_kept(scenario: Any, only: Sequence[str], out: Any) -> None:
 def _ci_outputs(args: argparse.Namespace, scenario: Any, experiments: Any, summary: Any) -> int:
     """``--junit-xml`` and ``--format json`` from what validate recorded; the closing line otherwise."""
     exit_code = summary.exit_code
-    if args.junit_xml is None and args.format != "json":
+    if args.junit_xml is None and args.format == "text":
         print(summary.closing_line())
         return exit_code
     from trysquare import ci
@@ -350,8 +387,15 @@ def _ci_outputs(args: argparse.Namespace, scenario: Any, experiments: Any, summa
             exit_code = max(exit_code, 1)
     if args.format == "json":
         sys.stdout.write(ci.dump(ci.validate_document(summary, found, scenario=scenario, exit_code=exit_code)))
-    else:
-        print(summary.closing_line())
+        return exit_code
+    if args.format == "github":
+        from trysquare import github
+
+        print(github.resume_commands(args.github_token))
+        args.github_token = None
+        for line in github.annotation_lines(found):
+            print(line)
+    print(summary.closing_line())
     return exit_code
 
 
