@@ -216,6 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
     plugins_cmd.add_argument("--json", action="store_true")
     plugins_cmd.set_defaults(handler=_plugins)
 
+    schema = commands.add_parser(
+        "schema", help="print the JSON Schema a command's --format json output follows"
+    )
+    schema.add_argument("name", choices=("validate", "check", "report"), metavar="COMMAND",
+                        help="validate, check or report")  # fmt: skip
+    schema.set_defaults(handler=_schema)
+
     from trysquare import helptext, plugins
 
     helptext.apply(commands)
@@ -699,6 +706,13 @@ def _plugins(args: argparse.Namespace) -> int:
         print(f"{info.name} {info.version or ''}".rstrip() + f"  {status}")
     _print_protection()
     return 1 if any(info.error for info in listed) else 0  # a plugin that failed is work fallen short
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from trysquare import ci
+
+    sys.stdout.write(ci.schema_text(args.name))
+    return 0
 
 
 def _print_protection() -> None:

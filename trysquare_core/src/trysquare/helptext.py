@@ -70,6 +70,12 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "protection of the measured clone this machine gives.",
         "trysquare plugins\n  trysquare plugins --json",
     ),
+    "schema": (
+        "Print the JSON Schema (draft 2020-12) that the --format json output of validate, "
+        "check or report follows, for a CI step that checks what it reads. Keys may be added "
+        "without a new schema_version; one that changes meaning or goes away raises it.",
+        "trysquare schema validate > validate.schema.json\n  trysquare schema report",
+    ),
 }
 
 # Arguments that had no help line, by destination (the same word means the same thing everywhere).
