@@ -19,7 +19,10 @@ def schema(cli: Any, name: str) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     jsonschema.Draft202012Validator.check_schema(document)
-    assert document["properties"]["schema_version"] == {"const": SCHEMA_VERSION}
+    properties = document["items" if name == "plugins" else "properties"]
+    if name == "plugins":
+        properties = properties["properties"]
+    assert properties["schema_version"] == {"const": SCHEMA_VERSION}
     return document
 
 
@@ -61,3 +64,11 @@ def test_the_report_follows_its_schema(cli, make_run, tmp_path: Path) -> None:
 def test_an_unknown_schema_name_is_a_usage_error(cli) -> None:
     done = cli("schema", "plugins-and-more")
     assert done.returncode == 2 and "trysquare schema: argument COMMAND" in done.stderr
+
+
+def test_plugins_json_follows_its_schema_and_is_complete(cli) -> None:
+    done = cli("plugins", "--json")
+    listing = json.loads(done.stdout)
+    conforms(listing, schema(cli, "plugins"))
+    view = next(entry for entry in listing if entry["name"] == "trysquare-view")
+    assert view["report_formats"] == ["html"]

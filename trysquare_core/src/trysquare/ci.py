@@ -34,7 +34,7 @@ __all__ = [
 SCHEMA_VERSION = 1
 # The commands whose ``--format json`` output has a JSON Schema (``trysquare schema NAME``),
 # shipped beside this module as ``schemas/NAME.json``.
-SCHEMAS = ("check", "report", "validate")
+SCHEMAS = ("check", "plugins", "report", "validate")
 
 # How a result reads to CI: "passed" (valid, every declared metric judged),
 # "failed" (invalid: the result cannot be trusted), "unjudged" (valid, but a
@@ -225,7 +225,8 @@ def dump(document: Mapping[str, Any]) -> str:
 
 
 def schema_text(name: str) -> str:
-    """The JSON Schema (draft 2020-12) that ``trysquare NAME --format json`` follows, as text."""
+    """The JSON Schema (draft 2020-12) that ``trysquare NAME --format json`` (``plugins
+    --json``) follows, as text."""
     from importlib import resources
 
     if name not in SCHEMAS:

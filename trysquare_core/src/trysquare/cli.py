@@ -216,11 +216,21 @@ def build_parser() -> argparse.ArgumentParser:
     plugins_cmd.add_argument("--json", action="store_true")
     plugins_cmd.set_defaults(handler=_plugins)
 
+    install = commands.add_parser("install", help="install plugins into trysquare's own environment")
+    install.add_argument("requirements", nargs="+", metavar="REQUIREMENT",
+                         help="a plugin: a name (trysquare-anthropic), a wheel, a folder, a URL")  # fmt: skip
+    install.add_argument("-U", "--upgrade", action="store_true", help="upgrade it if installed")
+    install.set_defaults(handler=_install)
+
+    uninstall = commands.add_parser("uninstall", help="remove plugins from trysquare's own environment")
+    uninstall.add_argument("names", nargs="+", metavar="NAME", help="an installed plugin's distribution name")
+    uninstall.set_defaults(handler=_uninstall)
+
     schema = commands.add_parser(
         "schema", help="print the JSON Schema a command's --format json output follows"
     )
-    schema.add_argument("name", choices=("validate", "check", "report"), metavar="COMMAND",
-                        help="validate, check or report")  # fmt: skip
+    schema.add_argument("name", choices=("validate", "check", "report", "plugins"), metavar="COMMAND",
+                        help="validate, check, report or plugins")  # fmt: skip
     schema.set_defaults(handler=_schema)
 
     from trysquare import helptext, plugins
@@ -683,12 +693,12 @@ def _plugins(args: argparse.Namespace) -> int:
 
     listed = plugins.infos()
     if args.json:
-        # The JSON shape is pinned by the design: report formats are in the text listing only.
-        pinned = [
-            {key: value for key, value in attrs.asdict(info).items() if key != "report_formats"}
-            for info in listed
-        ]
-        print(json.dumps(pinned, indent=2))
+        # A list (its shape is pinned by the design), each entry everything the text listing
+        # says and the schema_version a reader checks (`trysquare schema plugins`).
+        from trysquare.ci import SCHEMA_VERSION
+
+        entries = [{**attrs.asdict(info), "schema_version": SCHEMA_VERSION} for info in listed]
+        print(json.dumps(entries, indent=2))
         return 1 if any(info.error for info in listed) else 0
     if not listed:
         print("no plugins installed")
@@ -706,6 +716,22 @@ def _plugins(args: argparse.Namespace) -> int:
         print(f"{info.name} {info.version or ''}".rstrip() + f"  {status}")
     _print_protection()
     return 1 if any(info.error for info in listed) else 0  # a plugin that failed is work fallen short
+
+
+def _install(args: argparse.Namespace) -> int:
+    from trysquare import installer
+
+    names = installer.install(args.requirements, upgrade=args.upgrade)
+    print(f"installed into {sys.executable}: {', '.join(names)} (trysquare plugins lists it)")
+    return 0
+
+
+def _uninstall(args: argparse.Namespace) -> int:
+    from trysquare import installer
+
+    names = installer.uninstall(args.names)
+    print(f"removed from {sys.executable}: {', '.join(names)}")
+    return 0
 
 
 def _schema(args: argparse.Namespace) -> int:

@@ -70,9 +70,23 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "protection of the measured clone this machine gives.",
         "trysquare plugins\n  trysquare plugins --json",
     ),
+    "install": (
+        "Install trysquare plugins into the environment trysquare itself runs in (its "
+        "interpreter's pip, else uv pip), which matters when trysquare was installed as a tool "
+        "(pipx, uv tool). Each requirement is first fetched alone into a scratch folder: one "
+        "that declares no entry point in the 'trysquare' group is refused and nothing is "
+        "installed.",
+        "trysquare install trysquare-anthropic\n  trysquare install ./my-plugin\n"
+        "  trysquare install -U trysquare-dask",
+    ),
+    "uninstall": (
+        "Remove trysquare plugins from the environment trysquare runs in. A distribution that "
+        "is not installed, or is not a trysquare plugin, is refused.",
+        "trysquare uninstall trysquare-anthropic",
+    ),
     "schema": (
         "Print the JSON Schema (draft 2020-12) that the --format json output of validate, "
-        "check or report follows, for a CI step that checks what it reads. Keys may be added "
+        "check or report (or plugins --json) follows, for a CI step that checks what it reads. Keys may be added "
         "without a new schema_version; one that changes meaning or goes away raises it.",
         "trysquare schema validate > validate.schema.json\n  trysquare schema report",
     ),
