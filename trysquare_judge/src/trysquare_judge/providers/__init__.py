@@ -43,6 +43,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "api_key",
     "connection_for",
     "find_config",
     "load_config",
@@ -74,9 +75,13 @@ class Usage:
     """
 
     requests: int = 0
+    """Requests sent: every attempt, retries and failed attempts included."""
     input_tokens: int | None = None
+    """Input tokens billed, those served from a prompt cache included; ``None``: not reported."""
     output_tokens: int | None = None
+    """Output tokens billed (reasoning included); ``None``: not reported."""
     cached_tokens: int | None = None
+    """The part of ``input_tokens`` served from a prompt cache; ``None``: not reported."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -114,10 +119,12 @@ class ProviderError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.exchanges = exchanges  # what was sent and received before giving up
-        # What was spent before giving up (None: the provider did not say; the judge
-        # then counts one request per exchange).
+        """The sentence the run's result records as its error."""
+        self.exchanges = exchanges
+        """What was sent and received before giving up, for the transcript."""
         self.usage = usage
+        """What was spent before giving up (``None``: the provider did not say; the judge then
+        counts one request per exchange)."""
 
 
 class ReplyTooLarge(ProviderError):
@@ -134,21 +141,33 @@ class ProviderConfig:
     per distinct configuration in a process, shared by every run it judges.
     """
 
-    name: str  # the section's name (or the type's, used bare)
+    name: str
+    """The section's name (``[providers.NAME]``), or the type's when a scenario names it bare."""
     type: str
+    """The provider type (``type = "..."``): which registered :class:`Provider` connects."""
     base_url: str | None = None
-    api_key_env: str | None = None  # the variable's *name*; the key itself is never stored
+    """The endpoint's address (``http://`` or ``https://``); ``None``: the type's own default."""
+    api_key_env: str | None = None
+    """The *name* of the environment variable holding the key (read with :func:`api_key` when
+    a request is sent); the key itself is never stored. ``None``: no key."""
     max_concurrency: int = 8
-    # Seconds for each attempt's whole exchange: connecting, sending, and the reply's last byte.
+    """Requests in flight at once through this configuration, across every run."""
     timeout: float = 120.0
-    max_retries: int = 4  # attempts after the first, on 429 / 5xx / a lost connection
-    retry_backoff: float = 1.0  # first backoff in seconds, doubled each retry
-    tool_choice: str = "named"  # named: force `verdict`; required: any tool; auto: none forced
-    # USD per million input / output tokens; None: no price declared (never read as free).
+    """Seconds for each attempt's whole exchange: connecting, sending, the reply's last byte."""
+    max_retries: int = 4
+    """Attempts after the first, on 408 / 429 / 5xx, a lost connection or a timeout."""
+    retry_backoff: float = 1.0
+    """The first wait between attempts, in seconds, doubled each retry (``Retry-After`` wins)."""
+    tool_choice: str = "named"
+    """``named``: force the ``verdict`` tool; ``required``: force some tool; ``auto``: none."""
     price_input: float | None = None
+    """US dollars per million input tokens; ``None``: no price declared (never read as free)."""
     price_output: float | None = None
-    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES  # one reply's body, decoded
-    source: str = ""  # where it was read, for messages (not part of identity)
+    """US dollars per million output tokens; ``None``: no price declared."""
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    """The most bytes of one reply's body (decoded) read; more raises :class:`ReplyTooLarge`."""
+    source: str = ""
+    """Where it was read (``trysquare.toml [providers.NAME]``), for messages; not identity."""
     options: Any = None
     """The type's own options: an instance of its :attr:`Provider.options` class, built from
     ``[providers.NAME.options]`` (its defaults when the table is absent); ``None`` for a type
@@ -182,8 +201,11 @@ class ToolCall:
     """One tool call in a reply: its id, the tool's name and its arguments as JSON text."""
 
     id: str
+    """The call's id, which a ``tool`` :class:`Message` answering it names."""
     name: str
-    arguments: str  # JSON text, as the model wrote it
+    """The tool called (``verdict`` for the judge's)."""
+    arguments: str
+    """The arguments as JSON text, exactly as the model wrote them (the judge parses them)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -191,9 +213,13 @@ class Message:
     """One neutral conversation message; a provider translates it to its wire format."""
 
     role: Literal["user", "assistant", "tool"]
+    """Who speaks: the judge (``user``), the model (``assistant``) or a tool's answer (``tool``)."""
     content: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()  # assistant only
-    tool_call_id: str | None = None  # tool only: which call this answers
+    """The message's text."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """``assistant`` only: the calls the model made in that turn, sent back as it made them."""
+    tool_call_id: str | None = None
+    """``tool`` only: the id of the :class:`ToolCall` this message answers."""
 
 
 @attrs.frozen
@@ -201,8 +227,11 @@ class ToolSpec:
     """The tool a request offers (the judge's ``verdict``): its JSON schema in ``parameters``."""
 
     name: str
+    """The tool's name (``verdict``)."""
     description: str
-    parameters: Mapping[str, Any]  # a JSON schema
+    """What the tool is for, as the model reads it."""
+    parameters: Mapping[str, Any]
+    """The JSON Schema of the tool's arguments."""
 
 
 @attrs.frozen(kw_only=True)
@@ -212,10 +241,16 @@ class ChatRequest:
     the reply must call."""
 
     model: str
-    thinking: str  # off | low | medium | high; off asks for no reasoning
+    """The judge's model, as the scenario names it (``model = "..."``)."""
+    thinking: str
+    """``off``, ``low``, ``medium`` or ``high``; ``off`` asks for no reasoning. Each provider
+    maps it to its API (a reasoning effort, a thinking budget)."""
     system: str
+    """The system prompt: the judge's instructions and the rubric."""
     messages: tuple[Message, ...]
+    """The conversation so far, oldest first: the material, then any correction turns."""
     tool: ToolSpec
+    """The tool the reply must call (``config.tool_choice`` says how hard to force it)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -223,11 +258,17 @@ class ChatReply:
     """The model's answer: text, tool calls, or both; ``exchanges`` go to the transcript."""
 
     content: str = ""
+    """The reply's text (prose beside or instead of a tool call)."""
     tool_calls: tuple[ToolCall, ...] = ()
+    """The tool calls the reply made, in order."""
     exchanges: tuple[Mapping[str, Any], ...] = ()
-    # What this reply cost, retries included; None: the provider did not say (the judge
-    # then counts one request per exchange, tokens unknown).
+    """Every request sent and response received for this reply, retries included, for the
+    transcript (never a key in them). A provider must pass them in: the transcript is
+    built from them. :class:`~trysquare_judge.providers.http.HttpEndpoint` hands them to
+    its ``read`` callback."""
     usage: Usage | None = None
+    """What this reply cost, retries included; ``None``: the provider did not say (the judge
+    then counts one request per exchange, tokens unknown)."""
 
 
 class Connection(Protocol):
@@ -453,7 +494,12 @@ def protected_keys(scenario_file: Path, config_file: Path | None = None) -> dict
 
 
 def api_key(config: ProviderConfig) -> str | None:
-    """The key, read from the environment at the moment it is needed, never kept."""
+    """The key, read from the environment at the moment it is needed, never kept.
+
+    ``None`` when the configuration names no variable. A judge whose ``api_key_env``
+    variable is unset is refused at load, so a provider's tests set it (any value, for a
+    local server) or leave ``api_key_env`` out of the section.
+    """
     if config.api_key_env is None:
         return None
     return os.environ.get(config.api_key_env)
