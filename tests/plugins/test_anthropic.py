@@ -253,6 +253,7 @@ def test_without_options_no_beta_header_is_sent(lab: Lab) -> None:
         ),
         ("version = 2023", "providers.claude.options.version: must be a string, not a number"),
         ('beta = "tools"', "providers.claude.options.beta: must be a list"),
+        ('beta = ["tools", 3]', "providers.claude.options.beta[2]: must be a string, not a number"),
     ],
 )
 def test_options_are_strict_and_name_file_and_key(lab: Lab, table: str, expected: str) -> None:
@@ -262,6 +263,14 @@ def test_options_are_strict_and_name_file_and_key(lab: Lab, table: str, expected
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert f"trysquare.toml: {expected}" in done.stderr
+
+
+def test_options_that_are_not_a_table_are_refused(lab: Lab) -> None:
+    config = lab.root / "trysquare.toml"
+    config.write_text(config.read_text().replace("timeout = 5", 'timeout = 5\noptions = "x"'))
+    done = lab.trysquare("check", lab.scenario, cwd=lab.root, env={KEY_ENV: KEY})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "trysquare.toml: providers.claude.options: must be a table" in done.stderr
 
 
 def test_options_left_at_their_defaults_keep_the_identity() -> None:

@@ -356,6 +356,11 @@ def load_config(path: Path) -> dict[str, ProviderConfig]:
         for name, table in raw.providers.items():
             if not isinstance(table, dict):
                 raise ConfigError(f"{path.name}: providers.{name}: must be a table")
+            if not isinstance(table.get("options", {}), dict):
+                raise ConfigError(
+                    f"{path.name}: providers.{name}.options: must be a table "
+                    f"([providers.{name}.options])"
+                )
             section = plugin_api.structure(table, _Section, file=path, path=f"providers.{name}")
             if types is None:
                 types = provider_types()
