@@ -20,7 +20,9 @@ def test_each_plugin_of_the_repository_is_an_extra_and_all_names_them_all() -> N
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     extras = project["project"]["optional-dependencies"]
     plugins = {
-        distribution_name(folder) for folder in DISTRIBUTION_FOLDERS if folder.parent.name == "plugins"
+        distribution_name(folder)
+        for folder in DISTRIBUTION_FOLDERS
+        if folder.parent.name == "plugins"
     }
     assert {requirement.split(">")[0] for name in EXTRAS for requirement in extras[name]} == plugins
     assert extras["all"] == [f"trysquare[{','.join(sorted(EXTRAS))}]"]

@@ -30,8 +30,9 @@ class Runner:
     """The little of GitHub's runner a composite action needs."""
 
     def __init__(self, action: dict[str, Any], inputs: dict[str, str], env: dict[str, str]) -> None:
+        declared = action["inputs"].items()
         self.inputs = {
-            name: inputs.get(name, str(spec.get("default", ""))) for name, spec in action["inputs"].items()
+            name: inputs.get(name, str(spec.get("default", ""))) for name, spec in declared
         }
         for name, spec in action["inputs"].items():
             assert not spec.get("required") or name in inputs, f"required input {name} not given"

@@ -43,7 +43,8 @@ def test_a_pass_says_nothing_and_each_shortfall_has_its_kind() -> None:
         record("pending", pending=("usable",), error="not validated yet"),
     ]))
     assert [line.split(" ", 1)[0] for line in found] == ["::error", "::warning", "::notice"]
-    assert found[0].endswith("::alpha / r1 / v: invalid: exited with code 3%0Astderr (last lines):%0Aboom")
+    expected = "::alpha / r1 / v: invalid: exited with code 3%0Astderr (last lines):%0Aboom"
+    assert found[0].endswith(expected)
     assert "title=trysquare v%3A failed (r1)" in found[0]
     assert found[1].endswith("::alpha / r1 / v: unjudged: ok (could not tell)")
     assert found[2].endswith("::alpha / r1 / v: pending: usable (not validated yet)")
@@ -53,7 +54,9 @@ def test_validate_format_github_annotates_invalid_and_unjudged_results(
     cli, make_run, tmp_path
 ) -> None:
     scenario, experiment = build(make_run, tmp_path)
-    done = cli("validate", scenario, experiment, "--format", "github", "--jobs", "2", "--no-progress")
+    done = cli(
+        "validate", scenario, experiment, "--format", "github", "--jobs", "2", "--no-progress"
+    )
     assert done.returncode == 1, done.stderr
     lines = done.stdout.splitlines()
     # The per-task lines come first, with GitHub's commands paused over them.
@@ -85,3 +88,11 @@ def test_an_unknown_option_of_a_nested_command_names_that_command(cli, tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith("usage: trysquare plugins ")
     assert "trysquare plugins: unrecognized arguments: --jsn" in done.stderr
+
+
+def test_an_unknown_option_of_a_plugins_subcommand_names_that_subcommand(cli, tmp_path) -> None:
+    form = tmp_path / "f.toml"
+    done = cli("form", "export", tmp_path / "scenario.toml", tmp_path, "-o", form, "--bgus")
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: trysquare form export ")
+    assert "trysquare form export: unrecognized arguments: --bgus" in done.stderr

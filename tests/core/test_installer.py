@@ -30,11 +30,14 @@ def wheel(folder: Path, name: str, *, plugin: bool) -> Path:
     files = {
         f"{module}/__init__.py": '"""A plugin made by a test."""\n',
         f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n",
-        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist_info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
     }
     if plugin:
         files[f"{dist_info}/entry_points.txt"] = f"[trysquare]\n{name} = {module}\n"
-    files[f"{dist_info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{dist_info}/RECORD"])
+    record = f"{dist_info}/RECORD"
+    files[record] = "".join(f"{path},,\n" for path in [*files, record])
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{module}-0.1.0-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as archive:
@@ -47,7 +50,8 @@ class Env:
     def __init__(self, root: Path, *, with_pip: bool) -> None:
         self.path = root / ("pip-env" if with_pip else "uv-env")
         if with_pip:
-            subprocess.run([sys.executable, "-m", "venv", str(self.path)], check=True, capture_output=True)
+            command = [sys.executable, "-m", "venv", str(self.path)]
+            subprocess.run(command, check=True, capture_output=True)
         else:
             subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(self.path)],
                            check=True, capture_output=True, env=uv_env())  # fmt: skip
@@ -68,8 +72,8 @@ class Env:
 
     def trysquare(self, *args: str | Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(self.python), "-m", "trysquare", *map(str, args)], env=self.env, cwd=self.path.parent,
-            capture_output=True, text=True, timeout=300, check=False,
+            [str(self.python), "-m", "trysquare", *map(str, args)], env=self.env,
+            cwd=self.path.parent, capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
 
     def has(self, module: str) -> bool:

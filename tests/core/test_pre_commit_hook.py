@@ -40,7 +40,9 @@ def test_the_hook_checks_each_scenario_and_fails_on_any(tmp_path: Path) -> None:
     def run(*files: Path) -> subprocess.CompletedProcess[str]:
         # pre-commit splits the entry as a shell would and appends the file names.
         argv = [*shlex.split(hook["entry"]), *map(str, files)]
-        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
 
     done = run(good)
     assert done.returncode == 0, done.stderr

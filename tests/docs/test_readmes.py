@@ -15,7 +15,7 @@ pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parents[2]
 LINK = re.compile(r"\]\(([^)\s]+)")
-FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 MODES = {
     "trysquare_script": "script",
     "trysquare_judge": "judge",
@@ -36,8 +36,10 @@ def site_url() -> str:
 def test_a_package_readme_links_absolutely(folder: Path) -> None:
     readme = folder / project(folder)["readme"]
     text = FENCE.sub("", readme.read_text(encoding="utf-8"))
-    relative = [t for t in LINK.findall(text) if not t.startswith(("https://", "http://", "#", "mailto:"))]
-    assert not relative, f"{readme.relative_to(ROOT)}: links that break on the package index: {relative}"
+    absolute = ("https://", "http://", "#", "mailto:")
+    relative = [target for target in LINK.findall(text) if not target.startswith(absolute)]
+    where = readme.relative_to(ROOT)
+    assert not relative, f"{where}: links that break on the package index: {relative}"
 
 
 @pytest.mark.parametrize("folder", DISTRIBUTION_FOLDERS, ids=lambda f: f.name)
@@ -49,6 +51,6 @@ def test_the_documentation_url_is_the_built_site(folder: Path) -> None:
 @pytest.mark.parametrize(("folder", "mode"), sorted(MODES.items()))
 def test_each_mode_readme_has_its_keys_as_an_example(folder: str, mode: str) -> None:
     text = (ROOT / folder / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```toml\n(.*?)^```", text, re.M | re.S)
+    blocks = re.findall(r"^```toml\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
     tables = [tomllib.loads(block) for block in blocks if "[[validation]]" in block]
     assert any(t["validation"][0]["mode"] == mode and t["validation"][0]["metrics"] for t in tables)

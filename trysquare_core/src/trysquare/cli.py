@@ -28,33 +28,28 @@ __all__ = ["load_experiments", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
-    _commands: Any = None  # the subcommands' action, once add_subparsers made it
-
     def error(self, message: str) -> Any:  # argparse's own exit code is 2 too; keep one format
         raise _ArgumentsError(f"{self.prog}: {message}", usage=self.format_usage())
 
-    def add_subparsers(self, **kwargs: Any) -> Any:
-        self._commands = super().add_subparsers(**kwargs)
-        return self._commands
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        # The innermost command parser finishes first: it is the one the words were for.
+        if getattr(parsed, _CHOSEN, None) is None:
+            setattr(parsed, _CHOSEN, self)
+        return parsed, extras
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         # argparse leaves unknown words to the top parser, whose usage says nothing of the
         # command they were given to: the command that was chosen refuses them itself.
         parsed, extras = self.parse_known_args(args, namespace)
+        chosen = getattr(parsed, _CHOSEN, None) or self
+        delattr(parsed, _CHOSEN)
         if extras:
-            self._chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
 
-    def _chosen(self, parsed: argparse.Namespace) -> _Parser:
-        """The innermost command parser ``parsed`` went through (``trysquare form export``)."""
-        parser = self
-        while parser._commands is not None:
-            chosen = getattr(parsed, parser._commands.dest, None)
-            inner = parser._commands.choices.get(chosen) if chosen else None
-            if not isinstance(inner, _Parser):
-                break
-            parser = inner
-        return parser
+
+_CHOSEN = "_trysquare_chosen_parser"
 
 
 class _ArgumentsError(UsageError):
@@ -216,21 +211,31 @@ def build_parser() -> argparse.ArgumentParser:
     plugins_cmd.add_argument("--json", action="store_true")
     plugins_cmd.set_defaults(handler=_plugins)
 
-    install = commands.add_parser("install", help="install plugins into trysquare's own environment")
-    install.add_argument("requirements", nargs="+", metavar="REQUIREMENT",
-                         help="a plugin: a name (trysquare-anthropic), a wheel, a folder, a URL")  # fmt: skip
+    install = commands.add_parser(
+        "install", help="install plugins into trysquare's own environment"
+    )
+    install.add_argument(
+        "requirements", nargs="+", metavar="REQUIREMENT",
+        help="a plugin: a name (trysquare-anthropic), a wheel, a folder, a URL",
+    )  # fmt: skip
     install.add_argument("-U", "--upgrade", action="store_true", help="upgrade it if installed")
     install.set_defaults(handler=_install)
 
-    uninstall = commands.add_parser("uninstall", help="remove plugins from trysquare's own environment")
-    uninstall.add_argument("names", nargs="+", metavar="NAME", help="an installed plugin's distribution name")
+    uninstall = commands.add_parser(
+        "uninstall", help="remove plugins from trysquare's own environment"
+    )
+    uninstall.add_argument(
+        "names", nargs="+", metavar="NAME", help="an installed plugin's distribution name"
+    )
     uninstall.set_defaults(handler=_uninstall)
 
     schema = commands.add_parser(
         "schema", help="print the JSON Schema a command's --format json output follows"
     )
-    schema.add_argument("name", choices=("validate", "check", "report", "plugins"), metavar="COMMAND",
-                        help="validate, check, report or plugins")  # fmt: skip
+    schema.add_argument(
+        "name", choices=("validate", "check", "report", "plugins"), metavar="COMMAND",
+        help="validate, check, report or plugins",
+    )  # fmt: skip
     schema.set_defaults(handler=_schema)
 
     from trysquare import helptext, plugins

@@ -86,8 +86,9 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "schema": (
         "Print the JSON Schema (draft 2020-12) that the --format json output of validate, "
-        "check or report (or plugins --json) follows, for a CI step that checks what it reads. Keys may be added "
-        "without a new schema_version; one that changes meaning or goes away raises it.",
+        "check or report (or plugins --json) follows, for a CI step that checks what it "
+        "reads. Keys may be added without a new schema_version; one that changes meaning or "
+        "goes away raises it.",
         "trysquare schema validate > validate.schema.json\n  trysquare schema report",
     ),
 }

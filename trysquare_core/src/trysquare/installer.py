@@ -91,7 +91,8 @@ def check_plugin(tool: list[str], requirement: str) -> str:
     it declares a ``trysquare`` entry point, else refuse (nothing is installed)."""
     with tempfile.TemporaryDirectory(prefix="trysquare-install-") as scratch:
         done = _run(
-            _install_args(tool, "--no-deps", "--target", scratch, "--quiet", requirement), quiet=True
+            _install_args(tool, "--no-deps", "--target", scratch, "--quiet", requirement),
+            quiet=True,
         )
         if done.returncode != 0:
             last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
@@ -117,7 +118,9 @@ def install(requirements: Sequence[str], *, upgrade: bool = False) -> list[str]:
     extra = ["--upgrade"] if upgrade else []
     done = _run(_install_args(tool, *extra, *arguments), quiet=False)
     if done.returncode != 0:
-        raise InstallError(f"install {' '.join(requirements)}: {tool[0]} failed (its output is above)")
+        raise InstallError(
+            f"install {' '.join(requirements)}: {tool[0]} failed (its output is above)"
+        )
     return names
 
 
@@ -127,11 +130,13 @@ def uninstall(names: Sequence[str]) -> list[str]:
         try:
             distribution = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            raise UsageError(f"uninstall {name}: no distribution named {name} is installed") from None
+            raise UsageError(
+                f"uninstall {name}: no distribution named {name} is installed"
+            ) from None
         if not distribution.entry_points.select(group=ENTRY_POINT_GROUP):
             raise UsageError(
-                f"uninstall {name}: {name} is not a trysquare plugin (it declares no entry point in "
-                f"the '{ENTRY_POINT_GROUP}' group); nothing was removed"
+                f"uninstall {name}: {name} is not a trysquare plugin (it declares no entry "
+                f"point in the '{ENTRY_POINT_GROUP}' group); nothing was removed"
             )
     tool = installer()
     if tool[1:] == ["pip"]:
