@@ -86,6 +86,8 @@ def test_install_lists_the_plugin_and_uninstall_removes_it(tmp_path: Path, with_
     done = env.trysquare("install", wheel(tmp_path / "wheels", "trysquare-pebble", plugin=True))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"installed into {env.python}: trysquare-pebble" in done.stdout
+    # This trysquare runs from the checkout: the next `uv sync` would undo the install.
+    assert "the next `uv sync` undoes this install" in done.stderr
     assert env.has("trysquare_pebble")
     listed = env.trysquare("plugins")
     assert "trysquare-pebble 0.1.0" in listed.stdout, listed.stdout + listed.stderr

@@ -726,6 +726,15 @@ def _plugins(args: argparse.Namespace) -> int:
 def _install(args: argparse.Namespace) -> int:
     from trysquare import installer
 
+    from trysquare._install import checkout_root
+
+    root = checkout_root()
+    if root is not None:
+        print(
+            f"trysquare: warning: trysquare runs from the checkout {root}: the next `uv sync` "
+            "undoes this install (a workspace member is installed by uv sync --all-packages)",
+            file=sys.stderr,
+        )
     names = installer.install(args.requirements, upgrade=args.upgrade)
     print(f"installed into {sys.executable}: {', '.join(names)} (trysquare plugins lists it)")
     return 0
