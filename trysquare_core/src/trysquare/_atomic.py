@@ -379,17 +379,25 @@ def _read_all(fd: int, limit: int | None = None) -> bytes:
 
 
 def open_lock(path: Path, *, root: Path) -> int:
-    """A read-write fd on lock file ``path`` below ``root``, created if absent, never a symlink."""
+    """A read-write fd on lock file ``path`` below ``root``, created if absent, never a symlink,
+    never anything but a regular file (:class:`UnsafePath`), opened without blocking."""
     path = Path(path)
     with _parent_fd(path, root, create=True) as folder:
         try:
-            return os.open(
-                path.name, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666, dir_fd=folder
+            fd = os.open(
+                path.name, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, 0o666,
+                dir_fd=folder,
             )
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
                 raise UnsafePath(path) from None
+            if error.errno in (errno.EISDIR, errno.ENXIO):  # a folder, a socket
+                raise UnsafePath(path, "is not a regular file") from None
             raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePath(path, "is not a regular file")
+    return fd
 
 
 def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> bytes:

@@ -194,12 +194,77 @@ def _positive_int(text: str) -> int:
     return value
 
 
+# After SIGINT or SIGTERM a command stops what it does and says so; should it still be
+# waiting this many seconds later (a blocking open, a plugin's hook), it is ended.
+SIGNAL_GRACE = 5.0
+
+
+class _Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM, raised where the main thread is (exit ``128 + signum``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_deadline_armed: list[int] = []
+
+
+def arm_signal_deadline(signum: int) -> None:
+    """End this process ``SIGNAL_GRACE`` seconds after signal ``signum`` unless it ended by then.
+
+    Python runs a signal handler only between bytecodes of the main thread: a thread
+    waiting in a system call (an open on a FIFO, a plugin's socket) retries it after the
+    handler, and a worker thread is never interrupted. Writes are atomic renames, so
+    ending here leaves what a ``kill -9`` leaves: nothing torn, temporary files the next
+    start sweeps.
+    """
+    if _deadline_armed:
+        return
+    _deadline_armed.append(signum)
+
+    def end() -> None:
+        name = signal.Signals(signum).name
+        os.write(2, (
+            f"trysquare: interrupted: still busy {SIGNAL_GRACE:g} s after {name}; ended without "
+            "finishing (nothing half-written is kept)\n"
+        ).encode())
+        os._exit(128 + signum)
+
+    import threading
+
+    timer = threading.Timer(SIGNAL_GRACE, end)
+    timer.daemon = True
+    timer.start()
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    arm_signal_deadline(signum)
+    process = sys.modules.get("trysquare._process")
+    if process is not None:
+        process.kill_all()  # children this command started end with it
+    raise _Interrupted(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv
     if _asks_version(argv):
         print(f"trysquare {__version__}")  # before any plugin loads: a broken one cannot stop it
         return 0
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _main(argv)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _main(argv: list[str]) -> int:
+    debug = "--debug" in argv
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -218,9 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return error.exit_code
         print(f"trysquare: {shown(error.message, newlines=True)}", file=sys.stderr)
         return error.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupted:
         print("trysquare: interrupted", file=sys.stderr)
-        return 130
+        return 128 + interrupted.signum if isinstance(interrupted, _Interrupted) else 130
     except BrokenPipeError:
         return 1
     except Exception as error:  # noqa: BLE001 - a bug still gets one sentence, not a traceback
@@ -347,6 +412,7 @@ def _run_validate(
     def stop(signum: int, _frame: Any) -> None:
         received.append(signum)
         _process.kill_all()  # running validators end now; their results are not recorded
+        arm_signal_deadline(signum)  # a wait no kill ends (a plugin's blocking call) still ends
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -8,12 +8,16 @@ inside — therefore exclude each other, and of two starting together at least
 one sees the other. Every path is resolved first, so the same run reached
 through a symlinked path is the same lock. The lock file is opened without
 following symlinks: the agent cannot make trysquare write into a victim file.
+Every open and probe of a lock file is non-blocking and takes a regular file only:
+a FIFO planted as a run's lock never holds a command (the run itself is refused
+at load, naming the file, see :mod:`trysquare.runs`).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +32,8 @@ if TYPE_CHECKING:
 __all__ = ["LOCK_FILE", "experiment_lock"]
 
 LOCK_FILE = Path(".trysquare") / "validate.lock"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # Locks this process holds (several experiments in one command): never "another command".
 _held_here: set[Path] = set()
 
@@ -47,6 +53,8 @@ def experiment_lock(root: Path, runs: Iterable[Run] = (), *, command: str = "val
         fd = _atomic.open_lock(lock_path, root=root)
     except _atomic.UnsafePath as unsafe:
         raise RunError(f"cannot lock {root}: {unsafe}", run_dir=root) from None
+    except OSError as error:
+        raise RunError(f"cannot lock {root}: {lock_path}: {_why(error)}", run_dir=root) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -54,6 +62,8 @@ def experiment_lock(root: Path, runs: Iterable[Run] = (), *, command: str = "val
             raise LockedError(
                 f"another trysquare {_holder(fd)} is running on {root} (it holds {lock_path})"
             ) from None
+        except OSError as error:
+            raise RunError(f"cannot lock {root}: {lock_path}: {_why(error)}", run_dir=root) from None
         for other in _overlapping_locks(root, runs):
             if other not in _held_here and _held(other):
                 raise LockedError(
@@ -69,6 +79,10 @@ def experiment_lock(root: Path, runs: Iterable[Run] = (), *, command: str = "val
         os.close(fd)
 
 
+def _why(error: OSError) -> str:
+    return error.strerror or str(error)
+
+
 def _holder(fd: int) -> str:
     """The command named in a held lock file ("validate" when it says nothing readable)."""
     try:
@@ -79,10 +93,31 @@ def _holder(fd: int) -> str:
     return command if command in ("validate", "form ingest") else "validate"
 
 
-def _holder_of(lock_path: Path) -> str:
+def _open_probe(lock_path: Path) -> int | None:
+    """A read-only fd on ``lock_path`` when it is a regular file, else ``None``.
+
+    Never blocks (a FIFO planted there would hold the open for ever) and never follows a
+    symlink: the lock files below an experiment sit in the agent's run folders. No
+    trysquare holds a lock that is not a regular file (:func:`_atomic.open_lock` refuses
+    one), so such a file is never "held".
+    """
     try:
-        fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
     except OSError:
+        return None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _holder_of(lock_path: Path) -> str:
+    fd = _open_probe(lock_path)
+    if fd is None:
         return "validate"
     try:
         return _holder(fd)
@@ -120,15 +155,17 @@ def _overlapping_locks(root: Path, runs: Iterable[Run]) -> Iterator[Path]:
 
 
 def _held(lock_path: Path) -> bool:
-    """Whether another process holds ``lock_path``; probed read-only, never through a symlink."""
-    try:
-        fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
+    """Whether another process holds ``lock_path``; probed read-only, without blocking,
+    never through a symlink, a regular file only."""
+    fd = _open_probe(lock_path)
+    if fd is None:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
+    except OSError:
+        return False
     finally:
         os.close(fd)
     return False
