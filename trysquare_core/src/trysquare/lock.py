@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import stat
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +31,7 @@ from trysquare.errors import LockedError, RunError
 if TYPE_CHECKING:
     from trysquare.runs import Run
 
-__all__ = ["LOCK_FILE", "experiment_lock"]
+__all__ = ["LOCK_FILE", "experiment_lock", "folder_lock", "sweep_temps"]
 
 LOCK_FILE = Path(".trysquare") / "validate.lock"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -73,6 +75,9 @@ def experiment_lock(root: Path, runs: Iterable[Run] = (), *, command: str = "val
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
         _held_here.add(lock_path)
+        # measures.json is written only under this lock: its temporary files here are a
+        # killed writer's (run folders are swept as each run is planned).
+        sweep_temps(root, of="measures.json")
         yield
     finally:
         _held_here.discard(lock_path)
@@ -169,3 +174,69 @@ def _held(lock_path: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+# A temporary file of trysquare's atomic writes: `.<target name>.<random>.tmp`.
+_TEMP_NAME = re.compile(r"\.(?P<target>.+)\.[A-Za-z0-9_]{6,16}\.tmp\Z", re.DOTALL)
+
+
+def sweep_temps(folder: Path, *, of: str | None = None) -> list[str]:
+    """Delete the temporary files a killed writer left in ``folder`` (of target ``of`` only,
+    when given); a link is removed as a link, never followed. Call it only where no live
+    writer can be at work: under the lock every writer there holds."""
+    removed: list[str] = []
+    try:
+        with os.scandir(folder) as entries:
+            names = [
+                entry.name for entry in entries
+                if (match := _TEMP_NAME.match(entry.name)) is not None
+                and (of is None or match.group("target") == of)
+                and entry.is_file(follow_symlinks=False)
+            ]
+    except OSError:
+        return removed  # absent, not a folder, unreadable: nothing of ours to remove
+    for name in names:
+        try:
+            os.unlink(os.path.join(folder, name))
+            removed.append(name)
+        except OSError:
+            pass
+    return removed
+
+
+@contextmanager
+def folder_lock(folder: Path, *, wait: float = 10.0) -> Iterator[None]:
+    """Hold a shared lock on ``folder`` (its ``.lock`` file) while writing there, sweeping it
+    first when no other writer is at work.
+
+    Every writer into the folder holds the shared lock; whoever can take it exclusively
+    knows nobody writes there and removes the temporary files a killed writer left. A
+    busy folder is not swept this time (the next writer alone sweeps it). The lock file
+    is opened as every lock is: no link, a regular file only, without blocking; the
+    shared lock is waited for at most ``wait`` seconds (another writer's sweep is short).
+    """
+    folder = Path(folder)
+    lock_path = folder / ".lock"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = _atomic.open_lock(lock_path, root=folder)
+    except OSError as error:
+        raise RunError(f"cannot lock {folder}: {lock_path}: {_why(error)}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            sweep_temps(folder)
+        except BlockingIOError:
+            pass  # another writer is at work: its files stay
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LockedError(f"another trysquare holds {lock_path}; try again") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)

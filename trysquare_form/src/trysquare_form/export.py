@@ -29,7 +29,7 @@ from trysquare.errors import RunError, UsageError
 from trysquare.results import read_result
 from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
-from trysquare_form.keyfile import FormKey, KeyEntry, form_secret, key_path, write_key
+from trysquare_form.keyfile import FormKey, KeyEntry, form_secret, forms_lock, key_path, write_key
 from trysquare_form.mode import FormValidation, form_validation, manual_values
 
 __all__ = ["ExportResult", "ExportedRun", "export_form", "pieces_folder"]
@@ -119,8 +119,23 @@ def export_form(
 
     if seed is None:
         seed = secrets.randbelow(2**32)
-    tables = _shuffle(chosen, seed, {run.id for run in experiment.runs}, form_secret(experiment.root))
+    with forms_lock(experiment.root):
+        secret = form_secret(experiment.root)
+        tables = _shuffle(chosen, seed, {run.id for run in experiment.runs}, secret)
+        return _write_export(scenario, experiment, form, out, folder, seed, tables, facts, skipped)
 
+
+def _write_export(
+    scenario: Scenario,
+    experiment: Experiment,
+    form: FormValidation,
+    out: Path,
+    folder: Path,
+    seed: int,
+    tables: list[ExportedRun],
+    facts: dict[str, RunFacts],
+    skipped: list[RunError],
+) -> ExportResult:
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{folder.name}."))
     try:

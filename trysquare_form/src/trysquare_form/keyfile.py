@@ -7,6 +7,7 @@ nor beside it, so whoever fills the form is not handed it with the form.
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,21 @@ class FormKey:
     runs: dict[str, KeyEntry]
 
 
+def forms_folder(root: Path) -> Path:
+    """``<PATH>/.trysquare/forms``: the keys and the secret."""
+    return root / ".trysquare" / "forms"
+
+
+def forms_lock(root: Path) -> AbstractContextManager[None]:
+    """Held (shared) by every writer into the forms folder; the first writer to find
+    nobody else at work sweeps a killed writer's temporary files there."""
+    from trysquare.lock import folder_lock
+
+    return folder_lock(forms_folder(root))
+
+
 def key_path(root: Path, form: Path) -> Path:
-    return root / ".trysquare" / "forms" / f"{form.stem}.key.json"
+    return forms_folder(root) / f"{form.stem}.key.json"
 
 
 SECRET_FILE = "secret"
