@@ -40,7 +40,7 @@ class _ArgumentsError(UsageError):
         self.usage = usage
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="trysquare",
         description="Turn finished coding-agent runs into named metrics. Paths on every command "
@@ -178,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     helptext.apply(commands)
 
-    plugins.add_commands(commands, parser_class=_Parser)  # each plugin guarded on its own
+    if with_plugins:
+        plugins.add_commands(commands, parser_class=_Parser)  # each plugin guarded on its own
     return parser
 
 
@@ -263,10 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(sig, handler)
 
 
+# Help waits this long for the plugins (their commands are in it), then goes without them.
+HELP_PLUGIN_WAIT = 5.0
+
+
 def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
     try:
-        parser = build_parser()
+        parser = build_parser(with_plugins=_plugins_within_help_wait(argv))
         args = parser.parse_args(argv)
         if getattr(args, "handler", None) is None:
             parser.print_help()
@@ -297,6 +302,28 @@ def _main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _plugins_within_help_wait(argv: Sequence[str]) -> bool:
+    """Whether help may list the plugins' commands: they loaded within ``HELP_PLUGIN_WAIT``.
+
+    Only when help is asked for: a slow plugin (one that waits at import) is named and
+    left out, and the built-in help printed at once. Any other command waits for them.
+    """
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    if not ({"-h", "--help"} & set(words)) and words:
+        return True
+    from trysquare import plugins
+
+    slow = plugins.load_within(HELP_PLUGIN_WAIT)
+    if slow is None:
+        return True
+    print(
+        shown(f"trysquare: warning: plugin '{slow}' is still loading after {HELP_PLUGIN_WAIT:g} s; "
+              "this help leaves out the commands of every plugin"),
+        file=sys.stderr,
+    )
+    return False
 
 
 def _asks_version(argv: Sequence[str]) -> bool:
@@ -653,11 +680,15 @@ def _plugins(args: argparse.Namespace) -> int:
     if args.json:
         # The JSON shape is pinned by the design: report formats are in the text listing only.
         pinned = [
-            {key: value for key, value in attrs.asdict(info).items() if key != "report_formats"}
+            {
+                **{key: value for key, value in attrs.asdict(info).items()
+                   if key not in ("report_formats", "refused")},
+                "error": _plugin_problem(info),
+            }
             for info in listed
         ]
         print(json.dumps(pinned, indent=2))
-        return 1 if any(info.error for info in listed) else 0
+        return 1 if any(_plugin_problem(info) for info in listed) else 0
     if not listed:
         print("no plugins installed")
     for info in listed:
@@ -671,9 +702,19 @@ def _plugins(args: argparse.Namespace) -> int:
             if values
         ]
         status = f"FAILED: {info.error}" if info.error else "; ".join(provided) or "hooks: " + ", ".join(info.hooks)
-        print(f"{info.name} {info.version or ''}".rstrip() + f"  {status}")
+        if info.refused and not info.error:
+            status += "; REFUSED: " + "; ".join(info.refused)
+        print(shown(f"{info.name} {info.version or ''}".rstrip() + f"  {status}"))
     _print_protection()
-    return 1 if any(info.error for info in listed) else 0  # a plugin that failed is work fallen short
+    # A plugin that failed, or was refused a name, is work fallen short.
+    return 1 if any(_plugin_problem(info) for info in listed) else 0
+
+
+def _plugin_problem(info: Any) -> str | None:
+    """What went wrong with a plugin: its failure, or the names it was refused."""
+    if info.error:
+        return str(info.error)
+    return "; ".join(info.refused) or None
 
 
 def _print_protection() -> None:
