@@ -7,6 +7,8 @@ nor beside it, so whoever fills the form is not handed it with the form.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,10 @@ class FormKey:
     seed: int
     order: tuple[str, ...]  # opaque ids, in the form's order
     runs: dict[str, KeyEntry]
+    form_id: str | None = None  # this export's own id, written in the form (None: an older key)
+    exported: str | None = None  # when it was exported (UTC, ISO 8601)
+    # opaque id -> piece -> sha256 of the bytes the human was shown
+    pieces: dict[str, dict[str, str]] = attrs.field(factory=dict)
 
 
 def forms_folder(root: Path) -> Path:
@@ -53,8 +59,23 @@ def forms_lock(root: Path) -> AbstractContextManager[None]:
     return folder_lock(forms_folder(root))
 
 
-def key_path(root: Path, form: Path) -> Path:
+def key_path(root: Path, form: Path, form_id: str | None = None) -> Path:
+    """Where the key of ``form`` is: named after its export's own id (each export has its
+    own key, whatever the form's file is called), or after its stem (a form exported
+    before forms had ids)."""
+    if form_id is not None:
+        return forms_folder(root) / f"{form_id}.key.json"
     return forms_folder(root) / f"{form.stem}.key.json"
+
+
+# The id an export writes at the top of its form: `form = "<stem>-<12 hex digits>"`.
+FORM_ID = re.compile(r"[A-Za-z0-9._-]{0,60}-[0-9a-f]{12}\Z")
+
+
+def form_id_of(document: Mapping[str, Any]) -> str | None:
+    """The export id a parsed form carries, ``None`` when it has none that is well-formed."""
+    value = document.get("form")
+    return value if isinstance(value, str) and FORM_ID.match(value) and not value.startswith(".") else None
 
 
 SECRET_FILE = "secret"
@@ -91,14 +112,19 @@ def write_key(path: Path, key: FormKey) -> None:
         "order": list(key.order),
         "runs": {opaque: attrs.asdict(entry) for opaque, entry in key.runs.items()},
     }
+    if key.form_id is not None:
+        document["form_id"] = key.form_id
+        document["exported"] = key.exported
+        document["pieces"] = key.pieces
     plugin_api.write_json(path, document, root=path.parents[2])
 
 
-def read_key(root: Path, form: Path) -> FormKey:
-    """The key of ``form`` under experiment ``root``, or a :class:`UsageError` saying why not."""
-    path = key_path(root, form)
+def read_key(root: Path, form: Path, form_id: str | None = None) -> FormKey:
+    """The key of ``form`` (export ``form_id``) under experiment ``root``, or a
+    :class:`UsageError` saying why not."""
+    path = key_path(root, form, form_id)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(plugin_api.read_bytes(path, root=root))
     except FileNotFoundError:
         raise UsageError(
             f"{form.name} has no key under {root} (looked for {path}); ingest a form against "
@@ -118,6 +144,12 @@ def read_key(root: Path, form: Path) -> FormKey:
             seed=int(document["seed"]),
             order=tuple(str(o) for o in document["order"]),
             runs=runs,
+            form_id=None if document.get("form_id") is None else str(document["form_id"]),
+            exported=None if document.get("exported") is None else str(document["exported"]),
+            pieces={
+                str(opaque): {str(piece): str(digest) for piece, digest in shown.items()}
+                for opaque, shown in (document.get("pieces") or {}).items()
+            },
         )
     except (KeyError, TypeError, AttributeError, ValueError) as error:
         raise UsageError(f"{path}: the form's key is damaged ({type(error).__name__}: {error})") from None
