@@ -107,7 +107,7 @@ def test_a_second_export_with_the_same_stem_keeps_the_first_forms_key(cli, matri
 def test_an_older_form_ingested_after_a_newer_one_does_not_revert_the_correction(
     cli, matrix: Matrix
 ) -> None:
-    target = sorted(matrix.runs)[0]
+    target = min(matrix.runs)
     old = export(cli, matrix, "old.toml", "--seed", "1")
     fill(old, matrix.opaque_of(old)[target], "readable_in_class = true")
     assert ingest(cli, matrix, old).returncode == 0
@@ -135,7 +135,7 @@ def test_an_older_form_ingested_after_a_newer_one_does_not_revert_the_correction
 def test_an_answer_about_a_response_that_changed_since_export_is_refused(cli, matrix: Matrix) -> None:
     form = export(cli, matrix, "FORM.toml", "--seed", "1")
     key = matrix.key(form)
-    target = sorted(matrix.runs)[0]
+    target = min(matrix.runs)
     opaque = matrix.opaque_of(form)[target]
     assert set(key["pieces"][opaque]) == {"diff", "response", "prompt"}
     assert re.fullmatch(r"[0-9a-f]{64}", key["pieces"][opaque]["response"])
