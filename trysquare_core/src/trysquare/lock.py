@@ -75,9 +75,10 @@ def experiment_lock(root: Path, runs: Iterable[Run] = (), *, command: str = "val
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
         _held_here.add(lock_path)
-        # measures.json is written only under this lock: its temporary files here are a
-        # killed writer's (run folders are swept as each run is planned).
-        sweep_temps(root, of="measures.json")
+        # Under this lock no validate or ingest is writing measures.json here: its temporary
+        # files are a killed writer's (run folders are swept as each run is planned). `report`
+        # rewrites it without the lock: a temporary file younger than a minute may be its own.
+        sweep_temps(root, of="measures.json", older_than=60.0)
         yield
     finally:
         _held_here.discard(lock_path)
@@ -180,11 +181,13 @@ def _held(lock_path: Path) -> bool:
 _TEMP_NAME = re.compile(r"\.(?P<target>.+)\.[A-Za-z0-9_]{6,16}\.tmp\Z", re.DOTALL)
 
 
-def sweep_temps(folder: Path, *, of: str | None = None) -> list[str]:
+def sweep_temps(folder: Path, *, of: str | None = None, older_than: float = 0.0) -> list[str]:
     """Delete the temporary files a killed writer left in ``folder`` (of target ``of`` only,
-    when given); a link is removed as a link, never followed. Call it only where no live
-    writer can be at work: under the lock every writer there holds."""
+    when given, and last written more than ``older_than`` seconds ago); a link is removed as
+    a link, never followed. Call it only where no live writer can be at work: under the lock
+    every writer there holds."""
     removed: list[str] = []
+    before = time.time() - older_than
     try:
         with os.scandir(folder) as entries:
             names = [
@@ -192,6 +195,7 @@ def sweep_temps(folder: Path, *, of: str | None = None) -> list[str]:
                 if (match := _TEMP_NAME.match(entry.name)) is not None
                 and (of is None or match.group("target") == of)
                 and entry.is_file(follow_symlinks=False)
+                and (not older_than or entry.stat(follow_symlinks=False).st_mtime < before)
             ]
     except OSError:
         return removed  # absent, not a folder, unreadable: nothing of ours to remove

@@ -30,7 +30,7 @@ from trysquare.lock import experiment_lock
 from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
 from trysquare_form.export import piece_bytes
-from trysquare_form.keyfile import FormKey, form_id_of, read_key
+from trysquare_form.keyfile import FormKey, form_id_of, forms_folder, forms_lock, read_key
 from trysquare_form.mode import FormValidation, ManualValue, form_validation, manual_values, outcome_for
 
 __all__ = ["IngestReport", "Refusal", "default_by", "ingest_form", "read_form"]
@@ -169,6 +169,9 @@ def ingest_form(
     form_path = Path(form_path).absolute()
     document = read_form(form_path)
     form_id = form_id_of(document)
+    if forms_folder(experiment.root).is_dir():
+        with forms_lock(experiment.root):
+            pass  # a killed export's temporary files there go, when no other writer is at work
     key = read_key(experiment.root, form_path, form_id)
     form = form_validation(scenario, key.validation)
     at = (now or datetime.datetime.now(datetime.UTC)).isoformat(timespec="seconds")
