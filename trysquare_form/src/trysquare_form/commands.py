@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trysquare._shown import shown
 from trysquare.errors import UsageError
-from trysquare.plugin_api import add_selection_options
+from trysquare.plugin_api import add_selection_options, shown
 
 if TYPE_CHECKING:
     from trysquare.plugin_api import Commands
