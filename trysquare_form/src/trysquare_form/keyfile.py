@@ -1,7 +1,11 @@
 """The key of a form: which run each opaque id stands for.
 
-It lives in ``<PATH>/.trysquare/forms/<form stem>.key.json``, never in the form
-nor beside it, so whoever fills the form is not handed it with the form.
+It lives in ``<PATH>/.trysquare/forms/<form id>.key.json``, never in the form
+nor beside it, so whoever fills the form is not handed it with the form. The
+form id (``<stem>-<12 hex digits>``) is written at the top of the form: each
+export has its own key. The key also records when the form was exported and the
+sha256 of every piece it shows, so an answer about pieces that changed since, or
+older than an answer recorded since, is told apart at ingest.
 """
 
 from __future__ import annotations
