@@ -185,10 +185,33 @@ def test_two_distributions_with_one_entry_point_name_are_both_named_each_blockab
 NOISY = """
 print("NOISE AT IMPORT")
 from trysquare import hookimpl
+from trysquare.modes import Outcome, Validation
+
+class NoisyValidation(Validation):
+    def evaluate(self, job):
+        print("NOISE FROM A VALIDATION")  # in a worker thread, while others run
+        return Outcome(metrics={"heard": True})
+
+class NoisyMode:
+    name = "noisy"
+    def load(self, table, source):
+        print("NOISE WHILE LOADING")
+        return source.structure(table, NoisyValidation)
+
+class NoisyFormat:
+    name = "noisy"
+    def render(self, source):
+        print("NOISE WHILE RENDERING")
+        return "the noisy report\\n"
 
 @hookimpl
 def trysquare_register_modes(register):
     print("NOISE IN A HOOK")
+    register(NoisyMode())
+
+@hookimpl
+def trysquare_register_report_formats(register):
+    register(NoisyFormat())
 
 @hookimpl
 def trysquare_metrics_collected(run, validation, outcome):
@@ -201,10 +224,15 @@ def test_machine_readable_outputs_hold_the_document_only_whatever_a_plugin_print
 ) -> None:
     site("trysquare-noisy", "trysquare_noisy", NOISY)
     scenario = scored_experiment(make_run, tmp_path)
+    with scenario.open("a", encoding="utf-8") as handle:
+        handle.write('\n[[validation]]\nname = "noise"\nmode = "noisy"\nmetrics = ["heard"]\n')
     validated = cli("validate", scenario, tmp_path / "exp", "--no-progress", "--format", "json")
     assert validated.returncode == 0, validated.stderr
     assert json.loads(validated.stdout)["schema_version"]
-    assert "NOISE AT IMPORT" in validated.stderr and "NOISE FROM AN OBSERVER" in validated.stderr
+    for noise in ("AT IMPORT", "FROM AN OBSERVER", "FROM A VALIDATION", "WHILE LOADING"):
+        assert f"NOISE {noise}" in validated.stderr, noise
+    noisy = cli("report", scenario, tmp_path / "exp", "--format", "noisy")
+    assert noisy.stdout == "the noisy report\n" and "NOISE WHILE RENDERING" in noisy.stderr
     checked = cli("check", scenario, "--format", "json")
     json.loads(checked.stdout)
     reported = cli("report", scenario, tmp_path / "exp", "--format", "json")

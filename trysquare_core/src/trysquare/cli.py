@@ -12,7 +12,8 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -387,8 +388,34 @@ def _validate(args: argparse.Namespace) -> int:
         return _ci_outputs(args, scenario, experiments, summary)
 
     machine = args.format == "json"
-    out = sys.stderr if machine else sys.stdout  # json: stdout holds the one object
-    return _run_validate(scenario, experiments, options, out=out, finish=outputs)
+    if not machine:
+        return _run_validate(scenario, experiments, options, out=sys.stdout, finish=outputs)
+    with document_only():  # json: stdout holds the one object, whatever a mode prints
+        return _run_validate(scenario, experiments, options, out=sys.stderr, finish=outputs)
+
+
+_document: list[Any] = []  # the stream the command's one document goes to (document_only)
+
+
+@contextmanager
+def document_only() -> Iterator[None]:
+    """Keep standard output for the command's one document (``--format json``, a report).
+
+    Meanwhile ``sys.stdout`` is standard error: whatever else is printed, in any thread (a
+    mode's ``print`` while a run is validated, a report format's), cannot corrupt it. The
+    document is written with :func:`write_document`.
+    """
+    _document.append(sys.stdout)
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = _document.pop()
+
+
+def write_document(text: str) -> None:
+    """Write the command's document to standard output (the real one, under :func:`document_only`)."""
+    (_document[-1] if _document else sys.stdout).write(text)
 
 
 def _say_verdicts_kept(scenario: Any, only: Sequence[str], out: Any) -> None:
@@ -422,7 +449,7 @@ def _ci_outputs(args: argparse.Namespace, scenario: Any, experiments: Any, summa
             print(shown(f"trysquare: --junit-xml {args.junit_xml}: not written: {problem}"), file=sys.stderr)
             exit_code = max(exit_code, 1)
     if args.format == "json":
-        sys.stdout.write(ci.dump(ci.validate_document(summary, found, scenario=scenario, exit_code=exit_code)))
+        write_document(ci.dump(ci.validate_document(summary, found, scenario=scenario, exit_code=exit_code)))
     else:
         print(summary.closing_line())
     return exit_code
@@ -473,6 +500,13 @@ def _key_values(items: Sequence[str]) -> dict[str, str]:
 
 
 def _check(args: argparse.Namespace) -> int:
+    if args.format != "json":
+        return _check_matrix(args)
+    with document_only():  # stdout holds the one object, whatever a mode prints
+        return _check_matrix(args)
+
+
+def _check_matrix(args: argparse.Namespace) -> int:
     scenario = _load(args.scenario, args.config)
     machine = args.format == "json"
     # With --format json the lines a person reads go into the one object on stdout.
@@ -518,7 +552,7 @@ def _check(args: argparse.Namespace) -> int:
 def _check_json(scenario: Any, code: int, protection: str, **found: Any) -> int:
     from trysquare import ci
 
-    sys.stdout.write(ci.dump(ci.check_document(scenario, exit_code=code, protection=protection, **found)))
+    write_document(ci.dump(ci.check_document(scenario, exit_code=code, protection=protection, **found)))
     return code
 
 
@@ -567,9 +601,12 @@ def _report(args: argparse.Namespace) -> int:
     _refuse_duplicates(experiments)
     selection = Selection.from_args(args.cell, args.run)
     selected = selection.apply(experiments)[0] if selection.active else None
-    return run_report(
-        scenario, experiments[0], args.format, runs_only=args.runs, output=args.output, selected=selected
-    )
+    if args.output is not None:
+        return run_report(scenario, experiments[0], args.format, runs_only=args.runs,
+                          output=args.output, selected=selected)
+    with document_only():  # stdout holds the report, whatever a plugin's format prints
+        return run_report(scenario, experiments[0], args.format, runs_only=args.runs,
+                          selected=selected, out=write_document)
 
 
 def _record(args: argparse.Namespace) -> int:
