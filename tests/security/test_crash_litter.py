@@ -101,8 +101,17 @@ def test_temp_files_of_a_killed_form_export_are_removed_by_the_next_export(tmp_p
     litter = [forms / ".one.key.json.k2j3h4l5.tmp", forms / ".secret.abcdef.tmp"]
     for path in litter:
         path.write_bytes(b"{")
+    # Beside the form: a killed export's temporary form and staging folder (a minute old).
+    beside = [tmp_path / ".one.toml.k2j3h4l5.tmp", tmp_path / ".one.d.ab12cd34"]
+    beside[0].write_text("[run.")
+    beside[1].mkdir()
+    (beside[1] / ".trysquare-form").write_text("written by trysquare form export\n")
+    for path in beside:
+        os.utime(path, (time.time() - 120, time.time() - 120))
     export_form(scenario, experiment, tmp_path / "two.toml", seed=2)
     assert [p for p in litter if p.exists()] == []
+    export_form(scenario, experiment, tmp_path / "one.toml", seed=1, force=True)
+    assert [p for p in beside if p.exists()] == []
     assert len(list(forms.glob("one-*.key.json"))) == 1 and (forms / "secret").is_file()
 
 

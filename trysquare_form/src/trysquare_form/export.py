@@ -20,6 +20,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -151,6 +152,7 @@ def _write_export(
     form_id: str,
 ) -> ExportResult:
     out.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_beside(out, folder)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{folder.name}."))
     exported = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     try:
@@ -235,6 +237,29 @@ def piece_bytes(piece: str, run: Run, facts: RunFacts) -> bytes:
     and the form says so)."""
     source = {"diff": facts.diff, "prompt": run.prompt, "response": facts.response}[piece]
     return source.read_bytes() if source is not None else b""
+
+
+def _sweep_beside(out: Path, folder: Path, *, older_than: float = 60.0) -> None:
+    """Remove what a killed export of this form left beside it: a temporary form file, a
+    staging or retired pieces folder (one of ours: it holds the marker). Only once a minute
+    old: another export of the same form may be writing them now."""
+    from trysquare.lock import sweep_temps
+
+    sweep_temps(out.parent, of=out.name, older_than=older_than)
+    before = time.time() - older_than
+    try:
+        leftovers = [
+            entry for entry in out.parent.iterdir()
+            if entry.name.startswith(f".{folder.name}.") and not entry.is_symlink() and entry.is_dir()
+        ]
+    except OSError:
+        return
+    for entry in leftovers:
+        try:
+            if (entry / MARKER).is_file() and entry.stat().st_mtime < before:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def _swap_folder(staging: Path, folder: Path) -> None:
