@@ -154,7 +154,8 @@ def _write_export(
     out.parent.mkdir(parents=True, exist_ok=True)
     _sweep_beside(out, folder)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{folder.name}."))
-    exported = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    # To the microsecond: of two forms exported within a second, the later is still later.
+    exported = datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
     try:
         (staging / MARKER).write_text("written by trysquare form export\n", encoding="utf-8")
         shown: dict[str, dict[str, str]] = {}

@@ -316,8 +316,13 @@ def _newer_answer(recorded: ManualValue | None, key: FormKey, form_id: str | Non
         return None
     if form_id is not None and recorded.form_id == form_id:
         return None
+    # Newer: it came from a form exported after this one, or it was recorded after this
+    # form was exported (so whoever filled this form never saw it).
     try:
-        newer = datetime.datetime.fromisoformat(recorded.at) > datetime.datetime.fromisoformat(key.exported)
+        exported = datetime.datetime.fromisoformat(key.exported)
+        newer = datetime.datetime.fromisoformat(recorded.at) > exported or bool(
+            recorded.exported and datetime.datetime.fromisoformat(recorded.exported) > exported
+        )
     except (ValueError, TypeError):
         newer = False  # an answer from before times were comparable
     if not newer:
