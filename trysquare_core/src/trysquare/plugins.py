@@ -118,7 +118,7 @@ def _load() -> _State:
     only = _names("TRYSQUARE_LOAD_PLUGINS")
     blocked = _names("TRYSQUARE_BLOCK_PLUGINS") or set()
     loaded: list[tuple[str, Any]] = []
-    entry_points = _claimed(state, blocked)
+    entry_points = _claimed(state, blocked, only)
     plugin_names = {entry_point.name for entry_point in entry_points}
     for entry_point in entry_points:
         name = entry_point.name
@@ -171,7 +171,7 @@ def _dist_name(entry_point: metadata.EntryPoint) -> str | None:
     return re.sub(r"[-_.]+", "-", entry_point.dist.name).lower()
 
 
-def _claimed(state: _State, blocked: set[str]) -> list[metadata.EntryPoint]:
+def _claimed(state: _State, blocked: set[str], only: set[str] | None) -> list[metadata.EntryPoint]:
     """The entry points that may load, by name: one for each name, the others refused.
 
     An entry point name is its distribution's name (``trysquare-script``). When several
@@ -195,6 +195,8 @@ def _claimed(state: _State, blocked: set[str]) -> list[metadata.EntryPoint]:
             if entry_point is owner:
                 continue
             label = _dist_name(entry_point) or entry_point.value
+            if only is not None and not {label, name} & only:
+                continue  # not chosen: nothing to say about it
             if owner is not None:
                 why = f"distribution '{_dist_name(owner)}' has that name"
             elif len(claimants) > 1:
