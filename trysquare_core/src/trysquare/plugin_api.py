@@ -51,6 +51,7 @@ __all__ = [
     "run_process",
     "run_steps",
     "scratch_folder",
+    "shown",
     "structure",
     "tail",
     "write_json",
@@ -198,6 +199,19 @@ def child_environment(*, passed: Iterable[str] = (), protected: Iterable[str] = 
     from trysquare._env import child_environment as environment
 
     return environment(passed=passed, protected=protected)
+
+
+def shown(text: object) -> str:
+    r"""``text`` for one terminal line: every control character (ESC, CR, newline, bidi
+    overrides) shown as a visible escape, so agent- or human-written text cannot forge or
+    hide a line. Text without them comes back unchanged.
+
+    >>> print(shown("run\x1b[2J\nall valid"))
+    run\x1b[2J\x0aall valid
+    """
+    from trysquare._shown import shown as escaped
+
+    return escaped(text)
 
 
 # -- writing inside a run folder ------------------------------------------------

@@ -298,7 +298,10 @@ def _load_validation(table: Mapping[str, Any], source: TableSource, modes: Mappi
     mode = modes.get(mode_name)
     if mode is None:
         raise ScenarioError(f"{source.file.name}: {source.path}.mode: {_missing_mode(mode_name, modes)}")
-    validation = mode.load(table, source)
+    from trysquare.plugins import plugin_output
+
+    with plugin_output():  # a mode's print never reaches a document on stdout
+        validation = mode.load(table, source)
     return attrs.evolve(validation, name=validation.name or validation.mode)
 
 
