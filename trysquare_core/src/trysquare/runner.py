@@ -133,8 +133,10 @@ def validate(
             tasks.close()
         unbuilt = tasks.unbuilt
         summary.skipped_runs.extend(unbuilt)
+        # A result not signed here was not reused, run again or not: it is not "unchanged".
+        not_reused = _say_unsigned(tasks.plans, out)
         # A run whose tasks could not be built reused nothing: it is not "unchanged".
-        summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks))
+        summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks) - not_reused)
         summary.interrupted = user_stop()
         if _first_invalid.is_set():
             summary.not_started = len(tasks) - summary.executed
@@ -144,6 +146,22 @@ def validate(
     if _disk_full.is_set():
         summary.stopped = "no space left on device; free some and run validate again"
     return summary
+
+
+def _say_unsigned(plans: Sequence[RunPlan], out: TextIO) -> int:
+    """Name each result found not signed here (one line each); return how many were not run
+    again (a judge's, without --rejudge)."""
+    left = 0
+    for run_plan in plans:
+        for name, why, again in run_plan.unsigned:
+            said = results.unsigned_sentence(run_plan.run, name, why)
+            if again:
+                said += "; not reused: validated again"
+            else:
+                left += 1
+                said += "; not reused, and a judge is asked again only with --rejudge (invalid until)"
+            print(f"trysquare: {shown(said)}", file=out)
+    return left
 
 
 def _prepare(validation: Validation, out: TextIO) -> None:
