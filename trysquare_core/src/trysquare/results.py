@@ -20,7 +20,7 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from trysquare import _atomic, _signing
 from trysquare.modes import Outcome, Validation
@@ -71,7 +71,19 @@ class UnsignedResult(UnreadableResult):
     remedy = "run validate to compute it again"
 
 
-def _signed_part(run: Run, name: str, document: Mapping[str, Any]) -> dict[str, Any]:
+class Identified(Protocol):
+    """Whose result it is, as a signature binds it: a :class:`~trysquare.runs.Run`, or a
+    ``measures.json`` row's ``id``, ``cell`` and ``repetition`` (the viewer's)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def cell(self) -> str: ...
+    @property
+    def repetition(self) -> int | None: ...
+
+
+def _signed_part(run: Identified, name: str, document: Mapping[str, Any]) -> dict[str, Any]:
     """What a result's MAC covers: every key but the signature, and whose result it is."""
     return {
         "kind": "trysquare result",
@@ -81,7 +93,7 @@ def _signed_part(run: Run, name: str, document: Mapping[str, Any]) -> dict[str, 
     }
 
 
-def sign_result(run: Run, name: str, document: Mapping[str, Any]) -> dict[str, Any]:
+def sign_result(run: Identified, name: str, document: Mapping[str, Any]) -> dict[str, Any]:
     """``document`` with this machine's signature for ``run``'s result of validator ``name``
     (any signature it held is replaced). The same document always gets the same signature.
     """
@@ -90,7 +102,7 @@ def sign_result(run: Run, name: str, document: Mapping[str, Any]) -> dict[str, A
     return {**body, SIGNATURE: {"key": _signing.fingerprint(), "mac": mac}}
 
 
-def signature_problem(run: Run, name: str, document: Mapping[str, Any]) -> str | None:
+def signature_problem(run: Identified, name: str, document: Mapping[str, Any]) -> str | None:
     """Why ``document`` is not a result trysquare wrote here for ``run`` × ``name``; ``None`` if
     its signature verifies."""
     found = document.get(SIGNATURE)
