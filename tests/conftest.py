@@ -59,9 +59,20 @@ from trysquare.testing import RunBuilder
 # (``XDG_CACHE_HOME`` per test) but holds this key, so that what a module-scoped fixture
 # recorded still reads as signed here in the next test. Anything run outside a test (a
 # module fixture's set-up) uses the session's own cache, never the user's.
-_SESSION_KEY = secrets.token_hex(32).encode("ascii")
-_SESSION_CACHE = Path(tempfile.mkdtemp(prefix="trysquare-test-cache."))
-atexit.register(shutil.rmtree, _SESSION_CACHE, True)
+# (This module is imported twice, as `conftest` and as `tests.conftest`, and by every xdist
+# worker: the first import's cache is found again through the environment.)
+_SESSION_VARIABLE = "TRYSQUARE_TESTS_SESSION_CACHE"
+if os.environ.get(_SESSION_VARIABLE):
+    _SESSION_CACHE = Path(os.environ[_SESSION_VARIABLE])
+else:
+    _SESSION_CACHE = Path(tempfile.mkdtemp(prefix="trysquare-test-cache."))
+    os.environ[_SESSION_VARIABLE] = str(_SESSION_CACHE)
+    atexit.register(shutil.rmtree, _SESSION_CACHE, True)
+    _key = _SESSION_CACHE / "trysquare" / "suite.key"
+    _key.parent.mkdir(parents=True)
+    _key.write_bytes(secrets.token_hex(32).encode("ascii"))
+    _key.chmod(0o600)
+_SESSION_KEY = (_SESSION_CACHE / "trysquare" / "suite.key").read_bytes()
 
 
 def share_signing_key(cache: Path) -> Path:
@@ -75,7 +86,7 @@ def share_signing_key(cache: Path) -> Path:
     return cache
 
 
-os.environ["XDG_CACHE_HOME"] = str(share_signing_key(_SESSION_CACHE))
+os.environ["XDG_CACHE_HOME"] = str(_SESSION_CACHE)
 
 from tests.helpers import fake_distribution
 
