@@ -18,6 +18,7 @@ from typing import Any
 from trysquare.testing import build_run
 
 from tests.helpers import write_scenario, write_script
+from tests.judge.conftest import lab  # noqa: F401 - the judge laboratory
 
 # The measured fact: did the agent deliver feature.py? (The agent of run 'agent' did not.)
 SCORE = """
@@ -38,7 +39,7 @@ metrics = ["delivered", "changed"]
 """
 
 
-def lab(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+def two_runs(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     """A scenario and an experiment of two runs: 'good' delivered, 'agent' did not."""
     folder = tmp_path / "scenario"
     write_script(folder, "score.py", SCORE)
@@ -75,7 +76,7 @@ def row(root: Path, run_id: str) -> dict[str, Any]:
 def test_agent_runs_trysquare_on_its_own_folder_edits_metrics_and_deletes_its_records(
     tmp_path: Path, cli, cli_process
 ) -> None:
-    scenario, root, good, agent = lab(tmp_path)
+    scenario, root, good, agent = two_runs(tmp_path)
     # During its session the agent runs trysquare on its own run, in a container laid out
     # as the experimenter's machine (same paths: every digest will match what the real
     # validate computes) but with its own trysquare key; then it improves the numbers and
@@ -101,7 +102,7 @@ def test_agent_runs_trysquare_on_its_own_folder_edits_metrics_and_deletes_its_re
 
 
 def test_a_result_edited_between_two_validates_is_named_and_not_reused(tmp_path: Path, cli) -> None:
-    scenario, root, good, agent = lab(tmp_path)
+    scenario, root, good, agent = two_runs(tmp_path)
     first = cli("validate", scenario, root, "--no-progress")
     assert first.returncode == 0, first.stderr
     # A process the agent left behind edits its result between two validates.
@@ -127,7 +128,7 @@ def test_a_result_edited_between_two_validates_is_named_and_not_reused(tmp_path:
 
 def test_a_result_copied_from_another_run_is_not_reported(tmp_path: Path, cli) -> None:
     """The good run's genuine, signed result put in the agent's run: signed for another run."""
-    scenario, root, good, agent = lab(tmp_path)
+    scenario, root, good, agent = two_runs(tmp_path)
     assert cli("validate", scenario, root, "--no-progress").returncode == 0
     shutil.copyfile(result_file(good), result_file(agent))
 
@@ -144,7 +145,7 @@ def test_a_planted_history_line_is_never_shown_as_a_result(tmp_path: Path, cli) 
     """A line appended to the history by the agent: the viewer names it, never its numbers."""
     from trysquare_view.panel import run_panel
 
-    scenario, root, good, agent = lab(tmp_path)
+    scenario, root, good, agent = two_runs(tmp_path)
     assert cli("validate", scenario, root, "--no-progress").returncode == 0
     assert cli("validate", scenario, root, "--no-progress", "--force").returncode == 0
     history = agent / "validation" / "score.history.jsonl"
@@ -165,7 +166,7 @@ def test_a_result_signed_with_another_key_before_the_first_validate(tmp_path: Pa
     well-formed, genuinely signed result, with a key that is not this machine's."""
     from trysquare_view.panel import run_panel
 
-    scenario, root, good, agent = lab(tmp_path)
+    scenario, root, good, agent = two_runs(tmp_path)
     (agent / "repo" / "feature.py").write_text("x = 1\n", encoding="utf-8")
     elsewhere = {"XDG_CACHE_HOME": str(tmp_path / "agent")}
     made = cli("validate", scenario, agent, "--no-progress", env=elsewhere)
@@ -182,3 +183,31 @@ def test_a_result_signed_with_another_key_before_the_first_validate(tmp_path: Pa
     done = cli("validate", scenario, root, "--no-progress")
     assert "run 'agent'" in done.stdout and "signed with another key" in done.stdout
     assert row(root, "agent")["metrics"] == {"delivered": False, "changed": 1}
+
+
+def test_an_edited_judge_verdict_is_not_reused_nor_bought_again_unasked(lab) -> None:
+    """A paid verdict edited in place: never reused, never counted, and not paid for again
+    until --rejudge asks (the run is invalid meanwhile, naming why)."""
+    from tests.judge.chatserver import script, verdict
+
+    lab.run()
+    lab.respond(script([verdict({"note_usable": False, "cites_paths": False}),
+                        verdict({"note_usable": False, "cites_paths": True})]))
+    assert lab.validate().returncode == 0
+    path = lab.exp / "runs" / "r1" / "validation" / "judge.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["metrics"]["note_usable"] = True
+    path.write_text(json.dumps(document), encoding="utf-8")
+
+    kept = lab.validate()
+    assert kept.returncode == 1, kept.stdout + kept.stderr
+    assert len(lab.server.received) == 1  # nothing bought again
+    assert "run 'r1'" in kept.stdout and "not signed here" in kept.stdout and "--rejudge" in kept.stdout
+    assert "unchanged (reused)" not in kept.stdout
+    r1 = row(lab.exp, "r1")
+    assert r1["state"] == "invalid" and "note_usable" not in r1["metrics"]
+
+    asked = lab.validate("--rejudge")
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert len(lab.server.received) == 2
+    assert row(lab.exp, "r1")["metrics"] == {"note_usable": False, "cites_paths": True}
