@@ -211,3 +211,25 @@ def test_an_edited_judge_verdict_is_not_reused_nor_bought_again_unasked(lab) -> 
     assert asked.returncode == 0, asked.stdout + asked.stderr
     assert len(lab.server.received) == 2
     assert row(lab.exp, "r1")["metrics"] == {"note_usable": False, "cites_paths": True}
+
+
+LEAKER = """
+import json, os, sys
+key = open(os.path.join(os.environ["XDG_CACHE_HOME"], "trysquare", "suite.key")).read()
+sys.stderr.write(f"the key is {key}\\n")
+print(json.dumps({"metrics": {"delivered": True, "changed": 0}, "reasons": {"delivered": f"key={key}"}}))
+"""
+
+
+def test_code_that_read_the_signing_key_never_gets_it_into_a_record(tmp_path: Path, cli) -> None:
+    """Where the key is readable to what a validation runs (no jail), what it prints of the
+    key is replaced by *** in the result, its history and the stderr file."""
+    scenario, root, good, agent = two_runs(tmp_path)
+    write_script(scenario.parent, "score.py", LEAKER)
+    done = cli("validate", scenario, root, "--no-progress")
+    assert done.returncode == 0, done.stdout + done.stderr
+    key = (Path(os.environ["XDG_CACHE_HOME"]) / "trysquare" / "suite.key").read_text()
+    assert result(agent)["reasons"]["delivered"] == "key=***"
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "repo" not in path.relative_to(root).parts:
+            assert key not in path.read_text(encoding="utf-8", errors="replace"), path

@@ -26,7 +26,17 @@ from typing import Any
 
 from trysquare import _atomic
 
-__all__ = ["canonical", "fingerprint", "key_file", "mac", "mac_text", "secret", "verifies"]
+__all__ = [
+    "canonical",
+    "fingerprint",
+    "key_file",
+    "mac",
+    "mac_text",
+    "scrub",
+    "scrub_bytes",
+    "secret",
+    "verifies",
+]
 
 KEY_FILE_NAME = "suite.key"
 
@@ -105,3 +115,34 @@ def verifies(expected: object, value: Any) -> bool:
     except (TypeError, ValueError, RecursionError):
         return False
     return hmac.compare_digest(expected, computed)
+
+
+SCRUBBED = "***"
+
+
+def scrub(value: Any) -> Any:
+    """``value`` with every occurrence of the key's text replaced by ``***`` (in strings, keys
+    included, at any depth): what code that could read the key printed never lands in a
+    record trysquare keeps or shows.
+
+    >>> scrub({"reason": "ok"})
+    {'reason': 'ok'}
+    """
+    key = secret().decode("ascii")
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            return item.replace(key, SCRUBBED) if key in item else item
+        if isinstance(item, dict):
+            return {walk(k): walk(v) for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [walk(v) for v in item]
+        return item
+
+    return walk(value)
+
+
+def scrub_bytes(data: bytes) -> bytes:
+    """``data`` with the key's text replaced by ``***``."""
+    key = secret()
+    return data.replace(key, SCRUBBED.encode("ascii")) if key in data else data

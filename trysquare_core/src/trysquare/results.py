@@ -97,7 +97,8 @@ def sign_result(run: Identified, name: str, document: Mapping[str, Any]) -> dict
     """``document`` with this machine's signature for ``run``'s result of validator ``name``
     (any signature it held is replaced). The same document always gets the same signature.
     """
-    body = {k: v for k, v in document.items() if k != SIGNATURE}
+    # The signing key is never written where it could be read back (a reason quoting it).
+    body = _signing.scrub({k: v for k, v in document.items() if k != SIGNATURE})
     mac = _signing.mac(_signed_part(run, name, body))
     return {**body, SIGNATURE: {"key": _signing.fingerprint(), "mac": mac}}
 
@@ -224,6 +225,8 @@ def write_result(
     A ``stderr`` the file holds already is not written again.
     """
     signed = sign_result(run, name, document)
+    if stderr is not None:
+        stderr = _signing.scrub_bytes(stderr)
     # One walk to validation/ for the four files: this runs once per task.
     with _atomic.folder(run.validation_dir, root=run.dir) as folder:
         _move_to_history(folder, f"{name}.json", f"{name}.history.jsonl")
