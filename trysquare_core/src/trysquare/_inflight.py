@@ -33,7 +33,7 @@ from trysquare._shown import shown
 from trysquare.modes import ValidationTask
 from trysquare.runs import Experiment, Run
 
-__all__ = ["FOLDER", "InFlight", "Marker"]
+__all__ = ["ENDS_ALLOWED", "FOLDER", "Deferred", "InFlight", "Marker"]
 
 FOLDER = Path(".trysquare") / "inflight"
 _KIND = "trysquare validation in flight"
@@ -72,12 +72,7 @@ class InFlight:
         self._running: dict[tuple[Path, str], int] = {}
         self._started: set[tuple[Path, str]] = set()
         self._changed = threading.Condition()
-        runs = {
-            (root, relative): run
-            for experiment in experiments
-            for run in experiment.runs
-            for root, relative in [self._where[run.dir]]
-        }
+        runs = {self._where[run.dir]: run for experiment in experiments for run in experiment.runs}
         for root in self._roots:
             self._read(root, runs)
 

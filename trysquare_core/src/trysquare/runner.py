@@ -197,7 +197,7 @@ def _say_unsigned(plans: Sequence[RunPlan], out: TextIO) -> int:
                 said += "; not reused: validated again"
             else:
                 left += 1
-                said += "; not reused, and a judge is asked again only with --rejudge (invalid until)"
+                said += "; not reused: invalid until --rejudge asks the judge again"
             print(f"trysquare: {shown(said)}", file=out)
     return left
 
