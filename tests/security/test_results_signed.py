@@ -233,3 +233,40 @@ def test_code_that_read_the_signing_key_never_gets_it_into_a_record(tmp_path: Pa
     for path in sorted(root.rglob("*")):
         if path.is_file() and "repo" not in path.relative_to(root).parts:
             assert key not in path.read_text(encoding="utf-8", errors="replace"), path
+
+
+def test_an_experiment_copied_from_another_machine_is_not_signed_here_until_revalidated_or_trusted(
+    tmp_path: Path, cli, cli_process
+) -> None:
+    scenario, root, good, agent = two_runs(tmp_path)
+    # Validated on another machine laid out as this one (same paths), with its own key.
+    key = Path(os.environ["XDG_CACHE_HOME"]) / "trysquare" / "suite.key"
+    ours = key.read_bytes()
+    key.write_bytes(b"fedcba9876543210" * 4)
+    try:
+        assert cli_process("validate", scenario, root, "--no-progress").returncode == 0
+    finally:
+        key.write_bytes(ours)
+
+    # Here, another key: every result is named and none is a measurement.
+    shown = cli("report", scenario, root)
+    assert shown.returncode == 1
+    for run_id in ("good", "agent"):
+        found = row(root, run_id)
+        assert found["state"] == "invalid" and found["metrics"] == {}
+        assert "signed with another key" in found["errors"][0]["error"]
+
+    # The user vouches for them (they came from their own machine): signed here, named.
+    trusted = cli("trust", scenario, root, "--run", "good")
+    assert trusted.returncode == 0, trusted.stdout + trusted.stderr
+    assert "run 'good'" in trusted.stdout and "signed now" in trusted.stdout
+    assert "run 'agent'" not in trusted.stdout
+    assert "1 result signed here on your word" in trusted.stdout
+    cli("report", scenario, root)
+    assert row(root, "good")["state"] == "valid" and row(root, "good")["metrics"]["delivered"] is True
+
+    # The other is computed again by validate, here; the trusted one is reused.
+    again = cli("validate", scenario, root, "--no-progress")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "run 'agent'" in again.stdout and "1 result unchanged (reused)" in again.stdout
+    assert row(root, "agent")["state"] == "valid"

@@ -31,6 +31,7 @@ from trysquare.scenario import Scenario
 __all__ = [
     "MEASURES_FILE",
     "SIGNATURE",
+    "adopt_result",
     "UnreadableResult",
     "UnsignedResult",
     "build_measures",
@@ -119,6 +120,28 @@ def signature_problem(run: Identified, name: str, document: Mapping[str, Any]) -
 def unsigned_sentence(run: Run, name: str, why: str) -> str:
     """One sentence naming the run and the validator of a result not signed here."""
     return f"{run.label}: the result of validator '{name}' is not signed here ({why})"
+
+
+def adopt_result(run: Run, name: str) -> str | None:
+    """Sign ``run``'s result of validator ``name`` here if it is a well-formed result that is not
+    (``trysquare trust``: the user vouches trysquare wrote it, elsewhere or before signing);
+    return why it was not signed here, or ``None`` when it was (or there is none).
+
+    The result as it was goes to the history, as any replaced result does.
+    :class:`UnreadableResult` when it is damaged (nothing to vouch for).
+    """
+    try:
+        load_result(run, name)
+    except UnsignedResult:
+        pass
+    else:
+        return None
+    raw = _atomic.read_bytes(result_path(run, name), root=run.dir)
+    document = parse_result(raw, result_path(run, name))
+    why = signature_problem(run, name, document)
+    if why is not None:
+        write_result(run, name, document, None)
+    return why
 
 
 def read_result(run: Run, name: str) -> dict[str, Any] | None:
