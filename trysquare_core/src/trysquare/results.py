@@ -31,9 +31,10 @@ from trysquare.scenario import Scenario
 __all__ = [
     "MEASURES_FILE",
     "SIGNATURE",
-    "adopt_result",
+    "Identified",
     "UnreadableResult",
     "UnsignedResult",
+    "adopt_result",
     "build_measures",
     "iter_measures",
     "unusable_row",
@@ -42,6 +43,7 @@ __all__ = [
     "result_path",
     "sign_result",
     "signature_problem",
+    "unsigned_sentence",
     "write_result",
 ]
 
