@@ -36,7 +36,8 @@ def matrix(tmp_path: Path) -> tuple[Path, Path]:
     write_script(folder, "score.py", SCORE)
     scenario = write_scenario(folder, SCENARIO)
     root = tmp_path / "exp"
-    for repetition, (run_id, cell) in enumerate((("a", "ok"), ("b", "bad"), ("c", "ok"), ("d", "ok"))):
+    runs = (("a", "ok"), ("b", "bad"), ("c", "ok"), ("d", "ok"))
+    for repetition, (run_id, cell) in enumerate(runs):
         build_run(root / "runs" / run_id, base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"},
                   cell=cell, repetition=repetition)
     return scenario, root

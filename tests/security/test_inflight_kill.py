@@ -90,7 +90,8 @@ def validate(cli_process, scenario: Path, root: Path) -> subprocess.CompletedPro
 
 
 def rows(root: Path) -> dict[str, dict[str, Any]]:
-    return {row["id"]: row for row in json.loads((root / "measures.json").read_text(encoding="utf-8"))}
+    found = json.loads((root / "measures.json").read_text(encoding="utf-8"))
+    return {row["id"]: row for row in found}
 
 
 def result(root: Path, run_id: str) -> dict[str, Any] | None:
@@ -142,7 +143,8 @@ def test_a_planted_marker_is_named_and_not_believed(tmp_path: Path, cli) -> None
     folder = root / ".trysquare" / "inflight"
     folder.mkdir(parents=True)
     (folder / ("0" * 32 + ".json")).write_text(json.dumps({
-        "kind": "trysquare validation in flight", "run": "runs/ok-1", "id": "ok-1", "validator": "score",
+        "kind": "trysquare validation in flight", "run": "runs/ok-1", "id": "ok-1",
+        "validator": "score",
         "ended": 2, "digest": "x", "context_digest": None, "mac": "0" * 64,
     }), encoding="utf-8")
     done = cli("validate", scenario, root, "--no-progress", "--only", "score", "--run", "ok-*")

@@ -157,7 +157,8 @@ def test_a_planted_history_line_is_never_shown_as_a_result(tmp_path: Path, cli) 
     panel = run_panel(0, row(root, "agent"), agent)
     assert "4242" not in panel
     assert "a result not signed here" in panel
-    assert "valid: {&quot;changed&quot;: 1, &quot;delivered&quot;: false}" in panel  # the genuine line
+    genuine_line = "valid: {&quot;changed&quot;: 1, &quot;delivered&quot;: false}"
+    assert genuine_line in panel
 
 
 def test_a_result_signed_with_another_key_before_the_first_validate(tmp_path: Path, cli) -> None:
@@ -202,7 +203,8 @@ def test_an_edited_judge_verdict_is_not_reused_nor_bought_again_unasked(lab) -> 
     kept = lab.validate()
     assert kept.returncode == 1, kept.stdout + kept.stderr
     assert len(lab.server.received) == 1  # nothing bought again
-    assert "run 'r1'" in kept.stdout and "not signed here" in kept.stdout and "--rejudge" in kept.stdout
+    assert "run 'r1'" in kept.stdout and "not signed here" in kept.stdout
+    assert "--rejudge" in kept.stdout
     assert "unchanged (reused)" not in kept.stdout
     r1 = row(lab.exp, "r1")
     assert r1["state"] == "invalid" and "note_usable" not in r1["metrics"]
@@ -217,7 +219,8 @@ LEAKER = """
 import json, os, sys
 key = open(os.path.join(os.environ["XDG_CACHE_HOME"], "trysquare", "suite.key")).read()
 sys.stderr.write(f"the key is {key}\\n")
-print(json.dumps({"metrics": {"delivered": True, "changed": 0}, "reasons": {"delivered": f"key={key}"}}))
+metrics = {"delivered": True, "changed": 0}
+print(json.dumps({"metrics": metrics, "reasons": {"delivered": f"key={key}"}}))
 """
 
 
@@ -263,7 +266,8 @@ def test_an_experiment_copied_from_another_machine_is_not_signed_here_until_reva
     assert "run 'agent'" not in trusted.stdout
     assert "1 result signed here on your word" in trusted.stdout
     cli("report", scenario, root)
-    assert row(root, "good")["state"] == "valid" and row(root, "good")["metrics"]["delivered"] is True
+    good_row = row(root, "good")
+    assert good_row["state"] == "valid" and good_row["metrics"]["delivered"] is True
 
     # The other is computed again by validate, here; the trusted one is reused.
     again = cli("validate", scenario, root, "--no-progress")

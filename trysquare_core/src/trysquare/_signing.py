@@ -61,7 +61,7 @@ def secret() -> bytes:
         path.parent.mkdir(parents=True, exist_ok=True)
         found = _atomic.create_once(path, secrets.token_hex(32).encode("ascii"), root=path.parent)
         if len(found) < 32:
-            raise OSError(f"{path}: trysquare's signing key is too short; delete it to make another")
+            raise OSError(f"{path}: trysquare's signing key is too short; delete it for another")
         _KEYS[path] = found
     return found
 

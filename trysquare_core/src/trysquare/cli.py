@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=_report)
 
     trust = commands.add_parser(
-        "trust", help="sign here the results you vouch trysquare wrote (copied from another machine)"
+        "trust", help="sign here the results you vouch trysquare wrote (from another machine)"
     )
     trust.add_argument("scenario", type=Path)
     trust.add_argument("path", type=Path)

@@ -476,7 +476,9 @@ def _set_cell(run_dir: Path, cell: str, repetition: int) -> None:
         path.write_text(tomli_w.dumps(doc), encoding="utf-8")
 
 
-def write_result(run_dir: Path, name: str, document: Mapping[str, Any], *, signed: bool = True) -> Path:
+def write_result(
+    run_dir: Path, name: str, document: Mapping[str, Any], *, signed: bool = True
+) -> Path:
     """Write ``validation/<name>.json`` of the run in ``run_dir`` by hand, as a test sets one up.
 
     ``signed`` (the default): signed with this machine's key as trysquare signs what it
