@@ -146,6 +146,14 @@ def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
     add_selection_options(report, files_note=True)
     report.set_defaults(handler=_report)
 
+    trust = commands.add_parser(
+        "trust", help="sign here the results you vouch trysquare wrote (from another machine)"
+    )
+    trust.add_argument("scenario", type=Path)
+    trust.add_argument("path", type=Path)
+    add_selection_options(trust)
+    trust.set_defaults(handler=_trust)
+
     record = commands.add_parser(
         "record",
         help="write a run.toml from flags",
@@ -640,6 +648,33 @@ def _report(args: argparse.Namespace) -> int:
     with document_only():  # stdout holds the report, whatever a plugin's format prints
         return run_report(scenario, experiments[0], args.format, runs_only=args.runs,
                           selected=selected, out=write_document)
+
+
+def _trust(args: argparse.Namespace) -> int:
+    from trysquare import results
+    from trysquare.lock import experiment_lock
+    from trysquare.selection import Selection
+
+    scenario = _load(args.scenario)
+    whole = load_experiments([args.path])
+    _refuse_duplicates(whole)
+    experiments = Selection.from_args(args.cell, args.run).apply(whole)
+    signed = 0
+    for experiment in experiments:
+        with experiment_lock(experiment.root, experiment.runs, command="trust"):
+            for run in experiment.runs:
+                for validation in scenario.validations:
+                    try:
+                        why = results.adopt_result(run, validation.name)
+                    except (OSError, results.UnreadableResult) as error:
+                        print(shown(f"trysquare: {run.label}: {error}"), file=sys.stderr)
+                        continue
+                    if why is not None:
+                        signed += 1
+                        said = f"{results.unsigned_sentence(run, validation.name, why)}: signed now"
+                        print(shown(f"trysquare: {said}"))
+    print(f"{signed} result{'s' if signed != 1 else ''} signed here on your word")
+    return 0
 
 
 def _record(args: argparse.Namespace) -> int:

@@ -56,6 +56,15 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "trysquare report scenario.toml runs/\n"
         "  trysquare report scenario.toml runs/ --format json --cell 'rule / *' -o report.json",
     ),
+    "trust": (
+        "Sign here, with this machine's key, every result under PATH that is a well-formed "
+        "trysquare result but not signed here: an experiment copied from another machine, or "
+        "results recorded before trysquare signed them. Each is named; the result as it was "
+        "goes to its history. This is your word that trysquare wrote them: never run it on "
+        "folders a measured agent could have written since (re-validate those instead).",
+        "trysquare trust scenario.toml runs/\n"
+        "  trysquare trust scenario.toml runs/ --cell 'rule / *'",
+    ),
     "record": (
         "Write RUN_DIR/run.toml from flags, for a harness that ran an agent. Paths on this "
         "command line (--repo, --prompt, --session, --trace, --etalon-checkout) are relative to "
