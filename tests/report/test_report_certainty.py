@@ -20,8 +20,16 @@ pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 def cell_rows(cell: str, true: int, n: int, metric: str = "ok") -> list[dict[str, Any]]:
     return [
-        {"id": f"{cell}-{i}", "cell": cell, "repetition": i, "state": "valid",
-         "metrics": {metric: i < true}, "reasons": {}, "errors": [], "pending": []}
+        {
+            "id": f"{cell}-{i}",
+            "cell": cell,
+            "repetition": i,
+            "state": "valid",
+            "metrics": {metric: i < true},
+            "reasons": {},
+            "errors": [],
+            "pending": [],
+        }
         for i in range(n)
     ]
 
@@ -49,7 +57,9 @@ def test_runs_needed_is_the_normal_formula_for_the_report_interval() -> None:
     assert certainty.runs_needed((0.9, 0.5), have=(60, 5)) < certainty.runs_needed((0.9, 0.5)) == 17
 
 
-def test_the_anytime_sequence_with_equal_runs_is_the_count_difference_plus_minus_the_boundary() -> None:
+def test_the_anytime_sequence_with_equal_runs_is_the_count_difference_plus_minus_the_boundary() -> (
+    None
+):
     radius = certainty.boundary(200 / 4)
     interval = certainty.anytime_gap((70, 100), (50, 100))
     assert interval.estimate == pytest.approx(0.2)
@@ -57,7 +67,8 @@ def test_the_anytime_sequence_with_equal_runs_is_the_count_difference_plus_minus
     assert interval.high == pytest.approx((20 + radius) / 100)
     # Wider than the fixed-sample interval at the same runs: the price of looking at will.
     fixed = stats.proportion_gap(
-        (70, 100), (50, 100),
+        (70, 100),
+        (50, 100),
         cell_counts=stats.resampled_counts(70, 100, stats.rng_for("a")),
         reference_counts=stats.resampled_counts(50, 100, stats.rng_for("b")),
     )
@@ -69,13 +80,17 @@ def test_the_anytime_p_value_is_below_alpha_exactly_when_the_sequence_excludes_z
     for cell in [(a, b) for b in (5, 20, 60) for a in range(0, b + 1, max(1, b // 10))]:
         for reference in ((0, 5), (3, 20), (30, 60), (12, 40)):
             excluded = certainty.anytime_gap(cell, reference).excludes_zero
-            assert excluded == (certainty.anytime_p_value(cell, reference) < 0.05), (cell, reference)
+            assert excluded == (certainty.anytime_p_value(cell, reference) < 0.05), (
+                cell,
+                reference,
+            )
 
 
 def test_the_bootstrap_p_value_agrees_with_the_percentile_interval() -> None:
     for x, rx in ((18, 4), (14, 8), (12, 10), (3, 10), (20, 19)):
         gap = stats.proportion_gap(
-            (x, 20), (rx, 20),
+            (x, 20),
+            (rx, 20),
             cell_counts=stats.resampled_counts(x, 20, stats.rng_for("c", str(x))),
             reference_counts=stats.resampled_counts(rx, 20, stats.rng_for("r", str(rx))),
         )
@@ -99,8 +114,10 @@ def test_the_mixture_is_tuned_where_its_boundary_is_smallest() -> None:
 
 
 def test_a_budget_goes_where_it_raises_certainty() -> None:
-    gaps = [{"cell": "a", "reference": "ref", "rates": (0.7, 0.5)},
-            {"cell": "b", "reference": "ref", "rates": (0.9, 0.5)}]
+    gaps = [
+        {"cell": "a", "reference": "ref", "rates": (0.7, 0.5)},
+        {"cell": "b", "reference": "ref", "rates": (0.9, 0.5)},
+    ]
     given = certainty.allocate(gaps, {"a": 10, "b": 10, "ref": 10}, 100)
     assert sum(given.values()) == 100
     assert given["ref"] > given["b"]  # the reference takes part in both gaps
@@ -111,15 +128,30 @@ def test_a_budget_goes_where_it_raises_certainty() -> None:
 
 
 def test_an_open_gap_says_its_runs_needed_in_every_format() -> None:
-    rows = cell_rows("ref", 2, 6) + cell_rows("a", 4, 6) + cell_rows("b", 2, 6) + cell_rows("c", 20, 20)
+    rows = (
+        cell_rows("ref", 2, 6)
+        + cell_rows("a", 4, 6)
+        + cell_rows("b", 2, 6)
+        + cell_rows("c", 20, 20)
+    )
     report = build_report(layout(), rows)
     by_cell = gap_rows(report)
-    assert by_cell["a"]["runs_needed"] == {"per_cell": 32, "have": 6, "reference_has": 6, "why": None}
+    assert by_cell["a"]["runs_needed"] == {
+        "per_cell": 32,
+        "have": 6,
+        "reference_has": 6,
+        "why": None,
+    }
     assert by_cell["b"]["runs_needed"]["per_cell"] is None
     assert by_cell["b"]["runs_needed"]["why"] == "not reachable: the observed gap is zero"
     assert by_cell["c"]["state"] == "established" and by_cell["c"]["runs_needed"] is None
     gaps = report["gaps"]
-    assert (gaps["stopping"], gaps["correction"], gaps["tested"], gaps["power"]) == ("fixed", "none", 3, 0.8)
+    assert (gaps["stopping"], gaps["correction"], gaps["tested"], gaps["power"]) == (
+        "fixed",
+        "none",
+        3,
+        0.8,
+    )
 
     markdown = render(report, "md")
     assert "- **a** · `ok`: ≈ 32 runs per cell (you have 6)" in markdown
@@ -149,7 +181,9 @@ def test_anytime_stopping_draws_the_confidence_sequence_and_says_so() -> None:
     assert anytime["state"] == "inconclusive"  # a peeker's sequence is wider
     sequence = certainty.anytime_gap((70, 100), (50, 100))
     assert (anytime["low"], anytime["high"]) == (round(sequence.low, 6), round(sequence.high, 6))
-    assert anytime["runs_needed"]["per_cell"] == certainty.runs_needed((0.7, 0.5), stopping="anytime")
+    assert anytime["runs_needed"]["per_cell"] == certainty.runs_needed(
+        (0.7, 0.5), stopping="anytime"
+    )
     markdown = render(anytime_report, "md")
     assert "Procedure: anytime-valid." in markdown and "voids" not in markdown
 

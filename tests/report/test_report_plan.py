@@ -75,7 +75,9 @@ def test_plan_says_how_many_more_runs_each_cell_needs(cli, validated) -> None:
     table = cli("plan", scenario, experiment)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert "80%" in lines[0] and "fixed-sample procedure, no correction, 1 gap(s) tested" in lines[0]
+    assert (
+        "80%" in lines[0] and "fixed-sample procedure, no correction, 1 gap(s) tested" in lines[0]
+    )
     assert lines[1].split() == ["cell", "counted", "more", "for"]
     assert lines[2].split()[:4] == ["nothing", "(reference)", "4", "20"]
     assert lines[3].split()[:3] == ["rule", "4", "20"]
@@ -87,8 +89,15 @@ def test_plan_says_how_many_more_runs_each_cell_needs(cli, validated) -> None:
 
     data = json.loads(cli("plan", scenario, experiment, "--format", "json").stdout)
     assert data["schema_version"] == 1
-    assert [(c["cell"], c["have"], c["more"]) for c in data["cells"]] == [("nothing", 4, 20), ("rule", 4, 20)]
-    assert data["cells"][1]["because"] == {"cell": "rule", "criterion": "in_scope", "runs_per_cell": 24}
+    assert [(c["cell"], c["have"], c["more"]) for c in data["cells"]] == [
+        ("nothing", 4, 20),
+        ("rule", 4, 20),
+    ]
+    assert data["cells"][1]["because"] == {
+        "cell": "rule",
+        "criterion": "in_scope",
+        "runs_per_cell": 24,
+    }
 
 
 def test_plan_spreads_a_budget(cli, validated) -> None:
@@ -100,7 +109,9 @@ def test_plan_spreads_a_budget(cli, validated) -> None:
     assert {c["cell"]: c["budget"] for c in data["cells"]} == {"nothing": 10, "rule": 0}
     expected = data["expected_established"]
     assert expected["open_gaps"] == 1 and expected["with_budget"] > expected["now"]
-    harness = tomllib.loads(cli("plan", scenario, experiment, "--budget", "10", "--format", "toml").stdout)
+    harness = tomllib.loads(
+        cli("plan", scenario, experiment, "--budget", "10", "--format", "toml").stdout
+    )
     assert harness == {"more": {"nothing": 10, "rule": 0}}
     assert "of the budget (10)" in cli("plan", scenario, experiment, "--budget", "10").stdout
 
@@ -111,7 +122,9 @@ def test_plan_needs_a_reference_and_a_budget_of_at_least_one(cli, make_run, tmp_
     scenario.write_text(text)
     done = cli("plan", scenario, experiment)
     assert done.returncode == 2
-    assert done.stderr.strip().endswith("plan needs [verdict] reference, the cell every gap is measured against")
+    assert done.stderr.strip().endswith(
+        "plan needs [verdict] reference, the cell every gap is measured against"
+    )
     assert "Traceback" not in done.stderr
     zero = cli("plan", scenario, experiment, "--budget", "0")
     assert zero.returncode == 2 and "--budget: must be at least 1" in zero.stderr
@@ -126,7 +139,12 @@ def test_a_cell_name_cannot_break_the_harness_toml(cli, make_run, tmp_path: Path
         run.finish()
     assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
     done = cli("plan", scenario, experiment, "--format", "toml")
-    assert set(tomllib.loads(done.stdout)["more"]) == {"nothing", "rule", 'evil"] = 1\n[x', "back\\slash"}
+    assert set(tomllib.loads(done.stdout)["more"]) == {
+        "nothing",
+        "rule",
+        'evil"] = 1\n[x',
+        "back\\slash",
+    }
 
 
 @pytest.mark.parametrize(
@@ -136,7 +154,9 @@ def test_a_cell_name_cannot_break_the_harness_toml(cli, make_run, tmp_path: Path
         ('correction = "bonferroni"', 'verdict.correction is \'bonferroni\'; use "none" or "holm"'),
     ],
 )
-def test_an_unknown_verdict_procedure_is_refused_at_load(cli, make_run, tmp_path: Path, extra: str, said: str) -> None:
+def test_an_unknown_verdict_procedure_is_refused_at_load(
+    cli, make_run, tmp_path: Path, extra: str, said: str
+) -> None:
     scenario, experiment = build(make_run, tmp_path, extra)
     done = cli("check", scenario)
     assert done.returncode == 2
