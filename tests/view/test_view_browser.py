@@ -236,7 +236,8 @@ def test_browser_gap_table_and_chart_show_the_runs_needed(watched: Watched, tmp_
     from trysquare.report.formats import ReportSource
     from trysquare_view.page import build_page
 
-    rows = _gap_rows("ref", 2, 6) + _gap_rows("a", 4, 6) + _gap_rows("b", 2, 6) + _gap_rows("c", 6, 6)
+    rows = [*_gap_rows("ref", 2, 6), *_gap_rows("a", 4, 6), *_gap_rows("b", 2, 6),
+            *_gap_rows("c", 6, 6)]
     report = build_report(Layout(name="gaps", metrics=("ok",), reference="ref"), rows)
     path = tmp_path / "gaps.html"
     path.write_text(build_page(ReportSource(report=report, rows=tuple(rows))), encoding="utf-8")
@@ -253,7 +254,7 @@ def test_browser_gap_table_and_chart_show_the_runs_needed(watched: Watched, tmp_
     gaps = page.locator("#gaps").bounding_box()
     method = page.locator("#runs-needed-method").bounding_box()
     assert gaps is not None and method is not None
-    page.screenshot(path=str(SCREENSHOTS / "file-gaps-runs-needed-close.png"), full_page=True, clip={
-        "x": 0, "y": gaps["y"], "width": 1200, "height": method["y"] + method["height"] - gaps["y"] + 8,
-    })
+    height = method["y"] + method["height"] - gaps["y"] + 8
+    page.screenshot(path=str(SCREENSHOTS / "file-gaps-runs-needed-close.png"), full_page=True,
+                    clip={"x": 0, "y": gaps["y"], "width": 1200, "height": height})
     _assert_quiet(watched, path.as_uri())

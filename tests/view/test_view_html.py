@@ -164,7 +164,8 @@ def test_gap_table_and_chart_carry_the_runs_needed_and_the_procedure() -> None:
                 for i in range(n)]
 
     made = rows("ref", 2, 6) + rows("a", 4, 6)
-    layout = Layout(name="gaps", metrics=("ok",), reference="ref", stopping="anytime", correction="holm")
+    layout = Layout(name="gaps", metrics=("ok",), reference="ref", stopping="anytime",
+                    correction="holm")
     page = build_page(ReportSource(report=build_report(layout, made), rows=tuple(made)))
     table = page[page.index('id="gap-table"'):page.index("</table>", page.index('id="gap-table"'))]
     assert "<th>runs needed</th>" in table and '<td class="runs-needed">\u2248 ' in table

@@ -265,11 +265,13 @@ def _forest(report: Mapping[str, Any]) -> str:
     row_h, x0, x1 = 24, 260, 600
     height = 20 + row_h * len(rows) + 24
     bottom = 10 + row_h * len(rows)
-    sequence = "confidence sequence (anytime-valid)" if gaps.get("stopping") == "anytime" else "interval"
+    anytime = gaps.get("stopping") == "anytime"
+    sequence = "confidence sequence (anytime-valid)" if anytime else "interval"
     out.append(f'<figure class="chart" id="forest"><figcaption>gap (cell \u2212 reference) and its 95% '
                f'{sequence}; zero dashed; right: runs per cell that would establish an open gap'
                f'</figcaption><svg role="img" width="{FOREST_WIDTH}" height="{height}" '
-               f'viewBox="0 0 {FOREST_WIDTH} {height}" xmlns="http://www.w3.org/2000/svg"><title>gaps</title>')
+               f'viewBox="0 0 {FOREST_WIDTH} {height}" xmlns="http://www.w3.org/2000/svg">'
+               "<title>gaps</title>")
     out.append(_axis(x0, x1, 6, bottom, [-1, -0.5, 0, 0.5, 1], -1, 1, zero=0))
     sx = lambda v: x0 + (v + 1) / 2 * (x1 - x0)
     for i, row in enumerate(rows):
@@ -314,7 +316,7 @@ FOREST_WIDTH = 900
 def _code(text: str) -> str:
     """Escaped text, its Markdown code spans as ``<code>``."""
     parts = esc(text).split("`")
-    return "".join(f"<code>{part}</code>" if index % 2 else part for index, part in enumerate(parts))
+    return "".join(f"<code>{part}</code>" if i % 2 else part for i, part in enumerate(parts))
 
 
 def _procedure_note(gaps: Mapping[str, Any]) -> str:
