@@ -97,6 +97,13 @@ def test_the_bootstrap_p_value_agrees_with_the_percentile_interval() -> None:
         assert gap.established == (gap.p_value < 0.05), (x, rx, gap)
 
 
+def test_fisher_s_exact_test_gives_the_textbook_p_values() -> None:
+    # 3/3 against 0/3: of the C(6, 3) = 20 tables with three trues, the two as extreme.
+    assert certainty.fisher_p_value((3, 3), (0, 3)) == pytest.approx(0.1)
+    assert certainty.fisher_p_value((0, 5), (0, 5)) == 1.0
+    assert certainty.fisher_p_value((17, 20), (10, 20)) == pytest.approx(0.0407, abs=1e-4)
+
+
 def test_holm_rejects_step_down() -> None:
     # m = 4: 0.01 < 0.05/4, then 0.03 is not below 0.05/3: it and everything after stay.
     assert certainty.holm([0.01, 0.04, 0.03, 0.5]) == [True, False, False, False]
@@ -198,6 +205,8 @@ def test_holm_keeps_a_gap_its_interval_alone_would_establish_inconclusive() -> N
     holm = gap_rows(holm_report)
     assert none["edge"]["state"] == "established" and holm["edge"]["state"] == "inconclusive"
     assert "Holm's correction over 10 gaps does not" in holm["edge"]["why"]
+    # Holm ranks fixed-sample gaps by Fisher's exact test.
+    assert holm["edge"]["p_value"] == round(certainty.fisher_p_value((17, 20), (10, 20)), 6)
     assert holm["clear"]["state"] == "established"
     # Its runs needed are for Holm's strictest step: more than without the correction.
     assert holm["edge"]["runs_needed"]["per_cell"] == certainty.runs_needed(
