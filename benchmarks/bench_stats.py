@@ -110,7 +110,7 @@ class ExactBootstrap:
                 pmf[x] = 1.0
             else:
                 cdf = stats._binomial_cdf(n, x / n)
-                pmf = [cdf[0]] + [b - a for a, b in zip(cdf, cdf[1:])]
+                pmf = [cdf[0]] + [b - a for a, b in itertools.pairwise(cdf)]
             self.tables[x] = (pmf, list(itertools.accumulate(pmf)))
         return self.tables[x]
 
@@ -197,7 +197,7 @@ def runs_reaching(
 ) -> tuple[float, list[tuple[int, float]]]:
     """Runs per cell where the simulated power crosses ``power`` (linear between grid points)."""
     curve = [(n, simulated_power(rates, n, experiments, seed, bootstrap)) for n in grid]
-    for (n0, p0), (n1, p1) in zip(curve, curve[1:]):
+    for (n0, p0), (n1, p1) in itertools.pairwise(curve):
         if p0 < power <= p1:
             return n0 + (power - p0) / (p1 - p0) * (n1 - n0), curve
     return (grid[0] if curve[0][1] >= power else math.inf), curve

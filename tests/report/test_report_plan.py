@@ -157,7 +157,7 @@ def test_a_cell_name_cannot_break_the_harness_toml(cli, make_run, tmp_path: Path
 def test_an_unknown_verdict_procedure_is_refused_at_load(
     cli, make_run, tmp_path: Path, extra: str, said: str
 ) -> None:
-    scenario, experiment = build(make_run, tmp_path, extra)
+    scenario, _experiment = build(make_run, tmp_path, extra)
     done = cli("check", scenario)
     assert done.returncode == 2
     assert done.stderr.strip() == f"trysquare: scenario.toml: {said}"

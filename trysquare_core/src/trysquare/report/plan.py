@@ -159,9 +159,12 @@ def _table(plan: Mapping[str, Any]) -> str:
     procedure = "anytime-valid" if plan["stopping"] == "anytime" else "fixed-sample"
     correction = "Holm's correction" if plan["correction"] == "holm" else "no correction"
     lines = [
-        f"plan for {shown(plan['scenario'])}: more runs per cell for a probability of "
-        f"{plan['power']:.0%} of establishing each open gap against {shown(plan['reference'])} "
-        f"({procedure} procedure, {correction}, {plan['tested']} gap(s) tested)",
+        (
+            f"plan for {shown(plan['scenario'])}: more runs per cell for a probability of "
+            f"{plan['power']:.0%} of establishing each open gap against "
+            f"{shown(plan['reference'])} ({procedure} procedure, {correction}, "
+            f"{plan['tested']} gap(s) tested)"
+        ),
     ]
     header = ["cell", "counted", "more"]
     budgeted = plan["budget"] is not None
