@@ -12,6 +12,8 @@ Prints, with fixed seeds:
   exact bootstrap, the report's with infinitely many resamples, checked by
   ``stats.peeking.bootstrap``: the report's own 10,000 resamples on fewer experiments and
   looks, against the exact one on the same ones).
+- ``stats.peeking.unequal``: the anytime sequence with unequal runs per side (each run to a
+  side by a coin): the share of experiments where it ever misses the true gap.
 - ``stats.runs_needed``: rates 0.5 vs 0.7 observed at 10 runs per cell; the report's runs
   needed against the runs per cell at which simulated experiments (the report's own
   procedure, fixed-sample: its bootstrap) reach 80% ``established``.
@@ -174,6 +176,35 @@ def peeking(
     return sum(fixed_hit) / experiments, sum(anytime_hit) / experiments
 
 
+def unequal_coverage(
+    rates: tuple[float, float], experiments: int, looks: int, seed: int
+) -> float:
+    """Share of experiments whose anytime sequence ever misses the true gap, runs unequal.
+
+    Each next run goes to the cell or the reference by a coin (so the two sides' counts
+    differ, and the sequence must cover the gap whatever the other side's rate), with a
+    look after every run once both sides have one.
+    """
+    rng = random.Random(f"unequal-{seed}-{rates}")
+    truth = rates[0] - rates[1]
+    misses = 0
+    for _ in range(experiments):
+        x = a = rx = b = 0
+        for _look in range(looks):
+            if rng.random() < 0.5:
+                a += 1
+                x += rng.random() < rates[0]
+            else:
+                b += 1
+                rx += rng.random() < rates[1]
+            if a and b:
+                interval = certainty.anytime_gap((x, a), (rx, b))
+                if not interval.low <= truth <= interval.high:
+                    misses += 1
+                    break
+    return misses / experiments
+
+
 def simulated_power(
     rates: tuple[float, float], n: int, experiments: int, seed: int, bootstrap: Bootstrap
 ) -> float:
@@ -281,6 +312,14 @@ def main(argv: list[str] | None = None) -> int:
         f"experiments): the report's 10,000-resample bootstrap {fixed_real:.1%}, the exact one "
         f"{fixed_exact:.1%}"
     )
+
+    for rates in ((0.5, 0.5), (0.7, 0.4)):
+        missed = unequal_coverage(rates, 400 if quick else 2_000, 200 if quick else 400, seed=5)
+        print(
+            f"stats.peeking.unequal: rates {rates[0]} and {rates[1]}, each run to a side by a "
+            f"coin, a look after every run up to {200 if quick else 400} runs: the anytime "
+            f"sequence ever misses the true gap in {missed:.1%} of experiments"
+        )
 
     observed = (7 / 10, 5 / 10)
     predicted = certainty.runs_needed(observed, have=(10, 10))

@@ -36,6 +36,11 @@ def test_peeking_inflates_the_fixed_sample_error_and_not_the_anytime_one(bench: 
         assert anytime <= 0.05
 
 
+def test_the_anytime_sequence_covers_the_true_gap_with_unequal_runs(bench: ModuleType) -> None:
+    for rates in ((0.5, 0.5), (0.8, 0.3)):
+        assert bench.unequal_coverage(rates, experiments=200, looks=120, seed=5) <= 0.05
+
+
 def test_the_exact_bootstrap_stands_for_the_report_s(bench: ModuleType) -> None:
     report = bench.Bootstrap(resamples=2_000)
     agree, total = bench.agreement(
