@@ -193,6 +193,8 @@ def test_anytime_stopping_draws_the_confidence_sequence_and_says_so() -> None:
     )
     markdown = render(anytime_report, "md")
     assert "Procedure: anytime-valid." in markdown and "voids" not in markdown
+    assert "95% anytime-valid confidence sequence. `established` when it excludes zero." in markdown
+    assert "resamples" not in markdown
 
 
 def test_holm_keeps_a_gap_its_interval_alone_would_establish_inconclusive() -> None:
@@ -214,3 +216,4 @@ def test_holm_keeps_a_gap_its_interval_alone_would_establish_inconclusive() -> N
     )
     markdown = render(holm_report, "md")
     assert "10 gap(s) tested, with Holm's correction" in markdown
+    assert "`established` when it excludes zero and Holm's correction agrees." in markdown

@@ -138,9 +138,12 @@ def render_md(report: Report) -> str:
         counted = "every counted run"
         if gaps["validity"]:
             counted = "runs where " + " and ".join(f"`{m}`" for m in gaps["validity"]) + " is true"
+        interval = f"95% percentile interval from {gaps['resamples']:,} resamples (fixed seed)"
+        if gaps.get("stopping") == "anytime":
+            interval = "95% anytime-valid confidence sequence"
         lines.append(
-            f"Difference of proportions, {counted}; 95% percentile interval from "
-            f"{gaps['resamples']:,} resamples (fixed seed). `established` when it excludes zero."
+            f"Difference of proportions, {counted}; {interval}. `established` when it excludes "
+            "zero" + (" and Holm's correction agrees." if gaps.get("correction") == "holm" else ".")
         )
         rows = []
         for row in gaps["rows"]:
