@@ -217,3 +217,13 @@ def test_holm_keeps_a_gap_its_interval_alone_would_establish_inconclusive() -> N
     markdown = render(holm_report, "md")
     assert "10 gap(s) tested, with Holm's correction" in markdown
     assert "`established` when it excludes zero and Holm's correction agrees." in markdown
+
+
+def test_an_open_gap_never_needs_fewer_runs_than_it_has() -> None:
+    # 5/6 against 1/6: the bootstrap interval excludes zero, Fisher's test (p = 0.08) does not
+    # let Holm agree, and the normal approximation alone would say 6 runs are plenty.
+    rows = cell_rows("ref", 1, 6) + cell_rows("a", 5, 6)
+    row = gap_rows(build_report(layout(correction="holm"), rows))["a"]
+    assert row["state"] == "inconclusive"
+    assert certainty.runs_needed((5 / 6, 1 / 6), have=(6, 6)) <= 6
+    assert row["runs_needed"]["per_cell"] == 7

@@ -458,6 +458,10 @@ def _certainty(layout: Layout, table: dict[str, Any]) -> None:
         needed = certainty.runs_needed(
             rates, have=(cell["n"], reference["n"]), stopping=layout.stopping, alpha=alpha
         )
+        if needed is not None:
+            # Not established with the runs in hand: at least one side needs more, whatever
+            # the approximation says of the sample sizes it already has.
+            needed = max(needed, min(cell["n"], reference["n"]) + 1)
         row["runs_needed"] = {
             "per_cell": needed,
             "have": cell["n"],
