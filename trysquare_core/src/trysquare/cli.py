@@ -153,6 +153,18 @@ def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
     trust.add_argument("path", type=Path)
     add_selection_options(trust)
     trust.set_defaults(handler=_trust)
+    plan = commands.add_parser("plan", help="how many more runs each cell needs to settle its gaps")
+    plan.add_argument("scenario", type=Path)
+    plan.add_argument("path", type=Path)
+    plan.add_argument(
+        "--format", default="table", choices=("table", "json", "toml"),
+        help="table (default), json, or toml: [more] cell = runs, for a harness to read",
+    )
+    plan.add_argument(
+        "--budget", type=_positive_int, metavar="N",
+        help="spread N more runs over the cells where they buy the most certainty",
+    )
+    plan.set_defaults(handler=_plan)
 
     record = commands.add_parser(
         "record",
@@ -674,6 +686,31 @@ def _trust(args: argparse.Namespace) -> int:
                         said = f"{results.unsigned_sentence(run, validation.name, why)}: signed now"
                         print(shown(f"trysquare: {said}"))
     print(f"{signed} result{'s' if signed != 1 else ''} signed here on your word")
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from trysquare import results
+    from trysquare.report import Layout, build_report
+    from trysquare.report.plan import build_plan, render_plan
+
+    scenario = _load(args.scenario)
+    if scenario.verdict.reference is None:
+        raise UsageError(
+            f"{args.scenario}: plan needs [verdict] reference, the cell every gap is "
+            "measured against"
+        )
+    experiments = load_experiments([args.path])
+    _refuse_duplicates(experiments)
+    experiment = experiments[0]
+    current = {v.name: v.digest() for v in scenario.validations}
+    # Read-only: the rows are rebuilt as `report` does, but measures.json is left as it is.
+    rows = results.build_measures(scenario, experiment.runs, current, unusable=experiment.errors)
+    report = build_report(
+        Layout.from_scenario(scenario), rows, appearance=[run.cell for run in experiment.runs],
+        skipped=[str(error) for error in experiment.errors],
+    )
+    sys.stdout.write(render_plan(build_plan(report, budget=args.budget), args.format))
     return 0
 
 
