@@ -23,10 +23,10 @@ from trysquare._canonical import digest
 from trysquare._process import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES, ProcessResult, Steps
 from trysquare.commands import Commands
 from trysquare.hookspecs import hookimpl, hookspec
-from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
     from trysquare.errors import TrysquareError
+    from trysquare.jail import JailPolicy
     from trysquare.runs import Experiment
 
 __all__ = [
@@ -359,3 +359,13 @@ def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Exp
             )
         raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
     return experiments
+
+
+def __getattr__(name: str) -> Any:
+    # JailPolicy is loaded when asked for: importing this module (every command does, even
+    # --version) stays free of the jail and of attrs.
+    if name == "JailPolicy":
+        from trysquare.jail import JailPolicy
+
+        return JailPolicy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
