@@ -159,6 +159,8 @@ def test_a_mode_registered_twice_is_refused_naming_both(cli, site) -> None:
     errors = [entry["error"] for entry in listing.values() if entry["error"]]
     assert len(errors) == 1
     assert "'script'" in errors[0] and "trysquare-imposter" in errors[0] and "trysquare-script" in errors[0]
+    # The built-in keeps its name and stays whole.
+    assert listing["trysquare-script"]["error"] is None and listing["trysquare-script"]["modes"] == ["script"]
 
 
 def test_blocking_a_broken_plugin_silences_it(cli, site) -> None:
