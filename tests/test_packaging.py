@@ -70,7 +70,7 @@ def test_the_demo_material_ships_with_the_core() -> None:
         assert (ROOT / "examples" / name).is_file()
 
 
-def test_the_plugins_page_opens_with_a_mode_and_a_provider_under_40_lines_a_file() -> None:
+def test_the_plugins_page_opens_with_a_mode_and_a_provider_under_60_lines_a_file() -> None:
     files = kit_files()
     assert sorted(files) == [
         "trysquare-fewfiles/pyproject.toml",
@@ -80,8 +80,9 @@ def test_the_plugins_page_opens_with_a_mode_and_a_provider_under_40_lines_a_file
         "trysquare-local/test_local.py",
         "trysquare-local/trysquare_local.py",
     ]
+    # Short enough to read whole; the provider shows typed hooks and its own options (issue 32).
     for path, text in files.items():
-        assert len(text.splitlines()) < 40, path
+        assert len(text.splitlines()) < 60, path
     provider = tomllib.loads(files["trysquare-local/pyproject.toml"])["project"]
     assert "trysquare-judge>=0.1.0" in provider["dependencies"]
     page = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
