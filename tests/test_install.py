@@ -275,3 +275,58 @@ def test_the_actions_steps_run_with_the_installed_trysquare(
     assert "::error title=trysquare script%3A failed (r1)::" in runner.logs["Validate"]
     assert summary.read_text(encoding="utf-8").startswith("#")
     assert (tmp_path / "trysquare-junit.xml").is_file()
+
+
+def test_plain_pip_in_a_python_venv_installs_trysquare_all_and_uses_it(
+    tmp_path_factory: pytest.TempPathFactory, make_run, tmp_path: Path
+) -> None:
+    """Issue 32: no uv at all. ``python3 -m venv``, then pip: trysquare's own wheels with
+    ``--no-index`` (nothing published under its names can stand in), then ``trysquare[all]``
+    with its third-party dependencies from the index; the demo, ``trysquare install`` of a local
+    plugin package and the action's steps work there."""
+    import yaml
+
+    from tests.core.test_action import Runner
+    from tests.core.test_ci_outputs import build
+
+    dist = wheelhouse(tmp_path_factory)
+    venv = tmp_path / "pipvenv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
+    ours = sorted(str(wheel) for wheel in dist.glob("trysquare*.whl"))
+    done = subprocess.run([*pip, "install", "--no-index", "--no-deps", *ours],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([*pip, "install", "--find-links", str(dist), "trysquare[all]"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    checked = subprocess.run([*pip, "check"], capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout
+    assert not (venv / "bin" / "uv").exists()
+    installed = Venv(venv)
+    cache = str(tmp_path / "cache")
+    demo = installed.trysquare("demo", tmp_path / "demo", "--no-progress", cwd=tmp_path,
+                               XDG_CACHE_HOME=cache)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    listing = installed.trysquare("plugins", cwd=tmp_path, XDG_CACHE_HOME=cache)
+    for name in ("trysquare-dask", "trysquare-hidden-tests", "trysquare-anthropic"):
+        assert name in listing.stdout, listing.stdout
+    plugin = tmp_path / "trysquare-pebble"
+    plugin.mkdir()
+    (plugin / "pyproject.toml").write_text(PEBBLE_PYPROJECT, encoding="utf-8")
+    (plugin / "trysquare_pebble.py").write_text(PEBBLE_MODULE, encoding="utf-8")
+    added = installed.trysquare("install", plugin, cwd=tmp_path, XDG_CACHE_HOME=cache)
+    assert added.returncode == 0, added.stdout + added.stderr
+    assert "trysquare-pebble" in installed.trysquare("plugins", cwd=tmp_path).stdout
+    scenario, experiment = build(make_run, tmp_path)
+    summary = tmp_path / "summary.md"
+    summary.touch()
+    env = installed.env(XDG_CACHE_HOME=cache, GITHUB_STEP_SUMMARY=str(summary),
+                        GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(tmp_path))
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    runner = Runner(
+        action, {"scenario": str(scenario), "paths": str(experiment), "install": "false"}, env
+    )
+    runner.run(tmp_path)
+    assert runner.outputs["validate"] == {"exit-code": "1"}, runner.logs
+    assert summary.read_text(encoding="utf-8").startswith("#")
