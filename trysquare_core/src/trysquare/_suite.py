@@ -374,11 +374,41 @@ def _run_steps_on(
             guarded=guarded,
             consequence="so nobody judged the suite",
         )
+    hint = "" if done.last is None else _confinement_hint(output_text(done.last), scratch)
     if done.problem is not None or done.last is None:
         timed_out = done.last is not None and done.last.timed_out
-        return Metric.unjudged(done.problem or "there was no suite to run"), timed_out
+        return Metric.unjudged((done.problem or "there was no suite to run") + hint), timed_out
     verdict = _verdict(shown, done.last.returncode, output_text(done.last))
+    if hint and verdict.value is not True:
+        verdict = Metric(verdict.value, verdict.reason + hint)
     return verdict, verdict.judged
+
+
+# A write refused by the confinement, as node, npm, Python and the shell say it.
+_DENIED = re.compile(r"EACCES|EROFS|EPERM|Permission denied|Read-only file system")
+_DENIED_PATH = re.compile(r"""(?:^|[\s'"`(=])(/[^\s'"`,:)]+)""")
+
+
+def _confinement_hint(output: str, scratch: str) -> str:
+    """trysquare's own word on a write the confinement refused outside the scratch folder:
+    the path, and what to do (a tool's own advice, ``sudo chown``, would not help)."""
+    lines = _ANSI.sub("", output).splitlines()
+    for number, line in enumerate(lines):
+        if _DENIED.search(line) is None:
+            continue
+        # npm names the path on a line of its own after the code ("npm error path /x").
+        for nearby in lines[number : number + 4]:
+            for path in _DENIED_PATH.findall(nearby):
+                if path == scratch or path.startswith(scratch.rstrip("/") + "/"):
+                    continue
+                if path.startswith(("/dev/", "/proc/")):
+                    continue
+                return (
+                    f"\n(trysquare: writing {path} was refused: the suite and prepare may write "
+                    "only their copy of the clone and $TMPDIR (in the jail, $HOME too) — point "
+                    "the tool's cache or output there, e.g. `npm ci --cache .npm-cache`)"
+                )
+    return ""
 
 
 def _control_at_base(
