@@ -455,6 +455,13 @@ def _check(args: argparse.Namespace) -> int:
         except RunError as error:
             skipped.append(error.message)
             print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
+    from trysquare.suite_where import dependency_lines
+
+    task = scenario.task
+    needs = dependency_lines(task.test_command, task.prepare, [run.repo for run in runs])
+    for line in needs:
+        say(shown(line))
+    suite = suite + needs
     lines = suite + [
         line for validation in scenario.validations
         for line in validation.check_runs(scenario, runs)
