@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from trysquare._suite import _verdict, ran_nothing, read_counts
 
 pytestmark = pytest.mark.fast

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trysquare.testing.builders import build_run
 
 from tests.helpers import write_scenario, write_script
-from trysquare.testing.builders import build_run
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = shutil.which("node")
@@ -143,9 +143,10 @@ def test_a_script_context_points_to_the_session_reading(cli, tmp_path: Path) -> 
     # A second validate reuses the result: the reading's path is no part of the digest.
     again = cli("validate", scenario, experiment, "--no-progress")
     assert again.returncode == 0
-    assert json.loads(
-        (experiment / "runs" / "a1" / "validation" / "script.json").read_text()
-    ) == recorded
+    assert (
+        json.loads((experiment / "runs" / "a1" / "validation" / "script.json").read_text())
+        == recorded
+    )
 
 
 def test_the_session_facts_path_leaves_the_context_digest_alone(tmp_path: Path) -> None:

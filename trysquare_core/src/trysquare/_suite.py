@@ -83,7 +83,7 @@ _JS_NONE = re.compile(r"^\s*No tests? (?:files )?found", re.M)
 
 # mocha's spec reporter (and its dot, list... reporters): "  3 passing (35ms)", "  1 failing";
 # pending tests were not run. Failures in hooks count among the failing.
-_MOCHA_PASSING = re.compile(r"^ *(\d+) passing \(\d+(?:\.\d+)?m?s\)\s*$", re.M)
+_MOCHA_PASSING = re.compile(r"^ *(\d+) passing \(\d+(?:\.\d+)?(?:ms|s|m|h)\)\s*$", re.M)
 _MOCHA_FAILING = re.compile(r"^ *(\d+) failing\s*$", re.M)
 # mocha stopping before any test: a file that does not load, or no file at all.
 _MOCHA_EXCEPTION = re.compile(r"^\s*Exception during run: (.*)$", re.M)

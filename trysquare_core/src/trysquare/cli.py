@@ -546,8 +546,10 @@ def _session(args: argparse.Namespace) -> int:
         session_format = session_format or run.session_format
     elif not path.exists():
         raise UsageError(f"{path}: no such file or folder (give a run folder or a session log)")
+    from trysquare.sessions.facts import session_facts
+
     reading = sessions.open_session(path, format=session_format, repo=clone)
-    sys.stdout.write(_atomic.dump_json(sessions.session_facts(reading, touched)))
+    sys.stdout.write(_atomic.dump_json(session_facts(reading, touched)))
     return 0
 
 

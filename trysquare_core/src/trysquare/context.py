@@ -238,7 +238,7 @@ def write_session_facts(run: Run, context: Mapping[str, Any]) -> None:
     """Write the session's reading where the context's ``session_facts`` says, if it says.
 
     The same answers :mod:`trysquare.assay` gives (one reader, one place: see
-    :func:`trysquare.sessions.session_facts`), for a validator in any language.
+    :func:`trysquare.sessions.facts.session_facts`), for a validator in any language.
     Raises :class:`RunError` naming the run when the log cannot be read or the file
     cannot be written.
     """
@@ -246,12 +246,13 @@ def write_session_facts(run: Run, context: Mapping[str, Any]) -> None:
     if not isinstance(target, str) or run.session is None:
         return
     from trysquare import sessions
+    from trysquare.sessions.facts import session_facts
 
     try:
         reading = sessions.open_session(run.session, format=run.session_format, repo=run.repo)
         touched = context.get("touched")
         paths = [str(path) for path in touched] if isinstance(touched, list) else []
-        facts = sessions.session_facts(reading, paths)
+        facts = session_facts(reading, paths)
         _atomic.write_json(Path(target), facts, root=run.dir)
     except RunError as error:
         raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None

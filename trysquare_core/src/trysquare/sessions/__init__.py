@@ -36,7 +36,6 @@ __all__ = [
     "final_response",
     "open_session",
     "path_matches",
-    "session_facts",
 ]
 
 HEAD_LINES = 5
@@ -306,13 +305,3 @@ def final_response(
     """The agent's final prose in the session at ``path`` (see :func:`open_session`)."""
     return open_session(path, format=format, repo=repo, formats=formats).final_response()
 
-
-def session_facts(reading: SessionReading, paths: Sequence[str] = ()) -> dict[str, Any]:
-    """The reading as one JSON object (tool calls, failed calls, first writes, skills).
-
-    What ``trysquare session`` prints and a script validator's context points to
-    (``session_facts``); see :mod:`trysquare.sessions._facts`.
-    """
-    from trysquare.sessions._facts import session_facts as facts
-
-    return facts(reading, paths)

@@ -10,9 +10,10 @@ what :class:`~trysquare.sessions.SessionReading` answers.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trysquare.sessions import SessionReading, ToolCall
+if TYPE_CHECKING:  # the package imports this module lazily: no circle at run time
+    from trysquare.sessions import SessionReading, ToolCall
 
 __all__ = ["FACTS_VERSION", "session_facts"]
 
