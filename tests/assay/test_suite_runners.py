@@ -98,3 +98,15 @@ def test_real_node_output_is_read_the_same(tmp_path: Path) -> None:
     reason = _verdict("node --test", done.returncode, output).reason or ""
     assert "not ok 2 - subtracts" in reason
     assert "b.test.js did not load (Error: Cannot find module 'simple-statistics')" in reason
+
+
+@pytest.mark.parametrize(
+    ("name", "count", "returncode", "value"),
+    [("cargo-passing.txt", 2, 0, True), ("cargo-failing.txt", 2, 101, False)],
+)
+def test_cargo_test_result_lines_are_counted(
+    name: str, count: int, returncode: int, value: bool
+) -> None:
+    output = _read(name)
+    assert read_counts(output) == (count, ["cargo test's `test result:`"])
+    assert _verdict("cargo test", returncode, output).value is value
