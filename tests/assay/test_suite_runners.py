@@ -110,3 +110,20 @@ def test_cargo_test_result_lines_are_counted(
     output = _read(name)
     assert read_counts(output) == (count, ["cargo test's `test result:`"])
     assert _verdict("cargo test", returncode, output).value is value
+
+
+@pytest.mark.parametrize(
+    ("name", "returncode", "count", "value"),
+    [
+        ("jest.txt", 1, 2, False),  # 1 failed, 1 skipped, 1 passed; a file that did not load
+        ("vitest.txt", 1, 2, False),  # the same, through vitest (colour codes as printed)
+        ("jest-skipped.txt", 0, 0, None),  # every test skipped or todo: exit 0, nothing ran
+        ("vitest-skipped.txt", 0, 0, None),
+    ],
+)
+def test_jest_and_vitest_count_only_tests_that_ran(
+    name: str, returncode: int, count: int, value: bool | None
+) -> None:
+    output = _read(name)
+    assert read_counts(output) == (count, ["jest/vitest's `Tests:` line"])
+    assert _verdict("jest", returncode, output).value is value

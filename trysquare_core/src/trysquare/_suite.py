@@ -77,8 +77,10 @@ _GO_NO_TESTS = re.compile(r"^\? {0,3}\t\S+\t\[no test files\]", re.M)
 _CARGO = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed;", re.M)
 
 # jest: "Tests:       1 failed, 2 passed, 3 total"; vitest: "Tests  1 failed | 2 passed (3)".
-_JEST = re.compile(r"^\s*Tests:\s+.*?(\d+) total\s*$", re.M)
-_VITEST = re.compile(r"^\s*Tests\s+(?:\d+ \w+(?: \| )?)+\s*\((\d+)\)\s*$", re.M)
+# Counted: passed and failed (skipped and todo tests did not run; an all-skipped suite ran none).
+_JEST = re.compile(r"^\s*Tests:\s+(.*?)\d+ total\s*$", re.M)
+_VITEST = re.compile(r"^\s*Tests\s+((?:\d+ \w+(?: \| )?)+)\s*\(\d+\)\s*$", re.M)
+_JS_RAN = re.compile(r"(\d+) (?:passed|failed)\b")
 _JS_NONE = re.compile(r"^\s*No tests? (?:files )?found", re.M)
 
 # mocha's spec reporter (and its dot, list... reporters): "  3 passing (35ms)", "  1 failing";
@@ -178,7 +180,10 @@ def _cargo(text: str) -> int | None:
 
 
 def _jest_vitest(text: str) -> int | None:
-    counts = [int(n) for n in _JEST.findall(text)] + [int(n) for n in _VITEST.findall(text)]
+    counts = [
+        sum(int(n) for n in _JS_RAN.findall(parts))
+        for parts in (*_JEST.findall(text), *_VITEST.findall(text))
+    ]
     if counts:
         return sum(counts)
     if _JS_NONE.search(text):
