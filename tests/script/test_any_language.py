@@ -194,3 +194,37 @@ def test_the_js_validator_scores_the_demo_like_the_python_one(cli, tmp_path: Pat
     assert scores["validator.mjs"] == scores["validator.py"]
     in_scope = {run: metrics["in_scope"] for run, (metrics, _) in scores["validator.mjs"].items()}
     assert False in in_scope.values() and True in in_scope.values()  # a real difference scored
+
+
+def test_two_scripts_of_one_run_read_its_session_once(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trysquare.sessions import facts
+
+    read = []
+    original = facts.session_facts
+    monkeypatch.setattr(facts, "session_facts", lambda *a: read.append(1) or original(*a))
+    experiment = tmp_path / "exp"
+    _run(experiment / "runs" / "a1")
+    write_script(tmp_path / "s", "score.py", READS_FACTS)
+    write_script(tmp_path / "s", "other.py", READS_FACTS.replace('"fixed_at"', '"fixed"'))
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
+        [[validation]]
+        mode = "script"
+        command = "score.py"
+        metrics = ["fixed_at"]
+
+        [[validation]]
+        name = "other"
+        mode = "script"
+        command = "other.py"
+        metrics = ["fixed"]
+        """,
+    )
+    done = cli("validate", scenario, experiment, "--no-progress")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(read) == 1
+    other = experiment / "runs" / "a1" / "validation" / "other" / "session.json"
+    assert json.loads(other.read_text())["first_write"]["counter.py"] == 3

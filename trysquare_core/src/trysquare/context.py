@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,10 @@ def build_context(
     return context
 
 
+_FACTS_KEPT: dict[tuple[Any, ...], dict[str, Any]] = {}
+_FACTS_LOCK = threading.Lock()
+
+
 def write_session_facts(run: Run, context: Mapping[str, Any]) -> None:
     """Write the session's reading where the context's ``session_facts`` says, if it says.
 
@@ -249,10 +254,23 @@ def write_session_facts(run: Run, context: Mapping[str, Any]) -> None:
     from trysquare.sessions.facts import session_facts
 
     try:
-        reading = sessions.open_session(run.session, format=run.session_format, repo=run.repo)
         touched = context.get("touched")
-        paths = [str(path) for path in touched] if isinstance(touched, list) else []
-        facts = session_facts(reading, paths)
+        paths = tuple(str(path) for path in touched) if isinstance(touched, list) else ()
+        # Two script validators of one run read the same log: it is read once per process.
+        files = sessions.session_files(run.session)
+        stamps = tuple((file.stat().st_size, file.stat().st_mtime_ns) for file in files)
+        key = (str(run.session), run.session_format, str(run.repo), paths, stamps)
+        # Held while reading: a second validator of the run waits for the first one's answer
+        # (reading is Python work under the GIL, so runs read in turn lose little).
+        with _FACTS_LOCK:
+            facts = _FACTS_KEPT.get(key)
+            if facts is None:
+                reading = sessions.open_session(
+                    run.session, format=run.session_format, repo=run.repo
+                )
+                facts = _FACTS_KEPT[key] = session_facts(reading, paths)
+                while len(_FACTS_KEPT) > 4:
+                    _FACTS_KEPT.pop(next(iter(_FACTS_KEPT)))
         _atomic.write_json(Path(target), facts, root=run.dir)
     except RunError as error:
         raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
