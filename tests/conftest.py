@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import io
 import os
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -50,6 +54,39 @@ if os.environ.get("CI"):
 
 from trysquare import plugins
 from trysquare.testing import RunBuilder
+
+# One signing key for the whole session, as a machine has one: each test's cache is its own
+# (``XDG_CACHE_HOME`` per test) but holds this key, so that what a module-scoped fixture
+# recorded still reads as signed here in the next test. Anything run outside a test (a
+# module fixture's set-up) uses the session's own cache, never the user's.
+# (This module is imported twice, as `conftest` and as `tests.conftest`, and by every xdist
+# worker: the first import's cache is found again through the environment.)
+_SESSION_VARIABLE = "TRYSQUARE_TESTS_SESSION_CACHE"
+if os.environ.get(_SESSION_VARIABLE):
+    _SESSION_CACHE = Path(os.environ[_SESSION_VARIABLE])
+else:
+    _SESSION_CACHE = Path(tempfile.mkdtemp(prefix="trysquare-test-cache."))
+    os.environ[_SESSION_VARIABLE] = str(_SESSION_CACHE)
+    atexit.register(shutil.rmtree, _SESSION_CACHE, True)
+    _key = _SESSION_CACHE / "trysquare" / "suite.key"
+    _key.parent.mkdir(parents=True)
+    _key.write_bytes(secrets.token_hex(32).encode("ascii"))
+    _key.chmod(0o600)
+_SESSION_KEY = (_SESSION_CACHE / "trysquare" / "suite.key").read_bytes()
+
+
+def share_signing_key(cache: Path) -> Path:
+    """Put the session's signing key in the trysquare cache below ``cache`` (an
+    ``XDG_CACHE_HOME``) unless one is there; return ``cache``."""
+    key = cache / "trysquare" / "suite.key"
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        key.write_bytes(_SESSION_KEY)
+        key.chmod(0o600)
+    return cache
+
+
+os.environ["XDG_CACHE_HOME"] = str(_SESSION_CACHE)
 
 from tests.helpers import fake_distribution
 
@@ -188,7 +225,7 @@ def cli_process(tmp_path: Path) -> CliProcess:
 
 def _cli_env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    env["XDG_CACHE_HOME"] = str(share_signing_key(tmp_path / "cache"))
     env.pop("TRYSQUARE_LOAD_PLUGINS", None)
     env.pop("TRYSQUARE_BLOCK_PLUGINS", None)
     return env
@@ -197,7 +234,7 @@ def _cli_env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture(autouse=True)
 def _fresh_plugins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Each test loads plugins anew, and its etalon cache is its own."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(share_signing_key(tmp_path / "cache")))
     plugins.reset()
 
 

@@ -21,6 +21,9 @@ def test_demo_builds_validates_fills_and_reports(cli, tmp_path: Path) -> None:
     assert "form form.toml: 6 merged, 0 still pending, 0 refused" in done.stdout
     # validator.py also prints `touched`, which no scenario declares: named, never scored.
     assert "`touched` (list, undeclared)" in done.stdout
+    # Issue 33: the open gaps say how many runs would settle them, and which procedure holds.
+    assert "- **rule** · `in_scope`: ≈ 16 runs per cell (you have 2; the reference 3)" in done.stdout
+    assert "Procedure: fixed-sample." in done.stdout
     runs = sorted((target / "runs").iterdir())
     assert [run.name for run in runs] == ["nothing-1", "nothing-2", "nothing-3", "rule-1", "rule-2", "rule-3"]
     for run in runs:

@@ -194,3 +194,84 @@ def test_the_documented_plugins_run_through_validate(installed: Installed, tmp_p
     assert len(sent) == 1 and sent[0].body["model"] == "qwen3"  # the judge went through `local`
     measures = (tmp_path / "runs" / "measures.json").read_text()
     assert '"focused": true' in measures and '"readable": true' in measures
+
+
+PEBBLE_PYPROJECT = """\
+[project]
+name = "trysquare-pebble"
+version = "0.1.0"
+requires-python = ">=3.11"
+
+[project.entry-points.trysquare]
+trysquare-pebble = "trysquare_pebble"
+
+[build-system]
+requires = ["hatchling>=1.24"]
+build-backend = "hatchling.build"
+"""
+PEBBLE_MODULE = '''\
+"""A plugin made by a test: registers mode "pebble"."""
+
+from trysquare import hookimpl
+
+
+class PebbleMode:
+    name = "pebble"
+
+    def load(self, table, source):
+        raise AssertionError("never loaded here")
+
+
+@hookimpl
+def trysquare_register_modes(register):
+    register(PebbleMode())
+'''
+
+
+def test_trysquare_install_adds_a_local_plugin_package_and_uninstall_removes_it(
+    installed: Installed, tmp_path: Path
+) -> None:
+    import json
+
+    plugin = tmp_path / "trysquare-pebble"
+    plugin.mkdir()
+    (plugin / "pyproject.toml").write_text(PEBBLE_PYPROJECT, encoding="utf-8")
+    (plugin / "trysquare_pebble.py").write_text(PEBBLE_MODULE, encoding="utf-8")
+    cache = str(tmp_path / "cache")
+    done = installed.venv.trysquare("install", plugin, cwd=tmp_path, XDG_CACHE_HOME=cache)
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        listing = installed.venv.trysquare("plugins", "--json", cwd=tmp_path, XDG_CACHE_HOME=cache)
+        entry = {e["name"]: e for e in json.loads(listing.stdout)}["trysquare-pebble"]
+        assert entry["modes"] == ["pebble"] and entry["schema_version"] == 1
+    finally:
+        removed = installed.venv.trysquare("uninstall", "trysquare-pebble", cwd=tmp_path)
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    listing = installed.venv.trysquare("plugins", "--json", cwd=tmp_path, XDG_CACHE_HOME=cache)
+    assert "trysquare-pebble" not in listing.stdout
+
+
+def test_the_actions_steps_run_with_the_installed_trysquare(
+    installed: Installed, make_run, tmp_path: Path
+) -> None:
+    import yaml
+
+    from tests.core.test_action import Runner
+    from tests.core.test_ci_outputs import build
+
+    scenario, experiment = build(make_run, tmp_path)
+    summary = tmp_path / "summary.md"
+    summary.touch()
+    env = installed.venv.env(
+        XDG_CACHE_HOME=str(tmp_path / "cache"), GITHUB_STEP_SUMMARY=str(summary),
+        GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(tmp_path),
+    )  # fmt: skip
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    runner = Runner(
+        action, {"scenario": str(scenario), "paths": str(experiment), "install": "false"}, env
+    )
+    runner.run(tmp_path)
+    assert runner.outputs["validate"] == {"exit-code": "1"}, runner.logs
+    assert "::error title=trysquare script%3A failed (r1)::" in runner.logs["Validate"]
+    assert summary.read_text(encoding="utf-8").startswith("#")
+    assert (tmp_path / "trysquare-junit.xml").is_file()

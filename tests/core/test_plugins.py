@@ -66,10 +66,12 @@ def test_plugins_json_lists_the_in_tree_modes(cli) -> None:
     for entry in listing.values():
         # The pinned shape of `plugins --json` (docs/plugins.md): nothing added, nothing missing.
         assert set(entry) == {"name", "version", "hooks", "modes", "providers", "session_formats",
-                              "executors", "error"}
+                              "executors", "report_formats", "error", "schema_version"}
+        assert entry["schema_version"] == 1
         assert entry["error"] is None
     assert "trysquare_register_modes" in listing["trysquare-script"]["hooks"]
     assert "trysquare_register_report_formats" in listing["trysquare-view"]["hooks"]
+    assert listing["trysquare-view"]["report_formats"] == ["html"]
     text = cli("plugins").stdout
     assert "report formats: html" in text
 
@@ -157,6 +159,8 @@ def test_a_mode_registered_twice_is_refused_naming_both(cli, site) -> None:
     errors = [entry["error"] for entry in listing.values() if entry["error"]]
     assert len(errors) == 1
     assert "'script'" in errors[0] and "trysquare-imposter" in errors[0] and "trysquare-script" in errors[0]
+    # The built-in keeps its name and stays whole.
+    assert listing["trysquare-script"]["error"] is None and listing["trysquare-script"]["modes"] == ["script"]
 
 
 def test_blocking_a_broken_plugin_silences_it(cli, site) -> None:

@@ -62,12 +62,14 @@ def test_a_replaced_result_goes_to_the_history_once(run: Run) -> None:
     results.write_result(run, "score", first, b"first stderr")
     assert history(run) == [] and results.read_result(run, "score") == first
     results.write_result(run, "score", second, None)
-    assert history(run) == [first] and results.read_result(run, "score") == second
+    # Each history line is the replaced result as written: signed.
+    signed_first, signed_second = (results.sign_result(run, "score", d) for d in (first, second))
+    assert history(run) == [signed_first] and results.read_result(run, "score") == second
     # Killed after the history append, before the replacement: the retry appends nothing twice.
     results.write_result(run, "score", document(changed=None), None)
-    (run.validation_dir / "score.json").write_text(json.dumps(second))
+    (run.validation_dir / "score.json").write_text(json.dumps(signed_second, indent=2))
     results.write_result(run, "score", document(changed=None), None)
-    assert history(run) == [first, second]
+    assert history(run) == [signed_first, signed_second]
     assert (run.validation_dir / "score.stderr").read_bytes() == b"first stderr"
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from trysquare.testing import build_matrix
 
+from tests.conftest import share_signing_key
 from tests.dask.cli_cluster import CommandLineCluster
 from tests.helpers import write_scenario, write_script
 from tests.judge.conftest import KEY, KEY_ENV
@@ -120,9 +121,11 @@ def comparable(document: dict[str, Any]) -> dict[str, Any]:
     """A result without what differs between two copies of an experiment.
 
     ``duration`` is a clock; ``context_digest`` covers the context's absolute
-    paths, which name each copy's folder (the contexts are compared apart).
+    paths, which name each copy's folder (the contexts are compared apart); the
+    ``signature`` covers both.
     """
-    return {k: v for k, v in document.items() if k not in ("duration", "context_digest")}
+    varying = ("duration", "context_digest", "signature")
+    return {k: v for k, v in document.items() if k not in varying}
 
 
 from tests.judge.conftest import lab  # noqa: F401 - the judge laboratory, for the judge's bound
@@ -142,6 +145,7 @@ def command_line_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C
     """
     root = tmp_path_factory.mktemp("dask-cli")
     env = {k: v for k, v in os.environ.items() if k not in ("TRYSQUARE_LOAD_PLUGINS", "TRYSQUARE_BLOCK_PLUGINS")}
-    env.update({"XDG_CACHE_HOME": str(root / "cache"), KEY_ENV: KEY})
+    # Its workers sign results with the key the client checks them with (as an operator's must).
+    env.update({"XDG_CACHE_HOME": str(share_signing_key(root / "cache")), KEY_ENV: KEY})
     with CommandLineCluster(root / "cluster", workers=2, threads=1, env=env, nanny=False) as cluster:
         yield cluster

@@ -49,3 +49,52 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert ":class:" not in api  # Sphinx roles render as plain code
     # A page's link to a plugin's README reaches a page of the site.
     assert (site / "repo" / "plugins" / "trysquare-dask" / "index.html").is_file()
+
+
+# Every public record a plugin author reads or builds: each field must be on the API page.
+RECORDS = {
+    "trysquare.modes": ("TableSource", "Validation", "ValidationTask", "Outcome"),
+    "trysquare_judge.providers": (
+        "ProviderConfig", "ChatRequest", "Message", "ToolSpec", "ToolCall", "ChatReply", "Usage",
+    ),
+}
+# Names the API page must document (functions, classes, methods), each by its anchor.
+NAMES = (
+    "trysquare.modes.TableSource.refuse",
+    "trysquare.modes.TableSource.structure",
+    "trysquare.modes.TableSource.resolve",
+    "trysquare_judge.providers.api_key",
+    "trysquare_judge.providers.token_count",
+    "trysquare_judge.providers.ReplyTooLarge",
+    "trysquare_judge.providers.http.HttpEndpoint",
+    "trysquare_judge.providers.http.HttpEndpoint.post",
+    "trysquare.hookspecs.trysquare_register_modes",
+    "trysquare.hookspecs.trysquare_register_report_formats",
+    "trysquare_judge.hookspecs.trysquare_register_judge_providers",
+)
+
+
+@pytest.mark.slow
+def test_the_api_page_documents_every_field_of_every_public_record(tmp_path: Path) -> None:
+    import importlib
+    import re
+
+    import attrs
+
+    site = tmp_path / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    anchors = set(re.findall(r'id="([^"]+)"', (site / "api" / "index.html").read_text("utf-8")))
+    missing = [name for name in NAMES if name not in anchors]
+    for module_name, classes in RECORDS.items():
+        module = importlib.import_module(module_name)
+        for class_name in classes:
+            for field in attrs.fields(getattr(module, class_name)):
+                anchor = f"{module_name}.{class_name}.{field.name}"
+                if anchor not in anchors:
+                    missing.append(anchor)
+    assert not missing, f"not on the API page: {missing}"

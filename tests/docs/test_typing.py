@@ -23,3 +23,22 @@ def test_mypy_is_clean_over_every_distribution() -> None:
     )
     assert result.returncode == 0, f"mypy found type errors:\n{result.stdout}{result.stderr}"
     assert "Success: no issues found" in result.stdout
+
+
+@pytest.mark.slow
+def test_the_documented_plugins_pass_mypy_strict(tmp_path: Path) -> None:
+    from tests.test_install import kit_files
+
+    modules = []
+    for path, text in kit_files().items():
+        if path.endswith(".py") and not path.rsplit("/", 1)[-1].startswith("test_"):
+            target = tmp_path / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            modules.append(str(target))
+    assert len(modules) == 2, modules
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *modules],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, f"mypy --strict:\n{result.stdout}{result.stderr}"

@@ -64,7 +64,12 @@ class Matrix:
         return json.loads(path.read_text()) if path.exists() else None
 
     def key(self, form: Path) -> dict:
-        return json.loads((self.root / ".trysquare" / "forms" / f"{form.stem}.key.json").read_text())
+        """The form's key: named after the export id the form carries (its stem, for a form
+        without one)."""
+        import tomllib
+
+        form_id = tomllib.loads(form.read_text(encoding="utf-8-sig")).get("form", form.stem)
+        return json.loads((self.root / ".trysquare" / "forms" / f"{form_id}.key.json").read_text())
 
     def opaque_of(self, form: Path) -> dict[str, str]:
         """run id -> opaque id, read from the key (as the tests' oracle only)."""

@@ -23,7 +23,8 @@ def test_export_writes_one_table_per_run_that_parses_before_anything_is_filled(c
     assert "form: blind over 3 cells (pieces: diff, response, prompt)" in done.stdout
     text = form.read_text()
     parsed = tomllib.loads(text)
-    assert set(parsed) == {"run"}
+    assert set(parsed) == {"form", "run"}  # which export it is, and the tables
+    assert re.fullmatch(r"FORM-[0-9a-f]{12}", parsed["form"])
     assert len(parsed["run"]) == len(matrix.runs)
     for opaque, table in parsed["run"].items():
         assert re.fullmatch(r"[0-9a-f]{8}", opaque)
@@ -38,11 +39,13 @@ def test_export_writes_one_table_per_run_that_parses_before_anything_is_filled(c
         block = text.split(f"[run.{opaque}]\n", 1)[1].split("\n[", 1)[0]
         for metric in FORM_METRICS:
             assert f"# {metric} = true|false" in block
-    # Every line is a comment, a table header, a piece key or blank: prose is commented.
+    # Every line is a comment, the export's id, a table header, a piece key or blank: prose
+    # is commented.
     for line in text.splitlines():
         assert (
             not line
             or line.startswith("#")
+            or re.fullmatch(r'form = "FORM-[0-9a-f]{12}"', line)
             or re.fullmatch(r"\[run\.[0-9a-f]{8}\]", line)
             or re.fullmatch(r'(diff|response|prompt) = "FORM\.d/[0-9a-f]{8}/[a-z]+\.(patch|md)"', line)
         ), line
@@ -94,7 +97,10 @@ def test_one_seed_gives_one_form_two_seeds_two_orders(cli, matrix: Matrix) -> No
     first, _ = export(cli, matrix, "first.toml", "--seed", "11")
     again, _ = export(cli, matrix, "again.toml", "--seed", "11")
     other, _ = export(cli, matrix, "other.toml", "--seed", "12")
-    assert first.read_text().replace("again", "first") == again.read_text().replace("again", "first")
+    # The same form but for its export id: each export has its own key.
+    without_id = lambda form: re.sub(r'(?m)^form = ".*"$', "", form.read_text())
+    assert without_id(first).replace("again", "first") == without_id(again).replace("again", "first")
+    assert matrix.key(first)["form_id"] != matrix.key(again)["form_id"]
     assert _tree(matrix.out / "first.d") == _tree(matrix.out / "again.d")
     assert matrix.key(first)["order"] == matrix.key(again)["order"]
     order = lambda form: [matrix.key(form)["runs"][o]["id"] for o in matrix.key(form)["order"]]  # noqa: E731

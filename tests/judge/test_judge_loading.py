@@ -84,6 +84,14 @@ def test_the_config_is_strict_and_names_file_and_key(lab: JudgeLab, overrides: d
     assert expected in refusal(lab)
 
 
+def test_an_options_table_for_a_type_that_declares_none_is_refused(lab: JudgeLab) -> None:
+    config = lab.root / "trysquare.toml"
+    config.write_text(config.read_text() + '[providers.local.options]\nregion = "eu"\n')
+    message = refusal(lab)
+    expected = "trysquare.toml: providers.local.options: provider type 'openai' takes no options"
+    assert expected in message
+
+
 @pytest.mark.parametrize("model", ["local/judge-model-1", "judge-model-1"])
 def test_a_judge_that_is_the_model_under_test_is_refused_once_runs_are_given(lab: JudgeLab, model: str) -> None:
     lab.run("r1")

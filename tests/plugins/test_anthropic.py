@@ -223,6 +223,69 @@ def test_a_good_verdict_through_the_messages_api(lab: Lab) -> None:
                 assert KEY.encode() not in data and b"x-api-key" not in data, path
 
 
+def test_options_set_the_version_and_beta_headers(lab: Lab) -> None:
+    config = lab.root / "trysquare.toml"
+    config.write_text(
+        config.read_text() + '[providers.claude.options]\nversion = "2099-01-01"\n'
+        'beta = ["tools-2099", "files-2099"]\n'
+    )
+    lab.respond([verdict(GOOD)])
+    lab.validate()
+    [request] = lab.server.received
+    assert request.headers["anthropic-version"] == "2099-01-01"
+    assert request.headers["anthropic-beta"] == "tools-2099,files-2099"
+    assert lab.result()["state"] == "valid"
+
+
+def test_without_options_no_beta_header_is_sent(lab: Lab) -> None:
+    lab.respond([verdict(GOOD)])
+    lab.validate()
+    [request] = lab.server.received
+    assert "anthropic-beta" not in request.headers
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        (
+            'verison = "2023-06-01"',
+            "providers.claude.options.verison: unknown key (did you mean 'version'?)",
+        ),
+        ("version = 2023", "providers.claude.options.version: must be a string, not a number"),
+        ('beta = "tools"', "providers.claude.options.beta: must be a list"),
+        ('beta = ["tools", 3]', "providers.claude.options.beta[2]: must be a string, not a number"),
+    ],
+)
+def test_options_are_strict_and_name_file_and_key(lab: Lab, table: str, expected: str) -> None:
+    config = lab.root / "trysquare.toml"
+    config.write_text(config.read_text() + f"[providers.claude.options]\n{table}\n")
+    done = lab.trysquare("check", lab.scenario, cwd=lab.root, env={KEY_ENV: KEY})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"trysquare.toml: {expected}" in done.stderr
+
+
+def test_options_that_are_not_a_table_are_refused(lab: Lab) -> None:
+    config = lab.root / "trysquare.toml"
+    config.write_text(config.read_text().replace("timeout = 5", 'timeout = 5\noptions = "x"'))
+    done = lab.trysquare("check", lab.scenario, cwd=lab.root, env={KEY_ENV: KEY})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "trysquare.toml: providers.claude.options: must be a table" in done.stderr
+
+
+def test_options_left_at_their_defaults_keep_the_identity() -> None:
+    from trysquare_anthropic.provider import AnthropicOptions
+
+    bare = config("http://127.0.0.1:1")
+    defaults = config("http://127.0.0.1:1", options=AnthropicOptions())
+    changed = config("http://127.0.0.1:1", options=AnthropicOptions(version="2099-01-01"))
+    assert bare.identity() == defaults.identity() == {
+        "name": "claude", "type": "anthropic", "base_url": "http://127.0.0.1:1"
+    }
+    assert changed.identity()["options"] == {"version": "2099-01-01"}
+    assert hash(changed) != hash(defaults)
+
+
 def test_thinking_sends_a_budget_and_a_corrected_call_keeps_its_thinking_blocks(lab: Lab) -> None:
     lab.write_scenario(thinking="high")
     wrong = {

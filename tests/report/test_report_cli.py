@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from trysquare.scenario import load_scenario
+from trysquare.testing import write_result
 
 from tests.helpers import write_scenario, write_script
 
@@ -111,8 +112,7 @@ def test_an_invalid_run_makes_report_exit_one_and_says_why(cli, make_run, tmp_pa
             document.update(metrics={}, state="invalid", error="exited with status 3")
         if name == "r5":  # a nothing run scored by an older validator
             document["validator"]["digest"] = "older"
-        (run / "validation").mkdir()
-        (run / "validation" / "score.json").write_text(json.dumps(document), encoding="utf-8")
+        write_result(run, "score", document)  # as trysquare recorded it: signed
 
     done = cli("report", scenario_path, experiment)
     assert done.returncode == 1, done.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import io
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -63,6 +65,54 @@ def test_temp_files_of_a_killed_run_are_removed_by_the_next_start(tmp_path: Path
     assert run(scenario, exp).exit_code == 0
     assert [p for p in litter if p.exists()] == []
     assert all(p.exists() for p in kept)
+
+
+def test_temp_files_of_a_killed_writer_in_the_experiment_folder_are_removed_by_the_next_start(
+    tmp_path: Path,
+) -> None:
+    exp, scenario = matrix(tmp_path, count=2)
+    run(scenario, exp)
+    # A writer of measures.json killed before its rename.
+    litter = [exp / ".measures.json.k2j3h4l5.tmp", exp / ".measures.json.0123456789ab.tmp"]
+    for path in litter:
+        path.write_bytes(b"[" * 1000)
+        os.utime(path, (time.time() - 120, time.time() - 120))  # left two minutes ago
+    kept = [exp / "notes.tmp", exp / ".report.md.k2j3h4l5.tmp"]  # not ours, or not written under the lock
+    # A second old: perhaps a `report` writing it now (it takes no lock), so it stays.
+    kept.append(exp / ".measures.json.fresh1.tmp")
+    for path in kept:
+        path.write_bytes(b"mine")
+    assert run(scenario, exp).exit_code == 0
+    assert [p for p in litter if p.exists()] == []
+    assert all(p.exists() for p in kept)
+
+
+def test_temp_files_of_a_killed_form_export_are_removed_by_the_next_export(tmp_path: Path) -> None:
+    from trysquare_form import export_form
+
+    exp, scenario_path = matrix(tmp_path)
+    with scenario_path.open("a", encoding="utf-8") as scenario_file:
+        scenario_file.write('\n[[validation]]\nname = "human"\nmode = "form"\npieces = ["diff"]\n'
+                            'metrics = ["clear"]\n')
+    scenario = load_scenario(scenario_path)
+    (experiment,) = discover([exp])
+    export_form(scenario, experiment, tmp_path / "one.toml", seed=1)
+    forms = exp / ".trysquare" / "forms"
+    litter = [forms / ".one.key.json.k2j3h4l5.tmp", forms / ".secret.abcdef.tmp"]
+    for path in litter:
+        path.write_bytes(b"{")
+    # Beside the form: a killed export's temporary form and staging folder (a minute old).
+    beside = [tmp_path / ".one.toml.k2j3h4l5.tmp", tmp_path / ".one.d.ab12cd34"]
+    beside[0].write_text("[run.")
+    beside[1].mkdir()
+    (beside[1] / ".trysquare-form").write_text("written by trysquare form export\n")
+    for path in beside:
+        os.utime(path, (time.time() - 120, time.time() - 120))
+    export_form(scenario, experiment, tmp_path / "two.toml", seed=2)
+    assert [p for p in litter if p.exists()] == []
+    export_form(scenario, experiment, tmp_path / "one.toml", seed=1, force=True)
+    assert [p for p in beside if p.exists()] == []
+    assert len(list(forms.glob("one-*.key.json"))) == 1 and (forms / "secret").is_file()
 
 
 def test_kill_between_history_append_and_result_replace_never_duplicates_history(

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trysquare import _atomic
 from trysquare.scenario import load_scenario
+from trysquare.testing import write_result
 from trysquare_view.server import make_server
 
 from tests.loopback import serve_in_background
@@ -99,7 +99,7 @@ def test_view_picks_up_results_written_while_serving(served) -> None:
     status, page = request(port, "/")
     assert status == 200 and "1/1 \u00b7 1 pending" in page
     run = lab.root / "runs" / "evil-3"
-    _atomic.write_json(run / "validation" / "judge.json", {
+    write_result(run, "judge", {
         "metrics": {"clear": True}, "reasons": {}, "state": "valid", "error": None,
         "validator": {"name": "judge", "mode": "script", "digest": "sha256:x"},
         "context_digest": None, "duration": 0.1,

@@ -303,3 +303,39 @@ def test_browser_reasons_keep_their_lines_and_wide_tables_scroll_in_their_box(
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     watched.shot("file-wide-reasons")
     _assert_quiet(watched, html.as_uri())
+
+
+def _gap_rows(cell: str, true: int, n: int) -> list[dict[str, Any]]:
+    return [{"id": f"{cell}-{i}", "cell": cell, "repetition": i, "state": "valid",
+             "metrics": {"ok": i < true}, "reasons": {}, "errors": [], "pending": []}
+            for i in range(n)]
+
+
+def test_browser_gap_table_and_chart_show_the_runs_needed(watched: Watched, tmp_path: Path) -> None:
+    """Issue 33: each open gap's runs needed, in the chart and the table; the procedure stated."""
+    from trysquare.report import Layout, build_report
+    from trysquare.report.formats import ReportSource
+    from trysquare_view.page import build_page
+
+    rows = [*_gap_rows("ref", 2, 6), *_gap_rows("a", 4, 6), *_gap_rows("b", 2, 6),
+            *_gap_rows("c", 6, 6)]
+    report = build_report(Layout(name="gaps", metrics=("ok",), reference="ref"), rows)
+    path = tmp_path / "gaps.html"
+    path.write_text(build_page(ReportSource(report=report, rows=tuple(rows))), encoding="utf-8")
+    page = _open_file(watched, path)
+    table = page.locator("#gap-table").inner_text()
+    assert "runs needed" in table
+    assert "\u2248 32 runs per cell (you have 6)" in table  # a: 4/6 against 2/6
+    assert "not reachable: the observed gap is zero" in table  # b
+    chart = page.locator("#forest").inner_text()
+    assert "\u2248 32 runs per cell (has 6)" in chart and "not reachable" in chart
+    assert "Procedure: fixed-sample." in page.locator("#procedure").inner_text()
+    assert "Runs needed:" in page.locator("#runs-needed-method").inner_text()
+    watched.shot("file-gaps-runs-needed")
+    gaps = page.locator("#gaps").bounding_box()
+    method = page.locator("#runs-needed-method").bounding_box()
+    assert gaps is not None and method is not None
+    height = method["y"] + method["height"] - gaps["y"] + 8
+    page.screenshot(path=str(SCREENSHOTS / "file-gaps-runs-needed-close.png"), full_page=True,
+                    clip={"x": 0, "y": gaps["y"], "width": 1200, "height": height})
+    _assert_quiet(watched, path.as_uri())

@@ -151,3 +151,26 @@ def test_view_matrix_is_one_window_filtered_and_paged_by_the_query(lab) -> None:
     assert "no run matches (of 5)" in none and 'class="runrow"' not in none
     # Past the last page: back to the first.
     assert build_page(source, lazy=True, window=Window(start=40, size=2)).count('class="runrow"') == 2
+
+
+def test_gap_table_and_chart_carry_the_runs_needed_and_the_procedure() -> None:
+    """Issue 33, without a browser (``test_view_browser.py`` looks at it in one)."""
+    from trysquare.report import Layout, build_report
+    from trysquare.report.formats import ReportSource
+
+    def rows(cell: str, true: int, n: int) -> list[dict]:
+        return [{"id": f"{cell}-{i}", "cell": cell, "repetition": i, "state": "valid",
+                 "metrics": {"ok": i < true}, "reasons": {}, "errors": [], "pending": []}
+                for i in range(n)]
+
+    made = rows("ref", 2, 6) + rows("a", 4, 6)
+    layout = Layout(name="gaps", metrics=("ok",), reference="ref", stopping="anytime",
+                    correction="holm")
+    page = build_page(ReportSource(report=build_report(layout, made), rows=tuple(made)))
+    table = page[page.index('id="gap-table"'):page.index("</table>", page.index('id="gap-table"'))]
+    assert "<th>runs needed</th>" in table and '<td class="runs-needed">\u2248 ' in table
+    forest = page[page.index('id="forest"'):page.index("</svg>", page.index('id="forest"'))]
+    assert 'class="runs-needed">\u2248 ' in forest
+    assert "confidence sequence (anytime-valid)" in page
+    procedure = page[page.index('id="procedure"'):]
+    assert "Procedure: anytime-valid." in procedure and "with Holm&#x27;s correction" in procedure

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from trysquare import _atomic, repo
-from trysquare.testing import RunBuilder
+from trysquare.testing import RunBuilder, write_result
 
 from tests.helpers import write_scenario, write_script
 
@@ -86,8 +86,16 @@ def _usage(requests: int, tokens: tuple[int | None, int | None, int | None],
 BASE_USAGE = {"requests": 3, "input_tokens": 2400, "output_tokens": 160, "cost": "$0.00152"}
 
 
+def _signed(run_dir: Path, name: str, document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` signed as trysquare signs a result of ``run_dir`` (a history line)."""
+    from trysquare import results
+    from trysquare.runs import load_run
+
+    return results.sign_result(load_run(run_dir / "run.toml", replay=True), name, document)
+
+
 def _record(run_dir: Path, name: str, document: Mapping[str, Any], *, stderr: str | None = None) -> None:
-    _atomic.write_json(run_dir / "validation" / f"{name}.json", document)
+    write_result(run_dir, name, document)  # as trysquare records it: signed
     if stderr is not None:
         _atomic.write_text(run_dir / "validation" / f"{name}.stderr", stderr)
 
@@ -136,7 +144,7 @@ def build_lab(tmp_path: Path) -> Lab:
         "outcome": {"state": "valid", "error": None},
     })
     _atomic.append_line(base2 / "validation" / "check.history.jsonl",
-                        _result({"passes": True, "style": True}))
+                        _signed(base2, "check", _result({"passes": True, "style": True})))
 
     evil1 = _run(root, "evil-1", EVIL_CELL, 1, {**fixed, EVIL_FILE: f"print('{XSS}')\n",
                                                    BIG_FILE: "x" * 60_000 + "\n"}, XSS)

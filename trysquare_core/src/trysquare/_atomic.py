@@ -414,20 +414,28 @@ def _read_all(fd: int, limit: int | None = None) -> bytes:
 
 
 def open_lock(path: Path, *, root: Path) -> int:
-    """A read-write fd on lock file ``path`` below ``root``, created if absent, never a symlink."""
+    """A read-write fd on lock file ``path`` below ``root``, created if absent, never a symlink,
+    never anything but a regular file (:class:`UnsafePath`), opened without blocking."""
     path = Path(path)
     with _parent_fd(path, root, create=True) as folder:
         try:
             fd = os.open(
-                path.name, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666, dir_fd=folder
+                path.name, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, 0o666,
+                dir_fd=folder,
             )
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(folder, path.name):
                 raise UnsafePath(path) from None
+            if error.errno in (errno.EISDIR, errno.ENXIO):  # a folder, a socket
+                raise UnsafePath(path, "is not a regular file") from None
             raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise UnsafePath(path, "is not a regular file")
     try:
         # The holder's pid is written into it in place (truncated first).
-        refuse_hard_link(os.fstat(fd), path)
+        refuse_hard_link(info, path)
     except UnsafePath:
         os.close(fd)
         raise

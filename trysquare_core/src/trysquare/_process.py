@@ -15,7 +15,6 @@ import errno
 import itertools
 import os
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,15 +23,13 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from trysquare.jail import (
-    IsolationUnavailable,
-    JailPolicy,
-    availability,
-    hand_over,
-    jailed_command,
-)
+from trysquare.errors import IsolationUnavailable
 from trysquare.sandbox import Sandbox, switched_off
+
+if TYPE_CHECKING:
+    from trysquare.jail import JailPolicy
 
 __all__ = ["DEFAULT_CAP", "ProcessResult", "interrupt", "interrupted", "kill_all", "run_process"]
 
@@ -158,6 +155,8 @@ def run_process(
     deadline = None if timeout is None else start + timeout
     token = None
     if jail is not None:
+        from trysquare.jail import availability, hand_over, jailed_command  # only when jailing
+
         if sandbox is None:
             raise ValueError("a jailed command needs the folders it may write (sandbox=)")
         if availability().available:
@@ -276,6 +275,8 @@ def _program_path(argv: Sequence[str], cwd: Path | str, env: Mapping[str, str] |
         if not os.path.exists(found):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
         return os.path.abspath(found)
+    import shutil
+
     search = (os.environ if env is None else env).get("PATH", os.defpath)
     located = shutil.which(program, path=search)
     if located is None:

@@ -10,8 +10,8 @@ clone either has another key or is refused before any validator runs.
 
 The outcome is kept in ``<run>/.trysquare/suite/<key>.json``. The run folder is
 the agent's, and it may have planted that file before trysquare ever ran: every
-entry therefore carries an HMAC made with a key that lives in trysquare's own
-cache (``$XDG_CACHE_HOME/trysquare/suite.key``, outside every run), and an entry
+entry therefore carries an HMAC made with trysquare's signing key
+(:mod:`trysquare._signing`: in trysquare's own cache, outside every run), and an entry
 whose HMAC does not verify is ignored (then overwritten by the suite's real
 outcome). Only a judged outcome (passed or failed) is kept: a timeout or a failed
 ``prepare`` may be the machine's fault, and the next validation tries again.
@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import hmac
 import json
-import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from trysquare import _atomic
+from trysquare import _atomic, _signing
 from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
@@ -45,28 +43,6 @@ __all__ = ["reusable", "store", "suite_key", "task_key"]
 
 CACHE_FOLDER = Path(".trysquare") / "suite"
 _VERSION = 1
-
-
-def _key_file() -> Path:
-    from trysquare.repo import _cache_root  # the one place trysquare's cache folder is named
-
-    return _cache_root() / "suite.key"
-
-
-_KEYS: dict[Path, bytes] = {}
-
-
-def _secret() -> bytes:
-    """This machine's signing key, made once (0600) in trysquare's cache, never in a run folder."""
-    path = _key_file()
-    found = _KEYS.get(path)
-    if found is None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        found = _atomic.create_once(path, secrets.token_hex(32).encode("ascii"), root=path.parent)
-        if len(found) < 32:
-            raise OSError(f"{path}: the suite cache's key is too short; delete it to make a new one")
-        _KEYS[path] = found
-    return found
 
 
 def suite_key(
@@ -93,10 +69,18 @@ def suite_key(
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
+def _signed(key: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """What an entry's MAC covers."""
+    return {
+        "key": key,
+        "value": entry.get("value"),
+        "reason": entry.get("reason"),
+        "at": entry.get("at"),
+    }
+
+
 def _mac(key: str, entry: Mapping[str, Any]) -> str:
-    signed = {"key": key, "value": entry.get("value"), "reason": entry.get("reason"), "at": entry.get("at")}
-    text = json.dumps(signed, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
-    return hmac.new(_secret(), text.encode("ascii"), hashlib.sha256).hexdigest()
+    return _signing.mac(_signed(key, entry))
 
 
 def _entry_path(task: Task, key: str) -> Path:
@@ -116,7 +100,7 @@ def _verified(task: Task, key: str) -> dict[str, Any] | None:
         return None
     if not isinstance(entry.get("at"), str):
         return None
-    if not hmac.compare_digest(entry["mac"], _mac(key, entry)):
+    if not _signing.verifies(entry["mac"], _signed(key, entry)):
         return None
     return {"value": entry["value"], "reason": entry["reason"], "at": entry["at"]}
 

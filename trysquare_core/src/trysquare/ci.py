@@ -20,9 +20,21 @@ import attrs
 
 from trysquare._shown import json_text
 
-__all__ = ["SCHEMA_VERSION", "ResultRecord", "check_document", "dump", "records", "validate_document"]
+__all__ = [
+    "SCHEMAS",
+    "SCHEMA_VERSION",
+    "ResultRecord",
+    "check_document",
+    "dump",
+    "records",
+    "schema_text",
+    "validate_document",
+]
 
 SCHEMA_VERSION = 1
+# The commands whose ``--format json`` output has a JSON Schema (``trysquare schema NAME``),
+# shipped beside this module as ``schemas/NAME.json``.
+SCHEMAS = ("check", "plugins", "report", "validate")
 
 # How a result reads to CI: "passed" (valid, every declared metric judged),
 # "failed" (invalid: the result cannot be trusted), "unjudged" (valid, but a
@@ -210,3 +222,13 @@ def dump(document: Mapping[str, Any]) -> str:
     """
     text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str)
     return json_text(text) + "\n"
+
+
+def schema_text(name: str) -> str:
+    """The JSON Schema (draft 2020-12) that ``trysquare NAME --format json`` (``plugins
+    --json``) follows, as text."""
+    from importlib import resources
+
+    if name not in SCHEMAS:
+        raise ValueError(f"no schema named {name!r} (known: {', '.join(SCHEMAS)})")
+    return (resources.files("trysquare") / "schemas" / f"{name}.json").read_text(encoding="utf-8")

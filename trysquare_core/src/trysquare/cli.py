@@ -12,7 +12,8 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,26 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse's own exit code is 2 too; keep one format
         raise _ArgumentsError(f"{self.prog}: {message}", usage=self.format_usage())
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        # The innermost command parser finishes first: it is the one the words were for.
+        if getattr(parsed, _CHOSEN, None) is None:
+            setattr(parsed, _CHOSEN, self)
+        return parsed, extras
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        # argparse leaves unknown words to the top parser, whose usage says nothing of the
+        # command they were given to: the command that was chosen refuses them itself.
+        parsed, extras = self.parse_known_args(args, namespace)
+        chosen = getattr(parsed, _CHOSEN, None) or self
+        delattr(parsed, _CHOSEN)
+        if extras:
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+
+_CHOSEN = "_trysquare_chosen_parser"
+
 
 class _ArgumentsError(UsageError):
     """A command line argparse refused: shown as its usage line, then the sentence, once each."""
@@ -41,7 +62,7 @@ class _ArgumentsError(UsageError):
         self.usage = usage
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="trysquare",
         description="Turn finished coding-agent runs into named metrics. Paths on every command "
@@ -103,9 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
         "folder that cannot be read, or a cell none of whose runs judged a [verdict] criterion",
     )  # fmt: skip
     validate.add_argument(
-        "--format", choices=("text", "json"), default="text",
+        "--format", choices=("text", "json", "github"), default="text",
         help="json: one summary object on stdout (schema_version, counts, every run x validator); "
-        "no per-task lines; errors stay on stderr",
+        "no per-task lines; errors stay on stderr. github: the text output, then an ::error line "
+        "per invalid result and a ::warning per unjudged one (GitHub Actions annotations)",
     )  # fmt: skip
     validate.add_argument(
         "--junit-xml", type=Path, metavar="FILE",
@@ -165,6 +187,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_selection_options(report, files_note=True)
     report.set_defaults(handler=_report)
 
+    trust = commands.add_parser(
+        "trust", help="sign here the results you vouch trysquare wrote (from another machine)"
+    )
+    trust.add_argument("scenario", type=Path)
+    trust.add_argument("path", type=Path)
+    add_selection_options(trust)
+    trust.set_defaults(handler=_trust)
+    plan = commands.add_parser("plan", help="how many more runs each cell needs to settle its gaps")
+    plan.add_argument("scenario", type=Path)
+    plan.add_argument("path", type=Path)
+    plan.add_argument(
+        "--format", default="table", choices=("table", "json", "toml"),
+        help="table (default), json, or toml: [more] cell = runs, for a harness to read",
+    )
+    plan.add_argument(
+        "--budget", type=_positive_int, metavar="N",
+        help="spread N more runs over the cells where they buy the most certainty",
+    )
+    plan.set_defaults(handler=_plan)
+
     record = commands.add_parser(
         "record",
         help="write a run.toml from flags",
@@ -210,11 +252,39 @@ def build_parser() -> argparse.ArgumentParser:
     plugins_cmd.add_argument("--json", action="store_true")
     plugins_cmd.set_defaults(handler=_plugins)
 
+    install = commands.add_parser(
+        "install", help="install plugins into trysquare's own environment"
+    )
+    install.add_argument(
+        "requirements", nargs="+", metavar="REQUIREMENT",
+        help="a plugin: a name (trysquare-anthropic), a wheel, a folder, a URL",
+    )  # fmt: skip
+    install.add_argument("-U", "--upgrade", action="store_true", help="upgrade it if installed")
+    install.set_defaults(handler=_install)
+
+    uninstall = commands.add_parser(
+        "uninstall", help="remove plugins from trysquare's own environment"
+    )
+    uninstall.add_argument(
+        "names", nargs="+", metavar="NAME", help="an installed plugin's distribution name"
+    )
+    uninstall.set_defaults(handler=_uninstall)
+
+    schema = commands.add_parser(
+        "schema", help="print the JSON Schema a command's --format json output follows"
+    )
+    schema.add_argument(
+        "name", choices=("validate", "check", "report", "plugins"), metavar="COMMAND",
+        help="validate, check, report or plugins",
+    )  # fmt: skip
+    schema.set_defaults(handler=_schema)
+
     from trysquare import helptext, plugins
 
     helptext.apply(commands)
 
-    plugins.add_commands(commands, parser_class=_Parser)  # each plugin guarded on its own
+    if with_plugins:
+        plugins.add_commands(commands, parser_class=_Parser)  # each plugin guarded on its own
     return parser
 
 
@@ -230,14 +300,83 @@ def _positive_int(text: str) -> int:
     return value
 
 
+# After SIGINT or SIGTERM a command stops what it does and says so; should it still be
+# waiting this many seconds later (a blocking open, a plugin's hook), it is ended.
+SIGNAL_GRACE = 5.0
+
+
+class _Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM, raised where the main thread is (exit ``128 + signum``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_deadline_armed: list[int] = []
+
+
+def arm_signal_deadline(signum: int) -> None:
+    """End this process ``SIGNAL_GRACE`` seconds after signal ``signum`` unless it ended by then.
+
+    Python runs a signal handler only between bytecodes of the main thread: a thread
+    waiting in a system call (an open on a FIFO, a plugin's socket) retries it after the
+    handler, and a worker thread is never interrupted. Writes are atomic renames, so
+    ending here leaves what a ``kill -9`` leaves: nothing torn, temporary files the next
+    start sweeps.
+    """
+    if _deadline_armed:
+        return
+    _deadline_armed.append(signum)
+
+    def end() -> None:
+        name = signal.Signals(signum).name
+        os.write(2, (
+            f"trysquare: interrupted: still busy {SIGNAL_GRACE:g} s after {name}; ended without "
+            "finishing (nothing half-written is kept)\n"
+        ).encode())
+        os._exit(128 + signum)
+
+    import threading
+
+    timer = threading.Timer(SIGNAL_GRACE, end)
+    timer.daemon = True
+    timer.start()
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    arm_signal_deadline(signum)
+    process = sys.modules.get("trysquare._process")
+    if process is not None:
+        process.kill_all()  # children this command started end with it
+    raise _Interrupted(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv
     if _asks_version(argv):
         print(f"trysquare {__version__}")  # before any plugin loads: a broken one cannot stop it
         return 0
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        parser = build_parser()
+        return _main(argv)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# Help waits this long for the plugins (their commands are in it), then goes without them.
+HELP_PLUGIN_WAIT = 5.0
+
+
+def _main(argv: list[str]) -> int:
+    debug = "--debug" in argv
+    try:
+        parser = build_parser(with_plugins=_plugins_within_help_wait(argv))
         args = parser.parse_args(argv)
         if getattr(args, "handler", None) is None:
             parser.print_help()
@@ -254,9 +393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return error.exit_code
         print(f"trysquare: {shown(error.message, newlines=True)}", file=sys.stderr)
         return error.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupted:
         print("trysquare: interrupted", file=sys.stderr)
-        return 130
+        return 128 + interrupted.signum if isinstance(interrupted, _Interrupted) else 130
     except BrokenPipeError:
         return 1
     except Exception as error:
@@ -268,6 +407,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _plugins_within_help_wait(argv: Sequence[str]) -> bool:
+    """Whether help may list the plugins' commands: they loaded within ``HELP_PLUGIN_WAIT``.
+
+    Only when help is asked for: a slow plugin (one that waits at import) is named and
+    left out, and the built-in help printed at once. Any other command waits for them.
+    """
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    if not ({"-h", "--help"} & set(words)) and words:
+        return True
+    from trysquare import plugins
+
+    slow = plugins.load_within(HELP_PLUGIN_WAIT)
+    if slow is None:
+        return True
+    print(
+        shown(f"trysquare: warning: plugin '{slow}' is still loading after {HELP_PLUGIN_WAIT:g} s; "
+              "this help leaves out the commands of every plugin"),
+        file=sys.stderr,
+    )
+    return False
 
 
 def _asks_version(argv: Sequence[str]) -> bool:
@@ -334,8 +495,45 @@ def _validate(args: argparse.Namespace) -> int:
         return _ci_outputs(args, scenario, experiments, summary)
 
     machine = args.format == "json"
-    out = sys.stderr if machine else sys.stdout  # json: stdout holds the one object
-    return _run_validate(scenario, experiments, options, out=out, finish=outputs)
+    if machine:
+        with document_only():  # json: stdout holds the one object, whatever a mode prints
+            return _run_validate(scenario, experiments, options, out=sys.stderr, finish=outputs)
+    if args.format != "github":
+        return _run_validate(scenario, experiments, options, out=sys.stdout, finish=outputs)
+    from trysquare import github
+
+    # The per-task lines hold the agent's text: GitHub reads no command in them.
+    pause, args.github_token = github.stop_commands()
+    print(pause, flush=True)
+    try:
+        return _run_validate(scenario, experiments, options, out=sys.stdout, finish=outputs)
+    finally:
+        if args.github_token is not None:  # interrupted before the annotations
+            print(github.resume_commands(args.github_token), flush=True)
+
+
+_document: list[Any] = []  # the stream the command's one document goes to (document_only)
+
+
+@contextmanager
+def document_only() -> Iterator[None]:
+    """Keep standard output for the command's one document (``--format json``, a report).
+
+    Meanwhile ``sys.stdout`` is standard error: whatever else is printed, in any thread (a
+    mode's ``print`` while a run is validated, a report format's), cannot corrupt it. The
+    document is written with :func:`write_document`.
+    """
+    _document.append(sys.stdout)
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = _document.pop()
+
+
+def write_document(text: str) -> None:
+    """Write the command's document to standard output (the real one, under :func:`document_only`)."""
+    (_document[-1] if _document else sys.stdout).write(text)
 
 
 def _say_verdicts_kept(scenario: Any, only: Sequence[str], out: Any) -> None:
@@ -353,7 +551,7 @@ def _say_verdicts_kept(scenario: Any, only: Sequence[str], out: Any) -> None:
 def _ci_outputs(args: argparse.Namespace, scenario: Any, experiments: Any, summary: Any) -> int:
     """``--junit-xml`` and ``--format json`` from what validate recorded; the closing line otherwise."""
     exit_code = summary.exit_code
-    if args.junit_xml is None and args.format != "json":
+    if args.junit_xml is None and args.format == "text":
         print(summary.closing_line())
         return exit_code
     from trysquare import ci
@@ -369,9 +567,16 @@ def _ci_outputs(args: argparse.Namespace, scenario: Any, experiments: Any, summa
             print(shown(f"trysquare: --junit-xml {args.junit_xml}: not written: {problem}"), file=sys.stderr)
             exit_code = max(exit_code, 1)
     if args.format == "json":
-        sys.stdout.write(ci.dump(ci.validate_document(summary, found, scenario=scenario, exit_code=exit_code)))
-    else:
-        print(summary.closing_line())
+        write_document(ci.dump(ci.validate_document(summary, found, scenario=scenario, exit_code=exit_code)))
+        return exit_code
+    if args.format == "github":
+        from trysquare import github
+
+        print(github.resume_commands(args.github_token))
+        args.github_token = None
+        for line in github.annotation_lines(found):
+            print(line)
+    print(summary.closing_line())
     return exit_code
 
 
@@ -388,6 +593,7 @@ def _run_validate(
         # Running validators end now, a judge's requests in flight too; nothing of theirs
         # is recorded.
         _process.interrupt()
+        arm_signal_deadline(signum)  # a wait no kill ends (a plugin's blocking call) still ends
 
     _process.interrupt(asked=False)
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -423,6 +629,13 @@ def _key_values(items: Sequence[str]) -> dict[str, str]:
 
 
 def _check(args: argparse.Namespace) -> int:
+    if args.format != "json":
+        return _check_matrix(args)
+    with document_only():  # stdout holds the one object, whatever a mode prints
+        return _check_matrix(args)
+
+
+def _check_matrix(args: argparse.Namespace) -> int:
     scenario = _load(args.scenario, args.config)
     machine = args.format == "json"
     # With --format json the lines a person reads go into the one object on stdout.
@@ -485,7 +698,7 @@ def _check(args: argparse.Namespace) -> int:
 def _check_json(scenario: Any, code: int, protection: str, **found: Any) -> int:
     from trysquare import ci
 
-    sys.stdout.write(ci.dump(ci.check_document(scenario, exit_code=code, protection=protection, **found)))
+    write_document(ci.dump(ci.check_document(scenario, exit_code=code, protection=protection, **found)))
     return code
 
 
@@ -563,9 +776,64 @@ def _report(args: argparse.Namespace) -> int:
     _refuse_duplicates(experiments)
     selection = Selection.from_args(args.cell, args.run)
     selected = selection.apply(experiments)[0] if selection.active else None
-    return run_report(
-        scenario, experiments[0], args.format, runs_only=args.runs, output=args.output, selected=selected
+    if args.output is not None:
+        return run_report(scenario, experiments[0], args.format, runs_only=args.runs,
+                          output=args.output, selected=selected)
+    with document_only():  # stdout holds the report, whatever a plugin's format prints
+        return run_report(scenario, experiments[0], args.format, runs_only=args.runs,
+                          selected=selected, out=write_document)
+
+
+def _trust(args: argparse.Namespace) -> int:
+    from trysquare import results
+    from trysquare.lock import experiment_lock
+    from trysquare.selection import Selection
+
+    scenario = _load(args.scenario)
+    whole = load_experiments([args.path])
+    _refuse_duplicates(whole)
+    experiments = Selection.from_args(args.cell, args.run).apply(whole)
+    signed = 0
+    for experiment in experiments:
+        with experiment_lock(experiment.root, experiment.runs, command="trust"):
+            for run in experiment.runs:
+                for validation in scenario.validations:
+                    try:
+                        why = results.adopt_result(run, validation.name)
+                    except (OSError, results.UnreadableResult) as error:
+                        print(shown(f"trysquare: {run.label}: {error}"), file=sys.stderr)
+                        continue
+                    if why is not None:
+                        signed += 1
+                        said = f"{results.unsigned_sentence(run, validation.name, why)}: signed now"
+                        print(shown(f"trysquare: {said}"))
+    print(f"{signed} result{'s' if signed != 1 else ''} signed here on your word")
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from trysquare import results
+    from trysquare.report import Layout, build_report
+    from trysquare.report.plan import build_plan, render_plan
+
+    scenario = _load(args.scenario)
+    if scenario.verdict.reference is None:
+        raise UsageError(
+            f"{args.scenario}: plan needs [verdict] reference, the cell every gap is "
+            "measured against"
+        )
+    experiments = load_experiments([args.path])
+    _refuse_duplicates(experiments)
+    experiment = experiments[0]
+    current = {v.name: v.digest() for v in scenario.validations}
+    # Read-only: the rows are rebuilt as `report` does, but measures.json is left as it is.
+    rows = results.build_measures(scenario, experiment.runs, current, unusable=experiment.errors)
+    report = build_report(
+        Layout.from_scenario(scenario), rows, appearance=[run.cell for run in experiment.runs],
+        skipped=[str(error) for error in experiment.errors],
     )
+    sys.stdout.write(render_plan(build_plan(report, budget=args.budget), args.format))
+    return 0
 
 
 def _record(args: argparse.Namespace) -> int:
@@ -688,13 +956,21 @@ def _plugins(args: argparse.Namespace) -> int:
 
     listed = plugins.infos()
     if args.json:
-        # The JSON shape is pinned by the design: report formats are in the text listing only.
-        pinned = [
-            {key: value for key, value in attrs.asdict(info).items() if key != "report_formats"}
+        # A list (its shape is pinned by the design), each entry everything the text listing
+        # says (a refused name in "error", as in the text) and the schema_version a reader
+        # checks (`trysquare schema plugins`).
+        from trysquare.ci import SCHEMA_VERSION
+
+        entries = [
+            {
+                **{key: value for key, value in attrs.asdict(info).items() if key != "refused"},
+                "error": _plugin_problem(info),
+                "schema_version": SCHEMA_VERSION,
+            }
             for info in listed
         ]
-        print(json.dumps(pinned, indent=2))
-        return 1 if any(info.error for info in listed) else 0
+        print(json.dumps(entries, indent=2))
+        return 1 if any(_plugin_problem(info) for info in listed) else 0
     if not listed:
         print("no plugins installed")
     for info in listed:
@@ -708,9 +984,51 @@ def _plugins(args: argparse.Namespace) -> int:
             if values
         ]
         status = f"FAILED: {info.error}" if info.error else "; ".join(provided) or "hooks: " + ", ".join(info.hooks)
-        print(f"{info.name} {info.version or ''}".rstrip() + f"  {status}")
+        if info.refused and not info.error:
+            status += "; REFUSED: " + "; ".join(info.refused)
+        print(shown(f"{info.name} {info.version or ''}".rstrip() + f"  {status}"))
     _print_protection()
-    return 1 if any(info.error for info in listed) else 0  # a plugin that failed is work fallen short
+    # A plugin that failed, or was refused a name, is work fallen short.
+    return 1 if any(_plugin_problem(info) for info in listed) else 0
+
+
+def _plugin_problem(info: Any) -> str | None:
+    """What went wrong with a plugin: its failure, or the names it was refused."""
+    if info.error:
+        return str(info.error)
+    return "; ".join(info.refused) or None
+
+
+def _install(args: argparse.Namespace) -> int:
+    from trysquare import installer
+
+    from trysquare._install import checkout_root
+
+    root = checkout_root()
+    if root is not None:
+        print(
+            f"trysquare: warning: trysquare runs from the checkout {root}: the next `uv sync` "
+            "undoes this install (a workspace member is installed by uv sync --all-packages)",
+            file=sys.stderr,
+        )
+    names = installer.install(args.requirements, upgrade=args.upgrade)
+    print(f"installed into {sys.executable}: {', '.join(names)} (trysquare plugins lists it)")
+    return 0
+
+
+def _uninstall(args: argparse.Namespace) -> int:
+    from trysquare import installer
+
+    names = installer.uninstall(args.names)
+    print(f"removed from {sys.executable}: {', '.join(names)}")
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from trysquare import ci
+
+    sys.stdout.write(ci.schema_text(args.name))
+    return 0
 
 
 def _print_protection() -> None:

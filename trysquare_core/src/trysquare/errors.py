@@ -68,3 +68,10 @@ class LockedError(TrysquareError):
     """Another ``validate`` holds the experiment's lock (exit 1)."""
 
     exit_code = 1
+
+
+class IsolationUnavailable(OSError):
+    """The agent's code must run in the jail (``isolation = "required"``) and it cannot start.
+
+    An ``OSError``: where a child cannot start, callers already say so for that run.
+    """

@@ -149,7 +149,7 @@ def record_task(evaluated: Evaluated) -> TaskResult:
         duration=evaluated.duration,
     )
     try:
-        results.write_result(task.run, task.validation.name, document, outcome.stderr)
+        document = results.write_result(task.run, task.validation.name, document, outcome.stderr)
     except OSError as error:
         # This run's folder refused the write (a symlink, a full disk): its task
         # is invalid, said by path; the matrix goes on (or stops cleanly on ENOSPC).

@@ -439,6 +439,11 @@ class ResultWatch:
         slot = self._slot(run, name)
         if slot is None:
             return
+        from trysquare import results
+
+        if results.SIGNATURE not in document:
+            # Written signed (write_result), handed back as it was before (an executor's own).
+            document = results.sign_result(run, name, document)
         self._written[32 * slot:32 * slot + 32] = _document_sha(document)
         self._was_written[slot] = 1
 
@@ -491,7 +496,9 @@ def refuse_forged(forged: Iterable[tuple[Run, str]], out: TextIO) -> None:
         problem = f"{shown(str(path))} was changed during validate by something other than trysquare"
         print(f"trysquare: {shown(run.label)}: {problem}", file=out)
         try:
-            document = results.read_result(run, name) or {}
+            # What the forged file says is kept only if trysquare signed it (an older result
+            # of its own put back): a forgery's numbers never stay, even beside an error.
+            document = results.read_result(run, name) or {"metrics": {}, "reasons": {}}
             results.write_result(run, name, {**document, "state": "invalid", "error": problem,
                                               "context_digest": None}, None)
         except (OSError, results.UnreadableResult) as error:

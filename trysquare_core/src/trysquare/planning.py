@@ -68,6 +68,9 @@ class RunPlan:
     which: int  # bit i set: shared.validations[i] must run on it
     kept: int  # its record's number in the spill
     shared: _Shared
+    # Results found not signed here, never reused: (validator name, why, run again now).
+    # A judge's is bought again only under --rejudge; until then the run is invalid.
+    unsigned: tuple[tuple[str, str, bool], ...] = ()
 
     @property
     def size(self) -> int:
@@ -182,6 +185,7 @@ def _plan_run(
     picture = guard.picture_clone(run, facts)
     refused = picture is not None and picture.problem is not None
     planned: list[_Planned] = []
+    unsigned: list[tuple[str, str, bool]] = []
     for index, validation in enumerate(shared.validations):
         context_path = results.archive_dir(run, validation.name) / "context.json"
         if facts is None:
@@ -192,7 +196,13 @@ def _plan_run(
             _atomic.write_text_if_changed(context_path, text, root=run.dir)
         context_digest = contexts.context_digest(text, context, root=run.dir, validation=validation)
         results.refuse_planted_links(run, validation.name)
-        previous, previous_sha = _read_previous(run, validation.name)
+        previous, previous_sha, why = _read_previous(run, validation.name)
+        if why is not None:
+            # Not trysquare's (here): never reused. A paid verdict is not bought again unasked.
+            again = refused or not validation.costly or options.rejudge
+            unsigned.append((validation.name, why, again))
+            if not again:
+                continue
         digest = shared.digests[validation.name]
         recorded = None if previous is None else previous.get("context_digest")
         if previous is not None and contexts.is_current(recorded, context_digest, text, context):
@@ -202,7 +212,7 @@ def _plan_run(
         planned.append((index, context_digest, _sha(text), previous_sha))
     record = None if picture is None else picture.as_record()
     which = sum(1 << item[0] for item in planned)
-    return RunPlan(run, which, spill.keep((record, planned)), shared)
+    return RunPlan(run, which, spill.keep((record, planned)), shared, unsigned=tuple(unsigned))
 
 
 def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> ValidationTask:
@@ -245,27 +255,33 @@ def _context_as_planned(path: Path, sha: bytes, root: Path) -> tuple[Mapping[str
 
 
 def _previous_as_planned(run: Run, name: str, sha: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
-    previous, now = _read_previous(run, name)
+    previous, now, _ = _read_previous(run, name)
     if now != sha:
         path = results.result_path(run, name)
         return None, f"{path} was changed during validate by something other than trysquare"
     return previous, None
 
 
-def _read_previous(run: Run, name: str) -> tuple[dict[str, Any] | None, bytes | None]:
-    """The recorded result (None if absent or damaged) and the digest of the file's bytes."""
+def _read_previous(run: Run, name: str) -> tuple[dict[str, Any] | None, bytes | None, str | None]:
+    """The recorded result (None if absent, damaged or not signed here), the digest of the
+    file's bytes, and why a well-formed result is not trysquare's (None when it is)."""
     path = results.result_path(run, name)
     try:
         raw = _atomic.read_bytes(path, root=run.dir)
     except FileNotFoundError:
-        return None, None
+        return None, None, None
     except OSError:
         # A planted link or an unreadable file: no previous result, as read_result says.
-        return None, b"unreadable"
+        return None, b"unreadable", None
     try:
-        return results.parse_result(raw, path), _sha_bytes(raw)
+        previous = results.parse_result(raw, path)
     except results.UnreadableResult:
-        return None, _sha_bytes(raw)  # damaged: read as none, and run again
+        return None, _sha_bytes(raw), None  # damaged: read as none, and run again
+    why = results.signature_problem(run, name, previous)
+    if why is not None:
+        return None, _sha_bytes(raw), why
+    previous.pop(results.SIGNATURE)
+    return previous, _sha_bytes(raw), None
 
 
 def _sha(text: str) -> bytes:

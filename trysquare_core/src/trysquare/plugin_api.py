@@ -23,10 +23,10 @@ from trysquare._canonical import digest
 from trysquare._process import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES, ProcessResult, Steps
 from trysquare.commands import Commands
 from trysquare.hookspecs import hookimpl, hookspec
-from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
     from trysquare.errors import TrysquareError
+    from trysquare.jail import JailPolicy
     from trysquare.runs import Experiment
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "run_process",
     "run_steps",
     "scratch_folder",
+    "shown",
     "structure",
     "tail",
     "write_json",
@@ -200,6 +201,19 @@ def child_environment(*, passed: Iterable[str] = (), protected: Iterable[str] = 
     return environment(passed=passed, protected=protected)
 
 
+def shown(text: object) -> str:
+    r"""``text`` for one terminal line: every control character (ESC, CR, newline, bidi
+    overrides) shown as a visible escape, so agent- or human-written text cannot forge or
+    hide a line. Text without them comes back unchanged.
+
+    >>> print(shown("run\x1b[2J\nall valid"))
+    run\x1b[2J\x0aall valid
+    """
+    from trysquare._shown import shown as escaped
+
+    return escaped(text)
+
+
 # -- writing inside a run folder ------------------------------------------------
 # Everything in a run folder may be the measured agent's: these never read or
 # write through a symlink below ``root`` (an ``OSError`` names the path), and
@@ -345,3 +359,13 @@ def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Exp
             )
         raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
     return experiments
+
+
+def __getattr__(name: str) -> Any:
+    # JailPolicy is loaded when asked for: importing this module (every command does, even
+    # --version) stays free of the jail and of attrs.
+    if name == "JailPolicy":
+        from trysquare.jail import JailPolicy
+
+        return JailPolicy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

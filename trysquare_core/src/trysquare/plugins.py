@@ -15,6 +15,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +40,7 @@ __all__ = [
     "hook_callers",
     "infos",
     "modes",
+    "plugin_output",
     "registry",
     "report_formats",
     "reset",
@@ -46,6 +50,10 @@ __all__ = [
 ENTRY_POINT_GROUP = "trysquare"
 # In-tree defaults, registered after entry points so that plugins may come first.
 BUILTIN_MODULES = ("trysquare.sessions.builtin", "trysquare.executors", "trysquare.report.formats")
+# The distributions `pip install trysquare` brings: built-in too. A name one of them or a
+# module above registers (a mode, provider, session or report format, executor) stays
+# theirs: another plugin registering it is refused that name, and keeps the rest.
+BUILTIN_DISTRIBUTIONS = ("trysquare-form", "trysquare-judge", "trysquare-script", "trysquare-view")
 
 # What `trysquare plugins` lists for each plugin, and the registry hook behind it.
 LISTED_REGISTRIES = {
@@ -70,6 +78,7 @@ class PluginInfo:
     executors: tuple[str, ...] = ()
     report_formats: tuple[str, ...] = ()
     error: str | None = None
+    refused: tuple[str, ...] = ()  # names it registered that another plugin has (the rest stand)
 
 
 @attrs.define
@@ -80,6 +89,8 @@ class _State:
     registries: dict[str, dict[str, tuple[Any, str]]] = attrs.field(factory=dict)
     registered_by: dict[str, dict[str, list[str]]] = attrs.field(factory=dict)
     callers: dict[str, list[tuple[str, Any]]] = attrs.field(factory=dict)
+    builtin: set[str] = attrs.field(factory=set)  # plugin names that are built-in
+    refusals: dict[str, list[str]] = attrs.field(factory=dict)
 
 
 _state: _State | None = None
@@ -107,11 +118,12 @@ def _load() -> _State:
     only = _names("TRYSQUARE_LOAD_PLUGINS")
     blocked = _names("TRYSQUARE_BLOCK_PLUGINS") or set()
     loaded: list[tuple[str, Any]] = []
-    entry_points = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    entry_points = _claimed(state, blocked, only)
     plugin_names = {entry_point.name for entry_point in entry_points}
     for entry_point in entry_points:
         name = entry_point.name
-        if name in blocked or (only is not None and name not in only) or name in state.versions:
+        dist = _dist_name(entry_point)
+        if name in blocked or dist in blocked or (only is not None and not {name, dist} & only):
             continue
         needed = _needed_plugins(entry_point) & plugin_names
         if needed & blocked:
@@ -123,10 +135,16 @@ def _load() -> _State:
                 f"needs {', '.join(left_out)}, which TRYSQUARE_LOAD_PLUGINS leaves out"
             )
             continue
+        if name in BUILTIN_DISTRIBUTIONS:
+            state.builtin.add(name)
         try:
-            loaded.append((name, entry_point.load()))
+            _loading[:] = [name]
+            with plugin_output():
+                loaded.append((name, entry_point.load()))
         except Exception as error:  # noqa: BLE001 - one broken plugin is only reported
             state.failures[name] = _describe(error)
+        finally:
+            _loading.clear()
     for name, plugin in loaded:
         _register(state, name, plugin)
     for module_name in BUILTIN_MODULES:
@@ -136,9 +154,63 @@ def _load() -> _State:
             if error.name == module_name:
                 continue  # not part of this build yet
             raise
+        state.builtin.add(module_name)
         _register(state, module_name, module)
     _drop_unspecified(state)
     return state
+
+
+# The entry point being imported now (what a bounded wait for plugins names).
+_loading: list[str] = []
+
+
+def _dist_name(entry_point: metadata.EntryPoint) -> str | None:
+    """The normalized name of the distribution declaring ``entry_point``."""
+    if entry_point.dist is None:
+        return None
+    return re.sub(r"[-_.]+", "-", entry_point.dist.name).lower()
+
+
+def _claimed(state: _State, blocked: set[str], only: set[str] | None) -> list[metadata.EntryPoint]:
+    """The entry points that may load, by name: one for each name, the others refused.
+
+    An entry point name is its distribution's name (``trysquare-script``). When several
+    distributions declare one name, the distribution of that name keeps it and each other
+    one is refused, listed under its own distribution name (which is how it is blocked);
+    with no such distribution, every claimant is refused. A foreign distribution declaring
+    a built-in's name is refused even alone: it would stand in for the built-in.
+    """
+    by_name: dict[str, list[metadata.EntryPoint]] = {}
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if _dist_name(entry_point) in blocked and _dist_name(entry_point) != entry_point.name:
+            continue  # blocked by its distribution's name (blocked by its own name: later)
+        by_name.setdefault(entry_point.name, []).append(entry_point)
+    kept: list[metadata.EntryPoint] = []
+    for name, claimants in sorted(by_name.items()):
+        owner = next((ep for ep in claimants if _dist_name(ep) == name), None)
+        if owner is None and len(claimants) == 1 and name not in BUILTIN_DISTRIBUTIONS:
+            owner = claimants[0]  # a third-party entry point named otherwise than its distribution
+        dists = sorted({_dist_name(ep) or ep.value for ep in claimants})
+        for entry_point in claimants:
+            if entry_point is owner:
+                continue
+            label = _dist_name(entry_point) or entry_point.value
+            if only is not None and not {label, name} & only:
+                continue  # not chosen: nothing to say about it
+            if owner is not None:
+                why = f"distribution '{_dist_name(owner)}' has that name"
+            elif len(claimants) > 1:
+                why = f"distributions {', '.join(repr(d) for d in dists)} all declare it"
+            else:
+                why = "it is the name of a built-in distribution"
+            state.versions[label] = entry_point.dist.version if entry_point.dist else None
+            state.failures[label] = (
+                f"declares the entry point name '{name}', refused: {why}; an entry point is named "
+                f"after its own distribution (TRYSQUARE_BLOCK_PLUGINS={label} leaves it out)"
+            )
+        if owner is not None:
+            kept.append(owner)
+    return kept
 
 
 def _needed_plugins(entry_point: metadata.EntryPoint) -> set[str]:
@@ -160,7 +232,8 @@ _REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 def _register(state: _State, name: str, plugin: Any) -> None:
     manager = state.manager
     try:
-        manager.register(plugin, name=name)
+        with plugin_output():  # registering calls the plugin's trysquare_add_hookspecs
+            manager.register(plugin, name=name)
     except Exception as error:  # noqa: BLE001 - a bad hookimpl disables this plugin only
         if manager.is_registered(plugin):
             manager.unregister(plugin)
@@ -219,7 +292,9 @@ def registry(hook_name: str) -> dict[str, Any]:
 def _collect(state: _State, hook_name: str) -> tuple[dict[str, tuple[Any, str]], dict[str, list[str]]]:
     found: dict[str, tuple[Any, str]] = {}
     by_plugin: dict[str, list[str]] = {}
-    for plugin_name, caller in _callers(state, hook_name):
+    # Built-ins register first: a name one of them has stays theirs whatever is installed.
+    callers = sorted(_callers(state, hook_name), key=lambda item: item[0] not in state.builtin)
+    for plugin_name, caller in callers:
         if plugin_name in state.failures:
             continue
         mine: list[tuple[Any, Any]] = []
@@ -228,21 +303,124 @@ def _collect(state: _State, hook_name: str) -> tuple[dict[str, tuple[Any, str]],
             _mine.append((getattr(item, "name", None), item))
 
         try:
-            caller(register=register)
+            with plugin_output():
+                caller(register=register)
             for name, item in mine:
                 if not isinstance(name, str) or not name:
                     raise TypeError(f"{hook_name} registered {item!r}, which has no name")
-                if name in found:
-                    raise ValueError(
-                        f"'{name}' is registered by both '{found[name][1]}' and '{plugin_name}'"
-                    )
         except Exception as error:  # noqa: BLE001 - only this plugin's registrations are lost
             _fail(state, plugin_name, hook_name, error)
             continue
+        kept: list[str] = []
         for name, item in mine:
+            if name in found:
+                # Only this registration is refused: the rest of this plugin stands.
+                _refuse(state, plugin_name, hook_name, name, found[name][1])
+                continue
             found[name] = (item, plugin_name)
-        by_plugin[plugin_name] = [name for name, _ in mine]
+            kept.append(name)
+        by_plugin[plugin_name] = kept
     return found, by_plugin
+
+
+_KINDS = {
+    "trysquare_register_modes": "mode",
+    "trysquare_register_judge_providers": "provider",
+    "trysquare_register_session_formats": "session format",
+    "trysquare_register_executors": "executor",
+    "trysquare_register_report_formats": "report format",
+}
+
+
+def _refuse(state: _State, plugin_name: str, hook_name: str, name: str, owner: str) -> None:
+    """Refuse one name a plugin registered that another has: a warning, and ``plugins`` says so."""
+    kind = _KINDS.get(hook_name, hook_name)
+    whose = "the built-in plugin" if owner in state.builtin else "plugin"
+    sentence = f"{kind} '{name}' of '{plugin_name}' refused: {whose} '{owner}' registers it"
+    if sentence in state.refusals.get(plugin_name, []):
+        return
+    state.refusals.setdefault(plugin_name, []).append(sentence)
+    from trysquare._shown import shown  # a plugin's names are printed escaped
+
+    print(shown(f"trysquare: warning: {sentence}"), file=sys.stderr)
+
+
+# What a plugin prints (at import, from a hook) goes to stderr: standard output may be
+# a document (``--format json``, ``csv``) that must hold nothing else. While any thread
+# runs plugin code, ``sys.stdout`` is a router: writes from a thread inside plugin code
+# go to stderr, every other thread's to the real stream (help printed while a slow
+# plugin imports in the background, a document written while an observer runs).
+_output_lock = threading.Lock()
+_output_depth = 0
+_output_saved: Any = None
+_inside = threading.local()
+
+
+class _Router:
+    def __init__(self, target: Any) -> None:
+        self._target = target
+
+    def _stream(self) -> Any:
+        return sys.stderr if getattr(_inside, "depth", 0) else self._target
+
+    def write(self, text: str) -> int:
+        return int(self._stream().write(text))
+
+    def flush(self) -> None:
+        self._stream().flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+@contextmanager
+def plugin_output() -> Iterator[None]:
+    """Send what plugin code run in this thread prints to standard error while it runs."""
+    global _output_depth, _output_saved
+    with _output_lock:
+        if _output_depth == 0:
+            _output_saved = sys.stdout
+            sys.stdout = _Router(_output_saved)
+        _output_depth += 1
+    _inside.depth = getattr(_inside, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _inside.depth -= 1
+        with _output_lock:
+            _output_depth -= 1
+            if _output_depth == 0:
+                sys.stdout = _output_saved
+                _output_saved = None
+
+
+def load_within(seconds: float) -> str | None:
+    """Load the plugins, waiting at most ``seconds``: ``None`` once loaded, else the name of
+    the plugin still importing (the load goes on in the background, nothing waits on it)."""
+    if _state is not None:
+        return None
+    done = threading.Event()
+
+    def load() -> None:
+        try:
+            _get_state()
+        except Exception:  # noqa: BLE001, S110 - the command that needs plugins says what broke
+            pass
+        finally:
+            done.set()
+
+    threading.Thread(target=load, name="trysquare-plugins", daemon=True).start()
+    if done.wait(seconds):
+        return None
+    return _loading[0] if _loading else "(the plugin manager)"
+
+
+def _quiet(caller: Callable[..., Any]) -> Callable[..., Any]:
+    def call(**kwargs: Any) -> Any:
+        with plugin_output():
+            return caller(**kwargs)
+
+    return call
 
 
 def _callers(state: _State, hook_name: str) -> list[tuple[str, Any]]:
@@ -283,7 +461,11 @@ def hook_callers(hook_name: str) -> list[tuple[str, Any]]:
     plugin cannot compute makes that run unusable, naming the plugin).
     """
     state = _get_state()
-    return [(name, caller) for name, caller in _callers(state, hook_name) if name not in state.failures]
+    return [
+        (name, _quiet(caller))
+        for name, caller in _callers(state, hook_name)
+        if name not in state.failures
+    ]
 
 
 def call_each(hook_name: str, /, *, include_failed: bool = False, **kwargs: Any) -> list[tuple[str, Any]]:
@@ -300,7 +482,8 @@ def call_each(hook_name: str, /, *, include_failed: bool = False, **kwargs: Any)
         if plugin_name in state.failures and not include_failed:
             continue
         try:
-            answers.extend((plugin_name, answer) for answer in caller(**kwargs))
+            with plugin_output():
+                answers.extend((plugin_name, answer) for answer in caller(**kwargs))
         except Exception as error:  # noqa: BLE001 - one plugin's bug is reported, never a crash
             _fail(state, plugin_name, hook_name, error)
     return answers
@@ -321,7 +504,8 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser]) -
             continue
         commands = Commands(parser_class)
         try:
-            caller(cli=commands)
+            with plugin_output():
+                caller(cli=commands)
             commands.attach_to(subparsers)
         except Exception as error:  # noqa: BLE001 - a plugin's bug never takes --help down
             _fail(state, plugin_name, "trysquare_register_commands", error)
@@ -375,6 +559,7 @@ def infos() -> list[PluginInfo]:
             version=state.versions.get(name) or _builtin_version(name),
             hooks=hooks,
             error=state.failures.get(name),
+            refused=tuple(state.refusals.get(name, ())),
             **provided,
         ))
     return result

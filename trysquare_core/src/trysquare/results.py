@@ -2,6 +2,15 @@
 
 ``validation/<name>.json`` holds the current result; every result it replaced
 is appended to ``validation/<name>.history.jsonl``, so nothing is ever lost.
+
+Only what trysquare wrote counts. Every result carries a ``signature``: an
+HMAC-SHA256, with this machine's key (:mod:`trysquare._signing`, kept outside every
+run), over the whole document and the run it belongs to (id, cell, repetition) and
+the validator's name. A history line is a replaced result as it was, signature
+included. A result whose signature does not verify here — planted before the first
+validate, edited between two, copied from another run or from another machine — is
+never reused and never read as a measurement: :func:`load_result` refuses it
+(:class:`UnsignedResult`), naming the run and the validator.
 """
 
 from __future__ import annotations
@@ -11,9 +20,9 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
-from trysquare import _atomic
+from trysquare import _atomic, _signing
 from trysquare.modes import Outcome, Validation
 from trysquare.errors import RunError
 from trysquare.runs import RUN_FILE, Run
@@ -21,17 +30,25 @@ from trysquare.scenario import Scenario
 
 __all__ = [
     "MEASURES_FILE",
+    "SIGNATURE",
+    "Identified",
     "UnreadableResult",
+    "UnsignedResult",
+    "adopt_result",
     "build_measures",
     "iter_measures",
     "unusable_row",
     "load_result",
     "read_result",
     "result_path",
+    "sign_result",
+    "signature_problem",
+    "unsigned_sentence",
     "write_result",
 ]
 
 MEASURES_FILE = "measures.json"
+SIGNATURE = "signature"  # the key of a result's MAC (DESIGN §9: results are signed)
 
 
 def result_path(run: Run, name: str) -> Path:
@@ -50,6 +67,85 @@ class UnreadableResult(Exception):
     remedy = "run validate again"
 
 
+class UnsignedResult(UnreadableResult):
+    """A well-formed result whose signature does not verify here: trysquare did not write it
+    (on this machine, for this run). Never reused, never a measurement; named."""
+
+    remedy = "run validate to compute it again"
+
+
+class Identified(Protocol):
+    """Whose result it is, as a signature binds it: a :class:`~trysquare.runs.Run`, or a
+    ``measures.json`` row's ``id``, ``cell`` and ``repetition`` (the viewer's)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def cell(self) -> str: ...
+    @property
+    def repetition(self) -> int | None: ...
+
+
+def _signed_part(run: Identified, name: str, document: Mapping[str, Any]) -> dict[str, Any]:
+    """What a result's MAC covers: every key but the signature, and whose result it is."""
+    return {
+        "kind": "trysquare result",
+        "run": {"id": run.id, "cell": run.cell, "repetition": run.repetition},
+        "validator": name,
+        "result": {k: v for k, v in document.items() if k != SIGNATURE},
+    }
+
+
+def sign_result(run: Identified, name: str, document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with this machine's signature for ``run``'s result of validator ``name``
+    (any signature it held is replaced). The same document always gets the same signature.
+    """
+    # The signing key is never written where it could be read back (a reason quoting it).
+    body = _signing.scrub({k: v for k, v in document.items() if k != SIGNATURE})
+    mac = _signing.mac(_signed_part(run, name, body))
+    return {**body, SIGNATURE: {"key": _signing.fingerprint(), "mac": mac}}
+
+
+def signature_problem(run: Identified, name: str, document: Mapping[str, Any]) -> str | None:
+    """Why ``document`` is not a result trysquare wrote here for ``run`` × ``name``; ``None`` if
+    its signature verifies."""
+    found = document.get(SIGNATURE)
+    if not isinstance(found, dict) or not isinstance(found.get("mac"), str):
+        return "it carries no signature"
+    if found.get("key") != _signing.fingerprint():
+        return "it was signed with another key: on another machine, or before this key was made"
+    if not _signing.verifies(found["mac"], _signed_part(run, name, document)):
+        return "it was changed after trysquare wrote it, or written for another run"
+    return None
+
+
+def unsigned_sentence(run: Run, name: str, why: str) -> str:
+    """One sentence naming the run and the validator of a result not signed here."""
+    return f"{run.label}: the result of validator '{name}' is not signed here ({why})"
+
+
+def adopt_result(run: Run, name: str) -> str | None:
+    """Sign ``run``'s result of validator ``name`` here if it is a well-formed result that is not
+    (``trysquare trust``: the user vouches trysquare wrote it, elsewhere or before signing);
+    return why it was not signed here, or ``None`` when it was (or there is none).
+
+    The result as it was goes to the history, as any replaced result does.
+    :class:`UnreadableResult` when it is damaged (nothing to vouch for).
+    """
+    try:
+        load_result(run, name)
+    except UnsignedResult:
+        pass
+    else:
+        return None
+    raw = _atomic.read_bytes(result_path(run, name), root=run.dir)
+    document = parse_result(raw, result_path(run, name))
+    why = signature_problem(run, name, document)
+    if why is not None:
+        write_result(run, name, document, None)
+    return why
+
+
 def read_result(run: Run, name: str) -> dict[str, Any] | None:
     """The recorded result, or ``None`` when there is none or it cannot be trusted.
 
@@ -64,7 +160,9 @@ def read_result(run: Run, name: str) -> dict[str, Any] | None:
 
 
 def load_result(run: Run, name: str) -> dict[str, Any] | None:
-    """The recorded result; ``None`` when there is none; :class:`UnreadableResult` when damaged."""
+    """The recorded result (its signature checked and left out); ``None`` when there is none;
+    :class:`UnreadableResult` when damaged, :class:`UnsignedResult` when trysquare did not sign
+    it here."""
     path = result_path(run, name)
     try:
         raw = _atomic.read_bytes(path, root=run.dir)
@@ -77,7 +175,12 @@ def load_result(run: Run, name: str) -> dict[str, Any] | None:
         raise refused from None
     except OSError as error:
         raise UnreadableResult(f"{path} cannot be read ({type(error).__name__})") from None
-    return parse_result(raw, path)
+    document = parse_result(raw, path)
+    why = signature_problem(run, name, document)
+    if why is not None:
+        raise UnsignedResult(unsigned_sentence(run, name, why))
+    document.pop(SIGNATURE)  # checked: what it says is what readers want
+    return document
 
 
 def parse_result(raw: bytes, path: Path) -> dict[str, Any]:
@@ -133,8 +236,11 @@ def result_document(
     return document
 
 
-def write_result(run: Run, name: str, document: Mapping[str, Any], stderr: bytes | None) -> None:
-    """Record ``document``, moving the result it replaces into the history first.
+def write_result(
+    run: Run, name: str, document: Mapping[str, Any], stderr: bytes | None
+) -> dict[str, Any]:
+    """Record ``document`` signed (:func:`sign_result`), moving the result it replaces into the
+    history first; return the document as written.
 
     Nothing is read or written through a symlink inside the run folder
     (:class:`trysquare._atomic.UnsafePath`, an ``OSError``, names the path). A
@@ -143,12 +249,16 @@ def write_result(run: Run, name: str, document: Mapping[str, Any], stderr: bytes
     and does not append it again, so the history never holds a duplicate.
     A ``stderr`` the file holds already is not written again.
     """
+    signed = sign_result(run, name, document)
+    if stderr is not None:
+        stderr = _signing.scrub_bytes(stderr)
     # One walk to validation/ for the four files: this runs once per task.
     with _atomic.folder(run.validation_dir, root=run.dir) as folder:
         _move_to_history(folder, f"{name}.json", f"{name}.history.jsonl")
         if stderr is not None and not folder.holds(f"{name}.stderr", stderr):
             folder.write(f"{name}.stderr", stderr)
-        folder.write(f"{name}.json", _atomic.encode(_atomic.dump_json(document)))
+        folder.write(f"{name}.json", _atomic.encode(_atomic.dump_json(signed)))
+    return signed
 
 
 def write_with_history(

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from trysquare import _spill, guard, plugins, results
+from trysquare import _inflight, _spill, guard, plugins, results
 from trysquare._pool import bounded_map, io_workers
 from trysquare._shown import shown
 from trysquare.errors import RunError, UsageError
@@ -115,6 +115,12 @@ def validate(
         summary.skipped_runs.extend(experiment.errors)
     all_runs = [run for experiment in experiments for run in experiment.runs]
     with _locks(experiments), _spill.Spill() as spill:
+        # What the last validate left running when trysquare ended (killed, interrupted).
+        flight = _inflight.InFlight(experiments, [v.name for v in validations])
+        flight.say(out)
+        for marker in flight.ended_too_often():
+            _record_ended(marker, validations, out)
+            flight.settle(marker)
         for validation in validations:
             for line in validation.check_runs(scenario, all_runs):  # e.g. the judge's blinding line
                 if not options.quiet or line.startswith("!"):  # -q keeps the warnings only
@@ -128,13 +134,24 @@ def validate(
             overlapped=_may_overlap_planning(executor, validations),
         )
         try:
-            _execute(executor, tasks, options, summary, out, should_stop, ledger)
+            _execute(executor, tasks, options, summary, out, should_stop, ledger, flight)
+        except BaseException:
+            flight.close(interrupted=True, complete=False)  # it ended trysquare's work
+            raise
+        else:
+            stopped = user_stop()
+            flight.close(
+                interrupted=stopped,
+                complete=not (stopped or _first_invalid.is_set() or _disk_full.is_set()),
+            )
         finally:
             tasks.close()
         unbuilt = tasks.unbuilt
         summary.skipped_runs.extend(unbuilt)
+        # A result not signed here was not reused, run again or not: it is not "unchanged".
+        not_reused = _say_unsigned(tasks.plans, out)
         # A run whose tasks could not be built reused nothing: it is not "unchanged".
-        summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks))
+        summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks) - not_reused)
         summary.interrupted = user_stop()
         if _first_invalid.is_set():
             summary.not_started = len(tasks) - summary.executed
@@ -144,6 +161,45 @@ def validate(
     if _disk_full.is_set():
         summary.stopped = "no space left on device; free some and run validate again"
     return summary
+
+
+def _record_ended(marker: _inflight.Marker, validations: Sequence[Validation], out: TextIO) -> None:
+    """Record invalid a validation during which trysquare ended too often: not retried."""
+    from trysquare.modes import Outcome
+
+    validation = next(v for v in validations if v.name == marker.name)
+    again = "--rejudge" if validation.costly else "--force"
+    reason = (
+        f"trysquare ended {marker.ended} times while validator '{marker.name}' ran on this run "
+        f"(killed or interrupted): not retried; validate {again} tries it again"
+    )
+    document = results.result_document(
+        validation,
+        Outcome.invalid(reason),
+        digest=marker.digest,
+        context_digest=marker.context_digest,
+        duration=0.0,
+    )
+    try:
+        results.write_result(marker.run, marker.name, document, None)
+    except OSError as error:
+        print(f"trysquare: {shown(marker.run.label)}: {shown(_write_problem(error))}", file=out)
+
+
+def _say_unsigned(plans: Sequence[RunPlan], out: TextIO) -> int:
+    """Name each result found not signed here (one line each); return how many were not run
+    again (a judge's, without --rejudge)."""
+    left = 0
+    for run_plan in plans:
+        for name, why, again in run_plan.unsigned:
+            said = results.unsigned_sentence(run_plan.run, name, why)
+            if again:
+                said += "; not reused: validated again"
+            else:
+                left += 1
+                said += "; not reused: invalid until --rejudge asks the judge again"
+            print(f"trysquare: {shown(said)}", file=out)
+    return left
 
 
 def _prepare(validation: Validation, out: TextIO) -> None:
@@ -424,6 +480,7 @@ def _execute(
     out: TextIO,
     should_stop: Callable[[], bool],
     ledger: guard.ResultWatch,
+    flight: _inflight.InFlight,
 ) -> None:
     """Run the tasks, showing progress and telling observers; then re-read each clone
     that was validated, and every result file (only trysquare writes them).
@@ -457,9 +514,15 @@ def _execute(
     early = ThreadPoolExecutor(max_workers=io_workers(), thread_name_prefix="trysquare-check")
     with ThreadPoolExecutor(max_workers=io_workers()) as pool:
         try:
-            for item in executor.run(tasks, should_stop=should_stop):
+            # Each task is marked in flight as the executor takes it; those during which
+            # trysquare last ended come last, alone where the executor runs them here.
+            taken = _inflight.Deferred(
+                tasks, flight, alone=getattr(executor, "runs_tasks_here", False), stop=should_stop
+            )
+            for item in executor.run(taken, should_stop=should_stop):
                 result = _as_result(item)
                 task = result.task
+                flight.done(task.run, task.validation.name)
                 summary.executed += 1
                 kept = result.outcome.kept_after
                 if kept is not None:  # asked again, failed: the result kept, and said

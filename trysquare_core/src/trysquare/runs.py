@@ -185,6 +185,7 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
     # trysquare writes diff.patch, by a rename; validators and a replay read it as it lies
     # (its readers never wait on one that is not a file).
     _stat_input(run_file, "diff", "diff.patch", folder / "diff.patch")
+    _refuse_special_lock(folder)
     etalon = None
     if table.etalon is not None:
         checkout = table.etalon.checkout
@@ -375,6 +376,24 @@ def _stat_input(run_file: Path, key: str, value: str, path: Path) -> os.stat_res
     except _atomic.UnsafePath as unsafe:
         raise RunError(f"{run_file}: {key} '{value}': {unsafe}") from None
     return info
+def _refuse_special_lock(folder: Path) -> None:
+    """Refuse a run whose lock file is a FIFO, socket, folder or device: trysquare never makes
+    one, every command would wait on it or fail to lock it, and the run folder is the agent's.
+    Looked at without following a link (a linked lock is refused when it would be opened)."""
+    from trysquare.lock import LOCK_FILE
+
+    lock = folder / LOCK_FILE
+    try:
+        mode = os.lstat(lock).st_mode
+    except OSError:
+        return
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    kind = _SPECIAL_KINDS.get(stat.S_IFMT(mode), "a device")
+    raise RunError(
+        f"{lock} is {kind}, not a regular file: trysquare never makes its lock so, and will not "
+        "wait on it; remove it to validate this run"
+    )
 
 
 def _check_session_folder(

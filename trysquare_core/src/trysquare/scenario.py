@@ -89,6 +89,10 @@ class Verdict:
     criteria: tuple[str, ...] | None = None
     validity: tuple[str, ...] = ()
     agreement: tuple[tuple[str, str], ...] = ()
+    # How a gap is decided: "fixed" (one look at a sample size fixed in advance; the default)
+    # or "anytime" (look after every run); correction for many gaps: "none" or "holm".
+    stopping: str = "fixed"
+    correction: str = "none"
 
 
 @attrs.frozen
@@ -372,7 +376,10 @@ def _load_validation(table: Mapping[str, Any], source: TableSource, modes: Mappi
     mode = modes.get(mode_name)
     if mode is None:
         raise ScenarioError(f"{source.file.name}: {source.path}.mode: {_missing_mode(mode_name, modes)}")
-    validation = mode.load(table, source)
+    from trysquare.plugins import plugin_output
+
+    with plugin_output():  # a mode's print never reaches a document on stdout
+        validation = mode.load(table, source)
     return attrs.evolve(validation, name=validation.name or validation.mode)
 
 
@@ -440,6 +447,12 @@ def _check_verdict(scenario: Scenario) -> None:
         ("validity", verdict.validity),
     ]
     named += [(f"agreement[{i}]", pair) for i, pair in enumerate(verdict.agreement, start=1)]
+    choices = {"stopping": ("fixed", "anytime"), "correction": ("none", "holm")}
+    for key, allowed in choices.items():
+        value = getattr(verdict, key)
+        if value not in allowed:
+            said = " or ".join(f'"{choice}"' for choice in allowed)
+            raise ScenarioError(f"{file}: verdict.{key} is {value!r}; use {said}")
     for key, metrics in named:
         for metric in metrics:
             if metric not in declared:

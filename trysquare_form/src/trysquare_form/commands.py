@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trysquare.errors import UsageError
-from trysquare.plugin_api import add_selection_options
+from trysquare.plugin_api import add_selection_options, shown
 
 if TYPE_CHECKING:
     from trysquare.plugin_api import Commands
@@ -71,6 +71,11 @@ def register(cli: Commands) -> None:
         "form", type=Path, metavar="FORM.toml", help="the filled form (relative to the current directory)"
     )
     ingest.add_argument("--by", metavar="NAME", help="who filled it (default: your login name)")
+    ingest.add_argument(
+        "--accept-stale", action="store_true",
+        help="take answers about pieces that changed since the export, or older than an answer "
+        "recorded since (refused otherwise); each is recorded as taken so",
+    )  # fmt: skip
     ingest.set_defaults(handler=_ingest)
 
 
@@ -115,13 +120,13 @@ def _export(args: argparse.Namespace) -> int:
         force=args.force,
     )
     for error in result.skipped:
-        print(f"trysquare: skipped: {error.message}", file=sys.stderr)
-    print(result.blinding)
+        print(shown(f"trysquare: skipped: {error.message}"), file=sys.stderr)
+    print(shown(result.blinding))
     count = len(result.runs)
-    print(
+    print(shown(
         f"wrote {args.output}: {count} run{'s' if count != 1 else ''} to fill for '{result.validation}' "
         f"(seed {result.seed}); pieces in {result.pieces.name}/, key in {result.key}"
-    )
+    ))
     return 1 if result.skipped or experiment.errors else 0
 
 
@@ -132,11 +137,12 @@ def _ingest(args: argparse.Namespace) -> int:
     if by is None:
         raise UsageError("cannot tell who filled the form; pass --by NAME")
     scenario, experiment = _load(args.scenario, args.path)
-    report = ingest_form(scenario, experiment, args.form, by=by)
-    print(f"{report.form.name}: {report.summary}")
+    report = ingest_form(scenario, experiment, args.form, by=by, accept_stale=args.accept_stale)
+    # Every text from the form (ids, names, values) is shown escaped, one line each.
+    print(shown(f"{report.form.name}: {report.summary}"))
     for refusal in report.refused:
-        print(f"refused: {refusal}")
-    print(_states_line(report.states, report.measures.name))
+        print(shown(f"refused: {refusal}"))
+    print(shown(_states_line(report.states, report.measures.name)))
     return 1 if report.refused or experiment.errors else 0
 
 

@@ -11,13 +11,16 @@ to the runs goes under the experiment folder (:mod:`trysquare_form.keyfile`).
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,7 +32,7 @@ from trysquare.errors import RunError, UsageError
 from trysquare.results import read_result
 from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
-from trysquare_form.keyfile import FormKey, KeyEntry, form_secret, key_path, write_key
+from trysquare_form.keyfile import FormKey, KeyEntry, form_secret, forms_lock, key_path, write_key
 from trysquare_form.mode import FormValidation, form_validation, manual_values
 
 __all__ = ["ExportResult", "ExportedRun", "export_form", "pieces_folder"]
@@ -119,15 +122,46 @@ def export_form(
 
     if seed is None:
         seed = secrets.randbelow(2**32)
-    tables = _shuffle(chosen, seed, {run.id for run in experiment.runs}, form_secret(experiment.root))
+    with forms_lock(experiment.root):
+        secret = form_secret(experiment.root)
+        tables = _shuffle(chosen, seed, {run.id for run in experiment.runs}, secret)
+        form_id = _form_id(secret, seed, out)
+        return _write_export(
+            scenario, experiment, form, out, folder, seed, tables, facts, skipped, form_id
+        )
 
+
+def _form_id(secret: bytes, seed: int, out: Path) -> str:
+    """This export's own id: its key's name, written in the form. The same seed to the same
+    file gives the same id (the same form back); another file, another id, another key."""
+    message = f"form\0{seed}\0{out}".encode("utf-8", errors="surrogatepass")
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", out.stem)[:48].lstrip(".") or "form"
+    return f"{stem}-{hmac.new(secret, message, hashlib.sha256).hexdigest()[:12]}"
+
+
+def _write_export(
+    scenario: Scenario,
+    experiment: Experiment,
+    form: FormValidation,
+    out: Path,
+    folder: Path,
+    seed: int,
+    tables: list[ExportedRun],
+    facts: dict[str, RunFacts],
+    skipped: list[RunError],
+    form_id: str,
+) -> ExportResult:
     out.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_beside(out, folder)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{folder.name}."))
+    # To the microsecond: of two forms exported within a second, the later is still later.
+    exported = datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
     try:
         (staging / MARKER).write_text("written by trysquare form export\n", encoding="utf-8")
+        shown: dict[str, dict[str, str]] = {}
         for table in tables:
-            _copy_pieces(form, table.run, facts[table.run.id], staging / table.opaque)
-        key = key_path(experiment.root, out)
+            shown[table.opaque] = _copy_pieces(form, table.run, facts[table.run.id], staging / table.opaque)
+        key = key_path(experiment.root, out, form_id)
         write_key(key, FormKey(
             form=out.name,
             scenario=str(scenario.path),
@@ -142,13 +176,16 @@ def export_form(
                 )
                 for t in tables
             },
+            form_id=form_id,
+            exported=exported,
+            pieces=shown,
         ))
         _swap_folder(staging, folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     # The form last: a form on disk always has its pieces and its key.
-    plugin_api.write_text(out, render_form(scenario, form, tables, seed, out, facts))
+    plugin_api.write_text(out, render_form(scenario, form, tables, seed, out, facts, form_id=form_id))
     return ExportResult(
         form=out,
         pieces=folder,
@@ -185,14 +222,45 @@ def _shuffle(
     return tables
 
 
-def _copy_pieces(form: FormValidation, run: Run, facts: RunFacts, target: Path) -> None:
+def _copy_pieces(form: FormValidation, run: Run, facts: RunFacts, target: Path) -> dict[str, str]:
+    """Copy the pieces the human reads; the sha256 of each, as the key records it."""
     target.mkdir(parents=True)
-    sources = {"diff": facts.diff, "prompt": run.prompt, "response": facts.response}
+    digests = {}
     for piece in form.pieces:
-        source = sources[piece]
-        # A run that left no final response gets an empty file, said in the form.
-        data = source.read_bytes() if source is not None else b""
+        data = piece_bytes(piece, run, facts)
         (target / PIECE_FILES[piece]).write_bytes(data)
+        digests[piece] = hashlib.sha256(data).hexdigest()
+    return digests
+
+
+def piece_bytes(piece: str, run: Run, facts: RunFacts) -> bytes:
+    """The bytes of ``piece`` as a form shows it (a run that left no final response: empty,
+    and the form says so)."""
+    source = {"diff": facts.diff, "prompt": run.prompt, "response": facts.response}[piece]
+    return source.read_bytes() if source is not None else b""
+
+
+def _sweep_beside(out: Path, folder: Path, *, older_than: float = 60.0) -> None:
+    """Remove what a killed export of this form left beside it: a temporary form file, a
+    staging or retired pieces folder (one of ours: it holds the marker). Only once a minute
+    old: another export of the same form may be writing them now."""
+    from trysquare.lock import sweep_temps
+
+    sweep_temps(out.parent, of=out.name, older_than=older_than)
+    before = time.time() - older_than
+    try:
+        leftovers = [
+            entry for entry in out.parent.iterdir()
+            if entry.name.startswith(f".{folder.name}.") and not entry.is_symlink() and entry.is_dir()
+        ]
+    except OSError:
+        return
+    for entry in leftovers:
+        try:
+            if (entry / MARKER).is_file() and entry.stat().st_mtime < before:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def _swap_folder(staging: Path, folder: Path) -> None:
@@ -225,6 +293,8 @@ def render_form(
     seed: int,
     out: Path,
     facts: dict[str, RunFacts],
+    *,
+    form_id: str | None = None,
 ) -> str:
     """The form's text. Every prose line is a comment, so it parses at any point."""
     folder = pieces_folder(out).name
@@ -246,6 +316,9 @@ def render_form(
         f"# Then: trysquare form ingest SCENARIO PATH {out.name} [--by NAME]",
         "",
     ]
+    if form_id is not None:
+        # Which export this is (its key's name): leave it as it is.
+        lines += [f"form = {_quote(form_id)}", ""]
     for table in tables:
         lines.append(f"[run.{table.opaque}]")
         for piece in form.pieces:

@@ -43,6 +43,16 @@ class ManualValue:
     by: str
     at: str
     reason: str = ""
+    form: str = ""  # the form's file name it came from
+    form_id: str = ""  # that export's id (its key)
+    exported: str = ""  # when that form was exported
+    accepted: str = ""  # why it would have been refused, when taken with --accept-stale
+
+    def provenance(self) -> dict[str, str]:
+        """Who filled it, when, from which form exported when (the fields that are known)."""
+        found = {"by": self.by, "at": self.at, "form": self.form, "form_id": self.form_id,
+                 "exported": self.exported, "accepted": self.accepted}
+        return {key: value for key, value in found.items() if value or key in ("by", "at")}
 
 
 def manual_values(result: Mapping[str, Any] | None) -> dict[str, ManualValue]:
@@ -60,6 +70,10 @@ def manual_values(result: Mapping[str, Any] | None) -> dict[str, ManualValue]:
                 by=str(origin.get("by", "")),
                 at=str(origin.get("at", "")),
                 reason=str(reasons.get(metric, "")),
+                form=str(origin.get("form", "")),
+                form_id=str(origin.get("form_id", "")),
+                exported=str(origin.get("exported", "")),
+                accepted=str(origin.get("accepted", "")),
             )
     return values
 
@@ -72,7 +86,7 @@ def outcome_for(validation: FormValidation, values: Mapping[str, ManualValue]) -
         metrics={m: v.value for m, v in kept.items()},
         reasons={m: v.reason for m, v in kept.items() if v.reason},
         state="pending" if missing else "valid",
-        provenance={m: {"by": v.by, "at": v.at} for m, v in kept.items()},
+        provenance={m: v.provenance() for m, v in kept.items()},
     )
 
 

@@ -274,9 +274,13 @@ def _forest(report: Mapping[str, Any]) -> str:
     row_h, x0, x1 = 24, 260, 600
     height = 20 + row_h * len(rows) + 24
     bottom = 10 + row_h * len(rows)
+    anytime = gaps.get("stopping") == "anytime"
+    sequence = "confidence sequence (anytime-valid)" if anytime else "interval"
     out.append(f'<figure class="chart" id="forest"><figcaption>gap (cell \u2212 reference) and its 95% '
-               f'interval; zero dashed</figcaption><svg role="img" width="760" height="{height}" '
-               f'viewBox="0 0 760 {height}" xmlns="http://www.w3.org/2000/svg"><title>gaps</title>')
+               f'{sequence}; zero dashed; right: runs per cell that would establish an open gap'
+               f'</figcaption><svg role="img" width="{FOREST_WIDTH}" height="{height}" '
+               f'viewBox="0 0 {FOREST_WIDTH} {height}" xmlns="http://www.w3.org/2000/svg">'
+               "<title>gaps</title>")
     out.append(_axis(x0, x1, 6, bottom, [-1, -0.5, 0, 0.5, 1], -1, 1, zero=0))
     sx = lambda v: x0 + (v + 1) / 2 * (x1 - x0)
     for i, row in enumerate(rows):
@@ -293,17 +297,61 @@ def _forest(report: Mapping[str, Any]) -> str:
                    f'{row["gap"]:+.3f} [{row["low"]:+.3f}, {row["high"]:+.3f}] {esc(row["state"])}'
                    f'</title></rect><text x="{x1 + 10}" y="{y + 4}">{row["gap"]:+.2f} '
                    f"{esc(row['state'])}</text>")
+        out.append(_runs_needed_mark(row, x1 + 130, y))
     out.append("</svg></figure>")
+    out.append(_procedure_note(gaps))
     out.append('<table id="gap-table"><thead><tr><th>cell</th><th>criterion</th><th>cell x/n</th>'
-               "<th>reference x/n</th><th>gap [95%]</th><th>state</th></tr></thead><tbody>")
+               "<th>reference x/n</th><th>gap [95%]</th><th>state</th><th>runs needed</th>"
+               "</tr></thead><tbody>")
     for row in rows:
         gap = "\u2013" if row["gap"] is None else f"{row['gap']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
         cs, rs = row["cell_score"], row["reference_score"]
         out.append(f"<tr><td>{esc(row['cell'])}</td><td>{esc(row['criterion'])}</td>"
                    f"<td>{cs['true']}/{cs['n']}</td><td>{rs['true']}/{rs['n']}</td><td>{gap}</td>"
-                   f"<td>{esc(row['state'])}</td></tr>")
+                   f"<td>{esc(row['state'])}</td>{_runs_needed_cell(row)}</tr>")
     out.append("</tbody></table>")
+    if any(row.get("runs_needed") for row in rows):
+        from trysquare.report.render import runs_needed_method
+
+        out.append(f'<p class="note" id="runs-needed-method">{_code(runs_needed_method(gaps))}</p>')
     return "".join(out)
+
+
+# -- runs needed and the procedure in force (issue 33) ------------------------------------
+
+FOREST_WIDTH = 900
+
+
+def _code(text: str) -> str:
+    """Escaped text, its Markdown code spans as ``<code>``."""
+    parts = esc(text).split("`")
+    return "".join(f"<code>{part}</code>" if i % 2 else part for i, part in enumerate(parts))
+
+
+def _procedure_note(gaps: Mapping[str, Any]) -> str:
+    from trysquare.report.render import procedure_lines
+
+    lines = "<br>".join(_code(line) for line in procedure_lines(gaps))
+    return f'<p class="note" id="procedure">{lines}</p>'
+
+
+def _runs_needed_cell(row: Mapping[str, Any]) -> str:
+    needed = row.get("runs_needed")
+    if not needed:
+        return "<td>\u2013</td>"
+    from trysquare.report.render import runs_needed_text
+
+    return f'<td class="runs-needed">{esc(runs_needed_text(needed))}</td>'
+
+
+def _runs_needed_mark(row: Mapping[str, Any], x: float, y: float) -> str:
+    needed = row.get("runs_needed")
+    if not needed:
+        return ""
+    if needed["per_cell"] is None:
+        return f'<text x="{x}" y="{y + 4}" fill="#666">not reachable</text>'
+    return (f'<text x="{x}" y="{y + 4}" fill="#0550ae" class="runs-needed">'
+            f'\u2248 {needed["per_cell"]:,} runs per cell (has {needed["have"]})</text>')
 
 
 def ordered_rows(source: Any) -> list[Mapping[str, Any]]:

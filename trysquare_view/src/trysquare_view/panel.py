@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 __all__ = ["DIFF_FILE_CHARS", "esc", "read_inside", "run_panel"]
 
 # Past these sizes a piece is cut, saying so and naming the full file: a page
@@ -237,7 +239,17 @@ def _value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def _validator_section(run_dir: Path, name: str) -> str:
+def _unsigned(who: Any, name: str, document: Mapping[str, Any]) -> str | None:
+    """Why ``document`` is not a result trysquare signed here for run ``who`` (a measures row's
+    id, cell and repetition) and validator ``name``; None when it is."""
+    from trysquare.results import signature_problem
+
+    if who is None:
+        return "the run it belongs to is unknown"
+    return signature_problem(who, name, document)
+
+
+def _validator_section(run_dir: Path, name: str, who: Any = None) -> str:
     out = [f'<section class="validator"><h4>Validator {esc(name)}</h4>']
     text, note = _piece(run_dir, f"validation/{name}.json", 1_000_000)
     result: Any = None
@@ -246,6 +258,10 @@ def _validator_section(run_dir: Path, name: str) -> str:
             result = json.loads(text)
         except ValueError:
             note = f"validation/{name}.json is not JSON"
+    if isinstance(result, Mapping) and (why := _unsigned(who, name, result)) is not None:
+        # Not trysquare's here: what it says is never shown as a result.
+        note = f"validation/{name}.json: result not signed here ({why}); its numbers are not shown"
+        result = None
     if not isinstance(result, Mapping):
         out.append(_note(note or f"validation/{name}.json is not a trysquare result"))
     else:
@@ -294,7 +310,7 @@ def _validator_section(run_dir: Path, name: str) -> str:
                        f"transcript is {run_dir / 'validation' / name / 'transcript.json'}")
                 transcript = transcript[:TRANSCRIPT_CHARS]
             out.append(_pre(transcript, "transcript") + _note(cut))
-    out.append(_history(run_dir, name))
+    out.append(_history(run_dir, name, who))
     out.append("</section>")
     return "".join(out)
 
@@ -357,7 +373,7 @@ def judge_usage(transcript: Any) -> str:
     return text
 
 
-def _history(run_dir: Path, name: str) -> str:
+def _history(run_dir: Path, name: str, who: Any = None) -> str:
     text, note = _piece(run_dir, f"validation/{name}.history.jsonl", HISTORY_READ_BYTES, tail=True)
     if text is None:
         return _note(note)
@@ -369,7 +385,9 @@ def _history(run_dir: Path, name: str) -> str:
         except ValueError:
             items.append("<li>(an unreadable line)</li>")
             continue
-        if isinstance(entry, Mapping):
+        if isinstance(entry, Mapping) and _unsigned(who, name, entry) is not None:
+            summary = "(a result not signed here: not shown)"
+        elif isinstance(entry, Mapping):
             summary = f"{entry.get('state')}: {_value(entry.get('metrics'))}"
         else:
             summary = _value(entry)
@@ -379,6 +397,15 @@ def _history(run_dir: Path, name: str) -> str:
 
 
 # -- the panel --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Who:
+    """A run as a signature names it (its measures row's id, cell and repetition)."""
+
+    id: Any
+    cell: Any
+    repetition: Any
 
 
 def run_panel(index: int, row: Mapping[str, Any], run_dir: Path | None, *, open_: bool = False) -> str:
@@ -404,7 +431,8 @@ def run_panel(index: int, row: Mapping[str, Any], run_dir: Path | None, *, open_
                ('' if note else '<p class="note">no response recorded</p>'))
     out.append("</section>")
     if run_dir is not None:
+        who = _Who(row.get("id"), row.get("cell"), row.get("repetition"))
         for name in _validators(run_dir):
-            out.append(_validator_section(run_dir, name))
+            out.append(_validator_section(run_dir, name, who))
     out.append("</div></details>")
     return "".join(out)

@@ -16,11 +16,9 @@ from trysquare_judge.providers import ChatReply, ChatRequest, ProviderConfig, Pr
 from trysquare_judge.providers.http import HttpEndpoint, snippet
 
 from trysquare_anthropic import wire
-from trysquare_anthropic.provider import DEFAULT_BASE_URL
+from trysquare_anthropic.provider import ANTHROPIC_VERSION, DEFAULT_BASE_URL, AnthropicOptions
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicConnection", "messages_url"]
-
-ANTHROPIC_VERSION = "2023-06-01"  # the API's only stable version header value
 
 
 def messages_url(base_url: str | None) -> str:
@@ -34,6 +32,13 @@ class AnthropicConnection:
 
     def __init__(self, config: ProviderConfig) -> None:
         self.config = config
+        # A config built by hand (a test, a caller of the judge) may carry no options.
+        options = config.options
+        if not isinstance(options, AnthropicOptions):
+            options = AnthropicOptions()
+        self.headers = {"content-type": "application/json", "anthropic-version": options.version}
+        if options.beta:
+            self.headers["anthropic-beta"] = ",".join(options.beta)
         self.url = messages_url(config.base_url)
         # request-id is what Anthropic support asks for: keep it in the transcript.
         self.endpoint = HttpEndpoint(config, self.url, recorded_headers={"request-id": "request_id"})
@@ -43,7 +48,7 @@ class AnthropicConnection:
 
     def complete(self, request: ChatRequest) -> ChatReply:
         key = api_key(self.config)  # read when sending, never kept
-        headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+        headers = dict(self.headers)
         if key:
             headers["x-api-key"] = key
         return self.endpoint.post(

@@ -14,7 +14,7 @@ not publishable and which results are stale.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ def run_report(
     runs_only: bool = False,
     output: Path | None = None,
     selected: Any = None,
+    out: Callable[[str], object] | None = None,
 ) -> int:
     """Rebuild ``measures.json``, write ``synthesis.md``, print the report in ``fmt``.
 
@@ -53,7 +54,8 @@ def run_report(
 
     With ``selected`` (``--cell``/``--run``: the experiment with only the chosen
     runs), ``measures.json`` and ``synthesis.md`` still cover every run, and the
-    report printed (or written to ``output``) covers the chosen ones.
+    report printed (or written to ``output``) covers the chosen ones. ``out`` writes
+    the printed report (default: ``sys.stdout.write`` at the time of the call).
 
     Returns the exit code (of the report printed): 0 when every cell is publishable, 1 otherwise (a run
     folder that could not be read, or a reference with no run, counts too: no
@@ -93,7 +95,7 @@ def run_report(
     else:
         text = chosen.render(report_source(report, rows, experiment))
     if output is None:
-        sys.stdout.write(text)
+        (out or sys.stdout.write)(text)
     else:
         _atomic.write_text(output, text)
         print(f"wrote {output}")

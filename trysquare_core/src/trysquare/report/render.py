@@ -138,9 +138,12 @@ def render_md(report: Report) -> str:
         counted = "every counted run"
         if gaps["validity"]:
             counted = "runs where " + " and ".join(f"`{m}`" for m in gaps["validity"]) + " is true"
+        interval = f"95% percentile interval from {gaps['resamples']:,} resamples (fixed seed)"
+        if gaps.get("stopping") == "anytime":
+            interval = "95% anytime-valid confidence sequence"
         lines.append(
-            f"Difference of proportions, {counted}; 95% percentile interval from "
-            f"{gaps['resamples']:,} resamples (fixed seed). `established` when it excludes zero."
+            f"Difference of proportions, {counted}; {interval}. `established` when it excludes "
+            "zero" + (" and Holm's correction agrees." if gaps.get("correction") == "holm" else ".")
         )
         rows = []
         for row in gaps["rows"]:
@@ -155,6 +158,7 @@ def render_md(report: Report) -> str:
             ])
         if rows:
             lines += [""] + _table(["cell", "criterion", "cell x/n", "reference x/n", "gap [95%]", "state"], rows)
+        lines += certainty_md(gaps)
 
     if report["agreement"]:
         lines += ["", "### Agreement", ""]
@@ -343,6 +347,8 @@ def render_csv(report: Report) -> str:
             put(table="gap", cell=row["cell"], metric=row["criterion"], true=row["cell_score"]["true"],
                 n=row["cell_score"]["n"], estimate=row["gap"], low=row["low"], high=row["high"],
                 state=row["state"])
+        for values in certainty_csv(report["gaps"]):
+            put(**values)
     for pair in report["agreement"]:
         name = " vs ".join(pair["pair"])
         put(table="kappa", metric=name, n=pair["n"], estimate=pair["kappa"])
@@ -415,6 +421,93 @@ def _usage_md(report: Report) -> list[str]:
             "invalid and unjudged results count. Costs use the price recorded with each result "
             "(`price_input` / `price_output` of the provider that judged it, per million tokens).",
             "", *_table(header, rows)]
+
+
+# -- which procedure holds, and the runs needed (issue 33) ---------------------------------
+
+
+def procedure_lines(gaps: Mapping[str, Any]) -> list[str]:
+    """What the gap states mean: the procedure in force, and how many gaps were tested."""
+    tested = gaps.get("tested", 0)
+    if gaps.get("stopping") == "anytime":
+        procedure = (
+            "Procedure: anytime-valid. Each interval is a 95% confidence sequence (Robbins' normal "
+            "mixture): look after every run and stop at the first `established`; the 5% error "
+            "holds over every look."
+        )
+    else:
+        procedure = (
+            "Procedure: fixed-sample. Each interval holds for one look at a number of runs fixed "
+            "in advance: looking after each batch and stopping at the first `established` voids "
+            'its 5% error (`[verdict] stopping = "anytime"` allows that).'
+        )
+    if gaps.get("correction") == "holm":
+        many = (
+            f"{tested} gap(s) tested, with Holm's correction: the chance that any of them reads "
+            "`established` where there is no gap is at most 5%."
+        )
+    else:
+        many = (
+            f"{tested} gap(s) tested, no correction for multiple comparisons: at 5% each, "
+            f"identical cells would show {0.05 * tested:.2g} false `established` on average "
+            '(`[verdict] correction = "holm"` bounds the chance of any at 5%).'
+        )
+    return [procedure, many]
+
+
+def runs_needed_text(needed: Mapping[str, Any]) -> str:
+    """``≈ 40 runs per cell (you have 3)``, or why no number of runs will do."""
+    if needed["per_cell"] is None:
+        return str(needed["why"])
+    have = f"you have {needed['have']}"
+    if needed["reference_has"] != needed["have"]:
+        have += f"; the reference {needed['reference_has']}"
+    return f"≈ {needed['per_cell']:,} runs per cell ({have})"
+
+
+def runs_needed_method(gaps: Mapping[str, Any]) -> str:
+    """How the runs needed are estimated, said once."""
+    power = f"{gaps.get('power', 0.8):.0%}"
+    strictest = " at Holm's strictest step" if gaps.get("correction") == "holm" else ""
+    return (
+        f"Runs needed: for each gap not established, the runs per cell (each side brought up to "
+        f"that many) at which it "
+        f"would be established with {power} probability{strictest} if the observed rates held "
+        "(normal approximation of the procedure in force, checked against simulated experiments "
+        "in `benchmarks/bench_stats.py`); `trysquare plan` turns them into runs to add."
+    )
+
+
+def certainty_md(gaps: Mapping[str, Any]) -> list[str]:
+    lines = [""] + procedure_lines(gaps)
+    open_gaps = [row for row in gaps["rows"] if row.get("runs_needed")]
+    if open_gaps:
+        lines += ["", runs_needed_method(gaps), ""]
+        lines += [
+            f"- **{_cellsafe(row['cell'])}** · `{_declared(row['criterion'])}`: "
+            f"{runs_needed_text(row['runs_needed'])}"
+            for row in open_gaps
+        ]
+    return lines
+
+
+def certainty_csv(gaps: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``procedure`` rows (stopping, correction with the gaps tested) and ``runs needed`` rows."""
+    rows: list[dict[str, Any]] = [
+        {"table": "procedure", "metric": "stopping", "state": gaps.get("stopping")},
+        {"table": "procedure", "metric": "correction", "state": gaps.get("correction"),
+         "n": gaps.get("tested")},
+    ]
+    for row in gaps["rows"]:
+        needed = row.get("runs_needed")
+        if needed:
+            rows.append({
+                "table": "runs needed", "cell": row["cell"], "metric": row["criterion"],
+                "n": needed["have"], "estimate": needed["per_cell"],
+                "state": "not reachable" if needed["per_cell"] is None else "needed",
+                "reason": needed["why"],
+            })
+    return rows
 
 
 def render(report: Report, fmt: str) -> str:

@@ -63,6 +63,10 @@ class Gap:
 
     interval: Interval
     resamples: int
+    # Twice the share of resampled differences on the far side of zero (capped at 1). Holm's
+    # correction ranks by Fisher's exact test instead: this is too small in the far tail
+    # (benchmarks/bench_stats.py measures both).
+    p_value: float = 1.0
 
     @property
     def established(self) -> bool:
@@ -147,7 +151,9 @@ def proportion_gap(
             found.append(key)
     scale = n * rn
     interval = Interval(estimate=x / n - rx / rn, low=found[0] / scale, high=found[1] / scale)
-    return Gap(interval, total)
+    at_most = sum(count for key, count in tally.items() if key <= 0)
+    at_least = sum(count for key, count in tally.items() if key >= 0)
+    return Gap(interval, total, min(1.0, 2 * min(at_most, at_least) / total))
 
 
 def median(values: Sequence[float]) -> float:

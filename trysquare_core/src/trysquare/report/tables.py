@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from trysquare.report import stats
+from trysquare.report import certainty, stats
 
 __all__ = ["Layout", "build_report", "cell_order", "declared_cells", "run_details", "usage_table", "usage_totals"]
 
@@ -32,6 +32,8 @@ class Layout:
     agreement: tuple[tuple[str, str], ...] = ()
     declared_cells: tuple[str, ...] = ()  # from [axes]/[variants]; () when none
     owners: Mapping[str, str] = attrs.field(factory=dict)  # metric -> the validator declaring it
+    stopping: str = "fixed"  # [verdict] stopping: "fixed" (one look) or "anytime"
+    correction: str = "none"  # [verdict] correction: "none" or "holm"
 
     @classmethod
     def from_scenario(cls, scenario: Any) -> Layout:
@@ -45,6 +47,8 @@ class Layout:
             agreement=tuple(tuple(pair) for pair in verdict.agreement),
             declared_cells=tuple(declared_cells(scenario.axes, scenario.variants)),
             owners={m: v.name for v in scenario.validations for m in v.metrics},
+            stopping=getattr(verdict, "stopping", "fixed"),
+            correction=getattr(verdict, "correction", "none"),
         )
 
 
@@ -372,6 +376,7 @@ def _gap_table(
     }
     if reference not in by_cell:
         notes.append(f"reference cell '{reference}' has no run: no verdict can be drawn")
+        _certainty(layout, table)
         return table
     usable = []
     for criterion in criteria:
@@ -411,21 +416,83 @@ def _gap_table(
                 row["state"] = "inconclusive"
                 row["why"] = "no counted run could judge it on " + ("both sides" if not x["n"] and not rx["n"] else "one side")
             else:
-                counts = stats.resampled_counts(
-                    x["true"], x["n"], stats.rng_for(criterion, cell), resamples
-                )
-                gap = stats.proportion_gap(
-                    (x["true"], x["n"]), (rx["true"], rx["n"]),
-                    cell_counts=counts, reference_counts=reference_counts,
-                )
-                row.update(
-                    gap=_round(gap.interval.estimate),
-                    low=_round(gap.interval.low),
-                    high=_round(gap.interval.high),
-                    state="established" if gap.established else "inconclusive",
-                )
+                row.update(_drawn_gap(layout, criterion, cell, x, rx, reference_counts, resamples))
             table["rows"].append(row)
+    _certainty(layout, table)
     return table
+
+
+def _drawn_gap(
+    layout: Layout, criterion: str, cell: str, x: Mapping[str, int], rx: Mapping[str, int],
+    reference_counts: Sequence[int], resamples: int,
+) -> dict[str, Any]:
+    """A gap's estimate, interval, p-value and state, by the ``[verdict] stopping`` procedure."""
+    sides = (x["true"], x["n"]), (rx["true"], rx["n"])
+    if layout.stopping == "anytime":
+        interval = certainty.anytime_gap(*sides)
+        p_value = certainty.anytime_p_value(*sides)
+    else:
+        rng = stats.rng_for(criterion, cell)
+        counts = stats.resampled_counts(x["true"], x["n"], rng, resamples)
+        gap = stats.proportion_gap(*sides, cell_counts=counts, reference_counts=reference_counts)
+        # What Holm ranks by: Fisher's exact test, valid in the far tail Holm reads.
+        interval, p_value = gap.interval, certainty.fisher_p_value(*sides)
+    return {
+        "gap": _round(interval.estimate),
+        "low": _round(interval.low),
+        "high": _round(interval.high),
+        "p_value": _round(p_value),
+        "state": "established" if interval.excludes_zero else "inconclusive",
+    }
+
+
+def _certainty(layout: Layout, table: dict[str, Any]) -> None:
+    """Say which procedure holds, apply ``[verdict] correction``, give open gaps their runs needed.
+
+    ``tested`` counts the gaps with an interval drawn. Under Holm a gap is
+    ``established`` only when Holm's step-down over every tested gap rejects "no
+    gap" (its interval alone is not enough), and its runs needed are for the
+    strictest step, ``α/tested``: what it takes whatever the other gaps do.
+    """
+    drawn = [row for row in table["rows"] if row.get("p_value") is not None]
+    alpha = 1 - stats.CONFIDENCE
+    table.update(
+        stopping=layout.stopping,
+        correction=layout.correction,
+        tested=len(drawn),
+        power=certainty.POWER,
+    )
+    if layout.correction == "holm" and drawn:
+        for row, rejected in zip(drawn, certainty.holm([r["p_value"] for r in drawn]), strict=True):
+            if row["state"] == "established" and not rejected:
+                row["state"] = "inconclusive"
+                row["why"] = (
+                    f"its interval excludes zero, but Holm's correction over {len(drawn)} "
+                    "gaps does not"
+                )
+        alpha /= len(drawn)
+    for row in table["rows"]:
+        row["runs_needed"] = None
+        if row.get("p_value") is None or row["state"] == "established":
+            continue
+        cell, reference = row["cell_score"], row["reference_score"]
+        rates = (cell["true"] / cell["n"], reference["true"] / reference["n"])
+        needed = certainty.runs_needed(
+            rates, have=(cell["n"], reference["n"]), stopping=layout.stopping, alpha=alpha
+        )
+        if needed is not None:
+            # Not established with the runs in hand: at least one side needs more, whatever
+            # the approximation says of the sample sizes it already has.
+            needed = max(needed, min(cell["n"], reference["n"]) + 1)
+        row["runs_needed"] = {
+            "per_cell": needed,
+            "have": cell["n"],
+            "reference_has": reference["n"],
+            "why": None if needed is not None else (
+                "not reachable: the observed gap is zero" if rates[0] == rates[1]
+                else f"not reachable: more than {certainty.MOST_RUNS:,} runs per cell"
+            ),
+        }
 
 
 def _agreement(pair: tuple[str, str], rows: Sequence[Row]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from trysquare.testing.builders import (
     copy_run,
     run_from_folders,
     write_pi_session,
+    write_result,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "copy_run",
     "run_from_folders",
     "write_pi_session",
+    "write_result",
 ]

@@ -474,3 +474,23 @@ def _set_cell(run_dir: Path, cell: str, repetition: int) -> None:
     if (doc.get("cell"), doc.get("repetition")) != (cell, repetition):
         doc.update(cell=cell, repetition=repetition)
         path.write_text(tomli_w.dumps(doc), encoding="utf-8")
+
+
+def write_result(
+    run_dir: Path, name: str, document: Mapping[str, Any], *, signed: bool = True
+) -> Path:
+    """Write ``validation/<name>.json`` of the run in ``run_dir`` by hand, as a test sets one up.
+
+    ``signed`` (the default): signed with this machine's key as trysquare signs what it
+    records, so that it reads as a result trysquare wrote. ``signed=False`` writes it as
+    the measured agent would (a planted or edited result): trysquare never counts it.
+    """
+    from trysquare import results
+    from trysquare.runs import RUN_FILE, load_run
+
+    run = load_run(Path(run_dir) / RUN_FILE, replay=True)
+    body = results.sign_result(run, name, document) if signed else dict(document)
+    path = results.result_path(run, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path

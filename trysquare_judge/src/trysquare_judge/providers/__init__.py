@@ -5,6 +5,9 @@ A *provider type* (``type = "openai"``) is registered through
 ``trysquare.toml`` configures one endpoint of a type; a scenario's ``provider``
 names that section or, with no such section, a registered type used with its
 defaults.
+A type may declare options of its own (an API version, a region, a deployment
+name): an attrs class as its ``options`` attribute, whose fields are the keys of
+``[providers.NAME.options]``, structured as strictly as the section itself.
 
 The judge mode drives the conversation (the verdict tool, its validation, the
 corrections); a provider only carries one request to its server and brings the
@@ -40,6 +43,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "api_key",
     "connection_for",
     "find_config",
     "load_config",
@@ -71,9 +75,13 @@ class Usage:
     """
 
     requests: int = 0
+    """Requests sent: every attempt, retries and failed attempts included."""
     input_tokens: int | None = None
+    """Input tokens billed, those served from a prompt cache included; ``None``: not reported."""
     output_tokens: int | None = None
+    """Output tokens billed (reasoning included); ``None``: not reported."""
     cached_tokens: int | None = None
+    """The part of ``input_tokens`` served from a prompt cache; ``None``: not reported."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -111,10 +119,12 @@ class ProviderError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.exchanges = exchanges  # what was sent and received before giving up
-        # What was spent before giving up (None: the provider did not say; the judge
-        # then counts one request per exchange).
+        """The sentence the run's result records as its error."""
+        self.exchanges = exchanges
+        """What was sent and received before giving up, for the transcript."""
         self.usage = usage
+        """What was spent before giving up (``None``: the provider did not say; the judge then
+        counts one request per exchange)."""
 
 
 class ReplyTooLarge(ProviderError):
@@ -131,25 +141,59 @@ class ProviderConfig:
     per distinct configuration in a process, shared by every run it judges.
     """
 
-    name: str  # the section's name (or the type's, used bare)
+    name: str
+    """The section's name (``[providers.NAME]``), or the type's when a scenario names it bare."""
     type: str
+    """The provider type (``type = "..."``): which registered :class:`Provider` connects."""
     base_url: str | None = None
-    api_key_env: str | None = None  # the variable's *name*; the key itself is never stored
+    """The endpoint's address (``http://`` or ``https://``); ``None``: the type's own default."""
+    api_key_env: str | None = None
+    """The *name* of the environment variable holding the key (read with :func:`api_key` when
+    a request is sent); the key itself is never stored. ``None``: no key."""
     max_concurrency: int = 8
-    # Seconds for each attempt's whole exchange: connecting, sending, and the reply's last byte.
+    """Requests in flight at once through this configuration, across every run."""
     timeout: float = 120.0
-    max_retries: int = 4  # attempts after the first, on 429 / 5xx / a lost connection
-    retry_backoff: float = 1.0  # first backoff in seconds, doubled each retry
-    tool_choice: str = "named"  # named: force `verdict`; required: any tool; auto: none forced
-    # USD per million input / output tokens; None: no price declared (never read as free).
+    """Seconds for each attempt's whole exchange: connecting, sending, the reply's last byte."""
+    max_retries: int = 4
+    """Attempts after the first, on 408 / 429 / 5xx, a lost connection or a timeout."""
+    retry_backoff: float = 1.0
+    """The first wait between attempts, in seconds, doubled each retry (``Retry-After`` wins)."""
+    tool_choice: str = "named"
+    """``named``: force the ``verdict`` tool; ``required``: force some tool; ``auto``: none."""
     price_input: float | None = None
+    """US dollars per million input tokens; ``None``: no price declared (never read as free)."""
     price_output: float | None = None
-    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES  # one reply's body, decoded
-    source: str = ""  # where it was read, for messages (not part of identity)
+    """US dollars per million output tokens; ``None``: no price declared."""
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    """The most bytes of one reply's body (decoded) read; more raises :class:`ReplyTooLarge`."""
+    source: str = ""
+    """Where it was read (``trysquare.toml [providers.NAME]``), for messages; not identity."""
+    options: Any = None
+    """The type's own options: an instance of its :attr:`Provider.options` class, built from
+    ``[providers.NAME.options]`` (its defaults when the table is absent); ``None`` for a type
+    that declares none."""
 
     def identity(self) -> dict[str, Any]:
-        """What decides which judge answers: part of the validator's digest."""
-        return {"name": self.name, "type": self.type, "base_url": self.base_url}
+        """What decides which judge answers: part of the validator's digest.
+
+        Options count once they differ from the type's defaults (an API version or a
+        deployment may change the answer); left at their defaults, they change nothing.
+        """
+        identity: dict[str, Any] = {"name": self.name, "type": self.type, "base_url": self.base_url}
+        if self.options is not None and attrs.has(type(self.options)):
+            given = attrs.asdict(self.options)
+            try:
+                defaults = attrs.asdict(type(self.options)())
+            except TypeError:  # a field without a default: every value is a choice
+                defaults = {}
+            changed = {
+                key: value
+                for key, value in given.items()
+                if key not in defaults or defaults[key] != value
+            }
+            if changed:
+                identity["options"] = changed
+        return identity
 
 
 @attrs.frozen
@@ -157,8 +201,11 @@ class ToolCall:
     """One tool call in a reply: its id, the tool's name and its arguments as JSON text."""
 
     id: str
+    """The call's id, which a ``tool`` :class:`Message` answering it names."""
     name: str
-    arguments: str  # JSON text, as the model wrote it
+    """The tool called (``verdict`` for the judge's)."""
+    arguments: str
+    """The arguments as JSON text, exactly as the model wrote them (the judge parses them)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -166,9 +213,13 @@ class Message:
     """One neutral conversation message; a provider translates it to its wire format."""
 
     role: Literal["user", "assistant", "tool"]
+    """Who speaks: the judge (``user``), the model (``assistant``) or a tool's answer (``tool``)."""
     content: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()  # assistant only
-    tool_call_id: str | None = None  # tool only: which call this answers
+    """The message's text."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """``assistant`` only: the calls the model made in that turn, sent back as it made them."""
+    tool_call_id: str | None = None
+    """``tool`` only: the id of the :class:`ToolCall` this message answers."""
 
 
 @attrs.frozen
@@ -176,8 +227,11 @@ class ToolSpec:
     """The tool a request offers (the judge's ``verdict``): its JSON schema in ``parameters``."""
 
     name: str
+    """The tool's name (``verdict``)."""
     description: str
-    parameters: Mapping[str, Any]  # a JSON schema
+    """What the tool is for, as the model reads it."""
+    parameters: Mapping[str, Any]
+    """The JSON Schema of the tool's arguments."""
 
 
 @attrs.frozen(kw_only=True)
@@ -187,10 +241,16 @@ class ChatRequest:
     the reply must call."""
 
     model: str
-    thinking: str  # off | low | medium | high; off asks for no reasoning
+    """The judge's model, as the scenario names it (``model = "..."``)."""
+    thinking: str
+    """``off``, ``low``, ``medium`` or ``high``; ``off`` asks for no reasoning. Each provider
+    maps it to its API (a reasoning effort, a thinking budget)."""
     system: str
+    """The system prompt: the judge's instructions and the rubric."""
     messages: tuple[Message, ...]
+    """The conversation so far, oldest first: the material, then any correction turns."""
     tool: ToolSpec
+    """The tool the reply must call (``config.tool_choice`` says how hard to force it)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -198,11 +258,17 @@ class ChatReply:
     """The model's answer: text, tool calls, or both; ``exchanges`` go to the transcript."""
 
     content: str = ""
+    """The reply's text (prose beside or instead of a tool call)."""
     tool_calls: tuple[ToolCall, ...] = ()
+    """The tool calls the reply made, in order."""
     exchanges: tuple[Mapping[str, Any], ...] = ()
-    # What this reply cost, retries included; None: the provider did not say (the judge
-    # then counts one request per exchange, tokens unknown).
+    """Every request sent and response received for this reply, retries included, for the
+    transcript (never a key in them). A provider must pass them in: the transcript is
+    built from them. :class:`~trysquare_judge.providers.http.HttpEndpoint` hands them to
+    its ``read`` callback."""
     usage: Usage | None = None
+    """What this reply cost, retries included; ``None``: the provider did not say (the judge
+    then counts one request per exchange, tokens unknown)."""
 
 
 class Connection(Protocol):
@@ -256,6 +322,7 @@ class _Section:
     price_input: float | None = None
     price_output: float | None = None
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    options: dict[str, Any] | None = None
 
 
 @attrs.frozen
@@ -285,18 +352,61 @@ def load_config(path: Path) -> dict[str, ProviderConfig]:
     try:
         raw = plugin_api.structure(data, _ConfigFile, file=path)
         configs = {}
+        types: dict[str, Provider] | None = None
         for name, table in raw.providers.items():
             if not isinstance(table, dict):
                 raise ConfigError(f"{path.name}: providers.{name}: must be a table")
+            if not isinstance(table.get("options", {}), dict):
+                raise ConfigError(
+                    f"{path.name}: providers.{name}.options: must be a table "
+                    f"([providers.{name}.options])"
+                )
             section = plugin_api.structure(table, _Section, file=path, path=f"providers.{name}")
-            configs[name] = _checked(name, section, path.name, f"providers.{name}")
+            if types is None:
+                types = provider_types()
+            options = _options(types.get(section.type), section, path, f"providers.{name}")
+            configs[name] = _checked(name, section, path.name, f"providers.{name}", options)
     except ScenarioError as error:
         # The converter speaks of scenarios; this is the configuration.
         raise ConfigError(error.message) from None
     return configs
 
 
-def _checked(name: str, section: _Section, file: str, where: str) -> ProviderConfig:
+def _options(provider: Provider | None, section: _Section, file: Path, where: str) -> Any:
+    """The section's ``options`` table structured into the type's options record.
+
+    A type no plugin provides keeps ``None`` (using the section is refused later, naming the
+    missing type); a type that declares no options refuses a table.
+    """
+    if provider is None:
+        return None
+    kind = getattr(provider, "options", None)
+    if kind is None:
+        if section.options is not None:
+            raise ConfigError(
+                f"{file.name}: {where}.options: provider type '{section.type}' takes no options"
+            )
+        return None
+    if not (isinstance(kind, type) and attrs.has(kind)):
+        raise ConfigError(
+            f"{file.name}: {where}.options: provider type '{section.type}' declares options "
+            f"that are not an attrs class ({kind!r}); the plugin is broken"
+        )
+    record = plugin_api.structure(section.options or {}, kind, file=file, path=f"{where}.options")
+    try:
+        hash(record)
+    except TypeError:
+        raise ConfigError(
+            f"{file.name}: {where}.options: provider type '{section.type}' declares options "
+            f"that cannot be hashed (make {kind.__name__} @attrs.frozen with hashable fields, "
+            "tuples not lists); the plugin is broken"
+        ) from None
+    return record
+
+
+def _checked(
+    name: str, section: _Section, file: str, where: str, options: Any = None
+) -> ProviderConfig:
     def refuse(key: str, message: str) -> ConfigError:
         return ConfigError(f"{file}: {where}.{key}: {message}")
 
@@ -320,7 +430,9 @@ def _checked(name: str, section: _Section, file: str, where: str) -> ProviderCon
             raise refuse(key, f"must be a non-negative number of US dollars per million tokens, not {price!r}")
     if section.base_url is not None and not section.base_url.startswith(("http://", "https://")):
         raise refuse("base_url", f"'{section.base_url}' is not an http:// or https:// address")
-    return ProviderConfig(name=name, source=f"{file} [{where}]", **attrs.asdict(section))
+    values = attrs.asdict(section)
+    values["options"] = options
+    return ProviderConfig(name=name, source=f"{file} [{where}]", **values)
 
 
 def resolve_provider(
@@ -350,11 +462,13 @@ def resolve_provider(
     if name in types:
         # A registered type named bare: its own defaults, as if it were a section.
         table = {"type": name, **types[name].defaults()}
+        label = Path(f"provider type '{name}'")
         try:
-            section = plugin_api.structure(table, _Section, file=Path(f"provider type '{name}'"))
+            section = plugin_api.structure(table, _Section, file=label)
+            options = _options(types[name], section, label, "defaults")
         except ScenarioError as error:
             raise ConfigError(error.message) from None
-        return _checked(name, section, f"provider type '{name}'", "defaults")
+        return _checked(name, section, f"provider type '{name}'", "defaults", options)
     looked = f"no [providers.{name}] in {config_path}" if config_path else f"no {CONFIG_FILE} above the scenario"
     known = ", ".join(sorted(types)) or "none"
     raise refuse(
@@ -385,7 +499,12 @@ def protected_keys(scenario_file: Path, config_file: Path | None = None) -> dict
 
 
 def api_key(config: ProviderConfig) -> str | None:
-    """The key, read from the environment at the moment it is needed, never kept."""
+    """The key, read from the environment at the moment it is needed, never kept.
+
+    ``None`` when the configuration names no variable. A judge whose ``api_key_env``
+    variable is unset is refused at load, so a provider's tests set it (any value, for a
+    local server) or leave ``api_key_env`` out of the section.
+    """
     if config.api_key_env is None:
         return None
     return os.environ.get(config.api_key_env)

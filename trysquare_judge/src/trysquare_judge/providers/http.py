@@ -53,7 +53,15 @@ ReadReply = Callable[[httpx.Response, tuple[Mapping[str, Any], ...]], ChatReply]
 
 
 class HttpEndpoint:
-    """One endpoint: a shared httpx client and the semaphore that bounds it."""
+    """One endpoint: a shared httpx client and the semaphore that bounds it.
+
+    What a provider over HTTP builds in its connection's ``__init__``
+    (``HttpEndpoint(config, url)``) and calls from ``complete``: :meth:`post` holds
+    ``config.max_concurrency``, ``config.timeout``, the retries with their backoff,
+    ``config.max_reply_bytes`` and interruption, and records the exchanges scrubbed of the
+    key. ``recorded_headers`` names response headers to keep in the transcript
+    (``{"request-id": "request_id"}``).
+    """
 
     def __init__(
         self, config: ProviderConfig, url: str, *, recorded_headers: Mapping[str, str] | None = None
@@ -83,6 +91,15 @@ class HttpEndpoint:
         self, body: Mapping[str, Any], headers: Mapping[str, str], key: str | None, read: ReadReply
     ) -> ChatReply:
         """Send ``body`` until a reply comes, retrying what may pass on a second try.
+
+        :param body: the JSON body, as the transcript records it.
+        :param headers: the request's headers, the key's included (never recorded).
+        :param key: the key (from :func:`trysquare_judge.providers.api_key`), scrubbed from
+            everything recorded or raised.
+        :param read: ``read(response, exchanges) -> ChatReply`` for a 200 response; it
+            must pass ``exchanges`` into the :class:`ChatReply` (the transcript is built
+            from them) and may raise :class:`ProviderError` for an unreadable reply.
+        :raises ProviderError: when it gives up (``ReplyTooLarge`` for a reply over the cap).
 
         The reply's (or the error's) usage counts every attempt as a request:
         a retried request, and one that failed before any answer, was sent all

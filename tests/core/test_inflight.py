@@ -1,0 +1,65 @@
+"""``trysquare._inflight``: a validation is marked in flight only while it runs.
+
+A finished ``validate``, and one stopped by ``-x`` (which ends validators itself), leave no
+marker behind: only trysquare ending during a validation does (tests/security/
+test_inflight_kill.py shows what the next validate makes of one).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trysquare._inflight import FOLDER
+from trysquare.testing import build_run
+
+from tests.helpers import write_scenario, write_script
+
+SCORE = """
+import json, sys
+context = json.load(open(sys.argv[1]))
+if context["cell"] == "bad":
+    raise SystemExit(3)
+print(json.dumps({"metrics": {"ok": True}}))
+"""
+
+SCENARIO = """
+[[validation]]
+name = "score"
+mode = "script"
+command = "score.py"
+metrics = ["ok"]
+"""
+
+
+def matrix(tmp_path: Path) -> tuple[Path, Path]:
+    folder = tmp_path / "scenario"
+    write_script(folder, "score.py", SCORE)
+    scenario = write_scenario(folder, SCENARIO)
+    root = tmp_path / "exp"
+    runs = (("a", "ok"), ("b", "bad"), ("c", "ok"), ("d", "ok"))
+    for repetition, (run_id, cell) in enumerate(runs):
+        build_run(root / "runs" / run_id, base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"},
+                  cell=cell, repetition=repetition)
+    return scenario, root
+
+
+def markers(root: Path) -> list[Path]:
+    folder = root / FOLDER
+    return sorted(folder.iterdir()) if folder.exists() else []
+
+
+def test_a_finished_validate_leaves_no_marker(tmp_path: Path, cli) -> None:
+    scenario, root = matrix(tmp_path)
+    done = cli("validate", scenario, root, "--no-progress", "--jobs", "2")
+    assert done.returncode == 1, done.stdout + done.stderr  # run b is invalid, the matrix went on
+    assert markers(root) == []
+    assert "trysquare last ended" not in done.stdout
+
+
+def test_a_validate_stopped_by_exitfirst_leaves_no_marker(tmp_path: Path, cli) -> None:
+    scenario, root = matrix(tmp_path)
+    done = cli("validate", scenario, root, "--no-progress", "--jobs", "2", "-x")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert markers(root) == []
+    again = cli("validate", scenario, root, "--no-progress")
+    assert "trysquare last ended" not in again.stdout

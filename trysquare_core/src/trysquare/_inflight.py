@@ -1,0 +1,291 @@
+"""Validations in flight: one run's code never ends the matrix for good.
+
+Before a validator starts on a run, trysquare writes a marker in the experiment's own
+``.trysquare/inflight/`` folder (one small signed file per run × validator); when its
+result is back, the marker goes. A marker found by the next ``validate`` therefore says
+that trysquare ended — killed by anything, SIGKILL included, or interrupted — while that
+validation ran. That ``validate`` names the run, runs the rest of the matrix first, and
+then that validation alone (with a local executor), so that if trysquare ends again, that
+run is the one that ended it. A validation during which trysquare ended twice is recorded
+invalid, with why, instead of being retried for ever; ``--force`` (``--rejudge`` for a
+judge) tries it again.
+
+Markers are written atomically (a rename), so they survive a kill -9 of trysquare; they
+are signed with trysquare's key (:mod:`trysquare._signing`), so one planted by the agent
+(the experiment folder may be a run folder) is never believed: it is named and removed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+
+from trysquare import _atomic, _signing
+from trysquare._shown import shown
+from trysquare.modes import ValidationTask
+from trysquare.runs import Experiment, Run
+
+__all__ = ["ENDS_ALLOWED", "FOLDER", "Deferred", "InFlight", "Marker"]
+
+FOLDER = Path(".trysquare") / "inflight"
+_KIND = "trysquare validation in flight"
+ENDS_ALLOWED = 2  # trysquare ending this many times during one validation makes it invalid
+
+
+@attrs.frozen
+class Marker:
+    """A validation that was running when trysquare last ended."""
+
+    run: Run
+    name: str
+    ended: int  # how many times trysquare ended while this validation ran
+    digest: str  # the validator's digest then
+    context_digest: str | None  # its context's digest then
+
+
+def _key(run: Run, name: str) -> tuple[Path, str]:
+    return run.dir, name
+
+
+class InFlight:
+    """The markers of one ``validate``: read when it begins, written as tasks start,
+    removed as their results come back."""
+
+    def __init__(self, experiments: Sequence[Experiment], names: Sequence[str]) -> None:
+        self._names = set(names)
+        # Each run's experiment folder (where its markers live) and its path from there.
+        self._where: dict[Path, tuple[Path, str]] = {}
+        for experiment in experiments:
+            for run in experiment.runs:
+                self._where[run.dir] = (experiment.root, _relative(run.dir, experiment.root))
+        self._roots = sorted({root for root, _ in self._where.values()})
+        self.found: dict[tuple[Path, str], Marker] = {}
+        self.refused: list[str] = []  # markers trysquare did not write, named
+        self._running: dict[tuple[Path, str], int] = {}
+        self._started: set[tuple[Path, str]] = set()
+        self._changed = threading.Condition()
+        runs = {self._where[run.dir]: run for experiment in experiments for run in experiment.runs}
+        for root in self._roots:
+            self._read(root, runs)
+
+    # -- what the last validate left --------------------------------------------------
+
+    def _read(self, root: Path, runs: Mapping[tuple[Path, str], Run]) -> None:
+        folder = root / FOLDER
+        try:
+            if folder.is_symlink() or not folder.is_dir():
+                return
+            names = sorted(os.listdir(folder))
+        except OSError:
+            return
+        for file_name in names:
+            if not file_name.endswith(".json"):
+                continue
+            path = folder / file_name
+            marker = self._marker(root, path, runs)
+            if marker is not None:
+                self.found[_key(marker.run, marker.name)] = marker
+
+    def _marker(
+        self, root: Path, path: Path, runs: Mapping[tuple[Path, str], Run]
+    ) -> Marker | None:
+        try:
+            entry = json.loads(_atomic.read_bytes(path, root=root))
+        except (OSError, ValueError, RecursionError):
+            entry = None
+        if not isinstance(entry, dict) or not _signing.verifies(entry.get("mac"), _signed(entry)):
+            self.refused.append(f"{path} was not written by trysquare here: removed, not believed")
+            _remove(path, root)
+            return None
+        run = runs.get((root, str(entry.get("run"))))
+        if run is None or entry.get("validator") not in self._names:
+            return None  # another run or validator than this validate's: left as it is
+        ended = entry.get("ended")
+        if type(ended) is not int or ended < 1:
+            return None
+        context_digest = entry.get("context_digest")
+        return Marker(
+            run=run,
+            name=str(entry["validator"]),
+            ended=ended,
+            digest=str(entry.get("digest")),
+            context_digest=context_digest if isinstance(context_digest, str) else None,
+        )
+
+    def suspect(self, task: ValidationTask) -> bool:
+        """Whether trysquare ended while ``task``'s validation last ran."""
+        return _key(task.run, task.validation.name) in self.found
+
+    def ended_too_often(self) -> list[Marker]:
+        """The validations during which trysquare ended :data:`ENDS_ALLOWED` times."""
+        return [m for m in self.found.values() if m.ended >= ENDS_ALLOWED]
+
+    def say(self, out: TextIO) -> None:
+        """Name every marker found: what trysquare did not write, and each run in flight."""
+        for refused in self.refused:
+            print(f"trysquare: {shown(refused)}", file=out)
+        for marker in self.found.values():
+            if marker.ended >= ENDS_ALLOWED:
+                said = (
+                    f"validator '{marker.name}' was running each of the last {marker.ended} times "
+                    "trysquare ended (killed or interrupted): marked invalid, not retried"
+                )
+            else:
+                said = (
+                    f"validator '{marker.name}' was running when trysquare last ended (killed or "
+                    "interrupted): validated again after the other runs, alone"
+                )
+            print(f"trysquare: {shown(marker.run.label)}: {shown(said)}", file=out)
+        if self.refused or self.found:
+            out.flush()  # said now: the same run may end this trysquare too
+
+    def settle(self, marker: Marker) -> None:
+        """The marker of a validation now recorded invalid goes."""
+        self._drop(marker.run, marker.name)
+        self.found.pop(_key(marker.run, marker.name), None)
+
+    # -- this validate's own ------------------------------------------------------------
+
+    def start(self, task: ValidationTask) -> None:
+        """Say that ``task``'s validator is about to start: written before it does."""
+        run, name = task.run, task.validation.name
+        where = self._where.get(run.dir)
+        if where is None:
+            return
+        root, relative = where
+        earlier = self.found.get(_key(run, name))
+        entry: dict[str, Any] = {
+            "kind": _KIND,
+            "run": relative,
+            "id": run.id,
+            "validator": name,
+            "ended": (earlier.ended if earlier is not None else 0) + 1,
+            "digest": task.digest,
+            "context_digest": task.context_digest,
+            "pid": os.getpid(),
+            "at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        entry["mac"] = _signing.mac(_signed(entry))
+        with self._changed:
+            self._running[_key(run, name)] = self._running.get(_key(run, name), 0) + 1
+            self._started.add(_key(run, name))
+        try:
+            _atomic.write_json(_path(root, relative, name), entry, root=root)
+        except OSError:
+            pass  # no marker: this validation is simply retried if trysquare ends now
+
+    def done(self, run: Run, name: str) -> None:
+        """``run`` × ``name`` came back (its result recorded, or not): its marker goes."""
+        key = _key(run, name)
+        with self._changed:
+            left = self._running.get(key, 0) - 1
+            if left > 0:
+                self._running[key] = left
+            else:
+                self._running.pop(key, None)
+            self._changed.notify_all()
+        self._drop(run, name)
+        self.found.pop(key, None)
+
+    def wait_idle(self, stop: Callable[[], bool]) -> None:
+        """Return once no validation of this validate is running (or a stop is asked)."""
+        with self._changed:
+            while self._running and not stop():
+                self._changed.wait(0.1)
+
+    def close(self, *, interrupted: bool, complete: bool) -> None:
+        """When validate ends: the markers of validations stopped by trysquare itself (-x) go;
+        an interruption's stay (it ended trysquare during them). Markers found at the start
+        whose validation did not have to run again (its result is recorded) go when the
+        matrix went through."""
+        with self._changed:
+            running = list(self._running)
+            self._running.clear()
+        if not interrupted:
+            for run_dir, name in running:
+                self._drop_at(run_dir, name)
+        if complete:
+            for key, marker in list(self.found.items()):
+                if key not in self._started:
+                    self._drop(marker.run, marker.name)
+
+    def _drop(self, run: Run, name: str) -> None:
+        self._drop_at(run.dir, name)
+
+    def _drop_at(self, run_dir: Path, name: str) -> None:
+        where = self._where.get(run_dir)
+        if where is not None:
+            _remove(_path(where[0], where[1], name), where[0])
+
+
+class Deferred(Collection[ValidationTask]):
+    """The planned tasks as an executor takes them, each marked in flight as it is taken;
+    those during which trysquare last ended come last, each alone when ``alone`` (the
+    executor runs tasks in this process, so waiting here holds nothing up)."""
+
+    def __init__(
+        self,
+        tasks: Collection[ValidationTask],
+        flight: InFlight,
+        *,
+        alone: bool,
+        stop: Callable[[], bool],
+    ) -> None:
+        self.tasks = tasks
+        self.flight = flight
+        self.alone = alone
+        self.stop = stop
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __contains__(self, task: object) -> bool:
+        return task in self.tasks
+
+    def __iter__(self) -> Iterator[ValidationTask]:
+        later: list[ValidationTask] = []
+        for task in self.tasks:
+            if self.flight.suspect(task):
+                later.append(task)
+                continue
+            self.flight.start(task)
+            yield task
+        for task in later:
+            if self.alone:
+                self.flight.wait_idle(self.stop)
+            if self.stop():
+                return
+            self.flight.start(task)
+            yield task
+
+
+def _signed(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {"kind": _KIND, "marker": {k: v for k, v in entry.items() if k != "mac"}}
+
+
+def _relative(run_dir: Path, root: Path) -> str:
+    try:
+        return run_dir.relative_to(root).as_posix()
+    except ValueError:
+        return str(run_dir)
+
+
+def _path(root: Path, relative: str, name: str) -> Path:
+    text = f"{relative}\0{name}".encode("utf-8", errors="surrogatepass")
+    digest = hashlib.sha256(text).hexdigest()
+    return root / FOLDER / f"{digest[:32]}.json"
+
+
+def _remove(path: Path, root: Path) -> None:
+    try:
+        _atomic.remove(path, root=root)
+    except OSError:
+        pass
