@@ -277,3 +277,28 @@ def test_a_failing_prepare_reason_ends_with_its_output_tail(tiny: Tiny) -> None:
     verdict = Assay.load(context).tests()
     assert verdict.value is None
     assert verdict.reason.endswith("npm ci: lockfile mismatch")
+
+
+def test_home_is_writable_inside_the_jail_so_caches_work(tiny: Tiny) -> None:
+    # npm, pip, cargo and go keep their caches under $HOME: `npm ci` failed with EACCES on
+    # $HOME/.npm where the jail ran the suite as nobody in a /tmp only root could write.
+    cache = (
+        f"{PYTHON} -c 'import pathlib; c = pathlib.Path.home() / \".npm\" / \"_cacache\"; "
+        "c.mkdir(parents=True); (c / \"index\").write_text(\"x\")'"
+    )
+    context = tiny(
+        test_command=f"{PYTHON} -c 'print(\"Ran 1 test in 0.0s\")'",
+        prepare=(cache,),
+        metrics=("ok",),
+    )
+    verdict = Assay.load(context).tests()
+    assert verdict.value is True, verdict.reason
+
+
+def test_a_write_refused_outside_the_scratch_gets_trysquares_hint(tiny: Tiny) -> None:
+    # npm's own advice for EACCES is `sudo chown -R ...`: trysquare names the path and the fix.
+    denied = f"{PYTHON} -c 'open(\"/usr/trysquare-denied\", \"w\")'"
+    verdict = Assay.load(tiny(prepare=(denied,))).tests()
+    assert verdict.value is None
+    assert "(trysquare: writing /usr/trysquare-denied was refused:" in verdict.reason
+    assert "npm ci --cache .npm-cache" in verdict.reason

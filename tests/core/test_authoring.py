@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -208,6 +209,31 @@ def test_init_writes_a_project_whose_test_and_check_pass(cli, tmp_path: Path) ->
     tests = pytest_in(target, tmp_path / "cache")
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert "3 passed" in tests.stdout
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None, reason="node is not installed: the Node project's suite cannot run"
+)
+def test_init_node_writes_a_node_project_whose_test_and_check_pass(cli, tmp_path: Path) -> None:
+    target = tmp_path / "mine"
+    done = cli("init", "--node", target)
+    assert done.returncode == 0, done.stderr
+    scenario = (target / "scenario.toml").read_text(encoding="utf-8")
+    assert 'test_command = "node --test"' in scenario and "__pycache__" not in scenario
+    assert 'SCOPE = frozenset({"src/add.js"})' in (target / "validator.py").read_text()
+    assert os.access(target / "validator.py", os.X_OK)
+    assert cli("check", target / "scenario.toml").returncode == 0
+    tests = pytest_in(target, tmp_path / "cache")
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "3 passed" in tests.stdout  # the `npm test`-redefining run among them
+
+
+def test_init_python_is_the_default(cli, tmp_path: Path) -> None:
+    assert cli("init", "--python", tmp_path / "a").returncode == 0
+    assert cli("init", tmp_path / "b").returncode == 0
+    for name in ("scenario.toml", "validator.py", "test_validator.py"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert "python3 -m unittest" in (tmp_path / "a" / "scenario.toml").read_text()
 
 
 def test_init_refuses_to_replace_a_file_and_writes_nothing(cli, tmp_path: Path) -> None:

@@ -45,3 +45,25 @@ def test_check_names_another_interpreter_without_warning(cli, tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert "suite: /usr/bin/python3 is /usr/bin/python3 (site-packages: " in done.stdout
     assert "! suite:" not in done.stdout
+
+
+def test_check_says_an_ignored_node_modules_needs_a_prepare(cli, tmp_path: Path) -> None:
+    from trysquare.testing import build_run
+
+    run = build_run(
+        tmp_path / "exp" / "runs" / "a1",
+        base={".gitignore": "node_modules/\n", "package.json": "{}\n"},
+        changes={"node_modules/mocha/index.js": "x\n"},
+    )
+    scenario = _scenario(tmp_path, "node_modules/.bin/mocha")
+    done = cli("check", scenario, tmp_path / "exp")
+    assert done.returncode == 0, done.stderr
+    warning = next(line for line in done.stdout.splitlines() if "node_modules/ in" in line)
+    assert warning.startswith("! suite: 1 run(s) hold node_modules/ in their clone (e.g. ")
+    assert str(run.repo.path / "node_modules") in warning
+    assert 'prepare = ["npm ci --no-audit --no-fund"]' in warning
+    # With a prepare declared, nothing is said.
+    text = scenario.read_text().replace("[task]", '[task]\nprepare = ["npm ci"]')
+    scenario.write_text(text)
+    again = cli("check", scenario, tmp_path / "exp")
+    assert "node_modules/ in" not in again.stdout

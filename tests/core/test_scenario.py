@@ -272,3 +272,35 @@ def test_a_blank_artefacts_entry_is_refused(folder: Path, pattern: str) -> None:
         metrics = ["ok"]
     """)
     assert "task.artefacts[2]" in message and "names no path" in message
+
+
+SCORED = "[[validation]]\nmode = 'script'\ncommand = 'score.py'\nmetrics = ['tests']\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "where"),
+    [
+        ("npm test", "package.json's scripts"),
+        ("npm run test:unit", "package.json's scripts"),
+        ("npm --prefix web test", "package.json's scripts"),
+        ("yarn test", "package.json's scripts"),
+        ("yarn mocha", "package.json's scripts"),  # a script named mocha runs first
+        ("pnpm test", "package.json's scripts"),
+        ("bun run test", "package.json's scripts"),
+        ("make test", "the Makefile"),
+        ("tox -e py311", "tox.ini"),
+    ],
+)
+def test_a_suite_the_agent_may_redefine_is_refused(folder: Path, command: str, where: str) -> None:
+    message = refusal(folder, f"[task]\ntest_command = {command!r}\n{SCORED}")
+    assert message.startswith(f"scenario.toml: task.test_command {command!r} runs a suite defined")
+    assert where in message and "name the runner itself" in message
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["node --test", "npx mocha", "yarn exec mocha", "pnpm exec vitest run", "bun test",
+     "node_modules/.bin/mocha", "python3 -m pytest", "go test ./..."],
+)  # fmt: skip
+def test_a_runner_named_directly_loads(folder: Path, command: str) -> None:
+    assert load(folder, f"[task]\ntest_command = {command!r}\n{SCORED}").task.test_command == command

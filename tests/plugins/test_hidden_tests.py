@@ -520,3 +520,13 @@ def test_the_control_run_is_cached_in_trysquares_cache_not_in_the_run(
     for run_id in ("a", "b"):
         folder = tmp_path / "trysquare" / "runs" / run_id
         assert not [p for p in folder.rglob("*") if "control" in p.name]
+
+
+def test_a_node_test_file_that_did_not_load_is_named_in_the_reason() -> None:
+    # Real output of node 20's JUnit reporter: a hidden test file that cannot load is a
+    # <failure> named by its path, saying only "test failed"; its tests are absent.
+    report = (Path(__file__).parent / "node20-junit-load-failure.xml").read_bytes()
+    metrics, reasons = judge(parse_report(report), ["test.hidden mean"], ["test.adds"])
+    assert metrics == {"f2p": None, "p2p": 1.0, "resolved": None}
+    assert "test./work/calc/t3/hidden.test.js: the file did not load or crashed" in reasons["f2p"]
+    assert "--test-reporter=spec --test-reporter-destination=stdout" in reasons["f2p"]

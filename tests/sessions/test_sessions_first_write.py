@@ -192,3 +192,77 @@ class TestShellEffects:
         from trysquare.sessions._shell import shell_effects
 
         assert shell_effects(command).unclear is not None
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "npm install simple-statistics",
+        "npm i -D mocha@10",
+        "npm uninstall left-pad",
+        "npm pkg set scripts.test='node --test'",
+        "yarn add lodash",
+        "pnpm add -D vitest",
+        "cd . && npm install --save-exact chai",
+    ],
+)
+def test_a_package_manager_writes_the_manifest(
+    write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str, command: str
+) -> None:
+    steps = [("shell", "cat package.json", True), ("shell", command, True)]
+    assert _reading(write_log, formats, fmt, steps).first_write("package.json") == 1
+
+
+def test_an_install_from_the_lockfile_may_rewrite_it(
+    write_log: WriteLog, formats: dict[str, SessionFormat], fmt: str
+) -> None:
+    steps = [("shell", "npm install", True), ("edit", "package-lock.json", True)]
+    reading = _reading(write_log, formats, fmt, steps)
+    with pytest.raises(Unjudged, match=r"call 0 .*'package-lock\.json'"):
+        reading.first_write("package-lock.json")
+    assert reading.first_write("package.json") is None
+
+
+class TestPackageManagers:
+    @pytest.mark.parametrize(
+        ("command", "writes"),
+        [
+            (
+                "npm install simple-statistics",
+                ("package.json", "package-lock.json", "node_modules"),
+            ),
+            ("npm ci", ("node_modules",)),
+            ("npm install -g typescript", ()),
+            ("npm install --no-save x", ("node_modules",)),
+            (
+                "npm --prefix web install react",
+                ("web/package.json", "web/package-lock.json", "web/node_modules"),
+            ),
+            ("npm pkg set type=module", ("package.json",)),
+            ("npm pkg get name", ()),
+            ("yarn remove x", ("package.json", "yarn.lock", "node_modules")),
+            ("pnpm -C app add x", ("app/package.json", "app/pnpm-lock.yaml", "app/node_modules")),
+            ("uv add httpx", ("pyproject.toml", "uv.lock", ".venv")),
+            ("poetry add httpx", ("pyproject.toml", "poetry.lock")),
+            ("cargo add serde", ("Cargo.toml", "Cargo.lock")),
+            (
+                "cargo add --manifest-path crates/a/Cargo.toml serde",
+                ("crates/a/Cargo.toml", "crates/a/Cargo.lock"),
+            ),
+            ("go get example.com/x@v1", ("go.mod", "go.sum")),
+            ("pip install --target vendor requests", ("vendor",)),
+        ],
+    )
+    def test_writes(self, command: str, writes: tuple[str, ...]) -> None:
+        from trysquare.sessions._shell import shell_effects
+
+        effects = shell_effects(command)
+        assert effects.writes == writes
+        assert effects.unclear is None
+
+    @pytest.mark.parametrize("command", ["npm test", "npm run lint -- --fix", "yarn build"])
+    def test_a_script_stays_an_unknown_program(self, command: str) -> None:
+        from trysquare.sessions._shell import shell_effects
+
+        effects = shell_effects(command)
+        assert effects.writes == () and "package.json" not in effects.mentions

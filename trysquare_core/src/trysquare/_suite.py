@@ -15,10 +15,13 @@ The verdict rules (what ``run.tests()`` promises):
 - the suite saying, some other way, that it ran nothing -> unjudged: exit 4 or 5
   with no count of tests (pytest's usage error and "no tests collected" — read by
   the exit code, not the command's name, since a wrapper script may run pytest),
-  unittest's "NO TESTS RAN", npm's "Missing script", exit 126/127 (the program
-  is not executable / not found, as a shell or ``env`` reports it).
-- otherwise the exit code decides, and a failure carries the tail of the output
-  and names the summary it read (or says it fell back to the exit code).
+  unittest's "NO TESTS RAN", npm's "Missing script", mocha's "Exception during
+  run" or "No test files found", exit 126/127 (the program is not executable / not
+  found, as a shell or ``env`` reports it). A node test file that fails to load is
+  not a test (node counts it as one).
+- otherwise the exit code decides, and a failure carries the TAP ``not ok`` lines,
+  the tail of the output, and names the summary it read (or says it fell back to
+  the exit code).
 """
 
 from __future__ import annotations
@@ -74,9 +77,19 @@ _GO_NO_TESTS = re.compile(r"^\? {0,3}\t\S+\t\[no test files\]", re.M)
 _CARGO = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed;", re.M)
 
 # jest: "Tests:       1 failed, 2 passed, 3 total"; vitest: "Tests  1 failed | 2 passed (3)".
-_JEST = re.compile(r"^\s*Tests:\s+.*?(\d+) total\s*$", re.M)
-_VITEST = re.compile(r"^\s*Tests\s+(?:\d+ \w+(?: \| )?)+\s*\((\d+)\)\s*$", re.M)
+# Counted: passed and failed (skipped and todo tests did not run; an all-skipped suite ran none).
+_JEST = re.compile(r"^\s*Tests:\s+(.*?)\d+ total\s*$", re.M)
+_VITEST = re.compile(r"^\s*Tests\s+((?:\d+ \w+(?: \| )?)+)\s*\(\d+\)\s*$", re.M)
+_JS_RAN = re.compile(r"(\d+) (?:passed|failed)\b")
 _JS_NONE = re.compile(r"^\s*No tests? (?:files )?found", re.M)
+
+# mocha's spec reporter (and its dot, list... reporters): "  3 passing (35ms)", "  1 failing";
+# pending tests were not run. Failures in hooks count among the failing.
+_MOCHA_PASSING = re.compile(r"^ *(\d+) passing \(\d+(?:\.\d+)?(?:ms|s|m|h)\)\s*$", re.M)
+_MOCHA_FAILING = re.compile(r"^ *(\d+) failing\s*$", re.M)
+# mocha stopping before any test: a file that does not load, or no file at all.
+_MOCHA_EXCEPTION = re.compile(r"^\s*Exception during run: (.*)$", re.M)
+_MOCHA_NO_FILES = re.compile(r"^\s*Error: No test files found\b", re.M)
 
 
 def _unittest(text: str) -> int | None:
@@ -95,7 +108,50 @@ def _pytest(text: str) -> int | None:
 
 def _node(text: str) -> int | None:
     counts = [int(n) for n in _NODE.findall(text)]
-    return sum(counts) if counts else None
+    if not counts:
+        return None
+    # node counts a test file that failed to load (or crashed) as one more test.
+    return max(0, sum(counts) - len(_load_failures(text)))
+
+
+# A TAP `not ok` line and its YAML block ("  ---" ... "  ...").
+_TAP_NOT_OK = re.compile(r"^( *)not ok \d+ - (.*)$", re.M)
+_TAP_BLOCK_MAX = 20_000
+_TAP_BLOCK = re.compile(r"\n *---\n(.*?)^ *\.\.\.$", re.M | re.S)
+# node: the comment lines a file's process printed before its entry ("# Error: ...").
+_TAP_ERROR = re.compile(r"^# ((?:\w*Error|Error)\b[^\n]*)$", re.M)
+
+
+def _load_failures(text: str) -> list[tuple[str, str]]:
+    """node --test's entries that are a test *file* whose process failed, not a test.
+
+    Each is (the file, the error its process printed, or ""). Node reports such a file
+    as a test of its own: top level, named by its path, with the process's
+    ``exitCode`` in its YAML block and ``error: 'test failed'``.
+    """
+    found: list[tuple[str, str]] = []
+    last_end = 0
+    for match in _TAP_NOT_OK.finditer(text):
+        if match.group(1):
+            continue  # a subtest
+        # A block is short; bounding the look keeps a huge output linear.
+        block = _TAP_BLOCK.match(text[match.end() : match.end() + _TAP_BLOCK_MAX])
+        if block is None:
+            continue
+        yaml = block.group(1)
+        if not re.search(r"^  exitCode: ", yaml, re.M) or "error: 'test failed'" not in yaml:
+            continue
+        errors = _TAP_ERROR.findall(text, last_end, match.start())
+        found.append((match.group(2).strip(), errors[-1] if errors else ""))
+        last_end = match.end() + block.end()
+    return found
+
+
+def _mocha(text: str) -> int | None:
+    passing = [int(n) for n in _MOCHA_PASSING.findall(text)]
+    if not passing:
+        return None
+    return sum(passing) + sum(int(n) for n in _MOCHA_FAILING.findall(text))
 
 
 def _go(text: str) -> int | None:
@@ -124,7 +180,10 @@ def _cargo(text: str) -> int | None:
 
 
 def _jest_vitest(text: str) -> int | None:
-    counts = [int(n) for n in _JEST.findall(text)] + [int(n) for n in _VITEST.findall(text)]
+    counts = [
+        sum(int(n) for n in _JS_RAN.findall(parts))
+        for parts in (*_JEST.findall(text), *_VITEST.findall(text))
+    ]
     if counts:
         return sum(counts)
     if _JS_NONE.search(text):
@@ -139,6 +198,7 @@ _READERS: tuple[Callable[[str], int | None], ...] = (
     _go,
     _cargo,
     _jest_vitest,
+    _mocha,
 )
 
 # What each reader is called in a reason ("3 tests ran per the unittest summary").
@@ -149,6 +209,7 @@ _READER_NAMES: dict[Callable[[str], int | None], str] = {
     _go: "go test's result lines",
     _cargo: "cargo test's `test result:`",
     _jest_vitest: "jest/vitest's `Tests:` line",
+    _mocha: "mocha's `N passing`/`N failing`",
 }
 
 # Said by a runner that ran nothing, whatever its exit code.
@@ -173,7 +234,16 @@ def ran_nothing(returncode: int | None, output: str, count: int | None) -> str |
     """
     text = _ANSI.sub("", output)
     if count == 0:
+        unloaded = _load_failures(text)
+        if unloaded:
+            return "it ran no tests: " + "; ".join(_did_not_load(unloaded))
         return "it ran no tests"
+    if count is None:
+        stopped = _MOCHA_EXCEPTION.search(text)
+        if stopped:
+            return f"mocha stopped before running a test ({stopped.group(1).strip()})"
+        if _MOCHA_NO_FILES.search(text):
+            return "mocha found no test files"
     if _UNITTEST_NONE.search(text):
         return "unittest said NO TESTS RAN"
     missing = _NPM_MISSING.search(text)
@@ -309,11 +379,41 @@ def _run_steps_on(
             guarded=guarded,
             consequence="so nobody judged the suite",
         )
+    hint = "" if done.last is None else _confinement_hint(output_text(done.last), scratch)
     if done.problem is not None or done.last is None:
         timed_out = done.last is not None and done.last.timed_out
-        return Metric.unjudged(done.problem or "there was no suite to run"), timed_out
+        return Metric.unjudged((done.problem or "there was no suite to run") + hint), timed_out
     verdict = _verdict(shown, done.last.returncode, output_text(done.last))
+    if hint and verdict.value is not True:
+        verdict = Metric(verdict.value, verdict.reason + hint)
     return verdict, verdict.judged
+
+
+# A write refused by the confinement, as node, npm, Python and the shell say it.
+_DENIED = re.compile(r"EACCES|EROFS|EPERM|Permission denied|Read-only file system")
+_DENIED_PATH = re.compile(r"""(?:^|[\s'"`(=])(/[^\s'"`,:)]+)""")
+
+
+def _confinement_hint(output: str, scratch: str) -> str:
+    """trysquare's own word on a write the confinement refused outside the scratch folder:
+    the path, and what to do (a tool's own advice, ``sudo chown``, would not help)."""
+    lines = _ANSI.sub("", output).splitlines()
+    for number, line in enumerate(lines):
+        if _DENIED.search(line) is None:
+            continue
+        # npm names the path on a line of its own after the code ("npm error path /x").
+        for nearby in lines[number : number + 4]:
+            for path in _DENIED_PATH.findall(nearby):
+                if path == scratch or path.startswith(scratch.rstrip("/") + "/"):
+                    continue
+                if path.startswith(("/dev/", "/proc/")):
+                    continue
+                return (
+                    f"\n(trysquare: writing {path} was refused: the suite and prepare may write "
+                    "only their copy of the clone and $TMPDIR (in the jail, $HOME too) — point "
+                    "the tool's cache or output there, e.g. `npm ci --cache .npm-cache`)"
+                )
+    return ""
 
 
 def _control_at_base(
@@ -387,6 +487,30 @@ def _control_at_base(
     return judged, said
 
 
+def _did_not_load(unloaded: Sequence[tuple[str, str]]) -> list[str]:
+    return [f"{file} did not load" + (f" ({error})" if error else "") for file, error in unloaded]
+
+
+_FAILURES_SHOWN = 10
+
+
+def _failed_lines(output: str) -> list[str]:
+    """The tests a TAP stream says failed (``not ok`` lines), a file that did not load named
+    as such, so a reason whose tail starts mid-YAML still says what failed."""
+    text = _ANSI.sub("", output)
+    unloaded = dict(_load_failures(text))
+    lines: list[str] = []
+    for match in _TAP_NOT_OK.finditer(text):
+        name = match.group(2).strip()
+        if name.endswith("# SKIP") or "# TODO" in name:
+            continue
+        if not match.group(1) and name in unloaded:
+            lines.append(_did_not_load([(name, unloaded[name])])[0])
+        else:
+            lines.append(match.group(0).strip())
+    return list(dict.fromkeys(lines))
+
+
 def _tail_after_colon(output: str, lines: int = TAIL_LINES) -> str:
     """``":\n<tail>"``, or a plain "(no output)" rather than a dangling colon."""
     kept = tail(output, lines)
@@ -412,4 +536,10 @@ def _verdict(shown: str, returncode: int | None, output: str) -> Metric:
         read = "; no test summary recognised, so the exit code decided"
     else:
         read = f", {count} test{'s' if count != 1 else ''} ran; read from {' and '.join(markers)}"
-    return Metric(False, f"the suite failed ({how}{read}){_tail_after_colon(output)}")
+    failed = _failed_lines(output)
+    listed = ""
+    if failed:
+        more = len(failed) - _FAILURES_SHOWN
+        listed = "; failing: " + "; ".join(failed[:_FAILURES_SHOWN])
+        listed += f"; and {more} more" if more > 0 else ""
+    return Metric(False, f"the suite failed ({how}{read}){listed}{_tail_after_colon(output)}")

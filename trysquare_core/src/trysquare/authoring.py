@@ -75,7 +75,16 @@ def add_commands(commands: Any) -> None:
         "dir", nargs="?", type=Path, default=Path("."),
         help="where to write them (relative to the current directory; default: it)",
     )  # fmt: skip
-    init.set_defaults(handler=_init_command)
+    kind = init.add_mutually_exclusive_group()
+    kind.add_argument(
+        "--python", dest="project", action="store_const", const="python",
+        help="for a Python project: the suite is unittest (the default)",
+    )  # fmt: skip
+    kind.add_argument(
+        "--node", dest="project", action="store_const", const="node",
+        help="for a Node (JavaScript/TypeScript) project: the suite is `node --test`",
+    )  # fmt: skip
+    init.set_defaults(handler=_init_command, project="python")
 
 
 # --- try --------------------------------------------------------------------------------------
@@ -284,11 +293,20 @@ def _try_command(args: argparse.Namespace) -> int:
 # --- init -------------------------------------------------------------------------------------
 
 
-def init_project(target: Path) -> list[Path]:
+# Per kind of project: the folder holding its own templates (over the common ones), and
+# the file its validator's SCOPE names.
+_PROJECTS = {"python": (None, "app.py"), "node": ("node", "src/add.js")}
+
+
+def init_project(target: Path, project: str = "python") -> list[Path]:
     """Write the starter files into ``target``; refuse (naming it) any file already there.
 
+    ``project`` is ``"python"`` (a unittest suite) or ``"node"`` (``node --test``).
     Nothing is written unless every file can be: a refusal leaves ``target`` as it was.
     """
+    if project not in _PROJECTS:
+        raise UsageError(f"init knows no {project!r} project (known: {', '.join(_PROJECTS)})")
+    own, scoped = _PROJECTS[project]
     target = Path(target)
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target} exists and is not a folder")
@@ -301,15 +319,20 @@ def init_project(target: Path) -> list[Path]:
     target.mkdir(parents=True, exist_ok=True)
     for path in paths:
         source = _TEMPLATES / f"{path.name}.txt"
+        if own is not None and (_TEMPLATES / own / source.name).is_file():
+            source = _TEMPLATES / own / source.name
+        text = source.read_text(encoding="utf-8")
+        if path.name == "validator.py":
+            text = text.replace('SCOPE = frozenset({"app.py"})', f'SCOPE = frozenset({{"{scoped}"}})')
         # Exclusive creation: a file that appeared meanwhile is refused, never replaced.
         with open(path, "x", encoding="utf-8") as handle:
-            handle.write(source.read_text(encoding="utf-8"))
+            handle.write(text)
     (target / "validator.py").chmod(0o755)  # a script validator must have its run bit
     return paths
 
 
 def _init_command(args: argparse.Namespace) -> int:
-    written = init_project(args.dir)
+    written = init_project(args.dir, args.project)
     for path in written:
         print(shown(f"wrote {path}"))
     where = args.dir

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from trysquare import __version__
 from trysquare._shown import shown
+from trysquare.helptext import PATH_NOTE
 from trysquare.errors import NoRunsError, TrysquareError, UsageError
 from trysquare.plugin_api import add_selection_options
 
@@ -151,6 +152,25 @@ def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
     context.add_argument("run_dir", type=Path)
     context.add_argument("--validator", metavar="NAME")
     context.set_defaults(handler=_context)
+
+    session = commands.add_parser(
+        "session", help="print what a session log says, as JSON: tool calls, first writes, skills"
+    )
+    session.add_argument(
+        "session_path", type=Path, metavar="PATH",
+        help="a run folder (holding run.toml) or a session log: a .jsonl file or a folder of "
+        f"them ({PATH_NOTE})",
+    )  # fmt: skip
+    session.add_argument(
+        "--format", dest="session_format", metavar="NAME",
+        help="the session log's format, e.g. pi (default: run.toml's, else told from the content)",
+    )  # fmt: skip
+    session.add_argument(
+        "--repo", type=Path, metavar="DIR",
+        help="the measured clone, which the paths in the reading are given within "
+        "(default: the run's clone)",
+    )  # fmt: skip
+    session.set_defaults(handler=_session)
 
     report = commands.add_parser("report", help="write synthesis.md and print the report")
     report.add_argument("scenario", type=Path)
@@ -648,6 +668,13 @@ def _check_matrix(args: argparse.Namespace) -> int:
         except RunError as error:
             skipped.append(error.message)
             print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
+    from trysquare.suite_where import dependency_lines
+
+    task = scenario.task
+    needs = dependency_lines(task.test_command, task.prepare, [run.repo for run in runs])
+    for line in needs:
+        say(shown(line))
+    suite = suite + needs
     lines = suite + [
         line for validation in scenario.validations
         for line in validation.check_runs(scenario, runs)
@@ -707,6 +734,35 @@ def _context(args: argparse.Namespace) -> int:
     run = load_run(args.run_dir / RUN_FILE)
     facts = contexts.gather_facts(run)
     sys.stdout.write(contexts.dump_context(contexts.build_context(scenario, run, validation, facts)))
+    return 0
+
+
+def _session(args: argparse.Namespace) -> int:
+    from trysquare import _atomic, repo, sessions
+    from trysquare.errors import RepoError, RunError
+    from trysquare.runs import RUN_FILE, load_run
+
+    path: Path = args.session_path
+    clone: Path | None = args.repo
+    session_format: str | None = args.session_format
+    touched: list[str] = []
+    if (path / RUN_FILE).is_file():
+        run = load_run(path / RUN_FILE)
+        if run.session is None:
+            raise RunError(f"{path / RUN_FILE}: the run names no session log")
+        if run.base_commit is not None:
+            try:
+                touched = sorted(repo.changed_files(run.repo, run.base_commit, run.excluded))
+            except RepoError as error:
+                raise RunError(f"{path / RUN_FILE}: {error.message}") from None
+        path, clone = run.session, clone or run.repo
+        session_format = session_format or run.session_format
+    elif not path.exists():
+        raise UsageError(f"{path}: no such file or folder (give a run folder or a session log)")
+    from trysquare.sessions.facts import session_facts
+
+    reading = sessions.open_session(path, format=session_format, repo=clone)
+    sys.stdout.write(_atomic.dump_json(session_facts(reading, touched)))
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,15 +38,17 @@ __all__ = [
     "gather_facts",
     "picture_clone",
     "preflight",
+    "write_session_facts",
 ]
 
 DIFF_FILE = "diff.patch"
 RESPONSE_FILE = "response.md"
+SESSION_FACTS_FILE = "session.json"  # in the validator's archive folder
 
 CORE_KEYS = frozenset({
     "repo", "etalon", "prompt", "session", "trace", "cell", "repetition", "test_command",
     "prepare", "artefacts", "touched", "files", "given", "declared", "base", "response", "diff",
-    "jail",
+    "jail", "session_facts",
 })
 
 
@@ -222,10 +225,59 @@ def build_context(
         # The jail's keys, for a validator run by hand (run.tests() then jails the suite
         # itself); present only when set, so contexts under the default jail stay current.
         context["jail"] = attrs.asdict(task.jail)
+    if validation.wants_session_facts and run.session is not None:
+        # A path, written when the validator starts (write_session_facts): reading a
+        # session costs, and planning builds every run's context on every validate.
+        context["session_facts"] = str(run.validation_dir / validation.name / SESSION_FACTS_FILE)
     context.update(_plugin_keys(run, validation, context))
     for key in validation.withheld_context_keys:
         context.pop(key, None)
     return context
+
+
+_FACTS_KEPT: dict[tuple[Any, ...], dict[str, Any]] = {}
+_FACTS_LOCK = threading.Lock()
+
+
+def write_session_facts(run: Run, context: Mapping[str, Any]) -> None:
+    """Write the session's reading where the context's ``session_facts`` says, if it says.
+
+    The same answers :mod:`trysquare.assay` gives (one reader, one place: see
+    :func:`trysquare.sessions.facts.session_facts`), for a validator in any language.
+    Raises :class:`RunError` naming the run when the log cannot be read or the file
+    cannot be written.
+    """
+    target = context.get("session_facts")
+    if not isinstance(target, str) or run.session is None:
+        return
+    from trysquare import sessions
+    from trysquare.sessions.facts import session_facts
+
+    try:
+        touched = context.get("touched")
+        paths = tuple(str(path) for path in touched) if isinstance(touched, list) else ()
+        # Two script validators of one run read the same log: it is read once per process.
+        files = sessions.session_files(run.session)
+        stamps = tuple((file.stat().st_size, file.stat().st_mtime_ns) for file in files)
+        key = (str(run.session), run.session_format, str(run.repo), paths, stamps)
+        # Held while reading: a second validator of the run waits for the first one's answer
+        # (reading is Python work under the GIL, so runs read in turn lose little).
+        with _FACTS_LOCK:
+            facts = _FACTS_KEPT.get(key)
+            if facts is None:
+                reading = sessions.open_session(
+                    run.session, format=run.session_format, repo=run.repo
+                )
+                facts = _FACTS_KEPT[key] = session_facts(reading, paths)
+                while len(_FACTS_KEPT) > 4:
+                    _FACTS_KEPT.pop(next(iter(_FACTS_KEPT)))
+        _atomic.write_json(Path(target), facts, root=run.dir)
+    except RunError as error:
+        raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
+    except _atomic.UnsafePath as unsafe:
+        raise RunError(f"{run.label}: {unsafe}") from None
+    except OSError as error:
+        raise RunError(f"{run.label}: {target}: cannot be written ({error.strerror})") from None
 
 
 def with_scenario(
@@ -323,6 +375,9 @@ def context_digest(
             return own
     if root is None:
         return located_context_digest(context_text, context)
+    # Where the session's reading is written says nothing the session does not: left
+    # out, so results recorded before the key existed stay current.
+    context = {key: value for key, value in context.items() if key != "session_facts"}
     places = [(str(root), "<run>")]
     if isinstance(context.get("repo"), str):
         places.append((context["repo"], "<repo>"))

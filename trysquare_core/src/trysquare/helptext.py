@@ -48,6 +48,15 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "what to feed a validator you are writing.",
         "trysquare context scenario.toml runs/a7f3 --validator script > context.json",
     ),
+    "session": (
+        "Print what a session log says, as one JSON object: every tool call (name, failed, "
+        "files read and written), the failed calls, the first call that wrote each file the "
+        "calls wrote or the run touched, the skills that arrived expanded, and the reader's "
+        "notes. The same reading trysquare.assay answers from and a script validator's "
+        "context points to (session_facts). Exit 2 when PATH is not there, 1 when the log "
+        "cannot be read.",
+        "trysquare session runs/a7f3\n  trysquare session session.jsonl --format pi --repo clone/",
+    ),
     "report": (
         "Rebuild measures.json from the recorded results, write synthesis.md in PATH and print "
         "the report: per-cell scores with their unjudged and pending counts, the gap table "

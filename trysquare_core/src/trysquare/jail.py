@@ -367,7 +367,9 @@ def _command(
     args += ["--proc", "/proc", "--dev", "/dev"]
     if found.tmpfs_size:
         args += ["--size", str(policy.file_size_mib << 20)]
-    args += ["--tmpfs", "/tmp"]
+    # /tmp is $HOME inside: writable by whoever the command runs as (nobody, under root),
+    # so npm's, pip's, cargo's and go's caches work without flags.
+    args += ["--perms", "01777", "--tmpfs", "/tmp"]
     made: set[str] = set()
 
     def bind(source: str, kind: str = "--ro-bind") -> None:

@@ -113,6 +113,11 @@ class Validation:
     Landlock enforces that, validate starts its tasks while later runs are still planned
     (nothing it runs can write into a clone not yet pictured); a mode that leaves this
     ``False`` keeps every clone pictured before its first task."""
+    wants_session_facts: ClassVar[bool] = False
+    """Its context carries ``session_facts``: the path of the session's reading as JSON
+    (tool calls, first writes, skills), written by
+    :func:`trysquare.context.write_session_facts` before the validator starts — for
+    validators that cannot import ``trysquare.assay``."""
 
     def check(self, scenario: Scenario, source: TableSource) -> None:
         """Refuse, at load time, what this table cannot do within ``scenario``."""

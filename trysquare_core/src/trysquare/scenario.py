@@ -199,6 +199,7 @@ def _check_task(path: Path, task: Task) -> None:
                 f"{path.name}: task.test_command is empty; remove the key to declare no suite"
             )
         _vet_command(path, "task.test_command", task.test_command)
+        _refuse_agent_script(path, task.test_command)
     for index, command in enumerate(task.prepare, start=1):
         if not command.strip():
             raise ScenarioError(f"{path.name}: task.prepare[{index}] is empty")
@@ -293,6 +294,79 @@ def _vet_command(path: Path, key: str, command: str) -> None:
         split_command(command)
     except ShellWordError as error:
         raise ScenarioError(f"{path.name}: {key}: {error}") from None
+
+
+# Programs whose suite is a script the measured agent may edit (package.json's scripts,
+# a Makefile, tox.ini, noxfile.py...): naming them as test_command would let a run
+# redefine how it is measured ("test": "echo '# tests 4'"). Per program, the
+# subcommands that run such a script (None: any use of the program does).
+_SCRIPT_RUNNERS: dict[str, tuple[frozenset[str] | None, str]] = {
+    "npm": (
+        frozenset({"test", "t", "tst", "run", "run-script", "rum", "urn", "it", "cit",
+                   "install-test", "install-ci-test", "start"}),
+        "package.json's scripts",
+    ),
+    "pnpm": (
+        frozenset({"test", "t", "tst", "run", "run-script", "it", "install-test", "start"}),
+        "package.json's scripts",
+    ),
+    "bun": (frozenset({"run"}), "package.json's scripts"),
+    "make": (None, "the Makefile"),
+    "gmake": (None, "the Makefile"),
+    "tox": (None, "tox.ini (or tox.toml, pyproject.toml)"),
+    "nox": (None, "noxfile.py"),
+    "just": (None, "the justfile"),
+    "task": (None, "Taskfile.yml"),
+    "rake": (None, "the Rakefile"),
+    "invoke": (None, "tasks.py"),
+    "hatch": (frozenset({"run", "test"}), "pyproject.toml's hatch environments"),
+    "pdm": (frozenset({"run", "test"}), "pyproject.toml's pdm scripts"),
+}
+# yarn runs a package.json script of any name it is given (`yarn jest` runs a script
+# called jest before the binary), except through these.
+_YARN_BINARIES = frozenset({"exec", "node", "dlx", "bin"})
+# Options of those programs that take the next word as their value.
+_VALUED_OPTIONS = frozenset(
+    {"--prefix", "-C", "--dir", "--cwd", "--workspace", "-w", "--filter", "-F", "-f", "--file",
+     "--makefile", "-e", "--env", "-c", "--conf", "--root", "--noxfile"}
+)
+
+
+def _refuse_agent_script(path: Path, command: str) -> None:
+    """Refuse a test_command whose suite is defined by a file inside the clone."""
+    import posixpath
+
+    words = split_command(command)
+    while words and ("=" in words[0] and not words[0].startswith("-") or words[0] == "env"):
+        words = words[1:]  # VAR=value and `env` before the program
+    if not words:
+        return
+    program = posixpath.basename(words[0])
+    operands: list[str] = []
+    skip = False
+    for word in words[1:]:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            skip = word in _VALUED_OPTIONS
+        else:
+            operands.append(word)
+    sub = operands[0] if operands else None
+    if program == "yarn":
+        if sub in _YARN_BINARIES:
+            return
+        where = "package.json's scripts"
+    else:
+        runner = _SCRIPT_RUNNERS.get(program)
+        if runner is None or (runner[0] is not None and sub not in runner[0]):
+            return
+        where = runner[1]
+    raise ScenarioError(
+        f"{path.name}: task.test_command {command!r} runs a suite defined in {where}, inside the "
+        "clone the measured agent may edit (a run could redefine it as `echo ok` and pass): "
+        f"name the runner itself, as {where} say at the base commit — e.g. test_command = "
+        '"node --test", "npx mocha", "python3 -m pytest" (why: docs/javascript.md)'
+    )
 
 
 def _load_validation(table: Mapping[str, Any], source: TableSource, modes: Mapping[str, Mode]) -> Validation:

@@ -14,9 +14,10 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["suite_lines"]
+__all__ = ["dependency_lines", "suite_lines"]
 
 _SITE = "import sys, sysconfig; print(sys.prefix); print(sysconfig.get_paths()['purelib'])"
 
@@ -84,3 +85,40 @@ def _same(one: str, other: str) -> bool:
         return os.path.samefile(one, other)
     except OSError:
         return False
+
+
+# Folders a harness builds in the clone that git ignores, and the prepare that rebuilds each.
+_DEPENDENCY_FOLDERS = {
+    "node_modules": "npm ci --no-audit --no-fund",
+    ".venv": "uv sync --frozen",
+}
+
+
+def dependency_lines(
+    test_command: str | None, prepare: Sequence[str], clones: Sequence[Path]
+) -> list[str]:
+    """``!`` lines for each ignored dependency folder found in the runs' clones when the
+    scenario declares a suite and no ``prepare``: the suite's copy never carries it."""
+    if not test_command or prepare:
+        return []
+    from trysquare import repo
+    from trysquare.errors import RepoError
+
+    found: dict[str, list[Path]] = {}
+    for clone in clones:
+        for folder in _DEPENDENCY_FOLDERS:
+            if not (clone / folder).is_dir():
+                continue
+            try:
+                carried = any(path.startswith(folder + "/") for path in repo.working_files(clone))
+            except RepoError:
+                continue  # the run is refused elsewhere, naming why
+            if not carried:
+                found.setdefault(folder, []).append(clone)
+    return [
+        f"! suite: {len(holding)} run(s) hold {folder}/ in their clone (e.g. {holding[0] / folder}), "
+        f"which git ignores, so the suite's copy never carries it: declare the prepare that "
+        f'builds it, e.g. prepare = ["{_DEPENDENCY_FOLDERS[folder]}"] (with network = true '
+        "when it downloads)"
+        for folder, holding in found.items()
+    ]

@@ -48,6 +48,8 @@ class ScriptValidation(Validation):
 
     # The script and the suite it may run start confined (writable: its scratch, its archive).
     confines_what_it_runs: ClassVar[bool] = True
+    # A script in any language gets the session's reading as JSON (``session_facts``).
+    wants_session_facts: ClassVar[bool] = True
 
     def digest(self) -> str:
         # The executable's bytes identify it: an edited script makes results stale.
@@ -64,6 +66,13 @@ class ScriptValidation(Validation):
         return "sha256:" + hasher.hexdigest()
 
     def evaluate(self, job: Job) -> Outcome:
+        from trysquare.context import write_session_facts  # lazy: loading the mode stays cheap
+        from trysquare.errors import RunError
+
+        try:
+            write_session_facts(job.run, job.context)
+        except RunError as error:
+            return Outcome.invalid(f"script {self.command}: {error.message}")
         with scratch_folder("trysquare-script-") as workdir:
             try:
                 done = run_process(

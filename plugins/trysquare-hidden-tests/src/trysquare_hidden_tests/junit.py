@@ -19,6 +19,8 @@ add nothing here.
 
 from __future__ import annotations
 
+import re
+
 import stat
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -150,7 +152,30 @@ def _message(child: ET.Element) -> str:
     return first if len(first) <= MESSAGE_CHARS else first[: MESSAGE_CHARS - 3] + "..."
 
 
+_SCRIPT_FILE = re.compile(r"/[^/]+\.(?:[cm]?js|[cm]?ts|jsx|tsx)$")
+
+
+def _file_failure(case: Case) -> bool:
+    """node --test's entry for a test *file* whose process failed (it did not load, or it
+    crashed): a ``<failure>`` named by the file's path, with only "test failed" to say."""
+    return case.status == "failed" and case.message == "test failed" and bool(
+        _SCRIPT_FILE.search(case.id)
+    )
+
+
 def unlisted_errors(cases: Mapping[str, Case], listed: set[str], limit: int = 3) -> list[str]:
-    """Errors the report holds outside the listed ids (a collection error, typically)."""
-    found = [c for c in cases.values() if c.id not in listed and c.status == "error"]
-    return [f"{c.id}: {c.message}" if c.message else c.id for c in found[:limit]]
+    """Errors the report holds outside the listed ids: a collection error, typically, or a
+    node test file that did not load (whose cause the report does not hold)."""
+    found = [
+        c
+        for c in cases.values()
+        if c.id not in listed and (c.status == "error" or _file_failure(c))
+    ]
+    return [
+        f"{c.id}: the file did not load or crashed (node's JUnit report keeps no cause: add "
+        "`--test-reporter=spec --test-reporter-destination=stdout` to the command to keep it "
+        "in the validator's stderr)"
+        if _file_failure(c)
+        else f"{c.id}: {c.message}" if c.message else c.id
+        for c in found[:limit]
+    ]

@@ -304,3 +304,4 @@ def final_response(
 ) -> str | None:
     """The agent's final prose in the session at ``path`` (see :func:`open_session`)."""
     return open_session(path, format=format, repo=repo, formats=formats).final_response()
+
