@@ -150,8 +150,8 @@ def _probe() -> Availability:
         provisional = Availability(True, bwrap, version, "", tmpfs_size="--size" in helped)
         # The trial is the real thing (as root: the drop to nobody too), on nothing.
         trial = subprocess.run(
-            _command(provisional, ["/bin/sh", "-c", ":"], cwd="/", writable=(),
-                     policy=JailPolicy()),
+            jailed_command(["/bin/sh", "-c", ":"], cwd="/", writable=(), policy=JailPolicy(),
+                           _trial=provisional),
             capture_output=True, timeout=30, check=False,
         )
     except (OSError, subprocess.SubprocessError) as error:
@@ -308,6 +308,7 @@ def jailed_command(
     policy: JailPolicy,
     guarded: Sequence[str] = (),
     programs: Sequence[str] = (),
+    _trial: Availability | None = None,
 ) -> list[str]:
     """``argv`` wrapped to run in the jail, in ``cwd`` (which lies in a ``writable`` folder).
 
@@ -317,26 +318,12 @@ def jailed_command(
     folder holding them is asked for. ``programs`` (the scenario's own files its
     command names by absolute path, e.g. a script beside it) are shown read-only file by
     file when no shown folder holds them and no guarded one does. Raises
-    :class:`IsolationUnavailable` when the jail cannot start here.
+    :class:`IsolationUnavailable` when the jail cannot start here. (``_trial``: the probe's
+    bubblewrap, before the jail is known to start.)
     """
-    found = availability()
+    found = _trial or availability()
     if not found.available or found.bwrap is None:
         raise IsolationUnavailable(f"the jail cannot start: {found.reason}")
-    return _command(found, argv, cwd=cwd, writable=writable, policy=policy, guarded=guarded,
-                    programs=programs)
-
-
-def _command(
-    found: Availability,
-    argv: Sequence[str],
-    *,
-    cwd: str,
-    writable: Sequence[str],
-    policy: JailPolicy,
-    guarded: Sequence[str] = (),
-    programs: Sequence[str] = (),
-) -> list[str]:
-    assert found.bwrap is not None
     drop = _as_root()
     guard = [os.path.realpath(p) for p in guarded] + _guarded_roots()
     args = [found.bwrap]
