@@ -373,3 +373,72 @@ time.sleep(600)
     while holders() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert holders() == []
+
+
+def _writable_system_folder() -> Path | None:
+    for folder in ("/opt", "/usr/local"):
+        if os.path.isdir(folder) and os.access(folder, os.W_OK):
+            return Path(folder)
+    return None
+
+
+@pytest.mark.skipif(_writable_system_folder() is None, reason="no system folder to write in")
+def test_runs_inside_a_system_folder_are_not_shown(tmp_path: Path) -> None:
+    """The experiment lives under /opt (or /usr/local), which the jail shows whole as a
+    system folder: its run folder, its records and the other runs must still be hidden."""
+    import shutil
+    import tempfile
+
+    folder = _writable_system_folder()
+    assert folder is not None
+    root = Path(tempfile.mkdtemp(prefix="trysquare-jail-", dir=folder))
+    root.chmod(0o755)  # as a folder made by hand would be: the jail's user may walk it
+    try:
+        other = build_run(root, "r2")
+        seen = [
+            str(other.repo.path / "counter.py"),  # another run's clone
+            str(other.path / "run.toml"),  # another run's folder
+            str(root / "exp" / "runs" / "r1" / "run.toml"),  # its own run folder
+        ]
+        body = f"""
+visible = [p for p in {seen!r} if os.path.exists(p)]
+print("VISIBLE", visible)
+self.assertTrue(visible)
+"""
+        _attack(root, body)
+        recorded = _validate(root)
+        assert recorded["metrics"] == {"tests": False}, recorded
+        assert "VISIBLE []" in recorded["reasons"]["tests"]
+    finally:
+        shutil.rmtree(root)
+
+
+def test_the_cache_is_never_shown_when_xdg_cache_home_is_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without XDG_CACHE_HOME the cache is ~/.cache/trysquare: a file there named as the
+    command's program (the agent's tree makes `./run_tests.sh` a link into it, resolved
+    on the host) or a PATH folder inside it is never shown."""
+    import subprocess
+
+    home = tmp_path / "home"
+    cache = home / ".cache" / "trysquare"
+    (cache / "bin").mkdir(parents=True)
+    key = cache / "suite.key"
+    key.write_text("k" * 64)
+    key.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("PATH", f"{cache / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    scratch = tmp_path / "scratch"
+    (scratch / "repo").mkdir(parents=True)
+    link = scratch / "repo" / "run_tests.sh"
+    link.symlink_to(key)
+    jail.hand_over([str(scratch)])
+    argv = jail.jailed_command(
+        ["/bin/sh", "-c", f"ls {cache} {cache / 'bin'}"], cwd=str(scratch / "repo"),
+        writable=[str(scratch)], policy=jail.JailPolicy(), programs=[str(link)],
+    )
+    assert str(key) not in argv and str(cache / "bin") not in argv
+    done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+    assert b"suite.key" not in done.stdout, done.stdout

@@ -201,23 +201,53 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def _home_root() -> list[str]:
+    """$HOME (none when it is ``/``): never shown whole, though a PATH folder in it may be."""
+    home = os.path.expanduser("~")
+    return [os.path.realpath(home)] if home and home != "/" else []
+
+
+def _cache_roots() -> list[str]:
+    """trysquare's cache (its signing key lives there): nothing in it is ever shown.
+
+    Found as the cache itself finds it (``$XDG_CACHE_HOME``, else ``~/.cache``): an unset
+    ``XDG_CACHE_HOME`` must not leave the cache unguarded.
+    """
+    cache = os.environ.get("XDG_CACHE_HOME", "")
+    if not (cache and os.path.isabs(cache)):
+        cache = os.path.join(os.path.expanduser("~"), ".cache")
+    return [os.path.realpath(os.path.join(cache, "trysquare"))]
+
+
 def _guarded_roots() -> list[str]:
     """Folders the jail never shows, whatever asks for them: $HOME and trysquare's cache."""
-    roots = []
-    home = os.path.expanduser("~")
-    if home and home != "/":
-        roots.append(os.path.realpath(home))
-    cache = os.environ.get("XDG_CACHE_HOME", "")
-    if cache and os.path.isabs(cache):
-        roots.append(os.path.realpath(os.path.join(cache, "trysquare")))
-    return roots
+    return _home_root() + _cache_roots()
 
 
-def _shown_readonly(extra: Iterable[str], guarded: Sequence[str]) -> list[str]:
+def _masked_roots(guard: Sequence[str], shown: Sequence[str]) -> list[str]:
+    """The guarded folders that lie inside a folder shown whole (a system folder: a run, the
+    experiment or $HOME under ``/opt``): covered by an empty folder of their own."""
+    masked = sorted(
+        {root for root in guard if root != "/" and any(
+            _under(root, folder) and root != folder for folder in shown)},
+        key=len,
+    )
+    kept: list[str] = []
+    for root in masked:
+        if not any(_under(root, folder) for folder in kept):
+            kept.append(root)
+    return kept
+
+
+def _shown_readonly(
+    extra: Iterable[str], guarded: Sequence[str], masked: Sequence[str] = ()
+) -> list[str]:
     """The folders shown read-only beside the system: the interpreter, PATH, ``readable``.
 
     A folder that holds a guarded one ($HOME, the cache, a run folder) or lies in
-    trysquare's cache is left out: showing the interpreter must never show a run.
+    trysquare's cache is left out: showing the interpreter must never show a run. A
+    folder inside a system folder is shown on its own only when it lies in a ``masked``
+    one (the interpreter in a $HOME under ``/opt``).
     """
     wanted: list[str] = []
     for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
@@ -230,11 +260,12 @@ def _shown_readonly(extra: Iterable[str], guarded: Sequence[str]) -> list[str]:
         for path in {os.path.normpath(candidate), os.path.realpath(candidate)}:
             if path == "/" or not os.path.isdir(path):
                 continue
-            if any(_under(path, system) for system in (*_SYSTEM_FOLDERS, *_SYSTEM_LINKS)):
+            in_system = any(_under(path, s) for s in (*_SYSTEM_FOLDERS, *_SYSTEM_LINKS))
+            if in_system and not any(_under(path, root) for root in masked):
                 continue  # shown already
             if any(_under(root, path) for root in guarded):
                 continue  # it would show $HOME, the cache or a run
-            if any(_under(path, root) for root in _guarded_roots()[1:]):
+            if any(_under(path, root) for root in _cache_roots()):
                 continue  # inside the cache
             if path not in shown:
                 shown.append(path)
@@ -365,6 +396,16 @@ def _command(
     for secret in _MASKED_FOLDERS:
         if os.path.isdir(secret):
             args += ["--tmpfs", secret, "--remount-ro", secret]
+    # A run, its clone, $HOME or the cache inside a system folder (/opt/experiments/...):
+    # an empty folder, read-only, takes its place; so does the folder holding a guarded
+    # one (a run's folder sits beside the experiment's other runs).
+    systems = [f for f in (*_SYSTEM_FOLDERS, *_SYSTEM_LINKS) if os.path.isdir(f)]
+    systems = [os.path.realpath(f) for f in systems] + systems
+    beside = [os.path.dirname(os.path.realpath(p)) for p in guarded]
+    masked = _masked_roots([*guard, *beside], systems)
+    for root in masked:
+        if os.path.isdir(root):
+            args += ["--tmpfs", root]
     args += ["--proc", "/proc", "--dev", "/dev"]
     if found.tmpfs_size:
         args += ["--size", str(policy.file_size_mib << 20)]
@@ -377,26 +418,36 @@ def _command(
         parts = source.strip("/").split("/")[:-1]
         for depth in range(1, len(parts) + 1):
             folder = "/" + "/".join(parts[:depth])
-            if folder in made or folder == "/tmp" or any(_under(folder, s) for s in _SYSTEM_FOLDERS):
+            hidden = any(_under(folder, root) and folder != root for root in masked)
+            if folder in made or folder == "/tmp" or (
+                any(_under(folder, s) for s in _SYSTEM_FOLDERS) and not hidden
+            ):
                 continue
             made.add(folder)
             args.extend(["--perms", "0755", "--dir", folder])
         args.extend([kind, source, source])
 
-    readonly = _shown_readonly(policy.readable, guard)
+    readonly = _shown_readonly(policy.readable, guard, masked)
     for folder in readonly:
         bind(folder)
     for folder in writable:
         bind(str(folder), "--bind")
     shown = [*_SYSTEM_FOLDERS, *readonly, *(str(w) for w in writable)]
     # A single file of the scenario's may lie in $HOME; never in a run or the cache.
-    never = [os.path.realpath(p) for p in guarded] + _guarded_roots()[1:]
+    never = [os.path.realpath(p) for p in guarded] + _cache_roots()
     for program in programs:
         for path in dict.fromkeys((program, os.path.realpath(program))):
-            if any(_under(path, folder) for folder in (*shown, *never)):
-                continue  # shown already, or never to be shown
+            if any(_under(path, folder) for folder in never):
+                continue  # never to be shown
+            if any(_under(path, folder) for folder in shown) and not any(
+                _under(path, root) for root in masked
+            ):
+                continue  # shown already
             if os.path.isfile(path):
                 bind(path)
+    for root in masked:
+        if os.path.isdir(root):
+            args += ["--remount-ro", root]
     args += ["--setenv", "HOME", "/tmp", "--chdir", cwd, "--"]
     return args + (drop or []) + _limited(argv, policy)
 
