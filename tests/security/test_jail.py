@@ -442,3 +442,54 @@ def test_the_cache_is_never_shown_when_xdg_cache_home_is_unset(
     assert str(key) not in argv and str(cache / "bin") not in argv
     done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
     assert b"suite.key" not in done.stdout, done.stdout
+
+
+@pytest.mark.xfail(
+    os.geteuid() == 0, strict=True,
+    reason="as root every jail runs as nobody, and RLIMIT_NPROC counts nobody's processes "
+    "across every jail (and the host's): one run's suite holding them starves another's",
+)
+def test_one_runs_suite_cannot_starve_another_runs_processes(tmp_path: Path) -> None:
+    """Two runs validated at once: the agent's suite of r1 starts processes until the limit
+    refuses, and holds them; r2's honest suite then starts one process, and must pass."""
+    hoard = """
+import subprocess
+held = []
+try:
+    for _ in range(100):
+        held.append(subprocess.Popen(['sleep', '30']))
+except OSError as error:
+    print('HELD', len(held), error)
+time.sleep(10)
+"""
+    honest = """
+time.sleep(3)
+import subprocess
+subprocess.run(['true'], check=True)
+"""
+    runs = _attack(tmp_path, hoard, task="limits = { processes = 20 }", runs=2)
+    text = "import os, socket, sys, time, unittest\n\nclass Attack(unittest.TestCase):\n"
+    text += "    def test_attack(self):\n" + "".join(
+        f"        {line}\n" for line in honest.strip("\n").splitlines()
+    )
+    (runs[1] / "repo" / "tests" / "test_attack.py").write_text(text)
+    run_validate(tmp_path / "s" / "scenario.toml", tmp_path / "exp", jobs=2)
+    honest_run = json.loads((runs[1] / "validation" / "suite.json").read_text())
+    assert honest_run["metrics"] == {"tests": True}, honest_run["reasons"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="RLIMIT_DATA counts private writable mappings only: shared anonymous memory, memfd "
+    "and /dev/shm (writable where the jail is not root's) are not bounded; that takes a cgroup",
+)
+def test_memory_over_the_limit_cannot_be_had_through_a_shared_mapping(tmp_path: Path) -> None:
+    body = """
+import mmap
+hoard = mmap.mmap(-1, 600 << 20)  # MAP_SHARED | MAP_ANONYMOUS
+for offset in range(0, 600 << 20, 4096):
+    hoard[offset] = 1
+"""
+    _attack(tmp_path, body, task="limits = { memory_mib = 256 }")
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": False}, recorded
