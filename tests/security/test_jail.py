@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import threading
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -493,3 +494,40 @@ for offset in range(0, 600 << 20, 4096):
     _attack(tmp_path, body, task="limits = { memory_mib = 256 }")
     recorded = _validate(tmp_path)
     assert recorded["metrics"] == {"tests": False}, recorded
+
+
+def test_a_folder_too_deep_to_remove_recursively_leaves_a_failing_suite_failed(
+    tmp_path: Path,
+) -> None:
+    """The agent's failing test leaves 5000 nested folders (deeper than PATH_MAX, and than
+    Python's recursion limit) in its scratch copy: removing the copy, or handing it over
+    to the jail's user again, must not crash the suite service into "unjudged"."""
+    body = """
+top = os.getcwd()
+for _ in range(5000):
+    os.mkdir('d')
+    os.chdir('d')
+os.chdir(top)
+self.fail('the agent's code is wrong')
+"""
+    def deep_leftovers() -> set[Path]:
+        return {p for p in Path(tempfile.gettempdir()).glob("trysquare-tests-*")
+                if (p / "repo" / "d").exists()}
+
+    before = deep_leftovers()
+    _attack(tmp_path, body.replace("agent's", "agents"))
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": False}, recorded
+    assert deep_leftovers() <= before  # the scratch copy is gone
+
+
+def test_a_folder_too_deep_left_by_prepare_is_handed_over_to_the_suite(tmp_path: Path) -> None:
+    """``prepare`` runs the agent's code (its setup.py) and leaves 5000 nested folders; the
+    copy is handed to the jail's user again before the suite (as root): the suite runs."""
+    runs = _attack(tmp_path, "self.fail('wrong')",
+                   task=f'prepare = ["{sys.executable} setup.py"]')
+    (runs[0] / "repo" / "setup.py").write_text(
+        "import os\nfor _ in range(5000):\n    os.mkdir('d')\n    os.chdir('d')\n")
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": False}, recorded
+    assert "wrong" in recorded["reasons"]["tests"]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -297,7 +296,10 @@ def _run_steps_on(
     control at base may decide; a timeout is settled (unjudged: no control decides it)."""
     from trysquare.assay import Metric
 
-    with tempfile.TemporaryDirectory(prefix="trysquare-tests-") as scratch:
+    from trysquare._scratch import throwaway_folder
+
+    # Removed however deep a tree the agent's code left in it (never a crash into "unjudged").
+    with throwaway_folder("trysquare-tests-") as scratch:
         env = {**env, "TMPDIR": scratch}
         copy = make_copy(scratch)
         done = run_steps(

@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -301,13 +302,45 @@ def hand_over(folders: Iterable[str]) -> None:
         return
     user, group = unprivileged_ids()
     for folder in folders:
-        os.lchown(folder, user, group)
-        for root, dirs, files in os.walk(folder):
-            for name in (*dirs, *files):
-                try:
-                    os.lchown(os.path.join(root, name), user, group)
-                except FileNotFoundError:
-                    continue
+        _chown_tree(folder, user, group)
+
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _chown_tree(top: str, user: int, group: int) -> None:
+    """``top`` and all it holds given to ``user``, however deep, never through a link.
+
+    The tree is what the agent's code left (a ``prepare`` step): it may be deeper than
+    ``PATH_MAX`` and than Python's recursion limit (``os.walk`` fails on both). One folder
+    is open at a time; each name is relative to it, and the way back up is its ``..`` (no
+    process of the agent's is left to move a folder meanwhile).
+    """
+    here = os.open(top, _DIRECTORY)
+    try:
+        os.fchown(here, user, group)
+        pending = [os.listdir(here)]
+        while pending:
+            if not pending[-1]:
+                pending.pop()
+                if pending:
+                    up = os.open("..", _DIRECTORY, dir_fd=here)
+                    os.close(here)
+                    here = up
+                continue
+            name = pending[-1].pop()
+            try:
+                os.chown(name, user, group, dir_fd=here, follow_symlinks=False)
+                kind = os.stat(name, dir_fd=here, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                continue
+            if stat.S_ISDIR(kind):
+                down = os.open(name, _DIRECTORY, dir_fd=here)
+                os.close(here)
+                here = down
+                pending.append(os.listdir(here))
+    finally:
+        os.close(here)
 
 
 @functools.lru_cache(maxsize=1)
