@@ -531,3 +531,16 @@ def test_a_folder_too_deep_left_by_prepare_is_handed_over_to_the_suite(tmp_path:
     recorded = _validate(tmp_path)
     assert recorded["metrics"] == {"tests": False}, recorded
     assert "wrong" in recorded["reasons"]["tests"]
+
+
+def test_blank_lines_in_the_suites_output_cannot_hold_the_verdict(tmp_path: Path) -> None:
+    """The agent's failing suite prints 400,000 blank lines (800 KB, far below the output
+    cap): reading the runners' summaries must stay linear, or trysquare's suite service
+    spins for days and the validator times out: the failure read as unjudged."""
+    import time
+
+    _attack(tmp_path, "sys.stdout.write(' \\n' * 400_000)\nself.fail('wrong')")
+    started = time.monotonic()
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": False}, recorded
+    assert time.monotonic() - started < 60

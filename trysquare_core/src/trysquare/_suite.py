@@ -51,14 +51,14 @@ _UNITTEST = re.compile(r"^Ran (\d+) tests? in ", re.M)
 #   "==== 2 failed, 3 passed, 1 warning in 0.12s ====", "5 passed in 0.01s",
 #   "no tests ran in 0.01s", "1 error in 0.3s" (a collection error).
 _PYTEST_LINE = re.compile(
-    r"^=*\s*((?:no tests ran|\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
+    r"^=*[ \t]*((?:no tests ran|\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
     r"deselected|rerun))(?:, (?:\d+ \w+))*) in [\d.]+s\b.*$",
     re.M,
 )
 _PYTEST_PART = re.compile(r"(\d+) (passed|failed|errors?|xfailed|xpassed)\b")
 
 # node --test: TAP ("# tests 4") or the spec reporter ("ℹ tests 4").
-_NODE = re.compile(r"^(?:#|\u2139) tests (\d+)\s*$", re.M)
+_NODE = re.compile(r"^(?:#|\u2139) tests (\d+)[ \t\r]*$", re.M)
 
 # go test: per-test lines under -v (top level only: subtests are indented),
 # and per-package lines otherwise. go separates a package line's fields with a
@@ -72,10 +72,14 @@ _GO_NO_TESTS = re.compile(r"^\? {0,3}\t\S+\t\[no test files\]", re.M)
 # cargo test: one line per test binary, doc-tests included.
 _CARGO = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed;", re.M)
 
+# Whitespace in these is never `\s`, which spans lines: `^\s*` at every line of a long
+# run of blank lines (the agent's output) costs quadratic time.
 # jest: "Tests:       1 failed, 2 passed, 3 total"; vitest: "Tests  1 failed | 2 passed (3)".
-_JEST = re.compile(r"^\s*Tests:\s+.*?(\d+) total\s*$", re.M)
-_VITEST = re.compile(r"^\s*Tests\s+(?:\d+ \w+(?: \| )?)+\s*\((\d+)\)\s*$", re.M)
-_JS_NONE = re.compile(r"^\s*No tests? (?:files )?found", re.M)
+_JEST = re.compile(r"^[ \t\r]*Tests:[ \t]+.*?(\d+) total[ \t\r]*$", re.M)
+_VITEST = re.compile(
+    r"^[ \t\r]*Tests[ \t]+(?:\d+ \w+(?: \| )?)+[ \t]*\((\d+)\)[ \t\r]*$", re.M
+)
+_JS_NONE = re.compile(r"^[ \t\r]*No tests? (?:files )?found", re.M)
 
 
 def _unittest(text: str) -> int | None:
