@@ -544,3 +544,29 @@ def test_blank_lines_in_the_suites_output_cannot_hold_the_verdict(tmp_path: Path
     recorded = _validate(tmp_path)
     assert recorded["metrics"] == {"tests": False}, recorded
     assert time.monotonic() - started < 60
+
+
+@pytest.mark.xfail(
+    os.geteuid() == 0, strict=True,
+    reason="as root every jail runs as nobody without a user namespace of its own: nobody's "
+    "user keyring is the same in every jail, and outlives each one",
+)
+def test_one_runs_suite_cannot_leave_word_for_another_in_the_kernel_keyring(
+    tmp_path: Path,
+) -> None:
+    """r1's suite stores a key in its user keyring; r2's suite (validated after) must not
+    find it: nothing of one run's code may reach another's."""
+    name = f"trysquare-{uuid.uuid4().hex}"
+    body = f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+found = libc.syscall(250, 10, -4, b'user', {name.encode()!r}, 0)  # keyctl(SEARCH, @u)
+if found < 0:
+    libc.syscall(248, b'user', {name.encode()!r}, b'hello', 5, -4)  # add_key(.., @u)
+self.assertGreater(found, 0)
+"""
+    runs = _attack(tmp_path, body, runs=2)
+    run_validate(tmp_path / "s" / "scenario.toml", tmp_path / "exp", jobs=1)
+    second = json.loads((runs[1] / "validation" / "suite.json").read_text())
+    assert second["metrics"] == {"tests": False}, second
