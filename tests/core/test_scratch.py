@@ -66,3 +66,32 @@ def test_no_folder_is_reused_where_strays_may_outlive_their_task(monkeypatch: py
     with scratch_folder("t-") as second:
         assert second != first
     assert not Path(second).exists()
+
+
+def test_remove_tree_survives_a_tree_deeper_than_path_max_shut_folders_and_links(
+    tmp_path: Path,
+) -> None:
+    """What the agent's code may leave in its scratch copy: 5000 nested folders (past
+    PATH_MAX and the recursion limit), folders it shut (mode 0), a link to a folder outside."""
+    from trysquare._scratch import remove_tree
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "kept.txt").write_text("kept")
+    top = tmp_path / "copy"
+    top.mkdir()
+    (top / "out").symlink_to(outside)
+    fd = os.open(top, os.O_RDONLY)
+    try:
+        for _ in range(5000):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.mkdir("shut", dir_fd=fd)
+        (Path(f"/proc/self/fd/{fd}") / "shut" / "f").write_text("x")
+        os.chmod("shut", 0, dir_fd=fd)
+    finally:
+        os.close(fd)
+    remove_tree(str(top))
+    assert not top.exists() and (outside / "kept.txt").read_text() == "kept"

