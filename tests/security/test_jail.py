@@ -435,21 +435,17 @@ def test_the_cache_is_never_shown_when_xdg_cache_home_is_unset(
     (scratch / "repo").mkdir(parents=True)
     link = scratch / "repo" / "run_tests.sh"
     link.symlink_to(key)
-    jail.hand_over([str(scratch)])
+    ids = jail.new_jail_ids()
+    jail.hand_over([str(scratch)], ids)
     argv = jail.jailed_command(
         ["/bin/sh", "-c", f"ls {cache} {cache / 'bin'}"], cwd=str(scratch / "repo"),
-        writable=[str(scratch)], policy=jail.JailPolicy(), programs=[str(link)],
+        writable=[str(scratch)], policy=jail.JailPolicy(), programs=[str(link)], ids=ids,
     )
     assert str(key) not in argv and str(cache / "bin") not in argv
     done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
     assert b"suite.key" not in done.stdout, done.stdout
 
 
-@pytest.mark.xfail(
-    os.geteuid() == 0, strict=True,
-    reason="as root every jail runs as nobody, and RLIMIT_NPROC counts nobody's processes "
-    "across every jail (and the host's): one run's suite holding them starves another's",
-)
 def test_one_runs_suite_cannot_starve_another_runs_processes(tmp_path: Path) -> None:
     """Two runs validated at once: the agent's suite of r1 starts processes until the limit
     refuses, and holds them; r2's honest suite then starts one process, and must pass."""
@@ -546,11 +542,6 @@ def test_blank_lines_in_the_suites_output_cannot_hold_the_verdict(tmp_path: Path
     assert time.monotonic() - started < 60
 
 
-@pytest.mark.xfail(
-    os.geteuid() == 0, strict=True,
-    reason="as root every jail runs as nobody without a user namespace of its own: nobody's "
-    "user keyring is the same in every jail, and outlives each one",
-)
 def test_one_runs_suite_cannot_leave_word_for_another_in_the_kernel_keyring(
     tmp_path: Path,
 ) -> None:

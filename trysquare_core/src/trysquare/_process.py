@@ -155,18 +155,25 @@ def run_process(
     deadline = None if timeout is None else start + timeout
     token = None
     if jail is not None:
-        from trysquare.jail import availability, hand_over, jailed_command  # only when jailing
+        from trysquare.jail import (  # only when jailing
+            availability,
+            hand_over,
+            jailed_command,
+            new_jail_ids,
+        )
 
         if sandbox is None:
             raise ValueError("a jailed command needs the folders it may write (sandbox=)")
         if availability().available:
             program = _program_path(argv, cwd, env)
-            hand_over([str(p) for p in sandbox.writable])
+            ids = new_jail_ids()  # as root: a user of its own, for this command alone
+            hand_over([str(p) for p in sandbox.writable], ids)
             argv = jailed_command(
                 argv, cwd=str(cwd), writable=[str(p) for p in sandbox.writable], policy=jail,
                 guarded=[str(p) for p in guarded],
                 # The command's own files (the scenario's: a script it names by path).
                 programs=[program, *(w for w in argv[1:] if os.path.isabs(w) and os.path.isfile(w))],
+                ids=ids,
             )
             # bwrap cannot build its mounts under Landlock; the jail confines more, and its
             # PID namespace ends whatever the command left (no stray hunt needed).

@@ -32,6 +32,7 @@ confinement and every command says so; ``[task] isolation = "required"`` or
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import shutil
 import stat
@@ -149,7 +150,7 @@ def _probe() -> Availability:
             [bwrap, "--help"], capture_output=True, timeout=10, check=False
         ).stdout.decode("utf-8", "replace")
         provisional = Availability(True, bwrap, version, "", tmpfs_size="--size" in helped)
-        # The trial is the real thing (as root: the drop to nobody too), on nothing.
+        # The trial is the real thing (as root: the drop to a user of its own too), on nothing.
         trial = subprocess.run(
             jailed_command(["/bin/sh", "-c", ":"], cwd="/", writable=(), policy=JailPolicy(),
                            _trial=provisional),
@@ -278,30 +279,34 @@ def _shown_readonly(
     return kept
 
 
-def unprivileged_ids() -> tuple[int, int]:
-    """The user and group the jail runs as when trysquare runs as root (``nobody``)."""
-    import grp
-    import pwd
-
-    try:
-        user = pwd.getpwnam("nobody").pw_uid
-    except KeyError:
-        user = 65534
-    for name in ("nogroup", "nobody"):
-        try:
-            return user, grp.getgrnam(name).gr_gid
-        except KeyError:
-            continue
-    return user, 65534
+# Where trysquare runs as root, each jail runs as a user and group of its own, from this
+# range: no account uses it, and the kernel counts a jail's processes (RLIMIT_NPROC) and keys
+# (its keyring) per user, so one run's suite can neither starve another's nor leave it word.
+_JAIL_IDS_BASE = 0x60000000
+_jail_numbers = itertools.count()
 
 
-def hand_over(folders: Iterable[str]) -> None:
-    """Make ``folders`` (the jail's writable scratch) the unprivileged user's, when root."""
-    if _as_root() is None:
+@attrs.frozen
+class JailIds:
+    """The user and group one jail runs as when trysquare runs as root."""
+
+    user: int
+    group: int
+
+
+def new_jail_ids() -> JailIds:
+    """Ids no other jail on this machine holds now: this process's pid, and a number of its own
+    (a process runs at most 256 jails at once)."""
+    number = _JAIL_IDS_BASE + (os.getpid() << 8) + (next(_jail_numbers) & 0xFF)
+    return JailIds(number, number)
+
+
+def hand_over(folders: Iterable[str], ids: JailIds) -> None:
+    """Make ``folders`` (the jail's writable scratch) the jail's user's, when root."""
+    if _as_root(ids) is None:
         return
-    user, group = unprivileged_ids()
     for folder in folders:
-        _chown_tree(folder, user, group)
+        _chown_tree(folder, ids.user, ids.group)
 
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -351,15 +356,14 @@ def _setpriv() -> str | None:
     return None
 
 
-def _as_root() -> list[str] | None:
-    """Where trysquare runs as root: the words that drop the jail to ``nobody`` (util-linux
-    ``setpriv``), or ``None`` (not root, or no setpriv: the jail then runs as root without
-    capabilities in a user namespace, and the process limit does not hold)."""
+def _as_root(ids: JailIds) -> list[str] | None:
+    """Where trysquare runs as root: the words that drop the jail to its own unprivileged user
+    (util-linux ``setpriv``), or ``None`` (not root, or no setpriv: the jail then runs as root
+    without capabilities in a user namespace, and the process limit does not hold)."""
     if os.geteuid() != 0 or _setpriv() is None:
         return None
-    user, group = unprivileged_ids()
     return [
-        str(_setpriv()), f"--reuid={user}", f"--regid={group}", "--clear-groups",
+        str(_setpriv()), f"--reuid={ids.user}", f"--regid={ids.group}", "--clear-groups",
         "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
     ]
 
@@ -372,23 +376,26 @@ def jailed_command(
     policy: JailPolicy,
     guarded: Sequence[str] = (),
     programs: Sequence[str] = (),
+    ids: JailIds | None = None,
     _trial: Availability | None = None,
 ) -> list[str]:
     """``argv`` wrapped to run in the jail, in ``cwd`` (which lies in a ``writable`` folder).
 
     ``writable`` folders are shown at their own path, writable (call :func:`hand_over`
-    on them first: where trysquare runs as root, the jail runs as ``nobody``);
+    on them first: where trysquare runs as root, the jail runs as a user of its own);
     ``guarded`` ones (the run folder, the experiment) are never shown, even when a
     folder holding them is asked for. ``programs`` (the scenario's own files its
     command names by absolute path, e.g. a script beside it) are shown read-only file by
     file when no shown folder holds them and no guarded one does. Raises
-    :class:`IsolationUnavailable` when the jail cannot start here. (``_trial``: the probe's
+    :class:`IsolationUnavailable` when the jail cannot start here. ``ids``: the user and group
+    it runs as where trysquare is root (those :func:`hand_over` gave the scratch to; a new pair
+    when ``None``). (``_trial``: the probe's
     bubblewrap, before the jail is known to start.)
     """
     found = _trial or availability()
     if not found.available or found.bwrap is None:
         raise IsolationUnavailable(f"the jail cannot start: {found.reason}")
-    drop = _as_root()
+    drop = _as_root(ids or new_jail_ids())
     guard = [os.path.realpath(p) for p in guarded] + _guarded_roots()
     args = [found.bwrap]
     if drop is None:
@@ -396,7 +403,7 @@ def jailed_command(
         args += ["--unshare-all", *(["--share-net"] if policy.network else [])]
     else:
         # Root: no user namespace (the kernel would still count its processes as root's);
-        # the command drops to nobody itself, with the two capabilities that takes.
+        # the command drops to a user of its own itself, with the two capabilities that takes.
         args += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
         args += [] if policy.network else ["--unshare-net"]
         args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
@@ -428,7 +435,7 @@ def jailed_command(
     args += ["--proc", "/proc", "--dev", "/dev"]
     if found.tmpfs_size:
         args += ["--size", str(policy.file_size_mib << 20)]
-    # /tmp is $HOME inside: writable by whoever the command runs as (nobody, under root),
+    # /tmp is $HOME inside: writable by whoever the command runs as (its own user, under root),
     # so npm's, pip's, cargo's and go's caches work without flags.
     args += ["--perms", "01777", "--tmpfs", "/tmp"]
     made: set[str] = set()
