@@ -15,11 +15,6 @@ from tests.security.guard_fixtures import build_run
 from trysquare import repo as repo_module
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="git cat-file and ls-tree never check an object against its id: the etalon is "
-    "written from whatever the agent stored under base's blob and tree ids",
-)
 def test_a_base_blob_the_agent_rewrote_in_its_object_store_never_reaches_the_etalon(
     tmp_path: Path,
 ) -> None:
@@ -41,3 +36,56 @@ def test_a_base_blob_the_agent_rewrote_in_its_object_store_never_reaches_the_eta
     except Exception:  # noqa: BLE001 - refusing the forged store is a right answer too
         return
     assert (etalon / "counter.py").read_text() == "x = 1\n"
+
+
+def test_a_base_tree_the_agent_rewrote_in_its_object_store_is_refused_by_name(
+    tmp_path: Path,
+) -> None:
+    """Variant: not a file's content but a folder's listing (a tree object) rewritten under its
+    id, pointing a base file at content the agent chose (a blob that exists honestly)."""
+    run = build_run(tmp_path, "r1", base={"src/counter.py": "x = 1\n", "README.md": "hello\n"})
+    clone = run.repo.path
+    assert run.base_commit is not None
+
+    def git(*args: str, data: bytes | None = None) -> bytes:
+        return subprocess.run(["git", *args], cwd=clone, check=True, capture_output=True,
+                              input=data).stdout
+
+    subtree = git("rev-parse", f"{run.base_commit}:src").decode().strip()
+    loose = clone / ".git" / "objects" / subtree[:2] / subtree[2:]
+    if not loose.exists():
+        pytest.skip("the base tree is packed here")
+    planted = git("hash-object", "-w", "--stdin", data=b"x = 'planted'\n").decode().strip()
+    forged = b"100644 counter.py\0" + bytes.fromhex(planted)
+    os.chmod(loose, 0o644)
+    loose.write_bytes(zlib.compress(b"tree %d\0" % len(forged) + forged))
+    with pytest.raises(repo_module.RepoError) as refused:
+        repo_module.materialise_etalon(clone, run.base_commit, cache=tmp_path / "etalons")
+    assert subtree in refused.value.message and "does not hold what its id names" in refused.value.message
+    assert not list((tmp_path / "etalons").glob("*/src/counter.py"))
+
+
+def test_a_base_commit_rewritten_to_name_another_tree_is_refused(tmp_path: Path) -> None:
+    """Variant: the commit object itself, rewritten under base's id to name a tree the agent
+    built (every object of that tree honest)."""
+    run = build_run(tmp_path, "r1")
+    clone = run.repo.path
+    assert run.base_commit is not None
+
+    def git(*args: str, data: bytes | None = None) -> bytes:
+        return subprocess.run(["git", *args], cwd=clone, check=True, capture_output=True,
+                              input=data).stdout
+
+    loose = clone / ".git" / "objects" / run.base_commit[:2] / run.base_commit[2:]
+    if not loose.exists():
+        pytest.skip("the base commit is packed here")
+    blob = git("hash-object", "-w", "--stdin", data=b"x = 'planted'\n").decode().strip()
+    tree = git("mktree", data=f"100644 blob {blob}\tcounter.py\n".encode()).decode().strip()
+    original = zlib.decompress(loose.read_bytes())
+    body = original.split(b"\0", 1)[1]
+    forged = b"tree " + tree.encode() + b"\n" + body.split(b"\n", 1)[1]
+    os.chmod(loose, 0o644)
+    loose.write_bytes(zlib.compress(b"commit %d\0" % len(forged) + forged))
+    with pytest.raises(repo_module.RepoError):
+        repo_module.materialise_etalon(clone, run.base_commit, cache=tmp_path / "etalons")
+    assert not list((tmp_path / "etalons").glob("*/counter.py"))

@@ -1636,15 +1636,22 @@ def _write_tree(repo: Path, tree: str, dest: Path, refs: _Refs) -> None:
     while the etalon must be the tree exactly. ``ls-tree`` + ``cat-file --batch``
     read objects only; nothing is written into the clone.
     """
-    done = refs.run("ls-tree", "-r", "-z", "--full-tree", tree)
+    done = refs.run("ls-tree", "-r", "-t", "-z", "--full-tree", tree)
     if done.returncode != 0:
         raise _failure(repo, ("ls-tree",), done)
     listing = done.stdout
     entries: list[tuple[bytes, bytes, bytes]] = []
+    trees = [tree.encode("ascii")]
     for item in _split_z(listing):
         meta, _, path = item.partition(b"\t")
-        mode, _type, object_id = meta.split(b" ")
-        entries.append((mode, object_id, path))
+        mode, kind, object_id = meta.split(b" ")
+        if kind == b"tree":
+            trees.append(object_id)
+        else:
+            entries.append((mode, object_id, path))
+    # git never checks a stored object against its id, and the store is the agent's: every tree
+    # ls-tree walked is hashed before a file is written, every blob as it is written.
+    _verify_objects(repo, refs, b"tree", trees)
     blobs = [entry for entry in entries if entry[0] != b"160000"]
     root = os.fsencode(dest)
     made: set[bytes] = {b""}
@@ -1713,6 +1720,8 @@ def _write_tree(repo: Path, tree: str, dest: Path, refs: _Refs) -> None:
             if len(data) != size + 1:  # git stopped mid-object: never cache half a file
                 raise RepoError(f"git cat-file could not read {os.fsdecode(path)!r} in {repo}")
             data = data[:-1]
+            if _hash_object(b"blob", data, len(object_id)) != object_id:
+                raise _forged(repo, object_id, path)
             target = folder(_safe_parts(path))
             if mode == b"120000":
                 os.symlink(data, target)
@@ -1734,6 +1743,39 @@ def _write_tree(repo: Path, tree: str, dest: Path, refs: _Refs) -> None:
         feeder.join()
         process.wait()
         watchdog.cancel()
+
+
+def _hash_object(kind: bytes, data: bytes, width: int) -> bytes:
+    """The id git gives an object of ``kind`` holding ``data`` (SHA-1, or SHA-256 at 64 digits)."""
+    header = kind + b" " + str(len(data)).encode("ascii") + b"\0"
+    digest = hashlib.sha256 if width == 64 else hashlib.sha1
+    return digest(header + data).hexdigest().encode("ascii")
+
+
+def _forged(repo: Path, object_id: bytes, path: bytes | None = None) -> RepoError:
+    where = f" ({os.fsdecode(path)!r})" if path else ""
+    return RepoError(
+        f"{repo}: the object {object_id.decode('ascii', 'replace')}{where} does not hold what its "
+        "id names: the clone's object store was rewritten, so its base tree cannot be trusted"
+    )
+
+
+def _verify_objects(repo: Path, refs: _Refs, kind: bytes, ids: Sequence[bytes]) -> None:
+    """Raise :class:`RepoError` unless each object in ``ids`` hashes to its id."""
+    if not ids:
+        return
+    done = refs.run("cat-file", "--batch", input=b"".join(i + b"\n" for i in ids))
+    if done.returncode != 0:
+        raise _failure(repo, ("cat-file",), done)
+    answers = io.BytesIO(done.stdout)
+    for object_id in ids:
+        header = answers.readline().rstrip(b"\n").split(b" ")
+        if len(header) != 3 or header[0] != object_id or header[1] != kind:
+            raise _forged(repo, object_id)
+        size = int(header[2])
+        data = answers.read(size + 1)[:size]
+        if len(data) != size or _hash_object(kind, data, len(object_id)) != object_id:
+            raise _forged(repo, object_id)
 
 
 def materialise_etalon(repo: Path, rev: str, cache: Path | None = None) -> Path:
@@ -1759,7 +1801,21 @@ def materialise_etalon(repo: Path, rev: str, cache: Path | None = None) -> Path:
         if done.returncode != 0 or not done.stdout.strip():
             raise RepoError(f"etalon {rev!r} does not resolve in {repo}")
         tree = done.stdout.decode("ascii").strip()
+        _verify_commit_tree(repo, refs, rev, tree)
         return _materialise(repo, tree, cache, refs)
+
+
+def _verify_commit_tree(repo: Path, refs: _Refs, rev: str, tree: str) -> None:
+    """Where ``rev`` names a commit, that its object hashes to its id and names ``tree``: a
+    commit rewritten under its id must not hand another tree to the etalon."""
+    done = refs.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+    if done.returncode != 0 or not done.stdout.strip():
+        return  # a tree named directly: the trees below are checked as they are read
+    commit = done.stdout.strip()
+    _verify_objects(repo, refs, b"commit", [commit])
+    shown = refs.run("cat-file", "commit", commit.decode("ascii"))
+    if not shown.stdout.startswith(b"tree " + tree.encode("ascii") + b"\n"):
+        raise _forged(repo, commit)
 
 
 def _materialise(repo: Path, tree: str, cache: Path | None, refs: _Refs) -> Path:
