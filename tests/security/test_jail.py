@@ -561,3 +561,25 @@ self.assertGreater(found, 0)
     run_validate(tmp_path / "s" / "scenario.toml", tmp_path / "exp", jobs=1)
     second = json.loads((runs[1] / "validation" / "suite.json").read_text())
     assert second["metrics"] == {"tests": False}, second
+
+
+def test_the_loader_never_searches_the_agents_copy_while_the_jail_starts(tmp_path: Path) -> None:
+    """An empty or relative entry in the experimenter's LD_LIBRARY_PATH / LD_PRELOAD is searched
+    from the current folder: the agent's copy, where the jail's first programs start (setpriv,
+    still holding CAP_SETUID where trysquare is root). Such entries never reach the jail."""
+    from trysquare._process import run_process
+    from trysquare.sandbox import Sandbox
+
+    scratch = tmp_path / "scratch"
+    copy = scratch / "repo"
+    copy.mkdir(parents=True)
+    (copy / "evil.so").write_bytes(b"not a library: the agent's")
+    env = {**os.environ, "LD_PRELOAD": "evil.so", "LD_LIBRARY_PATH": ":/usr/lib",
+           "LD_AUDIT": "evil.so"}
+    done = run_process(["/bin/sh", "-c", "echo LD_PRELOAD=${LD_PRELOAD-unset}; echo $LD_LIBRARY_PATH"],
+                       cwd=copy, timeout=60, env=env, sandbox=Sandbox([scratch]),
+                       jail=jail.JailPolicy())
+    said = (done.stdout + done.stderr).decode()
+    assert done.returncode == 0, said
+    assert "evil.so" not in said  # the loader never tried the agent's file
+    assert "LD_PRELOAD=unset" in said and "/usr/lib" in said

@@ -158,6 +158,7 @@ def run_process(
         from trysquare.jail import (  # only when jailing
             availability,
             hand_over,
+            jail_environment,
             jailed_command,
             new_jail_ids,
         )
@@ -175,6 +176,7 @@ def run_process(
                 programs=[program, *(w for w in argv[1:] if os.path.isabs(w) and os.path.isfile(w))],
                 ids=ids,
             )
+            env = jail_environment(os.environ if env is None else env)
             # bwrap cannot build its mounts under Landlock; the jail confines more, and its
             # PID namespace ends whatever the command left (no stray hunt needed).
             sandbox = None

@@ -301,6 +301,31 @@ def new_jail_ids() -> JailIds:
     return JailIds(number, number)
 
 
+# The loader's variables: an entry that is empty or relative is searched from the current
+# folder, the agent's copy, while the jail's first programs (bubblewrap's, setpriv before it
+# drops its capabilities where trysquare is root) start there.
+_LOADER_PATHS = ("LD_LIBRARY_PATH", "LD_PRELOAD")
+_LOADER_DROPPED = ("LD_AUDIT", "LD_DEBUG_OUTPUT", "LD_PROFILE", "LD_ORIGIN_PATH")
+
+
+def jail_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a jailed command: the loader's search paths keep their absolute entries only,
+    and the loader's other file-naming variables are dropped."""
+    kept = {name: value for name, value in env.items() if name not in _LOADER_DROPPED}
+    for name in _LOADER_PATHS:
+        if name in kept:
+            separators = ":" if name == "LD_LIBRARY_PATH" else ": "
+            entries = [kept[name]]
+            for separator in separators:
+                entries = [part for entry in entries for part in entry.split(separator)]
+            absolute = [entry for entry in entries if entry.startswith("/")]
+            if absolute:
+                kept[name] = ":".join(absolute)
+            else:
+                del kept[name]
+    return kept
+
+
 def hand_over(folders: Iterable[str], ids: JailIds) -> None:
     """Make ``folders`` (the jail's writable scratch) the jail's user's, when root."""
     if _as_root(ids) is None:
