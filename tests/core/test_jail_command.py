@@ -103,3 +103,16 @@ def test_the_scenario_refuses_bad_jail_keys(tmp_path: Path) -> None:
         with pytest.raises(ScenarioError) as refused:
             load_scenario(scenario)
         assert said in refused.value.message
+
+
+def test_as_an_ordinary_user_the_agents_code_makes_no_user_namespace_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ordinary user's path (these machines run as root: read from the command; the
+    non-root run itself was checked by hand with setpriv: `unshare -U` inside is refused)."""
+    if not jail.availability().disable_userns:
+        pytest.skip("this bubblewrap has no --disable-userns")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    command = jail.jailed_command(["true"], cwd="/", writable=[], policy=jail.JailPolicy())
+    assert "--unshare-all" in command and "--disable-userns" in command
+    assert "--cap-add" not in command

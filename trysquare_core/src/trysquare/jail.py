@@ -113,6 +113,7 @@ class Availability:
     version: str
     reason: str  # why not, when not available
     tmpfs_size: bool = False  # this bwrap can cap a tmpfs (--size)
+    disable_userns: bool = False  # this bwrap can forbid user namespaces inside (--disable-userns)
 
 
 def switched_off() -> bool:
@@ -149,7 +150,10 @@ def _probe() -> Availability:
         helped = subprocess.run(
             [bwrap, "--help"], capture_output=True, timeout=10, check=False
         ).stdout.decode("utf-8", "replace")
-        provisional = Availability(True, bwrap, version, "", tmpfs_size="--size" in helped)
+        provisional = Availability(
+            True, bwrap, version, "", tmpfs_size="--size" in helped,
+            disable_userns="--disable-userns" in helped,
+        )
         # The trial is the real thing (as root: the drop to a user of its own too), on nothing.
         trial = subprocess.run(
             jailed_command(["/bin/sh", "-c", ":"], cwd="/", writable=(), policy=JailPolicy(),
@@ -165,7 +169,7 @@ def _probe() -> Availability:
             False, bwrap, version,
             f"bubblewrap cannot make namespaces here ({why}); user namespaces may be off",
         )
-    return Availability(True, bwrap, version, "", tmpfs_size="--size" in helped)
+    return provisional
 
 
 def availability() -> Availability:
@@ -424,8 +428,11 @@ def jailed_command(
     guard = [os.path.realpath(p) for p in guarded] + _guarded_roots()
     args = [found.bwrap]
     if drop is None:
-        # An ordinary user: bubblewrap makes a user namespace, and every other one.
+        # An ordinary user: bubblewrap makes a user namespace, and every other one; the
+        # agent's code may not make user namespaces of its own (less of the kernel to reach).
         args += ["--unshare-all", *(["--share-net"] if policy.network else [])]
+        if found.disable_userns:
+            args += ["--unshare-user", "--disable-userns"]
     else:
         # Root: no user namespace (the kernel would still count its processes as root's);
         # the command drops to a user of its own itself, with the two capabilities that takes.
