@@ -46,6 +46,8 @@ class SuiteService:
         self.task = task
         self.key = _suitecache.task_key(task)
         self.notes: list[str] = []
+        # Set when running the suite failed inside trysquare: the task is then invalid.
+        self.crash: str | None = None
         self._answer: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -111,7 +113,11 @@ class SuiteService:
         except (OSError, ValueError, TypeError):
             return
         connection.settimeout(None)
-        answer = self.verdict(timeout)
+        try:
+            answer = self.verdict(timeout)
+        except Exception as error:  # noqa: BLE001 - trysquare's own failure: said, never unjudged
+            self.crash = f"trysquare could not run the suite: {type(error).__name__}: {error}"
+            answer = {"value": None, "reason": self.crash}
         try:
             connection.sendall(json.dumps(answer).encode())
         except OSError:

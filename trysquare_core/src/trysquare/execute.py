@@ -126,7 +126,9 @@ def evaluate_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lam
             with SuiteService(task) as suite:
                 job = attrs.evolve(task, environment={**task.environment, **suite.environment})
                 outcome = task.validation.evaluate(job)
-            if suite.notes:
+            if suite.crash is not None:
+                outcome = Outcome.invalid(suite.crash, stderr=outcome.stderr)
+            elif suite.notes:
                 outcome = attrs.evolve(outcome, notes=(*outcome.notes, *suite.notes))
     except Exception as error:  # noqa: BLE001 - a broken mode spoils one result, not the matrix
         outcome = Outcome.invalid(
