@@ -583,3 +583,26 @@ def test_the_loader_never_searches_the_agents_copy_while_the_jail_starts(tmp_pat
     assert done.returncode == 0, said
     assert "evil.so" not in said  # the loader never tried the agent's file
     assert "LD_PRELOAD=unset" in said and "/usr/lib" in said
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the jail's own user is chosen where trysquare is root")
+def test_prepare_and_the_suite_run_as_one_jail_user_and_the_scratch_is_handed_over_once(
+    tmp_path: Path,
+) -> None:
+    """Steps of one run share the jail's user: what prepare built (node_modules: thousands of
+    files) is the suite's already, not walked and handed over again before every step."""
+    from trysquare._process import run_steps
+    from trysquare.sandbox import Sandbox
+
+    scratch = tmp_path / "scratch"
+    copy = scratch / "repo"
+    copy.mkdir(parents=True)
+    done = run_steps(
+        [("prepare", [sys.executable, "-c", "import os; open('built', 'w').write(str(os.getuid()))"]),
+         ("the suite", [sys.executable, "-c",
+                        "import os; assert open('built').read() == str(os.getuid()); print('same')"])],
+        cwd=copy, timeout=60, sandbox=Sandbox([str(scratch)]), jail=jail.JailPolicy(),
+    )
+    assert done.problem is None and done.last is not None
+    assert done.last.returncode == 0, done.transcript.decode()
+    assert os.stat(copy / "built").st_uid >= 0x60000000  # a jail user's, not root's

@@ -29,7 +29,7 @@ from trysquare.errors import IsolationUnavailable
 from trysquare.sandbox import Sandbox, switched_off
 
 if TYPE_CHECKING:
-    from trysquare.jail import JailPolicy
+    from trysquare.jail import JailIds, JailPolicy
 
 __all__ = ["DEFAULT_CAP", "ProcessResult", "interrupt", "interrupted", "kill_all", "run_process"]
 
@@ -135,6 +135,7 @@ def run_process(
     sandbox: Sandbox | None = None,
     jail: JailPolicy | None = None,
     guarded: Sequence[str | Path] = (),
+    jail_ids: JailIds | None = None,
 ) -> ProcessResult:
     """Run ``argv`` (no shell) in ``cwd`` and collect its output.
 
@@ -147,6 +148,8 @@ def run_process(
     ``sandbox.writable`` writable, ``guarded`` folders never shown. Where the jail
     cannot start it falls back to ``sandbox``, unless the policy requires the jail:
     then :class:`~trysquare.jail.IsolationUnavailable` is raised and nothing runs.
+    ``jail_ids``: the user the caller already handed ``sandbox.writable`` over to (steps of
+    one :func:`run_steps` share one, so what ``prepare`` made is not handed over again).
 
     Raises ``OSError`` when the program cannot be started at all; every other
     outcome (exit code, timeout, signal) is reported in the result.
@@ -167,8 +170,10 @@ def run_process(
             raise ValueError("a jailed command needs the folders it may write (sandbox=)")
         if availability().available:
             program = _program_path(argv, cwd, env)
-            ids = new_jail_ids()  # as root: a user of its own, for this command alone
-            hand_over([str(p) for p in sandbox.writable], ids)
+            ids = jail_ids
+            if ids is None:  # as root: a user of its own, for this command alone
+                ids = new_jail_ids()
+                hand_over([str(p) for p in sandbox.writable], ids)
             argv = jailed_command(
                 argv, cwd=str(cwd), writable=[str(p) for p in sandbox.writable], policy=jail,
                 guarded=[str(p) for p in guarded],
@@ -496,6 +501,19 @@ class Steps:
         self.transcript = transcript
 
 
+def _hand_over_once(jail: JailPolicy | None, sandbox: Sandbox | None) -> JailIds | None:
+    """One jail user for every step of a :func:`run_steps` call, the scratch handed over once."""
+    if jail is None or sandbox is None:
+        return None
+    from trysquare.jail import availability, hand_over, new_jail_ids
+
+    if not availability().available:
+        return None
+    ids = new_jail_ids()
+    hand_over([str(p) for p in sandbox.writable], ids)
+    return ids
+
+
 def run_steps(
     steps: Sequence[tuple[str, Sequence[str]]],
     *,
@@ -518,13 +536,14 @@ def run_steps(
     deadline = time.monotonic() + timeout
     transcript: list[bytes] = []
     done: ProcessResult | None = None
+    ids = _hand_over_once(jail, sandbox)
     for index, (label, argv) in enumerate(steps):
         shown = " ".join(argv)
         transcript.append(f"$ {shown}\n".encode())
         try:
             done = run_process(
                 argv, cwd=cwd, timeout=max(deadline - time.monotonic(), 0.0), env=env,
-                sandbox=sandbox, jail=jail, guarded=guarded,
+                sandbox=sandbox, jail=jail, guarded=guarded, jail_ids=ids,
             )
         except IsolationUnavailable as error:
             problem = f"{label} `{shown}` was not run: {error}"
