@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from trysquare._env import child_environment
 from trysquare._process import TAIL_LINES, output_text, run_steps, tail
 from trysquare._words import split_command
-from trysquare.jail import JailPolicy
+from trysquare.jail import JailPolicy, jail_key
 from trysquare.sandbox import Sandbox
 
 if TYPE_CHECKING:
@@ -447,8 +447,7 @@ def _control_at_base(
         return None
     decided = {
         "version": 1, "tree": tree.name, "steps": [list(argv) for _, argv in steps],
-        "pass_env": sorted(pass_env), "jail": [jail.network, jail.processes, jail.memory_mib,
-                                               jail.file_size_mib, list(jail.readable)],
+        "pass_env": sorted(pass_env), "jail": jail_key(jail),
     }
     key = hashlib.sha256(json.dumps(decided, sort_keys=True).encode()).hexdigest()
     cache = repo_module._cache_root() / "controls"

@@ -31,10 +31,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from trysquare import _atomic, _signing
-from trysquare.jail import JailPolicy
+from trysquare.jail import JailPolicy, jail_key
 
 if TYPE_CHECKING:
     from trysquare.modes import ValidationTask as Task
@@ -62,9 +60,9 @@ def suite_key(
         "etalon": context.get("etalon"),
         "pass_env": sorted(pass_env),
     }
-    if jail is not None and jail != JailPolicy():
+    if jail is not None and jail_key(jail) != jail_key(JailPolicy()):
         # Only once set: outcomes recorded under the default jail keep their keys.
-        decided["jail"] = attrs.asdict(jail)
+        decided["jail"] = jail_key(jail)
     text = json.dumps(decided, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 

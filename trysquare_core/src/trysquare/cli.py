@@ -1052,7 +1052,7 @@ def _say_isolation(scenario: Any, *, required: bool) -> None:
     if required:
         policy = attrs.evolve(policy, required=True)
     runs_agent_code = scenario.task.test_command is not None or any(
-        v.mode == "hidden-tests" for v in scenario.validations
+        v.runs_the_agents_code for v in scenario.validations
     )
     if not runs_agent_code and not policy.must_jail:
         return  # nothing of the agent's runs: no need to probe for the jail

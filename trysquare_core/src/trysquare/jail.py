@@ -376,10 +376,11 @@ def _chown_tree(top: str, user: int, group: int) -> None:
         os.close(here)
 
 
-@functools.lru_cache(maxsize=1)
-def _setpriv() -> str | None:
+@functools.lru_cache(maxsize=4)
+def _system_tool(name: str) -> str | None:
+    """util-linux's ``name`` (``setpriv``, ``prlimit``) from the system's own folders, or None."""
     for folder in ("/usr/bin", "/bin"):
-        path = os.path.join(folder, "setpriv")
+        path = os.path.join(folder, name)
         if os.access(path, os.X_OK):
             return path
     return None
@@ -389,11 +390,11 @@ def _as_root(ids: JailIds) -> list[str] | None:
     """Where trysquare runs as root: the words that drop the jail to its own unprivileged user
     (util-linux ``setpriv``), or ``None`` (not root, or no setpriv: the jail then runs as root
     without capabilities in a user namespace, and the process limit does not hold)."""
-    if os.geteuid() != 0 or _setpriv() is None:
+    setpriv = _system_tool("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
         return None
     return [
-        str(_setpriv()), f"--reuid={ids.user}", f"--regid={ids.group}", "--clear-groups",
-        "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
+        setpriv, f"--reuid={ids.user}", f"--regid={ids.group}", "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
     ]
 
 
@@ -520,19 +521,10 @@ def _limited(argv: Sequence[str], policy: JailPolicy) -> list[str]:
         "fsize": policy.file_size_mib << 20,
         "core": 0,
     }
-    prlimit = _prlimit()
+    prlimit = _system_tool("prlimit")
     if prlimit is not None:
         return [prlimit, *(f"--{name}={value}" for name, value in limits.items()), "--", *argv]
     return [sys.executable, "-I", "-c", _LIMIT_THEN_EXEC, repr(limits), *argv]
-
-
-@functools.lru_cache(maxsize=1)
-def _prlimit() -> str | None:
-    for folder in ("/usr/bin", "/bin"):
-        path = os.path.join(folder, "prlimit")
-        if os.access(path, os.X_OK):
-            return path
-    return None
 
 
 # The fallback when util-linux's prlimit is absent: set the limits, then exec the command.
@@ -544,6 +536,15 @@ for name, value in ast.literal_eval(sys.argv[1]).items():
     resource.setrlimit(names[name], (value, value))
 os.execvp(sys.argv[2], sys.argv[2:])
 """
+
+
+def jail_key(policy: JailPolicy) -> dict[str, Any]:
+    """What of the policy decides an outcome, for the keys outcomes are kept under (the
+    ``required`` switch decides whether it runs, never what it says)."""
+    kept = attrs.asdict(policy)
+    kept.pop("required")
+    kept["readable"] = list(policy.readable)
+    return kept
 
 
 def policy_from_context(context: Mapping[str, object]) -> JailPolicy:

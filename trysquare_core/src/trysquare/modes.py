@@ -108,6 +108,9 @@ class Validation:
     costly: ClassVar[bool] = False
     """A costly validator (a paid judge) is re-run by ``--rejudge`` only, not by ``--force``."""
     confines_what_it_runs: ClassVar[bool] = False
+    # It runs the measured agent's code itself (its tree, its tests: hidden tests), not only
+    # through ``run.tests()``: validate says before it starts where that code will run.
+    runs_the_agents_code: ClassVar[bool] = False
     """Every process this validator starts is confined (``writable=`` of
     :func:`trysquare.plugin_api.run_process` / ``run_steps``), or it starts none. Where
     Landlock enforces that, validate starts its tasks while later runs are still planned

@@ -92,6 +92,8 @@ class HiddenTestsValidation(Validation):
 
     # The suite runs confined to the scratch folder holding its copy.
     confines_what_it_runs: ClassVar[bool] = True
+    # It runs the agent's tree and tests (in the jail where it can start).
+    runs_the_agents_code: ClassVar[bool] = True
 
     def digest(self) -> str:
         # The hidden files' bytes and the table identify this validator: editing a
