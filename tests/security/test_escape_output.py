@@ -96,7 +96,7 @@ def test_escape_suite_output_printed_by_the_agents_test_code(cli, make_run, tmp_
     write_script(folder, "score.py", SUITE_VALIDATOR)
     scenario = write_scenario(folder, f"""
         [task]
-        test_command = "{Path(sys.executable).as_posix()} check_all.py"
+        test_command = "sh check_all.sh"
 
         [[validation]]
         mode = "script"
@@ -105,7 +105,10 @@ def test_escape_suite_output_printed_by_the_agents_test_code(cli, make_run, tmp_
         metrics = ["tests"]
     """)
     run = make_run("r1", cell="c")
-    run.base({"a.py": "x = 1\n", "check_all.py": AGENT_TEST_CODE})
+    # A short command: the reason quotes it, and the per-run list cuts a long reason; the
+    # interpreter's path (the checkout's, of any length) stays inside the script.
+    launcher = f"exec {Path(sys.executable).as_posix()} check_all.py\n"
+    run.base({"a.py": "x = 1\n", "check_all.py": AGENT_TEST_CODE, "check_all.sh": launcher})
     run.finish()
     experiment = tmp_path / "exp"
     done = cli("validate", scenario, experiment, "--no-progress")
@@ -115,8 +118,7 @@ def test_escape_suite_output_printed_by_the_agents_test_code(cli, make_run, tmp_
     report = cli("report", scenario, experiment)
     synthesis = (experiment / "synthesis.md").read_text(encoding="utf-8")
     assert_no_raw_control(done.stdout, done.stderr, report.stdout, synthesis)
-    # The reason, escaped, in the per-run list (cut to its length there).
-    assert "created \\\\x1b\\]0;" in synthesis
+    assert "created \\\\x1b\\]0;PWNED" in synthesis  # the reason, escaped, in the per-run list
     runs_csv = cli("report", scenario, experiment, "--runs", "--format", "csv").stdout
     assert_no_raw_control(runs_csv)
 
