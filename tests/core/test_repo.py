@@ -262,6 +262,7 @@ def test_names_read_without_git_resolve_as_git_resolves_them(g: GitRepo, monkeyp
             plain = subprocess.run(
                 ["git", "rev-parse", "--verify", "--quiet", f"{name}^{{{want.decode()}}}"],
                 cwd=g.path, capture_output=True, text=True,
+                check=False,
             ).stdout.strip() or None
             fast = R._peeled_without_git(g.path, name, want)
             assert fast is None or fast == plain, (name, want, fast, plain)
@@ -480,6 +481,7 @@ def checkout_base_and_apply(g: GitRepo, base: str, patch: str, dest: Path) -> No
         ["git", "-C", str(dest), "apply", "--whitespace=nowarn", "change.patch"],
         capture_output=True,
         text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     (dest / "change.patch").unlink()
@@ -582,6 +584,7 @@ def test_untracked_files_render_exactly_as_git_diff_no_index(g: GitRepo) -> None
             ["git", "-c", "core.quotepath=off", "diff", "--no-index", "--no-color", "--abbrev=12",
              "--", "/dev/null", name],
             cwd=g.path, capture_output=True,
+            check=False,
         )  # fmt: skip
         assert done.returncode == 1, done.stderr  # 1: "there were differences"
         assert done.stdout in patch, name
