@@ -19,8 +19,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from trysquare import repo as R
 from trysquare.errors import RepoError
+from trysquare.git import refs
+from trysquare.git.changes import changed_files, touched_and_files, working_files
+from trysquare.git.dotgit import _peeled_without_git, is_git_repo
+from trysquare.git.etalon import materialise_etalon
+from trysquare.git.patch import context_facts, diff_patch
+from trysquare.git.refs import git, resolve_commit
+from trysquare.git.shadow import _SHADOW_ROOTS, prune_shadows
+from trysquare.git.suite_copy import copy_tree
 from trysquare.testing import GitRepo
 
 BASE_FILES = {
@@ -71,14 +78,14 @@ def oracle_files(path: Path) -> set[str]:
 
 
 def check_against_git(g: GitRepo, base: str) -> tuple[frozenset[str], frozenset[str]]:
-    touched = R.changed_files(g.path, base)
-    files = R.working_files(g.path)
+    touched = changed_files(g.path, base)
+    files = working_files(g.path)
     assert touched == oracle_touched(g.path, base)
     assert files == oracle_files(g.path)
-    assert R.touched_and_files(g.path, base) == (touched, files)
+    assert touched_and_files(g.path, base) == (touched, files)
     patch = io.BytesIO()  # the context build's one walk gives the same three facts
-    assert R.context_facts(g.path, base, patch) == (touched, files)
-    assert patch.getvalue().decode("utf-8", "replace") == R.diff_patch(g.path, base)
+    assert context_facts(g.path, base, patch) == (touched, files)
+    assert patch.getvalue().decode("utf-8", "replace") == diff_patch(g.path, base)
     assert not any(p == ".git" or p.startswith(".git/") for p in touched | files)
     return touched, files
 
@@ -169,9 +176,9 @@ def test_stale_stat_info_alone_touches_nothing(g: GitRepo) -> None:
     for rel in BASE_FILES:
         os.utime(g.path / rel, ns=(10**9, 10**9))
     g.write("src/util.py", "X = 9\n")
-    assert R.touched_and_files(g.path, "HEAD") == ({"src/util.py"}, set(BASE_FILES))
-    assert R.changed_files(g.path, "HEAD") == {"src/util.py"}
-    assert chunk_paths(R.diff_patch(g.path, "HEAD")) == ["src/util.py"]
+    assert touched_and_files(g.path, "HEAD") == ({"src/util.py"}, set(BASE_FILES))
+    assert changed_files(g.path, "HEAD") == {"src/util.py"}
+    assert chunk_paths(diff_patch(g.path, "HEAD")) == ["src/util.py"]
     check_against_git(g, "HEAD")  # (the oracle's porcelain diff refreshes the index)
 
 
@@ -195,9 +202,9 @@ def test_removed_from_the_index_but_left_on_disk(g: GitRepo) -> None:
     g.git("rm", "-q", "--cached", "src/util.py", "src/app.py", "run.sh")
     g.write("src/app.py", "different now\n")
     (g.path / "run.sh").chmod(0o644)
-    assert R.changed_files(g.path, "HEAD") == {"src/app.py", "run.sh"}
-    assert R.working_files(g.path) == set(BASE_FILES)
-    assert R.touched_and_files(g.path, "HEAD") == ({"src/app.py", "run.sh"}, set(BASE_FILES))
+    assert changed_files(g.path, "HEAD") == {"src/app.py", "run.sh"}
+    assert working_files(g.path) == set(BASE_FILES)
+    assert touched_and_files(g.path, "HEAD") == ({"src/app.py", "run.sh"}, set(BASE_FILES))
 
 
 def test_removed_from_the_index_and_ignored_after_base_is_still_a_file(g: GitRepo) -> None:
@@ -205,7 +212,7 @@ def test_removed_from_the_index_and_ignored_after_base_is_still_a_file(g: GitRep
     # unchanged since base. Only the .gitignore edit is the agent's work.
     g.git("rm", "-q", "--cached", "docs/guide.md")
     g.ignore("docs/")
-    touched, files = R.touched_and_files(g.path, "HEAD")
+    touched, files = touched_and_files(g.path, "HEAD")
     assert touched == {".gitignore"}
     assert "docs/guide.md" in files
 
@@ -217,10 +224,10 @@ def test_base_as_tag_short_sha_and_expression(g: GitRepo) -> None:
     g.write("later.txt", "x\n")
     expected = {"src/app.py", "later.txt"}
     for rev in ("etalon-v1", base[:8], base, "main~1", "HEAD^"):
-        assert R.changed_files(g.path, rev) == expected, rev
-    assert R.changed_files(g.path, agent[:10]) == {"later.txt"}
-    assert R.resolve_commit(g.path, "etalon-v1") == base
-    assert R.resolve_commit(g.path, base[:7]) == base
+        assert changed_files(g.path, rev) == expected, rev
+    assert changed_files(g.path, agent[:10]) == {"later.txt"}
+    assert resolve_commit(g.path, "etalon-v1") == base
+    assert resolve_commit(g.path, base[:7]) == base
 
 
 def test_a_full_id_of_a_loose_commit_resolves_without_git(g: GitRepo, monkeypatch) -> None:
@@ -231,14 +238,14 @@ def test_a_full_id_of_a_loose_commit_resolves_without_git(g: GitRepo, monkeypatc
         raise AssertionError("git was run")
 
     with monkeypatch.context() as patched:
-        patched.setattr(R, "_Refs", no_git)
-        assert R.resolve_commit(g.path, base) == base
+        patched.setattr(refs, "_Refs", no_git)
+        assert resolve_commit(g.path, base) == base
     # Not a commit (a tree), or packed: git decides, as before.
     with pytest.raises(RepoError, match="does not resolve to a commit"):
-        R.resolve_commit(g.path, tree)
+        resolve_commit(g.path, tree)
     g.git("gc", "-q")
     assert not (g.path / ".git" / "objects" / base[:2] / base[2:]).exists()
-    assert R.resolve_commit(g.path, base) == base
+    assert resolve_commit(g.path, base) == base
 
 
 def test_names_read_without_git_resolve_as_git_resolves_them(g: GitRepo, monkeypatch) -> None:
@@ -263,7 +270,7 @@ def test_names_read_without_git_resolve_as_git_resolves_them(g: GitRepo, monkeyp
                 ["git", "rev-parse", "--verify", "--quiet", f"{name}^{{{want.decode()}}}"],
                 cwd=g.path, capture_output=True, text=True,
             ).stdout.strip() or None
-            fast = R._peeled_without_git(g.path, name, want)
+            fast = _peeled_without_git(g.path, name, want)
             assert fast is None or fast == plain, (name, want, fast, plain)
             trees[name, want] = fast
     # The plain names were answered without git; expressions, short ids, HEAD were not.
@@ -272,12 +279,12 @@ def test_names_read_without_git_resolve_as_git_resolves_them(g: GitRepo, monkeyp
     for name in ["HEAD", "main~1", base[:10], "cafe", "no-such-name"]:
         assert trees[name, b"commit"] is None, name
     with monkeypatch.context() as patched:
-        patched.setattr(R, "_Refs", lambda *_: (_ for _ in ()).throw(AssertionError("git was run")))
-        assert R.resolve_commit(g.path, "layered") == second
+        patched.setattr(refs, "_Refs", lambda *_: (_ for _ in ()).throw(AssertionError("git was run")))
+        assert resolve_commit(g.path, "layered") == second
     # Packed objects: git is asked, and answers the same.
     g.git("gc", "-q")
-    assert R._peeled_without_git(g.path, "heavy", b"commit") is None
-    assert R.resolve_commit(g.path, "heavy") == second
+    assert _peeled_without_git(g.path, "heavy", b"commit") is None
+    assert resolve_commit(g.path, "heavy") == second
 
 
 def test_a_loose_object_that_does_not_hash_to_its_id_is_left_to_git(g: GitRepo) -> None:
@@ -287,9 +294,9 @@ def test_a_loose_object_that_does_not_hash_to_its_id_is_left_to_git(g: GitRepo) 
     forged = b"commit 7\0forged!"
     os.chmod(path, 0o644)
     path.write_bytes(zlib.compress(forged))
-    assert R._peeled_without_git(g.path, base, b"commit") is None  # never trusted without its id
+    assert _peeled_without_git(g.path, base, b"commit") is None  # never trusted without its id
     with pytest.raises(RepoError):
-        R.resolve_commit(g.path, base)  # and git refuses it too
+        resolve_commit(g.path, base)  # and git refuses it too
 
 
 def test_awkward_paths(g: GitRepo) -> None:
@@ -327,7 +334,7 @@ def test_symlinks(g: GitRepo) -> None:
 def test_tracked_file_replaced_by_a_folder(g: GitRepo) -> None:
     (g.path / "src/util.py").unlink()
     g.write("src/util.py/__init__.py", "pkg\n")
-    touched, files = R.touched_and_files(g.path, "HEAD")
+    touched, files = touched_and_files(g.path, "HEAD")
     assert touched == oracle_touched(g.path, "HEAD") == {"src/util.py", "src/util.py/__init__.py"}
     # `git ls-files --deleted` calls the folder present; it is no longer a file.
     assert files == oracle_files(g.path) - {"src/util.py"}
@@ -360,12 +367,12 @@ def test_submodule_gitlink_is_one_path(g: GitRepo, tmp_path: Path) -> None:
 
 def test_empty_repository(tmp_path: Path) -> None:
     g = GitRepo.init(tmp_path / "empty")
-    assert R.is_git_repo(g.path)
-    assert R.working_files(g.path) == set()
+    assert is_git_repo(g.path)
+    assert working_files(g.path) == set()
     g.write("first.txt", "1\n")
-    assert R.working_files(g.path) == {"first.txt"}
+    assert working_files(g.path) == {"first.txt"}
     with pytest.raises(RepoError, match=r"base 'HEAD' does not resolve .*empty"):
-        R.changed_files(g.path, "HEAD")
+        changed_files(g.path, "HEAD")
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -401,37 +408,37 @@ def test_random_histories_agree_with_git(tmp_path: Path, seed: int) -> None:
 
 def test_errors_name_the_repository_and_the_base(g: GitRepo, tmp_path: Path) -> None:
     with pytest.raises(RepoError) as caught:
-        R.changed_files(g.path, "no-such-tag")
+        changed_files(g.path, "no-such-tag")
     assert "no-such-tag" in str(caught.value) and str(g.path) in str(caught.value)
-    for call in (R.diff_patch, R.touched_and_files, R.resolve_commit):
+    for call in (diff_patch, touched_and_files, resolve_commit):
         with pytest.raises(RepoError, match="does not resolve"):
             call(g.path, "deadbeef")  # type: ignore[operator]
     plain = tmp_path / "plain"
     plain.mkdir()
     with pytest.raises(RepoError, match=f"{plain} is not a git repository"):
-        R.changed_files(plain, "HEAD")
+        changed_files(plain, "HEAD")
     with pytest.raises(RepoError) as caught:
-        R.git(g.path, "cat-file", "-p", "nope")
+        git(g.path, "cat-file", "-p", "nope")
     assert str(g.path) in str(caught.value) and "cat-file" in str(caught.value)
     with pytest.raises(RepoError, match="etalon 'v9' does not resolve"):
-        R.materialise_etalon(g.path, "v9", tmp_path / "cache")
+        materialise_etalon(g.path, "v9", tmp_path / "cache")
 
 
 def test_an_option_is_never_taken_for_a_base(g: GitRepo, tmp_path: Path) -> None:
     target = tmp_path / "written"
     with pytest.raises(RepoError):
-        R.changed_files(g.path, f"--output={target}")
+        changed_files(g.path, f"--output={target}")
     with pytest.raises(RepoError):
-        R.diff_patch(g.path, f"--output={target}")
+        diff_patch(g.path, f"--output={target}")
     assert not target.exists()
 
 
 def test_is_git_repo(g: GitRepo, tmp_path: Path) -> None:
-    assert R.is_git_repo(g.path)
-    assert not R.is_git_repo(g.path / "src")  # inside one, not the top of one
-    assert not R.is_git_repo(g.path / ".git")
-    assert not R.is_git_repo(tmp_path / "absent")
-    assert not R.is_git_repo(g.path / "README.md")
+    assert is_git_repo(g.path)
+    assert not is_git_repo(g.path / "src")  # inside one, not the top of one
+    assert not is_git_repo(g.path / ".git")
+    assert not is_git_repo(tmp_path / "absent")
+    assert not is_git_repo(g.path / "README.md")
 
 
 def test_inherited_git_variables_do_not_redirect(
@@ -440,7 +447,7 @@ def test_inherited_git_variables_do_not_redirect(
     other = GitRepo.init(tmp_path / "other", {"elsewhere.txt": "x\n"})
     monkeypatch.setenv("GIT_DIR", str(other.path / ".git"))
     monkeypatch.setenv("GIT_INDEX_FILE", str(other.path / ".git/index"))
-    assert R.working_files(g.path) == set(BASE_FILES)
+    assert working_files(g.path) == set(BASE_FILES)
 
 
 # --- diff.patch --------------------------------------------------------------------------
@@ -503,7 +510,7 @@ def test_patch_applies_to_base_and_reproduces_the_tree(g: GitRepo, tmp_path: Pat
     g.write("tab\tname.txt", "t\n")
     os.symlink("src/app.py", g.path / "shortcut")
     g.write("skip.log", "never in the patch\n")
-    patch = R.diff_patch(g.path, base)
+    patch = diff_patch(g.path, base)
     assert "skip.log" not in patch
     assert chunk_paths(patch) == sorted(chunk_paths(patch), key=os.fsencode)
     applied = tmp_path / "applied"
@@ -515,17 +522,17 @@ def test_patch_applies_to_base_and_reproduces_the_tree(g: GitRepo, tmp_path: Pat
     got = {p for p in got if not p.startswith(".git/")}
     assert got == expected
     assert tree_state(applied, expected) == tree_state(g.path, expected)
-    assert R.diff_patch(g.path, base) == patch  # stable
+    assert diff_patch(g.path, base) == patch  # stable
 
 
 def test_patch_of_a_clean_clone_is_empty(g: GitRepo) -> None:
-    assert R.diff_patch(g.path, "HEAD") == ""
+    assert diff_patch(g.path, "HEAD") == ""
 
 
 def test_patch_skips_a_file_only_removed_from_the_index(g: GitRepo, tmp_path: Path) -> None:
     g.git("rm", "-q", "--cached", "src/util.py", "src/app.py")
     g.write("src/app.py", "rewritten\n")
-    patch = R.diff_patch(g.path, "HEAD")
+    patch = diff_patch(g.path, "HEAD")
     assert "src/util.py" not in patch
     assert chunk_paths(patch) == ["src/app.py"]  # the index is not read: a modification
     applied = tmp_path / "applied"
@@ -540,7 +547,7 @@ def test_binary_files_are_shown_as_git_shows_them(g: GitRepo) -> None:
     base = g.head()
     g.write("blob.bin", b"\x00\x02changed")
     g.write("fresh.bin", b"PK\x00\x00zip")
-    patch = R.diff_patch(g.path, base)
+    patch = diff_patch(g.path, base)
     assert "Binary files a/blob.bin and b/blob.bin differ\n" in patch
     assert "Binary files /dev/null and b/fresh.bin differ\n" in patch
     assert "zip" not in patch
@@ -575,7 +582,7 @@ def test_untracked_files_render_exactly_as_git_diff_no_index(g: GitRepo) -> None
     g.write(".gitattributes", "forced-binary.txt -diff\nforced-text.dat diff\n")
     g.stage(".gitattributes")
     g.commit("attributes at base", all=False)
-    patch = R.diff_patch(g.path, "HEAD").encode("utf-8")
+    patch = diff_patch(g.path, "HEAD").encode("utf-8")
     names = [*UNTRACKED_CASES, "exec.sh", "link"]
     for name in names:
         done = subprocess.run(
@@ -590,7 +597,7 @@ def test_untracked_files_render_exactly_as_git_diff_no_index(g: GitRepo) -> None
 
 def test_untracked_nested_repository_in_patch(g: GitRepo) -> None:
     inner = GitRepo.init(g.path / "vendor/lib", {"a.c": "int a;\n"})
-    patch = R.diff_patch(g.path, "HEAD")
+    patch = diff_patch(g.path, "HEAD")
     assert f"+Subproject commit {inner.head()}\n" in patch
     assert "int a;" not in patch
 
@@ -600,7 +607,7 @@ def test_patch_of_tracked_changes_is_git_diff(g: GitRepo) -> None:
     g.write("src/app.py", "def main():\n    return 3\n")
     g.git("rm", "-q", "docs/guide.md")
     expected = plain_git(g.path, "diff", "--no-renames", "--abbrev=12", "--no-color", base).decode()
-    assert R.diff_patch(g.path, base) == expected
+    assert diff_patch(g.path, base) == expected
 
 
 # --- the measured clone is never written -------------------------------------------------
@@ -640,14 +647,14 @@ def test_validation_writes_nothing_into_the_clone(g: GitRepo, tmp_path: Path) ->
     os.utime(g.path / "tests/test_app.py")
     before = snapshot(g.path)
     index_mtime = (g.path / ".git/index").stat().st_mtime_ns
-    R.is_git_repo(g.path)
-    R.resolve_commit(g.path, "etalon-v1")
-    R.changed_files(g.path, base)
-    R.working_files(g.path)
-    R.touched_and_files(g.path, base)
-    R.diff_patch(g.path, base)
-    R.materialise_etalon(g.path, "etalon-v1", tmp_path / "cache")
-    R.copy_tree(g.path, tmp_path / "copy")
+    is_git_repo(g.path)
+    resolve_commit(g.path, "etalon-v1")
+    changed_files(g.path, base)
+    working_files(g.path)
+    touched_and_files(g.path, base)
+    diff_patch(g.path, base)
+    materialise_etalon(g.path, "etalon-v1", tmp_path / "cache")
+    copy_tree(g.path, tmp_path / "copy")
     assert (g.path / ".git/index").stat().st_mtime_ns == index_mtime
     assert snapshot(g.path) == before
     worktrees = plain_git(g.path, "worktree", "list", "--porcelain").decode()
@@ -679,7 +686,7 @@ def test_etalon_is_the_tree_exactly(g: GitRepo, tmp_path: Path) -> None:
     g.commit("etalon contents")
     g.tag("etalon-v2")
     g.write("src/app.py", "agent edit\n")  # the working tree does not matter
-    folder = R.materialise_etalon(g.path, "etalon-v2", tmp_path / "cache")
+    folder = materialise_etalon(g.path, "etalon-v2", tmp_path / "cache")
     expected = oracle_tree(g, "etalon-v2")
     on_disk = {
         str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_symlink() or p.is_file()
@@ -693,15 +700,15 @@ def test_etalon_is_the_tree_exactly(g: GitRepo, tmp_path: Path) -> None:
 
 def test_etalon_cache_is_content_addressed_and_reused(g: GitRepo, tmp_path: Path) -> None:
     cache = tmp_path / "etalons"
-    first = R.materialise_etalon(g.path, "etalon-v1", cache)
+    first = materialise_etalon(g.path, "etalon-v1", cache)
     marker = first / "src" / "marker"
     marker.write_text("reused")
     g.commit("empty commit, same tree")
-    assert R.materialise_etalon(g.path, "HEAD", cache) == first
+    assert materialise_etalon(g.path, "HEAD", cache) == first
     assert marker.exists()
     g.write("src/app.py", "v2\n")
     g.commit("new tree")
-    second = R.materialise_etalon(g.path, "HEAD", cache)
+    second = materialise_etalon(g.path, "HEAD", cache)
     assert second != first and second.parent == cache
     assert sorted(p.name for p in cache.iterdir()) == sorted([first.name, second.name])
 
@@ -710,11 +717,11 @@ def test_etalon_default_cache_honours_xdg(
     g: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    folder = R.materialise_etalon(g.path, "etalon-v1")
+    folder = materialise_etalon(g.path, "etalon-v1")
     assert folder.parent == tmp_path / "xdg" / "trysquare" / "etalons"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    folder = R.materialise_etalon(g.path, "etalon-v1")
+    folder = materialise_etalon(g.path, "etalon-v1")
     assert folder.parent == tmp_path / "home" / ".cache" / "trysquare" / "etalons"
 
 
@@ -725,7 +732,7 @@ def test_concurrent_materialisers_agree(g: GitRepo, tmp_path: Path) -> None:
 
     def work() -> None:
         try:
-            results.append(R.materialise_etalon(g.path, "etalon-v1", cache))
+            results.append(materialise_etalon(g.path, "etalon-v1", cache))
         except BaseException as error:  # pragma: no cover - reported below
             errors.append(error)
 
@@ -746,7 +753,7 @@ def test_etalon_with_a_submodule_leaves_an_empty_folder(g: GitRepo, tmp_path: Pa
         "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream.path), "deps/lib"
     )
     g.commit("submodule")
-    folder = R.materialise_etalon(g.path, "HEAD", tmp_path / "cache")
+    folder = materialise_etalon(g.path, "HEAD", tmp_path / "cache")
     assert (folder / "deps/lib").is_dir() and not any((folder / "deps/lib").iterdir())
     assert (folder / ".gitmodules").is_file()
 
@@ -763,7 +770,7 @@ def test_copy_tree_holds_exactly_the_files(g: GitRepo, tmp_path: Path) -> None:
     g.stage(".gitignore")
     g.commit("ignore rules at HEAD", all=False)
     g.write("node_modules/dep/index.js", "ignored\n")
-    dest = R.copy_tree(g.path, tmp_path / "copy")
+    dest = copy_tree(g.path, tmp_path / "copy")
     expected = oracle_files(g.path)
     copied = {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_symlink() or p.is_file()}
     assert copied == expected
@@ -779,12 +786,12 @@ def test_copy_tree_refuses_a_non_empty_destination(g: GitRepo, tmp_path: Path) -
     dest.mkdir()
     (dest / "something").write_text("x")
     with pytest.raises(RepoError, match="not empty"):
-        R.copy_tree(g.path, dest)
+        copy_tree(g.path, dest)
 
 
 def test_copy_tree_copies_a_nested_repository_without_its_git(g: GitRepo, tmp_path: Path) -> None:
     GitRepo.init(g.path / "vendor/lib", {"a.c": "int a;\n"})
-    dest = R.copy_tree(g.path, tmp_path / "copy")
+    dest = copy_tree(g.path, tmp_path / "copy")
     assert (dest / "vendor/lib/a.c").read_text() == "int a;\n"
     assert not (dest / "vendor/lib/.git").exists()
     shutil.rmtree(dest)
@@ -814,7 +821,7 @@ def test_nested_gitignore_at_base_ignores_as_git_does(g: GitRepo) -> None:
         "src/cache/z", "src/pkg/cache/z", "cache/z", "src/pkg/w.gen", "w.gen", "[x]/y.txt",
     ]:  # fmt: skip
         g.write(rel, "agent\n")
-    touched, files = R.touched_and_files(g.path, base)
+    touched, files = touched_and_files(g.path, base)
     expected = z_paths(plain_git(g.path, "ls-files", "-z", "--others", "--exclude-standard"))
     assert touched == expected
     assert files == expected | set(BASE_FILES) | {".gitignore", "src/.gitignore", "src/pkg/.gitignore"}
@@ -830,19 +837,19 @@ def test_a_sha256_repository(tmp_path: Path) -> None:
     assert len(base) == 64
     g.write("src/app.py", "changed\n")
     g.write("new.txt", "n\n")
-    assert R.changed_files(g.path, base) == {"src/app.py", "new.txt"}
-    patch = R.diff_patch(g.path, base)
+    assert changed_files(g.path, base) == {"src/app.py", "new.txt"}
+    patch = diff_patch(g.path, base)
     assert chunk_paths(patch) == ["new.txt", "src/app.py"]
 
 
 def test_a_linked_worktree_is_read_through_its_gitfile(g: GitRepo, tmp_path: Path) -> None:
     g.git("worktree", "add", "-q", "-b", "agent", str(tmp_path / "linked"), "etalon-v1")
     linked = tmp_path / "linked"
-    assert R.is_git_repo(linked)
+    assert is_git_repo(linked)
     (linked / "src/app.py").write_text("agent\n")
     (linked / "extra.py").write_text("x\n")
-    assert R.changed_files(linked, "etalon-v1") == {"src/app.py", "extra.py"}
-    assert R.resolve_commit(linked, "HEAD") == g.git("rev-parse", "etalon-v1^{commit}").strip()
+    assert changed_files(linked, "etalon-v1") == {"src/app.py", "extra.py"}
+    assert resolve_commit(linked, "HEAD") == g.git("rev-parse", "etalon-v1^{commit}").strip()
 
 
 # --- the shadow cache is pruned -------------------------------------------------------------
@@ -850,11 +857,11 @@ def test_a_linked_worktree_is_read_through_its_gitfile(g: GitRepo, tmp_path: Pat
 
 def test_shadows_unused_for_thirty_days_are_pruned_and_rebuilt_when_needed(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    R._SHADOW_ROOTS.clear()
+    _SHADOW_ROOTS.clear()
     g = GitRepo.init(tmp_path / "clone", BASE_FILES)
     base = g.head()
     g.write("src/app.py", "changed\n")
-    assert R.changed_files(g.path, base) == {"src/app.py"}
+    assert changed_files(g.path, base) == {"src/app.py"}
     root = tmp_path / "cache" / "trysquare" / "shadow"
     (used,) = [p for p in root.iterdir() if not p.name.startswith(".")]
     old = root / ("0" * 32)
@@ -867,30 +874,30 @@ def test_shadows_unused_for_thirty_days_are_pruned_and_rebuilt_when_needed(tmp_p
         os.utime(folder, (long_ago, long_ago))
 
     # Pruned at most once a day: the stamp written when the cache was first used holds it back.
-    assert R.prune_shadows(root) == []
+    assert prune_shadows(root) == []
     later = (root / ".pruned").stat().st_mtime + 86400 + 1
-    assert sorted(R.prune_shadows(root, now=later)) == sorted([used.name, old.name, leftover.name])
+    assert sorted(prune_shadows(root, now=later)) == sorted([used.name, old.name, leftover.name])
     assert [p.name for p in root.iterdir()] == [".pruned"]
-    assert R.prune_shadows(root, now=later + 60) == []  # stamped again
+    assert prune_shadows(root, now=later + 60) == []  # stamped again
 
     # A pruned shadow is rebuilt the next time it is needed, and answers the same.
-    assert R.changed_files(g.path, base) == {"src/app.py"}
+    assert changed_files(g.path, base) == {"src/app.py"}
     assert (used / "index").is_file()
 
 
 def test_using_a_shadow_keeps_it(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    R._SHADOW_ROOTS.clear()
+    _SHADOW_ROOTS.clear()
     g = GitRepo.init(tmp_path / "clone", BASE_FILES)
     base = g.head()
-    R.changed_files(g.path, base)
+    changed_files(g.path, base)
     root = tmp_path / "cache" / "trysquare" / "shadow"
     (shadow,) = [p for p in root.iterdir() if not p.name.startswith(".")]
     long_ago = shadow.stat().st_mtime - 31 * 86400
     os.utime(shadow, (long_ago, long_ago))
-    R.changed_files(g.path, base)  # used again: touched
+    changed_files(g.path, base)  # used again: touched
     later = (root / ".pruned").stat().st_mtime + 86400 + 1
-    assert R.prune_shadows(root, now=later) == []
+    assert prune_shadows(root, now=later) == []
     assert shadow.is_dir()
 
 
@@ -903,7 +910,7 @@ def test_a_gitattributes_link_is_read_as_a_file_of_the_tree_not_as_a_refusal(tmp
     g.write("a.py", "a = 2\n")
     os.symlink("../attrs", g.path / "sub" / ".gitattributes")  # the agent's new link
     patch = io.BytesIO()
-    touched, files = R.context_facts(g.path, base, patch)
+    touched, files = context_facts(g.path, base, patch)
     assert touched == {"a.py", "sub/.gitattributes"}
     assert {".gitattributes", "sub/.gitattributes", "a.py", "sub/b.py"} <= files
     text = patch.getvalue().decode()

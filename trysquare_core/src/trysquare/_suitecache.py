@@ -1,7 +1,7 @@
 """The suite is paid once: ``run.tests()`` outcomes recorded per run, keyed by what decides them.
 
 What the suite sees is the clone's files (tracked + untracked-not-ignored: exactly
-what :func:`trysquare.repo.copy_tree` copies), the scenario's ``test_command``,
+what :func:`trysquare.git.suite_copy.copy_tree` copies), the scenario's ``test_command``,
 ``prepare`` and ``pass_env``, and the etalon. The key is a digest of those; the
 clone's part is the agent's work as the guard recorded it at first measurement
 (the base commit and a content hash per touched path, ``.trysquare/work.json``)

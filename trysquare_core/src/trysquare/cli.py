@@ -738,8 +738,9 @@ def _context(args: argparse.Namespace) -> int:
 
 
 def _session(args: argparse.Namespace) -> int:
-    from trysquare import _atomic, repo, sessions
+    from trysquare import _atomic, sessions
     from trysquare.errors import RepoError, RunError
+    from trysquare.git.changes import changed_files
     from trysquare.runs import RUN_FILE, load_run
 
     path: Path = args.session_path
@@ -752,7 +753,7 @@ def _session(args: argparse.Namespace) -> int:
             raise RunError(f"{path / RUN_FILE}: the run names no session log")
         if run.base_commit is not None:
             try:
-                touched = sorted(repo.changed_files(run.repo, run.base_commit, run.excluded))
+                touched = sorted(changed_files(run.repo, run.base_commit, run.excluded))
             except RepoError as error:
                 raise RunError(f"{path / RUN_FILE}: {error.message}") from None
         path, clone = run.session, clone or run.repo
@@ -837,8 +838,9 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from trysquare import _atomic, repo
+    from trysquare import _atomic
     from trysquare.context import preflight
+    from trysquare.git.refs import missing_at
     from trysquare.runs import RUN_FILE, load_run, run_toml
 
     target = args.run_dir / RUN_FILE
@@ -858,7 +860,7 @@ def _record(args: argparse.Namespace) -> int:
     clone = folder / repo_text
     # Pinned: `HEAD` now is the commit meant; HEAD later may be another.
     base = _record_base(clone, repo_text, args.base, args.etalon_tag, args.given)
-    missing = repo.missing_at(clone, base, args.given) if args.given else []
+    missing = missing_at(clone, base, args.given) if args.given else []
     if missing:
         raise UsageError(f"--given {missing[0]}: not a file at base {base} in {clone}")
     etalon = None
@@ -907,14 +909,14 @@ def _relative_to_run(folder: Path, value: str) -> str:
 def _record_base(clone: Path, repo_text: str, base: str | None, tag: str | None, given: list[str]) -> str:
     """The commit ``record`` pins: ``--base`` as named, else HEAD only when HEAD is the
     etalon's commit or the one commit adding the given files on top of it."""
-    from trysquare import repo
     from trysquare.errors import RepoError
+    from trysquare.git.refs import commits_between, parent_of, paths_between, resolve_commit
 
     try:
         if base is not None:
-            return repo.resolve_commit(clone, base)
+            return resolve_commit(clone, base)
         try:
-            head = repo.resolve_commit(clone, "HEAD", what="HEAD")
+            head = resolve_commit(clone, "HEAD", what="HEAD")
         except RepoError:
             if (clone / ".git").exists():
                 raise UsageError(
@@ -928,7 +930,7 @@ def _record_base(clone: Path, repo_text: str, base: str | None, tag: str | None,
                 f"({head[:12]}) of {repo_text} is where the agent started or the agent's own commit"
             )
         try:
-            etalon = repo.resolve_commit(clone, tag, what="etalon tag")
+            etalon = resolve_commit(clone, tag, what="etalon tag")
         except RepoError:
             raise UsageError(
                 f"--etalon-tag {tag}: no tag '{tag}' naming a commit in the clone {repo_text} "
@@ -938,9 +940,9 @@ def _record_base(clone: Path, repo_text: str, base: str | None, tag: str | None,
         raise UsageError(f"--repo {repo_text} / --base {base or 'HEAD'}: {error.message}") from None
     if head == etalon:
         return head
-    if given and repo.parent_of(clone, head) == etalon and repo.paths_between(clone, etalon, head) <= set(given):
+    if given and parent_of(clone, head) == etalon and paths_between(clone, etalon, head) <= set(given):
         return head  # the harness's commit of the given files, on top of the etalon
-    ahead = repo.commits_between(clone, etalon, head)
+    ahead = commits_between(clone, etalon, head)
     raise UsageError(
         f"HEAD of {repo_text} is {ahead} commit{'s' if ahead != 1 else ''} past the etalon "
         f"'{tag}' ({etalon[:12]}) and is not the commit adding the given files: it may hold the "

@@ -11,7 +11,7 @@ the paths, and the record is not updated from a clone that changed: what a
 validator (or a process it left behind) wrote is never read as the agent's work.
 
 The record is compared, never trusted as a source: the touched set always comes
-from :mod:`trysquare.repo`, so a ``work.json`` the agent planted can only make its
+from :mod:`trysquare.git`, so a ``work.json`` the agent planted can only make its
 run invalid. No process is started for the check: it is a stat walk and a few
 hashes.
 
