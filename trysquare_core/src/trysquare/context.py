@@ -23,8 +23,6 @@ from trysquare.git.etalon import materialise_etalon
 from trysquare.git.patch import context_facts
 from trysquare.git.refs import resolve_commit
 
-# The clone guard lives in trysquare.guard; its names stay importable from here.
-from trysquare.guard import ClonePicture, clone_changes, picture_clone
 from trysquare.jail import JailPolicy
 from trysquare.modes import Validation
 from trysquare.runs import Run
@@ -32,15 +30,12 @@ from trysquare.scenario import Scenario
 
 __all__ = [
     "CORE_KEYS",
-    "ClonePicture",
     "RunFacts",
     "build_context",
-    "clone_changes",
     "context_digest",
     "diff_size",
     "dump_context",
     "gather_facts",
-    "picture_clone",
     "preflight",
     "write_session_facts",
 ]
