@@ -16,7 +16,8 @@ from typing import Any
 
 import attrs
 
-from trysquare.sessions._shell import shell_effects, shell_reads
+from trysquare.sessions._shell import shell_reads
+from trysquare.sessions._shell_writes import shell_effects
 from trysquare.sessions.base import CallCollector, FilePart, LineCounter, PathResolver
 
 __all__ = [

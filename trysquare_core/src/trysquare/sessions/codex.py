@@ -19,7 +19,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trysquare.sessions._shell import patch_files, script_of, shell_effects, shell_reads
+from trysquare.sessions._shell import patch_files, script_of, shell_reads
+from trysquare.sessions._shell_writes import shell_effects
 from trysquare.sessions._tools import ToolTable, call_paths, finished_part
 from trysquare.sessions.base import (
     CallCollector,
