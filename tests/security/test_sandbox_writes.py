@@ -19,7 +19,7 @@ from tests.helpers import write_scenario, write_script
 from tests.security.guard_fixtures import attempts, build_run, result, run_validate, scenario
 from tests.security.test_guard_clone import PLANTING_TEST, SUITE_SCENARIO, SUITE_VALIDATOR
 from trysquare import sandbox
-from trysquare.guard import stat_picture
+from trysquare.clone_guard import stat_picture
 
 pytestmark = pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="this kernel offers no Landlock")
 

@@ -313,7 +313,7 @@ def run_suite(
     *failed*: its tree stopped the suite. Only where it ran nothing at base too is the
     verdict unjudged: then nobody could have judged it.
     """
-    from trysquare import repo as repo_module  # lazy: not needed unless a suite runs
+    from trysquare.git.suite_copy import copy_tree  # lazy: not needed unless a suite runs
 
     from trysquare.assay import Metric  # noqa: F811 (the module is loaded by now)
     suite = _words(test_command)
@@ -329,7 +329,7 @@ def run_suite(
     policy = jail if jail is not None else JailPolicy()
 
     def copy_run(scratch: str) -> Path:
-        return repo_module.copy_tree(Path(repo), Path(scratch) / "repo")
+        return copy_tree(Path(repo), Path(scratch) / "repo")
 
     verdict, settled = _run_steps_on(
         copy_run, steps, shown, env=env, timeout=timeout, jail=policy, guarded=[Path(repo), *guarded]
@@ -438,11 +438,13 @@ def _control_at_base(
     import hashlib
     import json
 
-    from trysquare import _atomic, repo as repo_module
+    from trysquare import _atomic
     from trysquare.errors import RepoError
+    from trysquare.git.etalon import materialise_etalon
+    from trysquare.git.shadow import _cache_root
 
     try:
-        tree = repo_module.materialise_etalon(repo, base)
+        tree = materialise_etalon(repo, base)
     except (RepoError, OSError):
         return None
     decided = {
@@ -450,7 +452,7 @@ def _control_at_base(
         "pass_env": sorted(pass_env), "jail": jail_key(jail),
     }
     key = hashlib.sha256(json.dumps(decided, sort_keys=True).encode()).hexdigest()
-    cache = repo_module._cache_root() / "controls"
+    cache = _cache_root() / "controls"
     entry = cache / f"{key}.json"
     try:
         kept = json.loads(entry.read_bytes())

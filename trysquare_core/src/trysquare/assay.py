@@ -39,6 +39,12 @@ exits 1, which makes the run invalid rather than quietly wrong.
 Import cost matters (it is paid once per validator run), so only ``json``,
 ``os``, ``sys`` and ``fnmatch`` are loaded here; ``pathlib``, ``subprocess`` and
 the session readers wait until something needs them.
+
+Why one module of this length: it is the whole contract a validator author imports,
+read as one page (the four names, what a metric may be, how a run is refused), and
+every validator run pays its import, one file rather than a package's several. The
+printing of results (``_Validator`` and what it calls, the end of the file) is the part
+to move out first should it grow.
 """
 
 from __future__ import annotations

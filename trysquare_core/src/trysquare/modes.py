@@ -21,7 +21,7 @@ from trysquare.errors import ScenarioError
 from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
-    from trysquare.guard import ClonePicture
+    from trysquare.clone_guard import ClonePicture
     from trysquare.runs import Run
     from trysquare.scenario import Scenario
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from trysquare import _atomic, _spill, context as contexts, guard, results
+from trysquare import _atomic, _spill, clone_guard, context as contexts, results
 from trysquare._pool import bounded_map
 from trysquare.errors import RunError
 from trysquare.execute import disk_full, write_problem
@@ -88,7 +88,7 @@ class RunPlan:
             record, _ = spill.load(self.kept)
         except _spill.Tampered as tampered:
             return f"trysquare's record of the clone before validation: {tampered}"
-        return None if record is None else guard.clone_problem(self.run, guard.ClonePicture.from_record(record))
+        return None if record is None else clone_guard.clone_problem(self.run, clone_guard.ClonePicture.from_record(record))
 
     def tasks(self, spill: _spill.Spill) -> Iterator[ValidationTask]:
         """The run's tasks, each built whole now, from the files planning archived."""
@@ -97,9 +97,9 @@ class RunPlan:
         except _spill.Tampered as tampered:
             problem = f"trysquare's record of this run's plan: {tampered}"
             # Each task is recorded invalid with why (execute_task refuses it).
-            record = guard.ClonePicture({}, (0, 0), problem).as_record()
+            record = clone_guard.ClonePicture({}, (0, 0), problem).as_record()
             planned = [(i, "", b"", None) for i in range(len(self.shared.validations)) if self.which >> i & 1]
-        picture = None if record is None else guard.ClonePicture.from_record(record)
+        picture = None if record is None else clone_guard.ClonePicture.from_record(record)
         for item in planned:
             yield _task(self, item, picture)
 
@@ -182,7 +182,7 @@ def _plan_run(
     facts = None if options.replay else contexts.gather_facts(run)
     # Taken whatever the validators: a --replay can damage a clone as much as a first run.
     # Checked against the work recorded at first measurement (and recorded then).
-    picture = guard.picture_clone(run, facts)
+    picture = clone_guard.picture_clone(run, facts)
     refused = picture is not None and picture.problem is not None
     planned: list[_Planned] = []
     unsigned: list[tuple[str, str, bool]] = []
@@ -215,7 +215,7 @@ def _plan_run(
     return RunPlan(run, which, spill.keep((record, planned)), shared, unsigned=tuple(unsigned))
 
 
-def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> ValidationTask:
+def _task(plan: RunPlan, item: _Planned, picture: clone_guard.ClonePicture | None) -> ValidationTask:
     index, context_digest, context_sha, previous_sha = item
     run, validation = plan.run, plan.shared.validations[index]
     archive = results.archive_dir(run, validation.name)
@@ -225,7 +225,7 @@ def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> 
     problem = context_problem or previous_problem
     if problem is not None and (picture is None or picture.problem is None):
         # Not run: recorded invalid with why, as a refused clone is (execute_task).
-        picture = guard.ClonePicture({}, (0, 0) if picture is None else picture.root, problem)
+        picture = clone_guard.ClonePicture({}, (0, 0) if picture is None else picture.root, problem)
     return ValidationTask(
         run=run,
         validation=validation,

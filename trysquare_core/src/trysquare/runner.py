@@ -8,8 +8,8 @@
 2. Execute: the executor takes the tasks, each built when it is reached, and
    yields what :func:`trysquare.execute.execute_task` recorded; progress and
    observers are told as each finishes.
-3. Check (:mod:`trysquare.guard`): result files written by anything but
-   trysquare, and clones written during validation, make their runs invalid
+3. Check (:mod:`trysquare.result_guard`, :mod:`trysquare.clone_guard`): result files
+   written by anything but trysquare, and clones written during validation, make their runs invalid
    (under Landlock each clone is checked once its run's tasks are back).
 4. Record: ``measures.json`` of each experiment, written row by row.
 
@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from trysquare import _inflight, _spill, guard, plugins, results
+from trysquare import _inflight, _spill, clone_guard, plugins, result_guard, results
 from trysquare._pool import bounded_map, io_workers
 from trysquare._shown import shown
 from trysquare.errors import RunError, UsageError
@@ -128,7 +128,7 @@ def validate(
         for validation in validations:
             _prepare(validation, out)
         # Before any validator can start: no result file is touched by planning.
-        ledger = guard.ResultWatch(all_runs, [v.name for v in validations])
+        ledger = result_guard.ResultWatch(all_runs, [v.name for v in validations])
         tasks = _PlannedTasks(
             scenario, all_runs, validations, options, spill,
             overlapped=_may_overlap_planning(executor, validations),
@@ -479,7 +479,7 @@ def _execute(
     summary: Summary,
     out: TextIO,
     should_stop: Callable[[], bool],
-    ledger: guard.ResultWatch,
+    ledger: result_guard.ResultWatch,
     flight: _inflight.InFlight,
 ) -> None:
     """Run the tasks, showing progress and telling observers; then re-read each clone
@@ -563,7 +563,7 @@ def _execute(
             progress.close()
         # After an interruption a worker may still record a task nobody waits for: no check then.
         if not should_stop():
-            guard.refuse_forged(ledger.forged(), out)
+            result_guard.refuse_forged(ledger.forged(), out)
 
         # The rest a bounded number at a time (each picture is read back from the spill as
         # its check starts); every problem is said in plan order.
@@ -577,7 +577,7 @@ def _execute(
 
         for plan, names, problem in bounded_map(pool, late, tasks.plans, window=2 * io_workers()):
             if problem is not None:
-                guard.spoil(plan.run, names, problem, out)
+                clone_guard.spoil(plan.run, names, problem, out)
 
 
 def _stop_at_first_invalid() -> None:

@@ -18,9 +18,11 @@ from typing import Any, overload
 
 import attrs
 
-from trysquare import _convert, repo
+from trysquare import _convert
 from trysquare._pool import bounded_map, io_workers
 from trysquare.errors import RepoError, RunError, ScenarioError
+from trysquare.git.dotgit import is_git_repo
+from trysquare.git.refs import missing_at, resolve_commit
 
 __all__ = ["Etalon", "Experiment", "Run", "discover", "load_run", "RUN_FILE"]
 
@@ -235,14 +237,14 @@ def _resolved(path: Path) -> Path:
 
 
 def _base_commit(run_file: Path, repo_path: Path, table: _RunFile) -> str:
-    if not repo_path.is_dir() or not repo.is_git_repo(repo_path):
+    if not repo_path.is_dir() or not is_git_repo(repo_path):
         raise RunError(f"{run_file}: repo '{table.repo}' is not a git repository")
     clone, folder = repo_path.resolve(), run_file.parent.resolve()
     # trysquare's own files in the run folder must never become the agent's work.
     if clone == folder or clone in folder.parents:
         where = "is the run folder" if clone == folder else "contains the run folder"
         raise RunError(f"{run_file}: repo '{table.repo}' {where}; the clone must be a folder of its own")
-    commit = repo.resolve_commit(repo_path, table.base)
+    commit = resolve_commit(repo_path, table.base)
     pinned = read_pinned_base(run_file.parent)
     if pinned is not None and pinned.get("base") != commit:
         raise RunError(
@@ -335,7 +337,7 @@ def _check_given(run_file: Path, repo_path: Path, table: _RunFile, base_commit: 
     for given in table.given:
         if "\n" in given or not _inside((repo_path / given).resolve(), clone):
             raise RunError(f"{run_file}: given '{given}' resolves outside the clone")
-    missing = repo.missing_at(repo_path, base_commit, table.given)
+    missing = missing_at(repo_path, base_commit, table.given)
     if missing:
         raise RunError(
             f"{run_file}: given '{missing[0]}' does not exist at base {base_commit}; a given "

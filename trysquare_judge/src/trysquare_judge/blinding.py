@@ -209,12 +209,12 @@ class _CappedSink:
 def _diff(run: Run, cap: int | None) -> bytes:
     # Computed afresh (diff.patch may be stale or absent before validate); git writes
     # nothing, and the patch streams through a capped sink rather than into memory.
-    from trysquare import repo
     from trysquare.errors import RepoError
+    from trysquare.git.patch import write_diff_patch
 
     sink = _CappedSink(cap)
     try:
-        repo.write_diff_patch(run.repo, run.base_commit, sink, run.excluded)  # type: ignore[arg-type]
+        write_diff_patch(run.repo, run.base_commit, sink, run.excluded)  # type: ignore[arg-type]
     except RepoError:
         # The last patch trysquare wrote, if any (a link is not its file: not followed).
         return _read(run.dir / DIFF_FILE, cap, root=run.dir)

@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 from trysquare.plugin_api import read_bytes, write_json
-from trysquare.repo import _cache_root  # the one place trysquare's cache folder is named
+from trysquare.git.shadow import _cache_root  # the one place trysquare's cache folder is named
 
 __all__ = ["Control", "at_base", "control_key"]
 

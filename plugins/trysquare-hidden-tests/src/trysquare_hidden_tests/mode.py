@@ -33,9 +33,10 @@ from typing import Any, ClassVar
 
 import attrs
 from trysquare.errors import RepoError
+from trysquare.git.etalon import materialise_etalon
+from trysquare.git.suite_copy import copy_tree
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
 from trysquare.plugin_api import child_environment, run_steps, tail, throwaway_folder
-from trysquare.repo import copy_tree, materialise_etalon
 from trysquare.scenario import ShellWordError, split_command
 
 from trysquare_hidden_tests.control import Control, at_base, control_key
