@@ -123,7 +123,9 @@ def _runs_this_interpreter(source: bytes, path_env: str | None) -> bool:
     here = os.path.abspath(sys.executable)
     there = os.path.abspath(program)
     # The same folder (a virtual environment's bin) and the same binary behind the links.
-    return os.path.dirname(there) == os.path.dirname(here) and os.path.realpath(there) == os.path.realpath(here)
+    return os.path.dirname(there) == os.path.dirname(here) and os.path.realpath(
+        there
+    ) == os.path.realpath(here)
 
 
 def _entry_point(source: bytes, path_env: str | None) -> str | None:
@@ -139,9 +141,12 @@ def _entry_point(source: bytes, path_env: str | None) -> str | None:
     if name is None:
         return None
     for statement in tree.body[:-1]:
-        if isinstance(statement, ast.FunctionDef) and statement.name == name:
-            if any(_is_validator_decorator(d) for d in statement.decorator_list):
-                return name
+        if (
+            isinstance(statement, ast.FunctionDef)
+            and statement.name == name
+            and any(_is_validator_decorator(d) for d in statement.decorator_list)
+        ):
+            return name
     return None
 
 
@@ -193,9 +198,7 @@ def _is_validator_decorator(node: object) -> bool:
 
     if isinstance(node, ast.Name):
         return node.id == "validator"
-    if isinstance(node, ast.Attribute) and node.attr == "validator":
-        return True
-    return False
+    return isinstance(node, ast.Attribute) and node.attr == "validator"
 
 
 # --- the servers of one validate ---------------------------------------------------------
@@ -411,7 +414,9 @@ class _Server:
         }
         try:
             try:
-                socket.send_fds(self.channel, [json.dumps(request).encode() + b"\n"], [out_write, err_write])
+                socket.send_fds(
+                    self.channel, [json.dumps(request).encode() + b"\n"], [out_write, err_write]
+                )
             except OSError:
                 raise _Lost("gone") from None
         finally:
@@ -446,7 +451,12 @@ class _Server:
                 if owned is not None:
                     owned.discard(pid)
         return ProcessResult(
-            argv, None if timed_out else status, stdout, stderr, timed_out, truncated,
+            argv,
+            None if timed_out else status,
+            stdout,
+            stderr,
+            timed_out,
+            truncated,
             time.monotonic() - start,
         )
 
@@ -501,13 +511,19 @@ _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 
 
+_libc: list[object] = []
+
+
 def _prctl(option: int, value: int) -> bool:
     import ctypes
 
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                              ctypes.c_ulong(0))) == 0
+        if not _libc:
+            _libc.append(ctypes.CDLL(None, use_errno=True))
+        answer = _libc[0].prctl(  # type: ignore[attr-defined]
+            option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        )
+        return int(answer) == 0
     except (OSError, AttributeError):
         return False
 
@@ -596,10 +612,14 @@ def _import(script: str, entry: str, home: str) -> tuple[object, tuple[bytes, by
 
 
 def _capture_file(folder: str, name: str) -> int:
-    return os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    return os.open(
+        os.path.join(folder, name), os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600
+    )
 
 
-def _requests(channel: socket.socket, script: str, function: object, printed: tuple[bytes, bytes]) -> None:
+def _requests(
+    channel: socket.socket, script: str, function: object, printed: tuple[bytes, bytes]
+) -> None:
     buffer = b""
     descriptors: list[int] = []
     while True:
@@ -619,7 +639,9 @@ def _requests(channel: socket.socket, script: str, function: object, printed: tu
             channel.sendall(json.dumps({"started": pid}).encode() + b"\n")
             _, status = os.waitpid(pid, 0)
             _end_leftovers()
-            channel.sendall(json.dumps({"exited": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+            channel.sendall(
+                json.dumps({"exited": os.waitstatus_to_exitcode(status)}).encode() + b"\n"
+            )
 
 
 def _fork_child(
@@ -678,7 +700,9 @@ def _child(
     os.close(out_fd)
     os.close(err_fd)
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-        signal.signal(number, signal.SIG_DFL if number != signal.SIGINT else signal.default_int_handler)
+        signal.signal(
+            number, signal.SIG_DFL if number != signal.SIGINT else signal.default_int_handler
+        )
     if ruleset is not None:
         from trysquare.sandbox import _restrict_this_thread
 
