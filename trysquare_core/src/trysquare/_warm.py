@@ -486,6 +486,8 @@ def _collect(
             if not timed_out and now >= deadline:
                 timed_out = True
                 _kill(pid)  # the server then ends what it left, which closes the pipes
+            if timed_out and now >= deadline + _SETTLE_TIMEOUT:
+                break  # something still holds them: the server is asked no more (_Lost)
             wait = 0.5 if timed_out else max(min(deadline - now, 0.5), 0.0)
             for selected, _ in selector.select(timeout=wait):
                 fd = selected.fd
