@@ -49,6 +49,7 @@ is replayed at the start of every child's output, as each cold run would print i
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import selectors
@@ -736,8 +737,6 @@ def _child(
 
 def _call_cli(function: object) -> int:
     """What ``raise SystemExit(NAME.cli())`` then the interpreter's exit make of it."""
-    import atexit
-
     try:
         code: object = function.cli()  # type: ignore[attr-defined]
     except SystemExit as exit_:
