@@ -279,3 +279,23 @@ def test_a_module_that_fails_at_import_runs_cold(tmp_path: Path, served: list[in
     finally:
         del os.environ["RUNNER_PID"]
     assert not served
+
+
+def test_an_executor_running_tasks_elsewhere_gets_no_server(tmp_path: Path) -> None:
+    # What validate does for an executor without runs_tasks_here (a cluster's workers).
+    script = write_script(tmp_path, "v.py", STATEFUL)
+    entry = _warm.entry_point(script, os.environ.get("PATH"))
+    assert entry == "evaluate"
+    with _warm.servers(enabled=False):
+        assert not _warm.serving()
+        done = _warm.run_warm(
+            script,
+            entry,
+            [str(script), "context.json"],
+            cwd=str(tmp_path),
+            timeout=5,
+            base_env=dict(os.environ),
+            env=dict(os.environ),
+            writable=[tmp_path],
+        )
+    assert done is None
