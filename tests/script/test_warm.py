@@ -299,3 +299,55 @@ def test_an_executor_running_tasks_elsewhere_gets_no_server(tmp_path: Path) -> N
             writable=[tmp_path],
         )
     assert done is None
+
+
+SLEEPER = """
+import os, sys, time
+from pathlib import Path
+from trysquare.assay import Assay, validator
+
+
+@validator
+def evaluate(run: Assay) -> dict:
+    (Path(sys.argv[1]).parent / "pids").write_text(f"{os.getpid()} {os.getppid()}")
+    time.sleep(60)
+    return {"changed": True}
+
+
+if __name__ == "__main__":
+    raise SystemExit(evaluate.cli())
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"
+
+
+def test_an_interrupted_validate_leaves_neither_server_nor_child(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    experiment = _matrix(tmp_path / "exp", 1)
+    scenario = _scenario(tmp_path / "s", SLEEPER, warm=True, timeout=120)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trysquare", "validate", str(scenario), str(experiment), "--no-progress"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    marker = experiment / "runs" / "r0" / "validation" / "script" / "pids"
+    deadline = time.monotonic() + 60
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child, server = (int(word) for word in marker.read_text().split())
+    assert server != process.pid  # served warm
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 130
+    deadline = time.monotonic() + 5
+    while not (_gone(child) and _gone(server)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(child) and _gone(server)
