@@ -413,6 +413,7 @@ class _Server:
             "writable": [str(p) for p in writable],
             "confine": confine,
         }
+        self.channel.settimeout(None)  # a receive's deadline is no sender's
         try:
             try:
                 socket.send_fds(
