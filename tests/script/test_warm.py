@@ -351,3 +351,26 @@ def test_an_interrupted_validate_leaves_neither_server_nor_child(tmp_path: Path)
     while not (_gone(child) and _gone(server)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(child) and _gone(server)
+
+
+@pytest.mark.parametrize(
+    "started",
+    [
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()",
+        "import subprocess\nHELPER = subprocess.Popen(['sleep', '30'])",
+    ],
+)
+def test_a_module_starting_a_thread_or_process_at_import_runs_cold(
+    tmp_path: Path, served: list[int], started: str
+) -> None:
+    body = STATEFUL.replace("SEEN = []", f"SEEN = []\n{started}")
+    experiment = _matrix(tmp_path / "exp", 1)
+    scenario = _scenario(tmp_path / "s", body, warm=True)
+    os.environ["RUNNER_PID"] = str(os.getpid())
+    try:
+        assert _validate(scenario, experiment) == 0
+    finally:
+        del os.environ["RUNNER_PID"]
+    assert not served
+    result = json.loads((experiment / "runs" / "r0" / "validation" / "script.json").read_text())
+    assert result["metrics"]["changed"] == "[0]; parent True"

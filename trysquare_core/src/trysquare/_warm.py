@@ -553,6 +553,7 @@ def _serve(channel_fd: int, script: str, entry: str) -> None:
     finally:
         import shutil
 
+        _end_leftovers()  # nothing the top level or a child started outlives the server
         shutil.rmtree(home, ignore_errors=True)
 
 
@@ -600,6 +601,12 @@ def _import(script: str, entry: str, home: str) -> tuple[object, tuple[bytes, by
     function = module.__dict__.get(entry)
     if not isinstance(function, assay._Validator):
         return f"{entry} is not a @validator"
+    # Forking a process with threads can deadlock the child; what the top level started
+    # would be ended with the first run: such a module is the cold path's.
+    if threading.active_count() > 1:
+        return "the top level started a thread"
+    if _process._descendants(os.getpid()):
+        return "the top level started a process"
     printed = []
     for fd in captured:
         os.lseek(fd, 0, os.SEEK_SET)
