@@ -37,7 +37,7 @@ CALLS = []
 @validator
 def evaluate(run: Assay) -> dict:
     CALLS.append(run.repetition)
-    kind = run.repetition % 8
+    kind = run.repetition % 9
     if kind == 1:
         raise ValueError("a bug in the validator")
     if kind == 2:
@@ -54,6 +54,8 @@ def evaluate(run: Assay) -> dict:
         return {"changed": Metric.unjudged("this run cannot tell")}
     if kind == 7:
         return {}
+    if kind == 8:
+        os.write(1, b"not the verdict ")  # past cli's guard of stdout: unreadable JSON
     print("chatty", run.cell)
     try:
         with open(run.repo / "planted.txt", "w") as handle:
@@ -148,7 +150,7 @@ def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
 def test_warm_records_what_cold_records_byte_for_byte(
     tmp_path: Path, served: list[int], jobs: int
 ) -> None:
-    experiment = _matrix(tmp_path / "exp", 16)
+    experiment = _matrix(tmp_path / "exp", 18)
     # The same script at the same path (a traceback names it): only the table's key changes.
     cold = _scenario(tmp_path / "s", VARIED, warm=False)
     assert _validate(cold, experiment, jobs=jobs) == 1  # the crashing runs are invalid
@@ -156,18 +158,18 @@ def test_warm_records_what_cold_records_byte_for_byte(
     cold_files = _recorded(experiment)
     warm = _scenario(tmp_path / "s", VARIED, warm=True)
     assert _validate(warm, experiment, jobs=jobs, replay=True) == 1
-    assert len(served) == 16
+    assert len(served) == 18
     warm_files = _recorded(experiment)
     assert warm_files.keys() == cold_files.keys()
     for name, data in cold_files.items():
         assert warm_files[name] == data, name
     # What was compared is what the issue lists, each kind of ending among it.
     results = {
-        run: json.loads(cold_files[f"runs/r{run}/validation/script.json"]) for run in range(8)
+        run: json.loads(cold_files[f"runs/r{run}/validation/script.json"]) for run in range(9)
     }
     assert results[0]["state"] == "valid"
     assert results[0]["reasons"]["changed"] == "calls 1; clone refused a write: True"
-    assert results[8 % 8]["metrics"] == {"changed": True}
+    assert results[0]["metrics"] == {"changed": True}
     assert "ValueError: a bug in the validator" in results[1]["error"]
     assert "exited with code 3" in results[2]["error"]
     assert "killed by signal 9" in results[3]["error"]
@@ -175,10 +177,12 @@ def test_warm_records_what_cold_records_byte_for_byte(
     assert "exceeded its timeout" in results[5]["error"]
     assert results[6]["metrics"] == {"changed": None}
     assert "did not return the declared metric 'changed'" in results[7]["error"]
+    assert results[8]["state"] == "invalid"
+    assert cold_files["runs/r8/validation/script/stdout"].startswith(b"not the verdict {")
     stderr = cold_files["runs/r0/validation/script.stderr"]
     assert stderr.startswith(b"the top level speaks\n")
-    # No state from run 0 reached run 8 (same server, same worker at --jobs 1).
-    assert json.loads(warm_files["runs/r8/validation/script.json"])["reasons"][
+    # No state from run 0 reached run 9 (same server, same worker at --jobs 1).
+    assert json.loads(warm_files["runs/r9/validation/script.json"])["reasons"][
         "changed"
     ].startswith("calls 1;")
 
