@@ -378,3 +378,47 @@ def test_a_module_starting_a_thread_or_process_at_import_runs_cold(
     assert not served
     result = json.loads((experiment / "runs" / "r0" / "validation" / "script.json").read_text())
     assert result["metrics"]["changed"] == "[0]; parent True"
+
+
+def test_cold_validators_beside_a_warm_one_leave_its_server_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cold confined run ends the strays it leaves when it finishes: a warm server, a child
+    # of validate in a session of its own, must never be taken for one.
+    starts: list[int] = []
+    real = _warm._Server.start
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        starts.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_warm._Server, "start", counting)
+    monkeypatch.setenv("RUNNER_PID", str(os.getpid()))
+    experiment = _matrix(tmp_path / "exp", 12)
+    folder = tmp_path / "s"
+    write_script(folder, "warm.py", STATEFUL)
+    write_script(folder, "cold.py", STATEFUL.replace('"changed"', '"other"'))
+    scenario = write_scenario(folder, """
+        [[validation]]
+        name = "warm"
+        mode = "script"
+        command = "warm.py"
+        metrics = ["changed"]
+
+        [[validation]]
+        name = "cold"
+        mode = "script"
+        command = "cold.py"
+        metrics = ["other"]
+        warm = false
+    """)  # fmt: skip
+    assert _validate(scenario, experiment, jobs=2) == 0
+    assert len(starts) <= 2  # one per worker thread, never started again
+    for index in range(12):
+        run = experiment / "runs" / f"r{index}" / "validation"
+        assert json.loads((run / "warm.json").read_text())["metrics"]["changed"].endswith(
+            "parent False"
+        )
+        assert json.loads((run / "cold.json").read_text())["metrics"]["other"].endswith(
+            "parent True"
+        )

@@ -335,6 +335,9 @@ class _Server:
             )
         finally:
             theirs.close()
+        # A live group of ours: a cold run ending its strays never takes the server (our
+        # child in a session of its own) for one, and an interruption kills it.
+        _process._live_groups.add(process.pid)
         server = cls(process, ours)
         try:
             said = server._receive(time.monotonic() + _START_TIMEOUT)
@@ -362,6 +365,7 @@ class _Server:
             except (ProcessLookupError, PermissionError):
                 pass
             self.process.wait()
+        _process._live_groups.discard(self.process.pid)
 
     def _receive(self, deadline: float | None) -> dict[str, object]:
         """The server's next message (one JSON line); ``_Lost`` when it is gone or silent."""
