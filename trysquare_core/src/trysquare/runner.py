@@ -95,7 +95,7 @@ def validate(
 
     Lines go to ``out``, by default the ``sys.stdout`` of the moment of the call.
     """
-    from trysquare import executors
+    from trysquare import _warm, executors
 
     if out is None:
         out = sys.stdout
@@ -134,7 +134,10 @@ def validate(
             overlapped=_may_overlap_planning(executor, validations),
         )
         try:
-            _execute(executor, tasks, options, summary, out, should_stop, ledger, flight)
+            # Warm servers serve Python validators only where tasks run here (the local pool);
+            # a cluster's workers start every validator cold. Stopped as validate ends.
+            with _warm.servers(enabled=getattr(executor, "runs_tasks_here", False)):
+                _execute(executor, tasks, options, summary, out, should_stop, ledger, flight)
         except BaseException:
             flight.close(interrupted=True, complete=False)  # it ended trysquare's work
             raise

@@ -20,7 +20,13 @@ import attrs
 
 from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
 from trysquare.outputs import keep_output, parse_validator_output
-from trysquare.plugin_api import DEFAULT_OUTPUT_CAP, child_environment, run_process, scratch_folder
+from trysquare.plugin_api import (
+    DEFAULT_OUTPUT_CAP,
+    ProcessResult,
+    child_environment,
+    run_process,
+    scratch_folder,
+)
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -33,6 +39,7 @@ class _ScriptTable:
     name: str = ""
     timeout: float = DEFAULT_TIMEOUT
     pass_env: tuple[str, ...] = ()
+    warm: bool = True
 
 
 @attrs.frozen(kw_only=True)
@@ -45,6 +52,9 @@ class ScriptValidation(Validation):
     # Secret-looking variables this script may see all the same (checked at load:
     # never a judge provider's key).
     pass_env: tuple[str, ...] = ()
+    # ``warm = false``: every run starts the script afresh, even one the warm path could serve.
+    # Not in the digest: warm and cold record the same results.
+    warm: bool = True
 
     # The script and the suite it may run start confined (writable: its scratch, its archive).
     confines_what_it_runs: ClassVar[bool] = True
@@ -74,18 +84,18 @@ class ScriptValidation(Validation):
         except RunError as error:
             return Outcome.invalid(f"script {self.command}: {error.message}")
         with scratch_folder("trysquare-script-") as workdir:
-            try:
-                done = run_process(
-                    [str(self.executable), str(job.context_path)],
-                    cwd=workdir,
-                    timeout=self.timeout,
-                    env={**_environment(self.pass_env, job), **job.environment, "TMPDIR": workdir},
-                    # Its scratch folder and its archive are all it may write (where
-                    # the kernel allows it): not the clone, the run or the etalon cache.
-                    writable=[workdir, job.archive],
-                )
-            except OSError as error:
-                return Outcome.invalid(f"script {self.command} could not be started: {error.strerror}")
+            argv = [str(self.executable), str(job.context_path)]
+            base_env = _environment(self.pass_env, job)
+            env = {**base_env, **job.environment, "TMPDIR": workdir}
+            # Its scratch folder and its archive are all it may write (where
+            # the kernel allows it): not the clone, the run or the etalon cache.
+            writable: list[str | Path] = [workdir, job.archive]
+            done = self._run_warm(argv, workdir, base_env, env, writable)
+            if done is None:
+                try:
+                    done = run_process(argv, cwd=workdir, timeout=self.timeout, env=env, writable=writable)
+                except OSError as error:
+                    return Outcome.invalid(f"script {self.command} could not be started: {error.strerror}")
         if done.timed_out:
             return Outcome.invalid(
                 f"script {self.command} exceeded its timeout of {self.timeout:g} s "
@@ -108,6 +118,30 @@ class ScriptValidation(Validation):
         if outcome.state == "invalid" and done.stdout.strip():
             keep_output(job, done.stdout)  # the error quotes its first bytes; the archive has all
         return attrs.evolve(outcome, stderr=done.stderr)
+
+
+    def _run_warm(
+        self,
+        argv: list[str],
+        workdir: str,
+        base_env: Mapping[str, str],
+        env: Mapping[str, str],
+        writable: list[str | Path],
+    ) -> ProcessResult | None:
+        """The script run by a warm server (:mod:`trysquare._warm`), or ``None`` for the cold path."""
+        if not self.warm:
+            return None
+        from trysquare import _warm  # lazy: loading the mode stays cheap
+
+        if not _warm.serving():
+            return None
+        entry = _warm.entry_point(self.executable, base_env.get("PATH"))
+        if entry is None:
+            return None
+        return _warm.run_warm(
+            self.executable, entry, argv, cwd=workdir, timeout=self.timeout,
+            base_env=base_env, env=env, writable=writable,
+        )
 
 
 def _last_words(stderr: bytes | None, limit: int = 300) -> str:
@@ -161,4 +195,5 @@ class ScriptMode:
             executable=executable,
             timeout=raw.timeout,
             pass_env=raw.pass_env,
+            warm=raw.warm,
         )
