@@ -10,8 +10,6 @@ are the ones the local pool writes.
 
 from __future__ import annotations
 
-import errno
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,10 +18,11 @@ from typing import Any
 import attrs
 
 from trysquare import _atomic, _convert, results
+from trysquare._stop import is_no_space
 from trysquare._suiteservice import SuiteService
 from trysquare.modes import Outcome, State, ValidationTask
 
-__all__ = ["Evaluated", "TaskResult", "evaluate_task", "execute_task", "record_task"]
+__all__ = ["Evaluated", "TaskResult", "evaluate_task", "execute_task", "record_invalid", "record_task", "write_problem"]
 
 
 @attrs.frozen
@@ -49,11 +48,13 @@ class TaskResult:
     # False when the run's folder refused the write (a symlink, a full disk): the
     # document then holds the invalid state and why, and is in no file.
     recorded: bool = True
+    # The refused write met a full disk: the validate this task belongs to starts no other.
+    no_space_left: bool = False
 
     @classmethod
     def from_document(cls, task: ValidationTask, document: Mapping[str, Any]) -> TaskResult:
-        """The record for a result document that arrived as a dict (an executor written
-        before this record existed, or one that returns plain JSON from afar).
+        """The record for a result document that arrived as plain JSON from afar (a cluster
+        worker sends back the document :func:`record_task` wrote, not the record).
 
         Structured by trysquare's strict converter: a document whose metrics,
         state or reasons are not what a result holds is refused (``ScenarioError``).
@@ -74,7 +75,13 @@ class TaskResult:
             notes=found.notes,
             kept_after=found.kept_after,
         )
-        return cls(task, outcome, document, recorded=not document.get("unrecorded"))
+        return cls(
+            task,
+            outcome,
+            document,
+            recorded=not document.get("unrecorded"),
+            no_space_left=bool(document.get("no_space_left")),
+        )
 
 
 def execute_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lambda: False) -> TaskResult | None:
@@ -156,23 +163,24 @@ def record_task(evaluated: Evaluated) -> TaskResult:
         # This run's folder refused the write (a symlink, a full disk): its task
         # is invalid, said by path; the matrix goes on (or stops cleanly on ENOSPC).
         problem = f"{task.run.label}: the result could not be recorded: {write_problem(error)}"
+        full = is_no_space(error)
         document = {**document, "metrics": {}, "reasons": {}, "state": "invalid", "error": problem,
-                    "unrecorded": True}
-        return TaskResult(task, Outcome.invalid(problem), document, recorded=False)
+                    "unrecorded": True, **({"no_space_left": True} if full else {})}
+        return TaskResult(task, Outcome.invalid(problem), document, recorded=False, no_space_left=full)
     # The stderr is in its file; the record travels (to observers, from a worker) without it.
     return TaskResult(task, attrs.evolve(outcome, stderr=None), document)
 
 
-# Set when a write met a full disk: no further task starts, and validate exits 1.
-disk_full = threading.Event()
-# Set by -x at the first invalid result: no further task starts.
-first_invalid = threading.Event()
+def record_invalid(task: ValidationTask, error: str) -> TaskResult:
+    """Record ``task`` invalid for ``error`` without running its validator (a cluster that
+    could not run it): the result file says why, as every invalid result does."""
+    return record_task(Evaluated(task, Outcome.invalid(error), refused=False, duration=0.0))
 
 
 def write_problem(error: OSError) -> str:
-    """One phrase for a failed read or write of one run's data; notes a full disk."""
-    if error.errno == errno.ENOSPC:
-        disk_full.set()
+    """One phrase for a failed read or write of one run's data (a full disk said as such;
+    the caller's :class:`trysquare._stop.StopState` decides what a full disk stops)."""
+    if is_no_space(error):
         where = f" ({error.filename})" if error.filename else ""
         return f"no space left on device{where}"
     if isinstance(error, _atomic.UnsafePath):

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from trysquare.runs import Run
     from trysquare.scenario import Scenario
 
-__all__ = ["Job", "Mode", "Outcome", "State", "TableSource", "Validation", "ValidationTask", "check_timeout"]
+__all__ = ["Mode", "Outcome", "State", "TableSource", "Validation", "ValidationTask", "check_timeout"]
 
 State = Literal["valid", "invalid", "pending"]
 T = TypeVar("T")
@@ -148,7 +148,7 @@ class Validation:
         """
         return None
 
-    def evaluate(self, job: Job) -> Outcome:
+    def evaluate(self, task: ValidationTask) -> Outcome:
         """Score one run. Never raises for a bad run: returns an invalid outcome."""
         raise NotImplementedError
 
@@ -174,7 +174,7 @@ class ValidationTask:
 
     The one record for this through trysquare: the runner plans it, an executor
     runs it (:func:`trysquare.execute.execute_task`), and a mode's
-    :meth:`Validation.evaluate` reads it (``Job`` is its older name).
+    :meth:`Validation.evaluate` reads it.
 
     ``run`` is the :class:`trysquare.runs.Run` (its folder, clone, ids);
     ``context`` the mapping the validator is handed (the context keys, see
@@ -223,10 +223,6 @@ class ValidationTask:
     jail: JailPolicy = attrs.field(factory=JailPolicy)
     """The jail the agent's code runs in for this task (the scenario's ``[task]`` keys): hand
     it to ``run_steps(..., jail=job.jail)`` when running the agent's tree."""
-
-
-# The name modes have always been handed; the same class.
-Job = ValidationTask
 
 
 @attrs.frozen

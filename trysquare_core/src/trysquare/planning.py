@@ -27,7 +27,8 @@ import attrs
 from trysquare import _atomic, _spill, context as contexts, guard, results
 from trysquare._pool import bounded_map
 from trysquare.errors import RunError
-from trysquare.execute import disk_full, write_problem
+from trysquare._stop import StopState
+from trysquare.execute import write_problem
 from trysquare.jail import JailPolicy
 from trysquare.modes import Validation, ValidationTask
 from trysquare.options import ValidateOptions
@@ -139,19 +140,25 @@ def iter_plans(
     pool: ThreadPoolExecutor,
     *,
     window: int = 16,
+    stop: StopState | None = None,
 ) -> Iterator[RunPlan | RunError]:
     """:func:`plan_runs` one run at a time, in the order of ``runs``: each run's plan, or
-    the error that says (by path) why it could not be read, as soon as it is decided."""
+    the error that says (by path) why it could not be read, as soon as it is decided.
+
+    ``stop`` is the validate's stop state: a full disk met here stops it, and once the disk
+    is full no further run is planned."""
     shared = _shared(scenario, validations, options)
+    stopping = StopState() if stop is None else stop
 
     def for_run(run: Run) -> RunPlan | RunError:
-        if disk_full.is_set():
+        if stopping.disk_full:
             return RunError(f"{run.label}: not validated: no space left on device", run_dir=run.dir)
         try:
             return _plan_run(scenario, run, shared, options, spill)
         except RunError as error:
             return RunError(error.message, run_dir=run.dir)
         except OSError as error:
+            stopping.note_write_failure(error)
             return RunError(f"{run.label}: {write_problem(error)}", run_dir=run.dir)
         except Exception as error:  # noqa: BLE001 - one run's data never fails the matrix
             return RunError(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from trysquare.modes import Job, Outcome, TableSource, Validation, check_pieces
+from trysquare.modes import ValidationTask, Outcome, TableSource, Validation, check_pieces
 
 if TYPE_CHECKING:
     from trysquare.scenario import Scenario
@@ -29,10 +29,10 @@ class FormValidation(Validation):
 
     confines_what_it_runs: ClassVar[bool] = True  # it starts no process
 
-    def evaluate(self, job: Job) -> Outcome:
+    def evaluate(self, task: ValidationTask) -> Outcome:
         # A re-validation (a changed digest, a changed diff, --force) must keep
         # what a human filled: the only source of these values is an ingest.
-        return outcome_for(self, manual_values(job.previous))
+        return outcome_for(self, manual_values(task.previous))
 
 
 @attrs.frozen

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
+from trysquare.modes import ValidationTask, Outcome, TableSource, Validation, check_timeout
 from trysquare.outputs import keep_output, parse_validator_output
 from trysquare.plugin_api import DEFAULT_OUTPUT_CAP, child_environment, run_process, scratch_folder
 
@@ -65,24 +65,24 @@ class ScriptValidation(Validation):
         hasher.update(repr(table).encode())
         return "sha256:" + hasher.hexdigest()
 
-    def evaluate(self, job: Job) -> Outcome:
+    def evaluate(self, task: ValidationTask) -> Outcome:
         from trysquare.context import write_session_facts  # lazy: loading the mode stays cheap
         from trysquare.errors import RunError
 
         try:
-            write_session_facts(job.run, job.context)
+            write_session_facts(task.run, task.context)
         except RunError as error:
             return Outcome.invalid(f"script {self.command}: {error.message}")
         with scratch_folder("trysquare-script-") as workdir:
             try:
                 done = run_process(
-                    [str(self.executable), str(job.context_path)],
+                    [str(self.executable), str(task.context_path)],
                     cwd=workdir,
                     timeout=self.timeout,
-                    env={**_environment(self.pass_env, job), **job.environment, "TMPDIR": workdir},
+                    env={**_environment(self.pass_env, task), **task.environment, "TMPDIR": workdir},
                     # Its scratch folder and its archive are all it may write (where
                     # the kernel allows it): not the clone, the run or the etalon cache.
-                    writable=[workdir, job.archive],
+                    writable=[workdir, task.archive],
                 )
             except OSError as error:
                 return Outcome.invalid(f"script {self.command} could not be started: {error.strerror}")
@@ -106,7 +106,7 @@ class ScriptValidation(Validation):
             )
         outcome = parse_validator_output(done.stdout, declared=self.metrics, what=f"script {self.command}")
         if outcome.state == "invalid" and done.stdout.strip():
-            keep_output(job, done.stdout)  # the error quotes its first bytes; the archive has all
+            keep_output(task, done.stdout)  # the error quotes its first bytes; the archive has all
         return attrs.evolve(outcome, stderr=done.stderr)
 
 
@@ -128,11 +128,11 @@ def _exit_description(code: int | None) -> str:
     return f"exited with code {code}"
 
 
-def _environment(pass_env: Sequence[str], job: Job) -> Mapping[str, str]:
+def _environment(pass_env: Sequence[str], task: ValidationTask) -> Mapping[str, str]:
     # The script gets trysquare's environment minus every judge key and every
     # secret-looking variable, except those passed by name: its own pass_env, and
     # the suite's ([task] pass_env, which run.tests() inside it hands on).
-    env = child_environment(passed=[*pass_env, *job.suite_pass_env], protected=job.protected_env)
+    env = child_environment(passed=[*pass_env, *task.suite_pass_env], protected=task.protected_env)
     # `#!/usr/bin/env python3` must find the interpreter trysquare runs in (and so
     # trysquare.assay), even when its virtual environment is not activated.
     interpreter_dir = os.path.dirname(sys.executable)

@@ -22,7 +22,7 @@ import attrs
 __all__ = ["DIFF_FILE_CHARS", "esc", "read_inside", "run_panel"]
 
 # Past these sizes a piece is cut, saying so and naming the full file: a page
-# must open fast whatever one run wrote (1,000 runs stay a few megabytes).
+# must open fast whatever one run wrote, however many runs the page shows.
 DIFF_FILE_CHARS = 20_000
 DIFF_READ_BYTES = 1_000_000
 RESPONSE_CHARS = 20_000

@@ -28,7 +28,8 @@ from trysquare.errors import UsageError
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-    from trysquare.runner import Task
+    from trysquare.execute import TaskResult
+    from trysquare.modes import ValidationTask as Task
 
 __all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "parse_options"]
 
@@ -150,7 +151,7 @@ class DaskRun:
 
     def run(
         self, tasks: Collection[Task], *, should_stop: Callable[[], bool]
-    ) -> Iterator[tuple[Task, dict[str, Any]]]:
+    ) -> Iterator[TaskResult]:
         if not tasks:
             return  # nothing to do: no cluster started for it
         with self._client() as client:
@@ -301,7 +302,7 @@ class _Session:
 
     def run(
         self, tasks: Collection[Task], should_stop: Callable[[], bool]
-    ) -> Iterator[tuple[Task, dict[str, Any]]]:
+    ) -> Iterator[TaskResult]:
         from distributed import Event, as_completed
 
         from trysquare_dask.worker import run_task, semaphore_for
@@ -343,26 +344,28 @@ class _Session:
                     continue
                 for future in completed.next_batch(block=False):
                     _, task = running.pop(future.key)
-                    document = self._document(future, task)
+                    result = self._result(future, task)
                     # Let the scheduler forget it now: while a client holds a finished task's
                     # future, a worker that dies holding its (small) result has it computed
                     # again, and the validator rewrites a result already recorded.
                     future.release()
-                    if document is not None:
-                        yield task, document
+                    if result is not None:
+                        yield result
                 submit_more()
         finally:
             # Tasks not started never will; results already written stay (whole files).
             if running:
                 self.client.cancel([future for future, _ in running.values()])
 
-    def _document(self, future: Future[Any], task: Task) -> dict[str, Any] | None:
+    def _result(self, future: Future[Any], task: Task) -> TaskResult | None:
         from concurrent.futures import CancelledError
+
+        from trysquare.execute import TaskResult
 
         from trysquare_dask.worker import WorkerCannotSeeRuns
 
         try:
-            return future.result()
+            document = future.result()
         except CancelledError:  # distributed's FutureCancelledError derives from it
             return None
         except WorkerCannotSeeRuns as error:
@@ -371,22 +374,14 @@ class _Session:
             # E.g. KilledWorker: the task's worker died more often than
             # distributed.scheduler.allowed-failures allows. The run is invalid, and says why.
             return record_cluster_failure(task, f"{type(error).__name__}: {error}")
+        # The worker sends back the document it wrote, structured strictly into the record here.
+        return None if document is None else TaskResult.from_document(task, document)
 
 
-def record_cluster_failure(task: Task, cause: str) -> dict[str, Any]:
+def record_cluster_failure(task: Task, cause: str) -> TaskResult:
     """Record, from the client, that the cluster could not run ``task``: an invalid result."""
-    from trysquare import results
-    from trysquare.modes import Outcome
+    from trysquare.execute import record_invalid
 
-    outcome = Outcome.invalid(
-        f"the dask cluster could not run validator '{task.validation.name}' on this run: {cause}"
+    return record_invalid(
+        task, f"the dask cluster could not run validator '{task.validation.name}' on this run: {cause}"
     )
-    document = results.result_document(
-        task.validation,
-        outcome,
-        digest=task.digest,
-        context_digest=task.context_digest,
-        duration=0.0,
-    )
-    results.write_result(task.run, task.validation.name, document, None)
-    return document
