@@ -21,7 +21,7 @@ from trysquare import __version__
 from trysquare._shown import shown
 from trysquare.helptext import PATH_NOTE
 from trysquare.errors import NoRunsError, TrysquareError, UsageError
-from trysquare.plugin_api import add_selection_options
+from trysquare.commands import add_selection_options
 
 if TYPE_CHECKING:
     from trysquare.runs import Experiment
@@ -448,8 +448,8 @@ def _load(path: Path, config: Path | None = None) -> Any:
 
 
 def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Experiment]:
-    """The experiments below ``paths`` (see :func:`trysquare.plugin_api.load_experiments`)."""
-    from trysquare.plugin_api import load_experiments as load
+    """The experiments below ``paths`` (see :func:`trysquare.runs.load_experiments`)."""
+    from trysquare.runs import load_experiments as load
 
     return load(paths, replay=replay)
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from trysquare.executors import Executor
 
     from trysquare.modes import Mode, Outcome, Validation
-    from trysquare.plugin_api import Commands
+    from trysquare.commands import Commands
     from trysquare.report.formats import ReportFormat
     from trysquare.runs import Run
     from trysquare.sessions import SessionFormat
@@ -126,7 +126,7 @@ def trysquare_metrics_collected(run: Run, validation: Validation, outcome: Outco
 def trysquare_register_commands(cli: Commands) -> None:
     """Add subcommands to the ``trysquare`` command line.
 
-    :param cli: a :class:`trysquare.plugin_api.Commands`. ``cli.add(name,
+    :param cli: a :class:`trysquare.api.Commands`. ``cli.add(name,
         handler, help=...)`` returns the command's ``argparse.ArgumentParser``
         for its arguments; ``handler`` receives the parsed ``argparse.Namespace``
         and returns an exit code. The commands join the command line once the
@@ -148,7 +148,7 @@ def trysquare_register_executors(register: Callable[[Executor], None]) -> None:
     :param register: call it once per executor. An executor has a ``name`` and
         a ``configure(options, jobs=...)`` returning an object whose
         ``run(tasks, should_stop=...)`` yields ``(task, document)`` as each task
-        finishes, each task recorded by :func:`trysquare.runner.execute_task`
+        finishes, each task recorded by :func:`trysquare.api.execute_task`
         (the protocols are :class:`trysquare.executors.Executor` and
         :class:`trysquare.executors.RunningExecutor`).
         The built-in ``local`` executor is a bounded thread pool.

@@ -112,7 +112,7 @@ class Validation:
     # through ``run.tests()``: validate says before it starts where that code will run.
     runs_the_agents_code: ClassVar[bool] = False
     """Every process this validator starts is confined (``writable=`` of
-    :func:`trysquare.plugin_api.run_process` / ``run_steps``), or it starts none. Where
+    :func:`trysquare.api.run_process` / ``run_steps``), or it starts none. Where
     Landlock enforces that, validate starts its tasks while later runs are still planned
     (nothing it runs can write into a clone not yet pictured); a mode that leaves this
     ``False`` keeps every clone pictured before its first task."""
@@ -180,7 +180,7 @@ class ValidationTask:
     ``context`` the mapping the validator is handed (the context keys, see
     ``docs/api.md``), also archived at ``context_path`` (what a script is
     given). ``archive`` (``validation/<name>/``) is where a mode keeps evidence:
-    write there through the no-follow writers of :mod:`trysquare.plugin_api`,
+    write there through the no-follow writers of :mod:`trysquare.api`,
     never by following a symlink. ``previous`` is the recorded result this one
     replaces (a form keeps its human answers from it). A child process running
     untrusted code gets ``protected_env`` removed whatever ``suite_pass_env`` passes.
@@ -196,7 +196,7 @@ class ValidationTask:
     """``validation/<name>/context.json``: the archived context, what a script is handed."""
     archive: Path = attrs.field(default=attrs.Factory(_archive_of, takes_self=True))
     """``validation/<name>/``: where a mode keeps evidence (a transcript), written through
-    the no-follow writers of :mod:`trysquare.plugin_api`."""
+    the no-follow writers of :mod:`trysquare.api`."""
     previous: Mapping[str, Any] | None = None
     """The recorded result this one would replace, if any (a form keeps its answers)."""
     protected_env: frozenset[str] = frozenset()

@@ -493,7 +493,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser]) -
     """Let each plugin add its subcommands; a plugin that raises adds none.
 
     A plugin describes its commands on parsers of its own
-    (:class:`trysquare.plugin_api.Commands`); they join the command line only
+    (:class:`trysquare.api.Commands`); they join the command line only
     once its hook has returned, so a half-registered command never shows.
     """
     from trysquare.commands import Commands

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from trysquare.modes import ValidationTask, Outcome, TableSource, Validation, check_pieces
+from trysquare.api import Outcome, TableSource, Validation, ValidationTask, check_pieces
 
 if TYPE_CHECKING:
-    from trysquare.scenario import Scenario
+    from trysquare.api import Scenario
 
 __all__ = ["FormMode", "FormValidation", "ManualValue", "form_validation", "manual_values", "outcome_for"]
 
@@ -92,7 +92,7 @@ def outcome_for(validation: FormValidation, values: Mapping[str, ManualValue]) -
 
 def form_validation(scenario: Scenario, name: str | None = None) -> FormValidation:
     """The form validator ``name`` of ``scenario`` (default: its first), or a UsageError."""
-    from trysquare.errors import UsageError
+    from trysquare.api import UsageError
 
     forms = [v for v in scenario.validations if isinstance(v, FormValidation)]
     if name is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from trysquare.hookspecs import hookspec
+from trysquare.api import hookspec
 
 if TYPE_CHECKING:
     from trysquare_judge.providers import Provider

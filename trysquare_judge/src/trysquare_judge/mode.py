@@ -18,10 +18,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from trysquare.errors import ScenarioError
-from trysquare.modes import ValidationTask, Outcome, TableSource, Validation, check_pieces
-from trysquare.plugin_api import digest as canonical_digest
-from trysquare.plugin_api import refuse_hard_link, write_with_history
+from trysquare.api import (
+    Outcome,
+    ScenarioError,
+    TableSource,
+    Validation,
+    ValidationTask,
+    check_pieces,
+    digest as canonical_digest,
+    refuse_hard_link,
+    write_with_history,
+)
 from trysquare_judge import blinding, prompt, scrub
 from trysquare_judge.providers import (
     THINKING,
@@ -46,8 +53,7 @@ from trysquare_judge.verdict import (
 )
 
 if TYPE_CHECKING:
-    from trysquare.runs import Run
-    from trysquare.scenario import Scenario
+    from trysquare.api import Run, Scenario
 
 __all__ = ["JudgeMode", "JudgeValidation"]
 

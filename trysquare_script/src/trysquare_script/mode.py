@@ -18,9 +18,19 @@ from typing import Any, ClassVar
 
 import attrs
 
-from trysquare.modes import ValidationTask, Outcome, TableSource, Validation, check_timeout
-from trysquare.outputs import keep_output, parse_validator_output
-from trysquare.plugin_api import DEFAULT_OUTPUT_CAP, child_environment, run_process, scratch_folder
+from trysquare.api import (
+    DEFAULT_OUTPUT_CAP,
+    Outcome,
+    TableSource,
+    Validation,
+    ValidationTask,
+    check_timeout,
+    child_environment,
+    keep_output,
+    parse_validator_output,
+    run_process,
+    scratch_folder,
+)
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -66,8 +76,8 @@ class ScriptValidation(Validation):
         return "sha256:" + hasher.hexdigest()
 
     def evaluate(self, task: ValidationTask) -> Outcome:
-        from trysquare.context import write_session_facts  # lazy: loading the mode stays cheap
-        from trysquare.errors import RunError
+        from trysquare.api import write_session_facts  # lazy: loading the mode stays cheap
+        from trysquare.api import RunError
 
         try:
             write_session_facts(task.run, task.context)

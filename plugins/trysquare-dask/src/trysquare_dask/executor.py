@@ -1,7 +1,7 @@
 """The ``dask`` executor: planned tasks run on a ``dask.distributed`` cluster.
 
 The client (the ``trysquare validate`` process) builds and archives every
-context, then submits tasks; a worker runs :func:`trysquare.runner.execute_task`,
+context, then submits tasks; a worker runs :func:`trysquare.api.execute_task`,
 which writes the result atomically into the run folder — the same files the
 local pool writes, on a filesystem the client and the workers share. The
 client yields each recorded document as it arrives, so the runner draws the
@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from trysquare.errors import UsageError
+from trysquare.api import UsageError
 
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-    from trysquare.execute import TaskResult
-    from trysquare.modes import ValidationTask as Task
+    from trysquare.api import TaskResult, ValidationTask as Task
 
 __all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "parse_options"]
 
@@ -360,7 +359,7 @@ class _Session:
     def _result(self, future: Future[Any], task: Task) -> TaskResult | None:
         from concurrent.futures import CancelledError
 
-        from trysquare.execute import TaskResult
+        from trysquare.api import TaskResult
 
         from trysquare_dask.worker import WorkerCannotSeeRuns
 
@@ -380,7 +379,7 @@ class _Session:
 
 def record_cluster_failure(task: Task, cause: str) -> TaskResult:
     """Record, from the client, that the cluster could not run ``task``: an invalid result."""
-    from trysquare.execute import record_invalid
+    from trysquare.api import record_invalid
 
     return record_invalid(
         task, f"the dask cluster could not run validator '{task.validation.name}' on this run: {cause}"

@@ -32,11 +32,22 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-from trysquare.errors import RepoError
-from trysquare.modes import ValidationTask, Outcome, TableSource, Validation, check_timeout
-from trysquare.plugin_api import child_environment, run_steps, tail, throwaway_folder
-from trysquare.repo import copy_tree, materialise_etalon
-from trysquare.scenario import ShellWordError, split_command
+from trysquare.api import (
+    Outcome,
+    RepoError,
+    ShellWordError,
+    TableSource,
+    Validation,
+    ValidationTask,
+    check_timeout,
+    child_environment,
+    copy_tree,
+    materialise_etalon,
+    run_steps,
+    split_command,
+    tail,
+    throwaway_folder,
+)
 
 from trysquare_hidden_tests.control import Control, at_base, control_key
 from trysquare_hidden_tests.harness import SetAsideError, copy_base, set_aside

@@ -33,7 +33,7 @@ from typing import Any
 import attrs
 import httpcore  # noqa: F401 - httpx imports it on the first client; paid here, when a provider connects
 import httpx
-from trysquare.plugin_api import interrupted
+from trysquare.api import interrupted
 
 from trysquare_judge.providers import ChatReply, ProviderConfig, ProviderError, ReplyTooLarge, Usage
 from trysquare_judge.scrub import scrub as scrub_text
