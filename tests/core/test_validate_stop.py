@@ -27,19 +27,26 @@ print(json.dumps({"metrics": {"changed": bool(context["touched"])}, "reasons": {
 def _experiment(tmp_path: Path, name: str, runs: list[tuple[str, str, int]]) -> tuple[Path, Path]:
     folder = tmp_path / f"{name}-scenario"
     write_script(folder, "score.py", SCORE)
-    scenario = write_scenario(folder, """
+    scenario = write_scenario(
+        folder,
+        """
         [[validation]]
         name = "score"
         mode = "script"
         command = "score.py"
         metrics = ["changed"]
-    """)
+    """,
+    )
     experiment = tmp_path / name
-    build_matrix(experiment, runs, base={"counter.py": "count = 1\n"}, changes={"counter.py": "count = 0\n"})
+    build_matrix(
+        experiment, runs, base={"counter.py": "count = 1\n"}, changes={"counter.py": "count = 0\n"}
+    )
     return scenario, experiment
 
 
-def test_exitfirst_in_one_validate_stops_nothing_of_another_running_beside_it(tmp_path: Path) -> None:
+def test_exitfirst_in_one_validate_stops_nothing_of_another_running_beside_it(
+    tmp_path: Path,
+) -> None:
     stopped_scenario, stopped_experiment = _experiment(
         tmp_path, "stopped", [("b1", "broken", 1), ("b2", "broken", 2), ("b3", "broken", 3)]
     )

@@ -11,7 +11,6 @@ import ast
 from pathlib import Path
 
 import pytest
-
 from trysquare import api
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +56,9 @@ def test_the_finder_sees_every_spelling() -> None:
         "from trysquare_judge import mode\n"
     )
     assert [module for _, module, _ in core_imports(source) if not _allowed(module)] == [
-        "trysquare.runner", "trysquare.plugins", "trysquare.modes"
+        "trysquare.runner",
+        "trysquare.plugins",
+        "trysquare.modes",
     ]
 
 
@@ -97,6 +98,9 @@ def test_the_core_does_not_import_its_own_floor() -> None:
         str(path.relative_to(ROOT))
         for path in core.rglob("*.py")
         if path.name != "api.py"
-        and any(module == "trysquare.api" for _, module, _ in core_imports(path.read_text(encoding="utf-8")))
+        and any(
+            module == "trysquare.api"
+            for _, module, _ in core_imports(path.read_text(encoding="utf-8"))
+        )
     ]
     assert users == []

@@ -1,5 +1,8 @@
 """Writing a validator in Python: four names, and the error contract with them.
 
+(It is over 600 lines because a validator imports this one module at every start: what it
+reads of a run stays in one file, loaded once, with nothing of the engine.)
+
 >>> from trysquare.assay import Assay, Metric, validator
 >>> @validator
 ... def evaluate(run: Assay) -> dict:

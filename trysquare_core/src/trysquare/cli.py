@@ -3,6 +3,9 @@
 Exit codes: 0 all well; 1 the work ran and something fell short; 2 nothing ran
 (usage, a scenario or config that does not load, no run found); 130/143
 interrupted. A refusal is one sentence on stderr; ``--debug`` shows a traceback.
+
+It is over 600 lines because every subcommand's parser sits here beside its handler, so
+that ``--help`` loads one module; each handler imports the engine only when it runs.
 """
 
 from __future__ import annotations

@@ -389,8 +389,6 @@ def _context_digest(
     except OSError:
         unchanged = False
     if not unchanged:
-        from trysquare import api
-
         api.write_text(path, text)
     return api.context_digest(text, context, root=run.dir, validation=form)
 

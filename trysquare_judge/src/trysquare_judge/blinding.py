@@ -177,8 +177,6 @@ def _response(run: Run, cap: int | None) -> bytes:
     path = run.dir / RESPONSE_FILE
     if path.exists() or run.session is None:
         return _read(path if path.exists() else None, cap)
-    from trysquare import api
-
     try:
         text = api.final_response(run.session, format=run.session_format, repo=run.repo)
     except Exception:  # noqa: BLE001 - an unreadable session is reported when contexts are built
@@ -209,7 +207,6 @@ class _CappedSink:
 def _diff(run: Run, cap: int | None) -> bytes:
     # Computed afresh (diff.patch may be stale or absent before validate); git writes
     # nothing, and the patch streams through a capped sink rather than into memory.
-    from trysquare import api
     from trysquare.api import RepoError
 
     sink = _CappedSink(cap)

@@ -331,8 +331,6 @@ class _ConfigFile:
 
 
 def provider_types() -> dict[str, Provider]:
-    from trysquare import api
-
     return api.registry(HOOK)
 
 
