@@ -477,11 +477,12 @@ class Assay:
             # Started by hand: this process runs the suite in the jail itself. Secret-looking
             # variables the scenario lets the suite see are handed on; nothing else.
             passed = [n for n in self._context.get("pass_env") or () if isinstance(n, str)]
-            verdict = run_suite(
+            found = run_suite(
                 self.repo, command, self.prepare, timeout=timeout, pass_env=passed,
                 jail=policy_from_context(self._context),
                 base=str(self._context["base"]) if self._context.get("base") else None,
             )
+            verdict = Metric.unjudged(found.reason) if found.value is None else Metric(found.value, found.reason)
         self._cache["tests"] = verdict
         return verdict
 
