@@ -104,3 +104,24 @@ def test_the_core_does_not_import_its_own_floor() -> None:
         )
     ]
     assert users == []
+
+
+def test_the_core_names_no_hook_a_plugin_adds() -> None:
+    # A plugin's own hookspecs (the judge's providers) are the plugin's: the core finds what
+    # it lists through the spec's listed_as mark, never by the hook's name.
+    added = {
+        node.name
+        for path in _distribution_sources()
+        if path.name == "hookspecs.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("trysquare_")
+    }
+    assert "trysquare_register_judge_providers" in added  # the walk found the judge's
+    core = ROOT / "trysquare_core" / "src" / "trysquare"
+    naming = {
+        f"{path.relative_to(ROOT)}: {hook}"
+        for path in core.rglob("*.py")
+        for hook in added
+        if hook in path.read_text(encoding="utf-8")
+    }
+    assert naming == set()

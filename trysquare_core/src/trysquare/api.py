@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from trysquare._canonical import digest
 from trysquare._process import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES, ProcessResult, Steps
-from trysquare.hookspecs import hookimpl, hookspec
+from trysquare.hookspecs import hookimpl, hookspec, listed_as
 
 if TYPE_CHECKING:
     from trysquare.commands import Commands, add_selection_options
@@ -197,6 +197,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "interrupted",
+    "listed_as",
     "keep_output",
     "load_experiments",
     "load_scenario",
