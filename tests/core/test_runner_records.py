@@ -7,11 +7,12 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import attrs
 import pytest
 
 from trysquare import modes, runner, scenario as scenarios
 from trysquare.errors import ScenarioError
-from trysquare.execute import TaskResult, execute_task
+from trysquare.execute import PlannedTask, TaskResult, execute_task
 from trysquare.modes import ValidationTask
 from trysquare.runs import discover
 from trysquare.scenario import load_scenario
@@ -62,9 +63,19 @@ def test_one_task_type_and_no_old_names() -> None:
     assert scenarios.Task is not ValidationTask
 
 
+def test_a_mode_is_handed_no_runner_bookkeeping(tmp_path: Path) -> None:
+    planned = _one_task(tmp_path)
+    assert isinstance(planned, PlannedTask) and isinstance(planned.task, ValidationTask)
+    handed = {field.name for field in attrs.fields(ValidationTask)}
+    kept = {"clone_before", "digest", "context_digest", "declared_elsewhere", "rerun_suite"}
+    assert handed & kept == set()
+    assert kept <= {field.name for field in attrs.fields(PlannedTask)}
+    assert planned.run is planned.task.run and planned.validation is planned.task.validation
+
+
 def test_execute_task_returns_the_record_it_wrote(tmp_path: Path) -> None:
     task = _one_task(tmp_path)
-    assert task.archive == task.run.validation_dir / "check"
+    assert task.task.archive == task.run.validation_dir / "check"
     result = execute_task(task)
     assert isinstance(result, TaskResult) and result.recorded
     written = json.loads((task.run.validation_dir / "check.json").read_text(encoding="utf-8"))

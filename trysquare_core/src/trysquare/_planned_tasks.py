@@ -19,7 +19,8 @@ from trysquare._pool import io_workers
 from trysquare._shown import shown
 from trysquare._stop import StopState
 from trysquare.errors import RunError
-from trysquare.modes import Validation, ValidationTask
+from trysquare.execute import PlannedTask
+from trysquare.modes import Validation
 from trysquare.options import ValidateOptions
 from trysquare.planning import RunPlan, iter_plans
 from trysquare.runs import Run
@@ -30,7 +31,7 @@ __all__ = ["PlannedTasks", "built_ahead"]
 T = TypeVar("T")
 
 
-class PlannedTasks(Collection[ValidationTask]):
+class PlannedTasks(Collection[PlannedTask]):
     """The planned tasks, as executors take them, each built when it is reached.
 
     Iterated once, in plan order (a run's tasks together). Planned whole before the
@@ -171,7 +172,7 @@ class PlannedTasks(Collection[ValidationTask]):
             index += 1
             yield run_plan
 
-    def __iter__(self) -> Iterator[ValidationTask]:
+    def __iter__(self) -> Iterator[PlannedTask]:
         built = (
             task for run_plan in self._plans_as_decided() for task in run_plan.tasks(self.spill)
         )
@@ -180,7 +181,7 @@ class PlannedTasks(Collection[ValidationTask]):
         return built_ahead(built, self._ahead, self._closing)
 
     def __contains__(self, task: object) -> bool:
-        if not isinstance(task, ValidationTask):
+        if not isinstance(task, PlannedTask):
             return False
         self.wait_planned()
         return any(

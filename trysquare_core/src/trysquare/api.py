@@ -20,7 +20,6 @@ Example::
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
         TrysquareError,
         UsageError,
     )
-    from trysquare.execute import TaskResult, execute_task, record_invalid
+    from trysquare.execute import PlannedTask, TaskResult, execute_task, record_invalid
     from trysquare.executors import Executor, RunningExecutor, execute_stoppable
     from trysquare.jail import JailPolicy
     from trysquare.lock import experiment_lock, folder_lock, sweep_temps
@@ -104,7 +103,7 @@ _ELSEWHERE: dict[str, str] = {
         ["ConfigError", "NoRunsError", "RepoError", "RunError", "ScenarioError", "TrysquareError", "UsageError"],
         "trysquare.errors",
     ),
-    **dict.fromkeys(["TaskResult", "execute_task", "record_invalid"], "trysquare.execute"),
+    **dict.fromkeys(["PlannedTask", "TaskResult", "execute_task", "record_invalid"], "trysquare.execute"),
     **dict.fromkeys(["Executor", "RunningExecutor", "execute_stoppable"], "trysquare.executors"),
     **dict.fromkeys(["JailPolicy"], "trysquare.jail"),
     **dict.fromkeys(["experiment_lock", "folder_lock", "sweep_temps"], "trysquare.lock"),
@@ -148,6 +147,7 @@ __all__ = [
     "NoRunsError",
     "Outcome",
     "PIECES",
+    "PlannedTask",
     "ProcessResult",
     "RepoError",
     "ReportFormat",

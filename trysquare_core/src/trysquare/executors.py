@@ -17,7 +17,7 @@ from trysquare.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from trysquare.execute import TaskResult
-    from trysquare.modes import ValidationTask as Task
+    from trysquare.execute import PlannedTask as Task
 
 __all__ = ["Executor", "LocalExecutor", "execute_stoppable", "get"]
 

@@ -21,7 +21,6 @@ from trysquare.errors import ScenarioError
 from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
-    from trysquare.guard import ClonePicture
     from trysquare.runs import Run
     from trysquare.scenario import Scenario
 
@@ -172,9 +171,10 @@ def _archive_of(task: ValidationTask) -> Path:
 class ValidationTask:
     """One run × one validation, its context already built and archived.
 
-    The one record for this through trysquare: the runner plans it, an executor
-    runs it (:func:`trysquare.execute.execute_task`), and a mode's
-    :meth:`Validation.evaluate` reads it.
+    What a mode's :meth:`Validation.evaluate` is handed. The runner plans it inside a
+    record of its own (:class:`trysquare.execute.PlannedTask`, with what it checks and
+    records around the validator), which an executor carries to
+    :func:`trysquare.execute.execute_task`.
 
     ``run`` is the :class:`trysquare.runs.Run` (its folder, clone, ids);
     ``context`` the mapping the validator is handed (the context keys, see
@@ -200,7 +200,7 @@ class ValidationTask:
     previous: Mapping[str, Any] | None = None
     """The recorded result this one would replace, if any (a form keeps its answers)."""
     protected_env: frozenset[str] = frozenset()
-    """Variables a child of this job must never get (a judge provider's key), whatever
+    """Variables a child of this task must never get (a judge provider's key), whatever
     ``pass_env`` says."""
     suite_pass_env: tuple[str, ...] = ()
     """Secret-looking variables the scenario's suite may see (``[task] pass_env``), from the
@@ -208,21 +208,13 @@ class ValidationTask:
     environment: Mapping[str, str] = attrs.field(factory=dict)
     """trysquare's own variables for a validator process it starts (where ``run.tests()``
     finds a recorded suite outcome and reports a fresh one): set by the runner."""
-    digest: str = ""
-    """The validator's digest, recorded beside the outcome (an unchanged pair is reused)."""
-    context_digest: str = ""
-    """The context's digest, recorded beside the outcome."""
-    declared_elsewhere: Mapping[str, str] = attrs.field(factory=dict)
-    """Which validator declares each metric (its own included): a stray metric another one
-    declares is dropped, the declarer wins. One mapping shared by every task."""
-    clone_before: ClonePicture | None = None
-    """The measured clone before validation, to catch a validator writing into it; ``None``
-    when the clone is not there to look at."""
-    rerun_suite: bool = False
-    """``--rerun-suite``: no recorded suite outcome is reused."""
+    previous_current: bool = False
+    """Whether ``previous`` was recorded by this same validator over this same context (so
+    it runs again only because ``--force``/``--rejudge`` asked): a judge keeps such a verdict
+    when asking again fails."""
     jail: JailPolicy = attrs.field(factory=JailPolicy)
     """The jail the agent's code runs in for this task (the scenario's ``[task]`` keys): hand
-    it to ``run_steps(..., jail=job.jail)`` when running the agent's tree."""
+    it to ``run_steps(..., jail=task.jail)`` when running the agent's tree."""
 
 
 @attrs.frozen

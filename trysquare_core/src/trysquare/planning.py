@@ -28,7 +28,7 @@ from trysquare import _atomic, _spill, context as contexts, guard, results
 from trysquare._pool import bounded_map
 from trysquare.errors import RunError
 from trysquare._stop import StopState
-from trysquare.execute import write_problem
+from trysquare.execute import PlannedTask, write_problem
 from trysquare.jail import JailPolicy
 from trysquare.modes import Validation, ValidationTask
 from trysquare.options import ValidateOptions
@@ -91,7 +91,7 @@ class RunPlan:
             return f"trysquare's record of the clone before validation: {tampered}"
         return None if record is None else guard.clone_problem(self.run, guard.ClonePicture.from_record(record))
 
-    def tasks(self, spill: _spill.Spill) -> Iterator[ValidationTask]:
+    def tasks(self, spill: _spill.Spill) -> Iterator[PlannedTask]:
         """The run's tasks, each built whole now, from the files planning archived."""
         try:
             record, planned = spill.load(self.kept)
@@ -222,7 +222,7 @@ def _plan_run(
     return RunPlan(run, which, spill.keep((record, planned)), shared, unsigned=tuple(unsigned))
 
 
-def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> ValidationTask:
+def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> PlannedTask:
     index, context_digest, context_sha, previous_sha = item
     run, validation = plan.run, plan.shared.validations[index]
     archive = results.archive_dir(run, validation.name)
@@ -233,21 +233,30 @@ def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> 
     if problem is not None and (picture is None or picture.problem is None):
         # Not run: recorded invalid with why, as a refused clone is (execute_task).
         picture = guard.ClonePicture({}, (0, 0) if picture is None else picture.root, problem)
-    return ValidationTask(
+    digest = plan.shared.digests[validation.name]
+    recorded = (previous or {}).get("validator")
+    task = ValidationTask(
         run=run,
         validation=validation,
         context=context,
         context_path=context_path,
         archive=archive,
-        context_digest=context_digest,
-        digest=plan.shared.digests[validation.name],
         previous=previous,
-        declared_elsewhere=plan.shared.declarers,
-        clone_before=picture,
+        previous_current=previous is not None
+        and previous.get("context_digest") == context_digest
+        and isinstance(recorded, Mapping)
+        and recorded.get("digest") == digest,
         protected_env=plan.shared.protected_env,
         suite_pass_env=plan.shared.suite_pass_env,
-        rerun_suite=plan.shared.rerun_suite,
         jail=plan.shared.jail,
+    )
+    return PlannedTask(
+        task=task,
+        digest=digest,
+        context_digest=context_digest,
+        declared_elsewhere=plan.shared.declarers,
+        clone_before=picture,
+        rerun_suite=plan.shared.rerun_suite,
     )
 
 

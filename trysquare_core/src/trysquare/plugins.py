@@ -325,7 +325,9 @@ def listed_registries() -> dict[str, tuple[str, str]]:
         listed = getattr(getattr(spec, "function", None), LISTED_AS, None)
         if listed is not None:
             found[hook_name] = listed
-    return found
+    order = [field.name for field in attrs.fields(PluginInfo)]  # the columns' (refusals') order
+    rank = {hook: order.index(column) if column in order else len(order) for hook, (column, _) in found.items()}
+    return dict(sorted(found.items(), key=lambda item: (rank[item[0]], item[0])))
 
 
 def _refuse(state: _State, plugin_name: str, hook_name: str, name: str, owner: str) -> None:
@@ -539,8 +541,7 @@ def infos() -> list[PluginInfo]:
     for hook_name in listed:
         registry(hook_name)
     # The columns `trysquare plugins --json` has (its contract): a listed registry names one.
-    columns = {f.name for f in attrs.fields(PluginInfo) if str(f.type) == "tuple[str, ...]"}
-    columns -= {"hooks", "refused"}
+    columns = {f.name for f in attrs.fields(PluginInfo) if str(f.type) == "tuple[str, ...]"} - {"hooks", "refused"}
     manager = state.manager
     result = []
     names = {_name(manager, p) for p in manager.get_plugins()} | set(state.failures)

@@ -35,9 +35,9 @@ from trysquare._pool import bounded_map, io_workers
 from trysquare._shown import shown
 from trysquare._stop import StopState
 from trysquare.errors import RunError, UsageError
-from trysquare.execute import TaskResult, write_problem
+from trysquare.execute import PlannedTask, TaskResult, write_problem
 from trysquare.lock import experiment_lock
-from trysquare.modes import Validation, ValidationTask
+from trysquare.modes import Validation
 from trysquare.options import ValidateOptions
 from trysquare._planned_tasks import PlannedTasks
 from trysquare.planning import RunPlan, plan_runs
@@ -71,7 +71,7 @@ def plan(
     options: ValidateOptions,
     errors: list[RunError],
     pool: ThreadPoolExecutor,
-) -> list[ValidationTask]:
+) -> list[PlannedTask]:
     """Every task that must run, built whole (``validate`` builds each only when it runs)."""
     with _spill.Spill() as spill:
         plans, unbuilt = plan_runs(scenario, runs, validations, options, spill, pool)

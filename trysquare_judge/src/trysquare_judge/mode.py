@@ -330,12 +330,9 @@ def _kept(task: ValidationTask, failure: str) -> Outcome | None:
     the outage. The failure is said (``kept_after``), and ``validate`` exits 1.
     """
     previous = task.previous or {}
-    recorded = previous.get("validator") or {}
     current = (
-        previous.get("state") == "valid"
-        and previous.get("context_digest") == task.context_digest
-        and isinstance(recorded, Mapping)
-        and recorded.get("digest") == task.digest
+        task.previous_current
+        and previous.get("state") == "valid"
         and isinstance(previous.get("metrics"), Mapping)
     )
     if not current:

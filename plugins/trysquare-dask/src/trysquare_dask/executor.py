@@ -28,7 +28,7 @@ from trysquare.api import UsageError
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-    from trysquare.api import TaskResult, ValidationTask as Task
+    from trysquare.api import PlannedTask as Task, TaskResult
 
 __all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "parse_options"]
 
