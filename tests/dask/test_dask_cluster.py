@@ -207,7 +207,7 @@ def test_a_recorded_result_is_released_on_the_cluster(matrix) -> None:
         for result in executor.run(tasks, should_stop=lambda: False):
             task = result.task
             documents.append(result.document)
-            recorded.add(f"-{next(i for i, t in enumerate(tasks) if t is task)}")
+            recorded.add(f"-{next(i for i, t in enumerate(tasks) if t.task is task)}")
 
             def still_kept() -> list[str]:
                 # A later task may have finished meanwhile and wait to be collected: only the
