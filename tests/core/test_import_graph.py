@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MOST_LINES = 600
 
 # Circles not broken yet, each named with where it runs, to be emptied (and this list with
-# it). A new circle, or one of these grown by a module, fails the test.
+# it). A new circle, or one of these grown by a module, fails the test; so does a module
+# listed here that is no longer in a circle (the list only shrinks).
 NOT_YET_BROKEN: list[frozenset[str]] = [
     # The engine's records and the hook specifications that name them: hookspecs names
     # Executor/ReportFormat/SessionFormat by type while those modules import hookspecs'
@@ -26,7 +27,6 @@ NOT_YET_BROKEN: list[frozenset[str]] = [
     # Issue 31, items 1 and 2.
     frozenset(
         {
-            "trysquare",
             "trysquare._suitecache",
             "trysquare._suiteservice",
             "trysquare.assay",
@@ -72,6 +72,8 @@ def test_no_circle_but_those_not_yet_broken() -> None:
         sorted(group) for group in found if not any(group <= known for known in NOT_YET_BROKEN)
     ]
     assert unexpected == []
+    left = frozenset().union(*found) if found else frozenset()
+    assert sorted(frozenset().union(*NOT_YET_BROKEN) - left) == []
 
 
 def test_the_reader_sees_every_kind_of_import(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trysquare import __version__
+from trysquare._version import __version__
 from trysquare._shown import shown
 from trysquare.helptext import PATH_NOTE
 from trysquare.errors import NoRunsError, TrysquareError, UsageError

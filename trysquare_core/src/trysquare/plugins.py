@@ -569,7 +569,7 @@ def infos() -> list[PluginInfo]:
 
 def _builtin_version(name: str) -> str | None:
     if name in BUILTIN_MODULES:
-        from trysquare import __version__
+        from trysquare._version import __version__
 
         return __version__
     return None
