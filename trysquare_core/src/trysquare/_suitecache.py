@@ -35,7 +35,7 @@ from trysquare import _atomic, _signing
 from trysquare.jail import JailPolicy, jail_key
 
 if TYPE_CHECKING:
-    from trysquare.modes import ValidationTask as Task
+    from trysquare.execute import PlannedTask as Task
 
 __all__ = ["reusable", "store", "suite_key", "task_key"]
 
@@ -125,7 +125,7 @@ def task_key(task: Task) -> str | None:
 
     Only a clone the guard has just found equal to its recorded work gets a key.
     """
-    if "test_command" not in task.context:
+    if "test_command" not in task.task.context:
         return None
     if task.clone_before is None or task.clone_before.problem is not None:
         return None
@@ -136,7 +136,7 @@ def task_key(task: Task) -> str | None:
         return None  # the cache is an economy, never a reason to fail a run
     if not isinstance(work, dict) or not isinstance(work.get("touched"), dict):
         return None
-    return suite_key(work, task.context, tuple(task.suite_pass_env), jail=task.jail)
+    return suite_key(work, task.task.context, tuple(task.task.suite_pass_env), jail=task.task.jail)
 
 
 def store(task: Task, key: str, value: bool, reason: str) -> None:

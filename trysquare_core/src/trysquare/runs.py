@@ -11,7 +11,7 @@ import functools
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, overload
@@ -510,3 +510,32 @@ def run_toml(fields: dict[str, Any]) -> str:
     import tomli_w
 
     return tomli_w.dumps({k: v for k, v in fields.items() if v is not None})
+
+
+def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Experiment]:
+    """The experiments below ``paths``, as every command reads them (plugin commands too).
+
+    Unreadable run folders are reported on stderr and skipped; no run at all is a
+    :class:`trysquare.errors.NoRunsError` (exit 2); runs that all failed to read,
+    a :class:`trysquare.errors.RunError` (exit 1).
+    """
+    from trysquare._shown import shown
+    from trysquare.errors import NoRunsError
+
+    try:
+        experiments = discover(paths, replay=replay)
+    except RunError as error:
+        raise NoRunsError(error.message) from None
+    for experiment in experiments:
+        for unreadable in experiment.errors:
+            print(f"trysquare: skipped: {shown(unreadable.message)}", file=sys.stderr)
+    if not any(experiment.runs for experiment in experiments):
+        where = ", ".join(str(p) for p in paths)
+        count = sum(len(experiment.errors) for experiment in experiments)
+        if count:
+            # Runs were there and could not be used: the work fell short (1), not a usage slip (2).
+            raise RunError(
+                shown(f"no run under {where} could be used: {count} run folder(s) could not be read")
+            )
+        raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
+    return experiments

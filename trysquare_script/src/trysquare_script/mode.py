@@ -3,7 +3,7 @@
 The run becomes invalid — cause recorded, stderr kept — when the script exits
 non-zero, prints unreadable JSON or nothing, exceeds its timeout, or omits a
 declared metric. Its working directory is an empty scratch folder of its own
-(:func:`trysquare.plugin_api.scratch_folder`), never the measured clone; where the kernel allows it (Landlock), that folder (also its
+(:func:`trysquare.api.scratch_folder`), never the measured clone; where the kernel allows it (Landlock), that folder (also its
 ``TMPDIR``) and its archive folder are the only places it can write.
 """
 
@@ -18,13 +18,19 @@ from typing import Any, ClassVar
 
 import attrs
 
-from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
-from trysquare.outputs import keep_output, parse_validator_output
-from trysquare.plugin_api import (
+from trysquare.api import (
     DEFAULT_OUTPUT_CAP,
+    Outcome,
     ProcessResult,
+    TableSource,
+    Validation,
+    ValidationTask,
+    check_timeout,
     child_environment,
+    keep_output,
+    parse_validator_output,
     run_process,
+    run_warm_if_served,
     scratch_folder,
 )
 
@@ -75,21 +81,21 @@ class ScriptValidation(Validation):
         hasher.update(repr(table).encode())
         return "sha256:" + hasher.hexdigest()
 
-    def evaluate(self, job: Job) -> Outcome:
-        from trysquare.context import write_session_facts  # lazy: loading the mode stays cheap
-        from trysquare.errors import RunError
+    def evaluate(self, task: ValidationTask) -> Outcome:
+        from trysquare.api import write_session_facts  # lazy: loading the mode stays cheap
+        from trysquare.api import RunError
 
         try:
-            write_session_facts(job.run, job.context)
+            write_session_facts(task.run, task.context)
         except RunError as error:
             return Outcome.invalid(f"script {self.command}: {error.message}")
         with scratch_folder("trysquare-script-") as workdir:
-            argv = [str(self.executable), str(job.context_path)]
-            base_env = _environment(self.pass_env, job)
-            env = {**base_env, **job.environment, "TMPDIR": workdir}
+            argv = [str(self.executable), str(task.context_path)]
+            base_env = _environment(self.pass_env, task)
+            env = {**base_env, **task.environment, "TMPDIR": workdir}
             # Its scratch folder and its archive are all it may write (where
             # the kernel allows it): not the clone, the run or the etalon cache.
-            writable: list[str | Path] = [workdir, job.archive]
+            writable: list[str | Path] = [workdir, task.archive]
             done = self._run_warm(argv, workdir, base_env, env, writable)
             if done is None:
                 try:
@@ -116,7 +122,7 @@ class ScriptValidation(Validation):
             )
         outcome = parse_validator_output(done.stdout, declared=self.metrics, what=f"script {self.command}")
         if outcome.state == "invalid" and done.stdout.strip():
-            keep_output(job, done.stdout)  # the error quotes its first bytes; the archive has all
+            keep_output(task, done.stdout)  # the error quotes its first bytes; the archive has all
         return attrs.evolve(outcome, stderr=done.stderr)
 
 
@@ -128,18 +134,11 @@ class ScriptValidation(Validation):
         env: Mapping[str, str],
         writable: list[str | Path],
     ) -> ProcessResult | None:
-        """The script run by a warm server (:mod:`trysquare._warm`), or ``None`` for the cold path."""
+        """The script run by its warm server (``docs/warm.md``), or ``None`` for the cold path."""
         if not self.warm:
             return None
-        from trysquare import _warm  # lazy: loading the mode stays cheap
-
-        if not _warm.serving():
-            return None
-        entry = _warm.entry_point(self.executable, base_env.get("PATH"))
-        if entry is None:
-            return None
-        return _warm.run_warm(
-            self.executable, entry, argv, cwd=workdir, timeout=self.timeout,
+        return run_warm_if_served(
+            self.executable, argv, cwd=workdir, timeout=self.timeout,
             base_env=base_env, env=env, writable=writable,
         )
 
@@ -162,11 +161,11 @@ def _exit_description(code: int | None) -> str:
     return f"exited with code {code}"
 
 
-def _environment(pass_env: Sequence[str], job: Job) -> Mapping[str, str]:
+def _environment(pass_env: Sequence[str], task: ValidationTask) -> Mapping[str, str]:
     # The script gets trysquare's environment minus every judge key and every
     # secret-looking variable, except those passed by name: its own pass_env, and
     # the suite's ([task] pass_env, which run.tests() inside it hands on).
-    env = child_environment(passed=[*pass_env, *job.suite_pass_env], protected=job.protected_env)
+    env = child_environment(passed=[*pass_env, *task.suite_pass_env], protected=task.protected_env)
     # `#!/usr/bin/env python3` must find the interpreter trysquare runs in (and so
     # trysquare.assay), even when its virtual environment is not activated.
     interpreter_dir = os.path.dirname(sys.executable)

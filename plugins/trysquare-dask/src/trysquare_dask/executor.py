@@ -1,7 +1,7 @@
 """The ``dask`` executor: planned tasks run on a ``dask.distributed`` cluster.
 
 The client (the ``trysquare validate`` process) builds and archives every
-context, then submits tasks; a worker runs :func:`trysquare.runner.execute_task`,
+context, then submits tasks; a worker runs :func:`trysquare.api.execute_task`,
 which writes the result atomically into the run folder — the same files the
 local pool writes, on a filesystem the client and the workers share. The
 client yields each recorded document as it arrives, so the runner draws the
@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from trysquare.errors import UsageError
+from trysquare.api import UsageError
 
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-    from trysquare.runner import Task
+    from trysquare.api import PlannedTask as Task, TaskResult
 
 __all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "parse_options"]
 
@@ -170,7 +170,7 @@ class DaskRun:
 
     def run(
         self, tasks: Collection[Task], *, should_stop: Callable[[], bool]
-    ) -> Iterator[tuple[Task, dict[str, Any]]]:
+    ) -> Iterator[TaskResult]:
         if not tasks:
             return  # nothing to do: no cluster started for it
         with self._client() as client:
@@ -320,7 +320,7 @@ class _Session:
 
     def run(
         self, tasks: Collection[Task], should_stop: Callable[[], bool]
-    ) -> Iterator[tuple[Task, dict[str, Any]]]:
+    ) -> Iterator[TaskResult]:
         from distributed import Event, as_completed
 
         from trysquare_dask.worker import run_task, semaphore_for
@@ -370,13 +370,13 @@ class _Session:
                     continue
                 for future in completed.next_batch(block=False):
                     _, task = running.pop(future.key)
-                    document = self._document(future, task)
+                    result = self._result(future, task)
                     # Let the scheduler forget it now: while a client holds a finished task's
                     # future, a worker that dies holding its (small) result has it computed
                     # again, and the validator rewrites a result already recorded.
                     future.release()
-                    if document is not None:
-                        yield task, document
+                    if result is not None:
+                        yield result
                 submit_more()
         finally:
             # Tasks not started never will; results already written stay (whole files).
@@ -388,13 +388,15 @@ class _Session:
             return f"the cluster at {self.settings.scheduler}"
         return "the local cluster"
 
-    def _document(self, future: Future[Any], task: Task) -> dict[str, Any] | None:
+    def _result(self, future: Future[Any], task: Task) -> TaskResult | None:
         from concurrent.futures import CancelledError
+
+        from trysquare.api import TaskResult
 
         from trysquare_dask.worker import WorkerCannotSeeRuns
 
         try:
-            return future.result()
+            document = future.result()
         except CancelledError:  # distributed's FutureCancelledError derives from it
             return None
         except WorkerCannotSeeRuns as error:
@@ -403,6 +405,8 @@ class _Session:
             # E.g. KilledWorker: the task's worker died more often than
             # distributed.scheduler.allowed-failures allows. The run is invalid, and says why.
             return record_cluster_failure(task, f"{type(error).__name__}: {error}")
+        # The worker sends back the document it wrote, structured strictly into the record here.
+        return None if document is None else TaskResult.from_document(task, document)
 
 
 class _WorkerlessClock:
@@ -432,20 +436,10 @@ class _WorkerlessClock:
         return now - self.since >= self.patience
 
 
-def record_cluster_failure(task: Task, cause: str) -> dict[str, Any]:
+def record_cluster_failure(task: Task, cause: str) -> TaskResult:
     """Record, from the client, that the cluster could not run ``task``: an invalid result."""
-    from trysquare import results
-    from trysquare.modes import Outcome
+    from trysquare.api import record_invalid
 
-    outcome = Outcome.invalid(
-        f"the dask cluster could not run validator '{task.validation.name}' on this run: {cause}"
+    return record_invalid(
+        task, f"the dask cluster could not run validator '{task.validation.name}' on this run: {cause}"
     )
-    document = results.result_document(
-        task.validation,
-        outcome,
-        digest=task.digest,
-        context_digest=task.context_digest,
-        duration=0.0,
-    )
-    results.write_result(task.run, task.validation.name, document, None)
-    return document

@@ -20,7 +20,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from trysquare import __version__
+from trysquare._version import __version__
 from trysquare._shown import shown
 from trysquare.cli.parser import _ArgumentsError, build_parser
 from trysquare.cli.signals import _interrupt, _Interrupted

@@ -21,8 +21,8 @@ def _load(path: Path, config: Path | None = None) -> Any:
 
 
 def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Experiment]:
-    """The experiments below ``paths`` (see :func:`trysquare.plugin_api.load_experiments`)."""
-    from trysquare.plugin_api import load_experiments as load
+    """The experiments below ``paths`` (see :func:`trysquare.runs.load_experiments`)."""
+    from trysquare.runs import load_experiments as load
 
     return load(paths, replay=replay)
 

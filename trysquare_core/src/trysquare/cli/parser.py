@@ -10,14 +10,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from trysquare import __version__
+from trysquare._version import __version__
 from trysquare.cli.install import _install, _plugins, _uninstall
 from trysquare.cli.reports import _plan, _report, _schema, _trust
 from trysquare.cli.runs import _context, _record, _session
 from trysquare.cli.validate import _check, _demo, _validate
 from trysquare.errors import UsageError
 from trysquare.helptext import PATH_NOTE
-from trysquare.plugin_api import add_selection_options
+from trysquare.commands import add_selection_options
 
 
 class _Parser(argparse.ArgumentParser):

@@ -35,15 +35,12 @@ class LineCounter:
     broken: int = 0
     named: list[str] = attrs.Factory(list)
     line: int = 0
-    last_broken_offset: int = -1
-    """Byte offset of the last line that could not be read (``-1``: none)."""
     last_broken_line: int = 0
 
-    def broke(self, why: str, offset: int) -> None:
+    def broke(self, why: str) -> None:
         """Count the current line as unreadable, for ``why``."""
         self.skipped += 1
         self.broken += 1
-        self.last_broken_offset = offset
         self.last_broken_line = self.line
         if len(self.named) < _NAMED_LINES:
             self.named.append(f"line {self.line}: {why}")
@@ -93,14 +90,14 @@ def parse_line(line: bytes, counter: LineCounter, offset: int) -> Any:
     try:
         return json.loads(line)
     except UnicodeDecodeError:
-        counter.broke("not UTF-8", offset)
+        counter.broke("not UTF-8")
     except RecursionError:
         # json's C scanner refuses ~thousands of nested "[": a hostile line must not
         # crash the reader (nor `check`), only be skipped.
-        counter.broke("nested too deep to read", offset)
+        counter.broke("nested too deep to read")
     except ValueError:
         if line.strip():
-            counter.broke("cut off" if not line.endswith(b"\n") else "not JSON", offset)
+            counter.broke("cut off" if not line.endswith(b"\n") else "not JSON")
     return None
 
 
@@ -122,7 +119,7 @@ def iter_positioned(file: Path, counter: LineCounter) -> Iterator[tuple[int, dic
             if isinstance(entry, dict):
                 yield start, entry
             else:
-                counter.broke("not a JSON object", start)
+                counter.broke("not a JSON object")
 
 
 INLINE_SIZE = 1024

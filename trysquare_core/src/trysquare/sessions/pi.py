@@ -129,7 +129,7 @@ class PiReading(LoggedReading):
                 continue
             entry_id = entry.get("id")
             if not isinstance(entry_id, str):
-                counter.broke("a tree entry with no id", position)
+                counter.broke("a tree entry with no id")
                 continue
             parent = entry.get("parentId")
             if entry_id in tree:
