@@ -62,7 +62,9 @@ class _ArgumentsError(UsageError):
         self.usage = usage
 
 
-def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
+def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with ``word`` (the command asked for), a built-in command's parser
+    loads no plugin, since no plugin's command can be the one asked for."""
     parser = _Parser(
         prog="trysquare",
         description="Turn finished coding-agent runs into named metrics. Paths on every command "
@@ -284,7 +286,8 @@ def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
     helptext.apply(commands)
 
     if with_plugins:
-        plugins.add_commands(commands, parser_class=_Parser)  # each plugin guarded on its own
+        # each plugin guarded on its own
+        plugins.add_commands(commands, parser_class=_Parser, word=word)
     return parser
 
 
@@ -376,7 +379,7 @@ HELP_PLUGIN_WAIT = 5.0
 def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
     try:
-        parser = build_parser(with_plugins=_plugins_within_help_wait(argv))
+        parser = build_parser(with_plugins=_plugins_within_help_wait(argv), word=_command_word(argv))
         args = parser.parse_args(argv)
         if getattr(args, "handler", None) is None:
             parser.print_help()
@@ -429,6 +432,14 @@ def _plugins_within_help_wait(argv: Sequence[str]) -> bool:
         file=sys.stderr,
     )
     return False
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The command a line names, when it asks for no help (help lists every command)."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    if {"-h", "--help"} & set(words):
+        return None
+    return next((word for word in words if not word.startswith("-")), None)
 
 
 def _asks_version(argv: Sequence[str]) -> bool:
