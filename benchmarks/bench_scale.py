@@ -36,8 +36,9 @@ BLOCK = 1000
 VALIDATOR = '#!/bin/sh\necho \'{"metrics": {"changed": true}}\'\n'
 
 
-def measure(*args: str | Path) -> tuple[float, float]:
-    """Wall seconds and peak MiB of one trysquare command in a process of its own."""
+def measure(*args: str | Path) -> tuple[float, float, str]:
+    """Wall seconds, peak MiB and the last line printed of one trysquare command in a
+    process of its own."""
     done = subprocess.run(
         [sys.executable, "-c", MEASURE, *map(str, args)],
         capture_output=True,
@@ -48,7 +49,8 @@ def measure(*args: str | Path) -> tuple[float, float]:
     if not found:
         raise SystemExit(f"{args[0]} failed: {done.stderr.strip()[-500:]}")
     _, took, peak = found[-1].split()
-    return float(took), float(peak)
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    return float(took), float(peak), last
 
 
 def set_cell(run_toml: Path, index: int) -> None:
@@ -59,23 +61,27 @@ def set_cell(run_toml: Path, index: int) -> None:
 
 
 def grow(experiment: Path, template: Path, have: int, want: int) -> None:
-    """Add runs ``have`` .. ``want - 1`` as copies of ``template``, in blocks of 1,000."""
+    """Add runs ``have`` .. ``want - 1`` as copies of ``template``, in blocks of 1,000.
+
+    A run's id is its folder's name: each copy is renamed to an id of its own.
+    """
     index = have
     while index < want:
         block, slot = divmod(index, BLOCK)
         target = experiment / f"b{block:04d}"
         if block > 0 and slot == 0 and want - index >= BLOCK:
             # A whole block by one cp of the first (reflinks where the filesystem has
-            # them), then each run given its own cell and repetition.
+            # them), then each run given its own id, cell and repetition.
             first = experiment / "b0000"
             subprocess.run(["cp", "-a", "--reflink=auto", str(first), str(target)], check=True)
             for offset, run_dir in enumerate(sorted(target.iterdir())):
-                set_cell(run_dir / "run.toml", index + offset)
+                renamed = run_dir.rename(target / f"r{index + offset:06d}")
+                set_cell(renamed / "run.toml", index + offset)
             index += BLOCK
             continue
         target.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(template, target / f"r{slot:04d}", symlinks=True)
-        set_cell(target / f"r{slot:04d}" / "run.toml", index)
+        shutil.copytree(template, target / f"r{index:06d}", symlinks=True)
+        set_cell(target / f"r{index:06d}" / "run.toml", index)
         index += 1
 
 
@@ -85,7 +91,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     sizes = sorted(int(size) for size in args.sizes.split(","))
-    figures: dict[int, dict[str, tuple[float, float]]] = {}
+    figures: dict[int, dict[str, tuple[float, float, str]]] = {}
     with tempfile.TemporaryDirectory() as temp:
         root = Path(temp)
         os.environ["XDG_CACHE_HOME"] = str(root / "cache")
@@ -103,9 +109,13 @@ def main() -> None:
                     "--jobs", str(args.jobs))  # fmt: skip
             validate = measure("validate", scenario, experiment, "--replay", "--force",
                                "--no-progress", "-q", "--jobs", str(args.jobs))  # fmt: skip
+            if not validate[2].startswith(f"{size} runs: {size} valid"):
+                raise SystemExit(
+                    f"validate at {size} runs did not validate them all: {validate[2]}"
+                )
             report = measure("report", scenario, experiment, "--format", "json")
             figures[size] = {"validate": validate, "report": report}
-            for name, (took, peak) in figures[size].items():
+            for name, (took, peak, _) in figures[size].items():
                 print(
                     f"scale.{name} at {size}: {took / size * 1000:.2f} ms per run, "
                     f"{took:.1f} s, {peak:.0f} MiB peak (copies built in {built:.0f} s)",
