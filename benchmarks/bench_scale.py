@@ -14,8 +14,9 @@ largest, memory <= 100 MiB at 100,000. Prints one line per command and size, the
 
     scale.validate: 1.04x time per run from 1000 to 100000 runs (goal <= 1.10x); 61 MiB at 100000
 
-Usage: python benchmarks/bench_scale.py [--sizes 1000,10000,100000] [--jobs N]
-(``--sizes 100,1000`` runs in a minute; 100,000 runs take hours on two cores and ~18 GB.)
+Usage: python benchmarks/bench_scale.py [--sizes 1000,10000,100000] [--jobs N] [--quick]
+(``--quick``: 100 and 1,000 runs, two minutes; 100,000 runs take hours on two cores and
+about 18 GB of disk.)
 """
 
 from __future__ import annotations
@@ -88,9 +89,10 @@ def grow(experiment: Path, template: Path, have: int, want: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000", help="comma list, ascending")
+    parser.add_argument("--quick", action="store_true", help="100 and 1,000 runs")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
-    sizes = sorted(int(size) for size in args.sizes.split(","))
+    sizes = sorted(int(size) for size in ("100,1000" if args.quick else args.sizes).split(","))
     figures: dict[int, dict[str, tuple[float, float, str]]] = {}
     with tempfile.TemporaryDirectory() as temp:
         root = Path(temp)

@@ -12,7 +12,7 @@ machine) and the ratio of the wall against the baseline. Goal: <= 0.15 s and <= 
 
     start.validate: 0.121 s wall (6.9x python -c pass), 0.102 s CPU (9 rounds)
 
-Usage: python benchmarks/bench_start.py [--rounds N] [--against PYTHON]
+Usage: python benchmarks/bench_start.py [--rounds N] [--against PYTHON] [--quick]
 (``--against``: the same commands, interleaved, with another interpreter's trysquare, e.g.
 an earlier checkout's ``.venv/bin/python``; its lines are marked ``(against)``.)
 """
@@ -54,8 +54,11 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--quick", action="store_true", help="5 rounds")
     parser.add_argument("--against", help="another interpreter whose trysquare runs beside")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds = min(args.rounds, 5)
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed trysquare has its bytecode
     with tempfile.TemporaryDirectory() as temp:
