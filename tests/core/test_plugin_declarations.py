@@ -303,3 +303,20 @@ def test_a_key_a_declared_plugin_guards_is_withheld_from_a_script_validator(
         (tmp_path / "exp" / "runs" / "r1" / "validation" / "script.json").read_text()
     )
     assert result["metrics"] == {"leaked": False}
+
+
+def test_the_in_tree_defaults_declare_what_they_register(cli) -> None:
+    from trysquare.plugins import BUILTIN_MODULES, BUILTIN_PROVIDES
+
+    assert set(BUILTIN_PROVIDES) == set(BUILTIN_MODULES)
+    listing = {entry["name"]: entry for entry in json.loads(cli("plugins", "--json").stdout)}
+    kinds = {
+        "session_formats": "session_format",
+        "executors": "executor",
+        "report_formats": "report_format",
+    }
+    for module, declared in BUILTIN_PROVIDES.items():
+        registered = {
+            f"{kinds[column]}.{item}" for column in kinds for item in listing[module][column]
+        }
+        assert registered == declared, module
