@@ -319,7 +319,7 @@ def result_usage(result: Mapping[str, Any]) -> str:
     """``spent: 2 request(s) · input tokens 1,200 (300 cached) · output tokens 80 · $0.00076``
     from a result's ``usage`` (what the judge recorded), or ``""`` when it has none."""
     from trysquare.report.render import cost_text, tokens_text
-    from trysquare.report.tables import usage_totals
+    from trysquare.report.usage import usage_totals
     from trysquare.results import usage_of
 
     usage = usage_of(result)
