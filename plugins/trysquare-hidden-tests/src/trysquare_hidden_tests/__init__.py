@@ -11,7 +11,8 @@ from collections.abc import Callable
 from trysquare import hookimpl
 from trysquare.modes import Mode
 
-from trysquare_hidden_tests.mode import HiddenTestsMode, HiddenTestsValidation
+from trysquare_hidden_tests.loading import HiddenTestsMode
+from trysquare_hidden_tests.mode import HiddenTestsValidation
 
 __all__ = ["HiddenTestsMode", "HiddenTestsValidation"]
 
