@@ -4,6 +4,7 @@
 The baseline spawns the same validator on the same archived contexts from a
 plain shell loop; the ratio is what trysquare's runner adds on top. Prints:
 
+    validate.fresh.jobs1: 1.30x (baseline shell loop 4.10 s over 200 runs; ...)
     validate.replay.jobs1: 1.05x (baseline shell loop 4.10 s over 200 runs)
     validate.replay.jobs2: 0.61x (...)
     validate.startup.confined: 1.04x (python -c pass started plainly ...)
@@ -15,9 +16,10 @@ cold (``warm = false``) at ``--jobs 1`` against a serial loop and at ``--jobs 2`
 
     validate.assay.warm.jobs1: 0.45x (serial loop 7.10 s over 200 runs; trysquare 3.20 s)
 
-The last figure is what starting a validator confined (Landlock where the kernel
-offers it, strays ended) costs against starting the same ``python -c pass`` with
-``subprocess.run``.
+``fresh`` is a first ``validate``: every context built from git, with a cache of its own
+(no shadow repository or etalon checkout kept from before). The last figure is what
+starting a validator confined (Landlock where the kernel offers it, strays ended) costs
+against starting the same ``python -c pass`` with ``subprocess.run``.
 
 Usage: python benchmarks/bench_validate.py [--quick] [--runs N] [--rounds N]
 """
@@ -172,6 +174,14 @@ def main() -> None:
         trysquare("validate", scenario, experiment, "--no-progress")  # build and archive contexts
         script = scenario.parent / "trivial.py"
         baseline = min(shell_loop(experiment, script) for _ in range(2))
+        fresh = []
+        for attempt in range(2):
+            os.environ["XDG_CACHE_HOME"] = str(Path(temp) / f"fresh-cache-{attempt}")
+            fresh.append(trysquare("validate", scenario, experiment, "--force", "--no-progress",
+                                   "--jobs", "1"))
+        os.environ["XDG_CACHE_HOME"] = str(Path(temp) / "cache")
+        print(f"validate.fresh.jobs1: {min(fresh) / baseline:.2f}x "
+              f"(baseline shell loop {baseline:.2f} s over {count} runs; trysquare {min(fresh):.2f} s)")
         for jobs in (1, 2):
             took = min(
                 trysquare("validate", scenario, experiment, "--replay", "--force", "--no-progress",

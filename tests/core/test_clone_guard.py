@@ -59,3 +59,39 @@ def test_a_skipped_folder_is_known_by_its_inode_whatever_path_names_it(tmp_path:
     assert set(pictured) == {"a.py", "runs"}
     assert set(clone_guard.stat_picture(clone)) == {"a.py", "runs", "runs/r1", "runs/r1/validation",
                                               "runs/r1/validation/score.json"}
+
+
+def test_a_clone_is_pictured_once_before_and_once_after_however_many_validators_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli
+) -> None:
+    """The validators of one run share its picture: three validators on two runs walk each
+    clone twice (planning, and the check once its last validator is back), not six times."""
+    from tests.helpers import write_scenario, write_script
+
+    for run_id in ("r1", "r2"):
+        built = RunBuilder(
+            tmp_path / "exp" / "runs" / run_id,
+            cell="plain",
+            repetition=int(run_id[1]),
+            etalon_tag=None,
+        )
+        built.base({"a.py": "a = 1\n"})
+        built.repo.write("a.py", "a = 2\n")
+        built.finish()
+    body = ""
+    for name in ("one", "two", "three"):
+        write_script(
+            tmp_path / "scenario", f"{name}.py", f'print(\'{{"metrics": {{"{name}": 1}}}}\')\n'
+        )
+        body += f'[[validation]]\nmode = "script"\nname = "{name}"\ncommand = "{name}.py"\nmetrics = ["{name}"]\n'
+    scenario = write_scenario(tmp_path / "scenario", body)
+    walks: list[str] = []
+    real = clone_guard.stat_picture
+    monkeypatch.setattr(
+        clone_guard,
+        "stat_picture",
+        lambda clone, skip=(): walks.append(Path(clone).parent.name) or real(clone, skip),
+    )
+    done = cli("validate", scenario, tmp_path / "exp", "--no-progress", "--jobs", "2")
+    assert done.returncode == 0, done.stderr
+    assert sorted(walks) == ["r1", "r1", "r2", "r2"]

@@ -1,8 +1,9 @@
-"""``trysquare._words``: the two policies over one set of quoting rules agree where they should.
+"""``trysquare._words``: one tokeniser, two policies that agree where they should.
 
-``split_command`` (a command trysquare runs) and ``shell_words`` (a command an agent
-ran, only read) must give the same words on every command the first accepts, except
-where the module's docstring says the reading policy is plainer on purpose.
+``split_command`` (a command trysquare runs, policy ``RUN``) and ``shell_words`` (a
+command an agent ran, only read, policy ``READ``) must give the same words on every
+command the first accepts, except where the module's docstring says the reading policy
+is plainer on purpose; each of those places is one named option of ``WordPolicy``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,15 @@ from __future__ import annotations
 import random
 
 import pytest
-from trysquare._words import ShellWordError, shell_words, split_command
+from trysquare._words import (
+    READ,
+    RUN,
+    ShellWordError,
+    WordPolicy,
+    shell_words,
+    split_command,
+    tokenise,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -67,3 +76,35 @@ def test_the_reading_policy_keeps_operators_as_words() -> None:
     assert shell_words("cd src && cat a.py | head -n 2 > out") == [
         "cd", "src", "&&", "cat", "a.py", "|", "head", "-n", "2", ">", "out",
     ]  # fmt: skip
+
+
+def test_the_two_policies_are_the_one_tokeniser() -> None:
+    command = "python -m pytest 'tests/a b.py' -q"
+    assert split_command(command) == tokenise(command, RUN)
+    assert shell_words(command) == tokenise(command, READ)
+
+
+@pytest.mark.parametrize(
+    ("policy", "option", "text", "with_option", "without_option"),
+    [
+        (RUN, "only_blanks_separate", "a\rb", ["a\rb"], ["a", "b"]),
+        (READ, "backslash_newline_continues", "a\\\nb", ["ab"], None),
+        (RUN, "double_quotes_keep_backslashes", '"b\\"c"', ['b\\"c'], ['b"c']),
+        (READ, "refuse_shell_syntax", "a && b", None, ["a", "&&", "b"]),
+    ],
+)
+def test_each_option_of_the_policy_changes_only_its_own_place(
+    policy: WordPolicy,
+    option: str,
+    text: str,
+    with_option: list[str] | None,
+    without_option: list[str] | None,
+) -> None:
+    # None: the text is refused (an unbalanced line, or shell syntax) under that setting.
+    for setting, expected in ((True, with_option), (False, without_option)):
+        chosen = policy._replace(**{option: setting})
+        if expected is None:
+            with pytest.raises(ShellWordError):
+                tokenise(text, chosen)
+        else:
+            assert tokenise(text, chosen) == expected, (option, setting)

@@ -6,8 +6,8 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-
-from trysquare_view.page import build_page, wilson
+from trysquare_view.charts import wilson
+from trysquare_view.page import build_page
 from trysquare_view.panel import DIFF_FILE_CHARS
 
 from tests.view.viewlab import BASE_USAGE, BIG_FILE, EVIL_CELL, XSS, build_lab, source_of

@@ -28,26 +28,30 @@ def test_shadows_unused_for_thirty_days_are_pruned_and_rebuilt_when_needed(
     g.write("src/app.py", "changed\n")
     assert changed_files(g.path, base) == {"src/app.py"}
     root = tmp_path / "cache" / "trysquare" / "shadow"
-    (used,) = [p for p in root.iterdir() if not p.name.startswith(".")]
+    (used,) = [p for p in root.iterdir() if not p.name.startswith((".", "base-"))]
+    (shared,) = [p for p in root.iterdir() if p.name.startswith("base-")]  # what base gives
     old = root / ("0" * 32)
     old.mkdir()
     (old / "index").write_bytes(b"an old shadow's index")
     leftover = root / ".build.killed"
     leftover.mkdir()
     long_ago = (root / ".pruned").stat().st_mtime - 31 * 86400
-    for folder in (used, old, leftover):
+    for folder in (used, shared, old, leftover):
         os.utime(folder, (long_ago, long_ago))
 
     # Pruned at most once a day: the stamp written when the cache was first used holds it back.
     assert prune_shadows(root) == []
     later = (root / ".pruned").stat().st_mtime + 86400 + 1
-    assert sorted(prune_shadows(root, now=later)) == sorted([used.name, old.name, leftover.name])
+    assert sorted(prune_shadows(root, now=later)) == sorted(
+        [used.name, shared.name, old.name, leftover.name]
+    )
     assert [p.name for p in root.iterdir()] == [".pruned"]
     assert prune_shadows(root, now=later + 60) == []  # stamped again
 
     # A pruned shadow is rebuilt the next time it is needed, and answers the same.
     assert changed_files(g.path, base) == {"src/app.py"}
     assert (used / "index").is_file()
+    assert (shared / "index").is_file()
 
 
 def test_using_a_shadow_keeps_it(tmp_path: Path, monkeypatch) -> None:
@@ -57,7 +61,7 @@ def test_using_a_shadow_keeps_it(tmp_path: Path, monkeypatch) -> None:
     base = g.head()
     changed_files(g.path, base)
     root = tmp_path / "cache" / "trysquare" / "shadow"
-    (shadow,) = [p for p in root.iterdir() if not p.name.startswith(".")]
+    (shadow,) = [p for p in root.iterdir() if not p.name.startswith((".", "base-"))]
     long_ago = shadow.stat().st_mtime - 31 * 86400
     os.utime(shadow, (long_ago, long_ago))
     changed_files(g.path, base)  # used again: touched

@@ -1,19 +1,20 @@
 """Splitting shell text into words without a shell: the one place trysquare does it.
 
-Two policies over the same quoting rules, for two kinds of command:
+One tokeniser, :func:`tokenise`, reads quotes, backslashes and operators; a
+:class:`WordPolicy` names the four places where two kinds of command need it to differ:
 
-- :func:`split_command`, for a command trysquare *runs* (``test_command``,
-  ``prepare``, ``run.tests()``): quotes, backslashes and line continuations work as
-  in a POSIX shell, and anything that only means something to a shell is refused
-  with the offending word named.
-- :func:`shell_words`, :func:`simple_commands` and :func:`commands_with_bodies`, for a
-  command an *agent* ran, read from its session log and never run: operators are kept
-  as words (so a script splits into simple commands), nothing is refused, and an
-  unbalanced quote is the only thing that stops a line.
+- :data:`RUN`, behind :func:`split_command`, for a command trysquare *runs*
+  (``test_command``, ``prepare``, ``run.tests()``): quotes, backslashes and line
+  continuations work as in a POSIX shell, and anything that only means something to a
+  shell is refused with the offending word named.
+- :data:`READ`, behind :func:`shell_words`, :func:`simple_commands` and
+  :func:`commands_with_bodies`, for a command an *agent* ran, read from its session log
+  and never run: operators are kept as words (so a script splits into simple commands),
+  nothing is refused, and an unbalanced quote is the only thing that stops a line.
 
-On a command :func:`split_command` accepts, both give the same words except in three
+On a command :func:`split_command` accepts, both give the same words except in the three
 places where the reading policy is deliberately plainer: any whitespace separates
-words (``\r`` too), a backslash-newline is an unbalanced quote rather than a
+words (``\\r`` too), a backslash-newline is an unbalanced quote rather than a
 continuation, and a backslash inside double quotes is kept
 (``tests/core/test_words.py`` holds both to that).
 
@@ -22,15 +23,21 @@ This module is imported by ``trysquare.assay``, so it stays dependency-free.
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import NamedTuple
 
 __all__ = [
     "ASSIGNMENT",
+    "READ",
+    "RUN",
     "ShellWordError",
+    "WordPolicy",
     "commands_with_bodies",
     "shell_words",
     "simple_commands",
     "split_command",
+    "tokenise",
 ]
 
 # A leading NAME= (an environment assignment before a command).
@@ -78,6 +85,224 @@ def _name_operator(text: str, i: int) -> str:
     return _OPERATORS[text[i]]
 
 
+class WordPolicy(NamedTuple):
+    """Where one reading of shell text differs from another; the quoting rules are shared."""
+
+    only_blanks_separate: bool
+    """Only a space or a tab ends a word, as in a shell; otherwise any whitespace does."""
+    backslash_newline_continues: bool
+    """A backslash-newline joins two lines; otherwise it stops the text like an open quote."""
+    double_quotes_keep_backslashes: bool
+    """Inside double quotes a backslash stays with the character after it; otherwise it
+    escapes ``"``, ``\\``, ``$`` and a backtick (and only those) as in POSIX sh."""
+    refuse_shell_syntax: bool
+    """Operators, expansions, globs, comments, a leading ``~``, ``!`` or ``NAME=`` are refused
+    with the word named; otherwise operators are words of their own and the rest is text."""
+
+
+RUN = WordPolicy(
+    only_blanks_separate=True,
+    backslash_newline_continues=True,
+    double_quotes_keep_backslashes=False,
+    refuse_shell_syntax=True,
+)
+"""A command trysquare runs: a POSIX shell's words, with shell logic refused."""
+
+READ = WordPolicy(
+    only_blanks_separate=False,
+    backslash_newline_continues=False,
+    double_quotes_keep_backslashes=True,
+    refuse_shell_syntax=False,
+)
+"""A command an agent ran, read for what it names: operators kept, nothing refused."""
+
+# An operator as a word of its own, longest first where one is a prefix of another.
+_OPERATOR_WORD = re.compile(r"&&|\|\||;;|\|&|<<<|<<|>>|>&|<&|&>|[;&|()<>]")
+
+
+@functools.cache
+def _plain_runs(policy: WordPolicy) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Runs of characters the policy passes on untouched, outside and inside double quotes.
+
+    Taking such a run in one step rather than a character at a time is what keeps the
+    tokeniser as quick as a single regular expression on long session scripts.
+    """
+    separators = " \t" if policy.only_blanks_separate else r"\s"
+    if policy.refuse_shell_syntax:
+        # Every character a refusal looks at, so each one passes through its check.
+        special = re.escape("".join(_OPERATORS)) + re.escape("$#!~{}=")
+        quoted_special = re.escape("$`")
+    else:
+        special = re.escape(";&|()<>")
+        quoted_special = ""
+    outside = re.compile(f"[^{separators}{special}'\"\\\\]+")
+    inside = re.compile(f'[^"\\\\{quoted_special}]+')
+    return outside, inside
+
+
+def tokenise(text: str, policy: WordPolicy) -> list[str]:
+    """The words of ``text`` under ``policy``, quotes removed; an open quote raises.
+
+    Under a policy that keeps shell syntax, operators come back as words of their own.
+
+    :raises ShellWordError: on an unclosed quote, a backslash with nothing to escape, or
+        (when the policy refuses shell syntax) the first thing only a shell understands.
+    """
+    outside_plain, inside_plain = _plain_runs(policy)
+    only_blanks = policy.only_blanks_separate
+    refuse = policy.refuse_shell_syntax
+    words: list[str] = []
+    # The word being built, in pieces: a run of plain characters, a quoted part, an
+    # escaped character.
+    word: list[str] = []
+    in_word = False
+    # How many leading pieces of this word were unquoted characters (for NAME= and ~).
+    unquoted_prefix = 0
+    brace_open = False
+    i = 0
+    n = len(text)
+
+    while i < n:
+        ch = text[i]
+        if (ch in " \t") if only_blanks else ch.isspace():
+            if in_word:
+                words.append("".join(word))
+            word = []
+            in_word = False
+            unquoted_prefix = 0
+            brace_open = False
+            i += 1
+            continue
+        if ch == "\\":
+            if i + 1 >= n:
+                raise (
+                    _refuse("a trailing backslash")
+                    if refuse
+                    else ShellWordError("a trailing backslash")
+                )
+            if text[i + 1] == "\n":
+                if not policy.backslash_newline_continues:
+                    raise ShellWordError("a backslash before a newline")
+                i += 2
+                continue
+            word.append(text[i + 1])
+            in_word = True
+            i += 2
+            continue
+        if ch == "'":
+            end = text.find("'", i + 1)
+            if end < 0:
+                raise ShellWordError("an unclosed single quote")
+            word.append(text[i + 1 : end])
+            in_word = True
+            i = end + 1
+            continue
+        if ch == '"':
+            i = _double_quoted(text, i + 1, policy, inside_plain, word)
+            in_word = True
+            continue
+        plain = outside_plain.match(text, i)
+        if plain:
+            if unquoted_prefix == len(word):
+                unquoted_prefix += 1
+            word.append(plain.group())
+            in_word = True
+            i = plain.end()
+            continue
+        if not refuse:
+            operator = _OPERATOR_WORD.match(text, i)
+            if operator:
+                if in_word:
+                    words.append("".join(word))
+                word = []
+                in_word = False
+                words.append(operator.group())
+                i = operator.end()
+                continue
+        else:
+            _check_unquoted(text, i, in_word=in_word, first_word=not words)
+            if ch == "{":
+                brace_open = True
+            if ch == "}" and brace_open:
+                raise _refuse("a brace expansion '{...}'")
+            if (
+                ch == "="
+                and not words
+                and unquoted_prefix == len(word)
+                and ASSIGNMENT.fullmatch("".join(word) + "=")
+            ):
+                raise _refuse(f"a leading assignment '{''.join(word)}=...'")
+        if unquoted_prefix == len(word):
+            unquoted_prefix += 1
+        word.append(ch)
+        in_word = True
+        i += 1
+    if in_word:
+        words.append("".join(word))
+    return words
+
+
+def _double_quoted(
+    text: str, i: int, policy: WordPolicy, plain_run: re.Pattern[str], word: list[str]
+) -> int:
+    """Append the double-quoted part starting at ``i`` to ``word``; where it ends."""
+    n = len(text)
+    while True:
+        if i >= n:
+            raise ShellWordError("an unclosed double quote")
+        plain = plain_run.match(text, i)
+        if plain:
+            word.append(plain.group())
+            i = plain.end()
+            continue
+        c = text[i]
+        if c == '"':
+            return i + 1
+        if c == "\\":
+            after = text[i + 1] if i + 1 < n else ""
+            if after == "\n":
+                if not policy.backslash_newline_continues:
+                    raise ShellWordError("a backslash before a newline")
+                i += 2
+                continue
+            if policy.double_quotes_keep_backslashes:
+                if not after:
+                    raise ShellWordError("an unclosed double quote")
+                word.append(c + after)
+                i += 2
+                continue
+            if after and after in '"\\$`':
+                word.append(after)
+                i += 2
+                continue
+        elif policy.refuse_shell_syntax:
+            if (
+                c == "$"
+                and i + 1 < n
+                and (text[i + 1] in "({_" or text[i + 1].isalnum() or text[i + 1] in "@*#?$!-")
+            ):
+                raise _refuse(_describe_dollar(text, i))
+            if c == "`":
+                raise _refuse("a command substitution '`'")
+        word.append(c)
+        i += 1
+
+
+def _check_unquoted(text: str, i: int, *, in_word: bool, first_word: bool) -> None:
+    """Refuse the unquoted character at ``i`` if it only means something to a shell."""
+    ch = text[i]
+    if ch == "$":
+        raise _refuse(_describe_dollar(text, i))
+    if ch in _OPERATORS:
+        raise _refuse(_name_operator(text, i))
+    if ch == "#" and not in_word:
+        raise _refuse("a comment '#'")
+    if ch == "!" and not in_word and first_word and (i + 1 == len(text) or text[i + 1] in " \t"):
+        raise _refuse("a leading '!'")
+    if ch == "~" and not in_word:
+        raise _refuse("a leading '~'")
+
+
 def split_command(command: str) -> list[str]:
     """Split ``command`` into words, honouring quotes, or refuse it.
 
@@ -90,99 +315,7 @@ def split_command(command: str) -> list[str]:
     >>> split_command("node --test 'src/**/*.test.js'")
     ['node', '--test', 'src/**/*.test.js']
     """
-    words: list[str] = []
-    word: list[str] = []
-    in_word = False
-    # Whether every character so far in this word was unquoted (for NAME= and ~).
-    unquoted_prefix = 0
-    brace_open = False
-    i = 0
-    n = len(command)
-
-    def finish() -> None:
-        nonlocal word, in_word, unquoted_prefix, brace_open
-        if in_word:
-            words.append("".join(word))
-        word = []
-        in_word = False
-        unquoted_prefix = 0
-        brace_open = False
-
-    while i < n:
-        ch = command[i]
-        if ch in " \t":
-            finish()
-            i += 1
-            continue
-        if ch == "\\":
-            if i + 1 >= n:
-                raise _refuse("a trailing backslash")
-            if command[i + 1] == "\n":  # line continuation
-                i += 2
-                continue
-            word.append(command[i + 1])
-            in_word = True
-            i += 2
-            continue
-        if ch == "'":
-            end = command.find("'", i + 1)
-            if end < 0:
-                raise ShellWordError("an unclosed single quote")
-            word.append(command[i + 1 : end])
-            in_word = True
-            i = end + 1
-            continue
-        if ch == '"':
-            i += 1
-            while True:
-                if i >= n:
-                    raise ShellWordError("an unclosed double quote")
-                c = command[i]
-                if c == '"':
-                    i += 1
-                    break
-                if c == "\\" and i + 1 < n and command[i + 1] in '"\\$`\n':
-                    if command[i + 1] != "\n":
-                        word.append(command[i + 1])
-                    i += 2
-                    continue
-                if c == "$" and i + 1 < n and (
-                    command[i + 1] in "({_" or command[i + 1].isalnum()
-                    or command[i + 1] in "@*#?$!-"
-                ):
-                    raise _refuse(_describe_dollar(command, i))
-                if c == "`":
-                    raise _refuse("a command substitution '`'")
-                word.append(c)
-                i += 1
-            in_word = True
-            continue
-        # Unquoted from here on.
-        if ch == "$":
-            raise _refuse(_describe_dollar(command, i))
-        if ch in _OPERATORS:
-            raise _refuse(_name_operator(command, i))
-        if ch == "#" and not in_word:
-            raise _refuse("a comment '#'")
-        if ch == "!" and not in_word and not words and (i + 1 == n or command[i + 1] in " \t"):
-            raise _refuse("a leading '!'")
-        if ch == "~" and not in_word:
-            raise _refuse("a leading '~'")
-        if ch == "{":
-            brace_open = True
-        if ch == "}" and brace_open:
-            raise _refuse("a brace expansion '{...}'")
-        if ch == "=" and not words and unquoted_prefix == len(word) and ASSIGNMENT.fullmatch(
-            "".join(word) + "="
-        ):
-            raise _refuse(f"a leading assignment '{''.join(word)}=...'")
-        if unquoted_prefix == len(word):
-            unquoted_prefix += 1
-        word.append(ch)
-        in_word = True
-        i += 1
-    finish()
-    return words
+    return tokenise(command, RUN)
 
 
 def _describe_dollar(command: str, i: int) -> str:
@@ -205,34 +338,9 @@ def _describe_dollar(command: str, i: int) -> str:
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"})
 
 
-_TOKEN = re.compile(
-    r"""(?P<op>&&|\|\||;;|\|&|<<<|<<|>>|>&|<&|&>|[;&|()<>])"""
-    r"""|(?P<word>(?:'[^']*'|"(?:[^"\\]|\\.)*"|\\.|[^\s;&|()<>'"\\])+)"""
-    r"""|(?P<space>\s+)|(?P<bad>['"\\])"""
-)
-
-
-_UNQUOTE = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)""")
-
-
-def _unquote(word: str) -> str:
-    if "'" not in word and '"' not in word and "\\" not in word:
-        return word
-    return _UNQUOTE.sub(lambda m: m.group(1) or m.group(2) or m.group(3) or "", word)
-
-
 def shell_words(line: str) -> list[str]:
     """Shell words and operators of one line, quotes removed; an unbalanced quote raises."""
-    words: list[str] = []
-    for match in _TOKEN.finditer(line):
-        kind = match.lastgroup
-        if kind == "op":
-            words.append(match.group())
-        elif kind == "word":
-            words.append(_unquote(match.group()))
-        elif kind == "bad":
-            raise ValueError("unbalanced quote")
-    return words
+    return tokenise(line, READ)
 
 
 def simple_commands(script: str) -> list[list[str]]:

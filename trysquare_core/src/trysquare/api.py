@@ -78,7 +78,8 @@ if TYPE_CHECKING:
         runs_needed_text,
         tokens_text,
     )
-    from trysquare.report.tables import Layout, build_report, usage_totals
+    from trysquare.report.tables import Layout, build_report
+    from trysquare.report.usage import usage_totals
     from trysquare.results import (
         archive_dir,
         build_measures,
@@ -125,7 +126,8 @@ _ELSEWHERE: dict[str, str] = {
         ["cost_text", "procedure_lines", "runs_needed_method", "runs_needed_text", "tokens_text"],
         "trysquare.report.render",
     ),
-    **dict.fromkeys(["Layout", "build_report", "usage_totals"], "trysquare.report.tables"),
+    **dict.fromkeys(["Layout", "build_report"], "trysquare.report.tables"),
+    **dict.fromkeys(["usage_totals"], "trysquare.report.usage"),
     **dict.fromkeys(
         ["archive_dir", "build_measures", "read_result", "result_document", "signature_problem", "usage_of",
          "write_measures", "write_result"],

@@ -84,7 +84,7 @@ def gather_facts(run: Run) -> RunFacts:
         (touched, files), = walked
         checkout = None
         if run.etalon is not None:
-            checkout = run.etalon.checkout or materialise_etalon(run.repo, run.etalon.tag)
+            checkout = run.etalon.checkout or _etalon_of(run)
     except RepoError as error:
         raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
     except _atomic.UnsafePath as unsafe:
@@ -97,6 +97,17 @@ def gather_facts(run: Run) -> RunFacts:
         response=_response(run),
         etalon_checkout=checkout,
     )
+
+
+# Contexts are built side by side: the runs sharing an etalon wait for its first
+# checkout and then find it in the cache, rather than each writing it again.
+_MATERIALISING = threading.Lock()
+
+
+def _etalon_of(run: Run) -> Path:
+    assert run.etalon is not None
+    with _MATERIALISING:
+        return materialise_etalon(run.repo, run.etalon.tag)
 
 
 def _pin_base(run: Run) -> None:

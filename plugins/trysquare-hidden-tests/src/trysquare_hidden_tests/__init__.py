@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from trysquare.api import Mode, hookimpl
 
-from trysquare_hidden_tests.mode import HiddenTestsMode, HiddenTestsValidation
+from trysquare_hidden_tests.loading import HiddenTestsMode
+from trysquare_hidden_tests.mode import HiddenTestsValidation
 
 __all__ = ["HiddenTestsMode", "HiddenTestsValidation"]
 

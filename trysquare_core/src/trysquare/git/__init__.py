@@ -26,7 +26,12 @@ could pre-plant):
 - an index made by ``read-tree <base>``: a stat cache of the base commit, which
   ``git status`` refreshes and keeps (the shadow is ours to write), so
   ``status``/``diff-files`` compare the *working tree with the base commit
-  object* directly — the clone's index, its flags and its HEAD play no part;
+  object* directly — the clone's index, its flags and its HEAD play no part.
+  What comes from the base commit alone (this index, the rules below, the base's
+  folders and paths) is built once per commit and copied into each clone's shadow:
+  shared by every clone at that commit, so only after the commit, every tree and
+  every rule file were hashed against their ids (a clone's rewritten store must
+  not become another run's base);
 - ``info/exclude``: the ``.gitignore`` files *as they are at base* (a nested one
   anchored to its folder) plus run.toml's ``excluded`` patterns, given to
   ``ls-files --others --exclude-from`` — never ``--exclude-standard``, which would
@@ -64,7 +69,8 @@ One module a job, each importing only those above it:
   :func:`~trysquare.git.changes.touched_and_files`;
 - :mod:`~trysquare.git.patch`: ``diff.patch`` (``git diff <base>`` plus untracked files
   rendered exactly as ``git diff --no-index /dev/null <file>`` renders them), and
-  :func:`~trysquare.git.patch.context_facts`, all three from one walk;
+  :func:`~trysquare.git.patch.context_facts`, all three from two git processes
+  (``diff-files`` and ``ls-files --others``: a context build's whole git);
 - :mod:`~trysquare.git.etalon`: a reference tree written into a shared cache, never a
   worktree of the clone;
 - :mod:`~trysquare.git.suite_copy`: a throwaway copy of the working tree for a test suite.

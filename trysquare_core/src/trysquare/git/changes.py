@@ -18,9 +18,6 @@ from trysquare.git.refs import resolve_commit
 from trysquare.git.running import _failure, _names, _run
 from trysquare.git.shadow import _mkcache, _Shadow, _write_shadow
 
-_CACHED_ARGS = ("ls-files", "-z", "--cached")
-
-
 _ABSENT = "000000"
 
 
@@ -42,10 +39,15 @@ def _untracked(data: bytes) -> set[str]:
     return {path[:-1] if path.endswith("/") else path for path in _names(data)}
 
 
-def _files(cached: bytes, status: _Status, untracked: set[str]) -> set[str]:
-    """Paths at base still on disk, plus new not-ignored ones."""
-    present = set(_names(cached))
-    present.difference_update(path for path, entry in status.entries.items() if entry[1] == _ABSENT)
+def _gone(status: _Status) -> set[str]:
+    """Paths of the base tree no longer in the working tree, as ``status`` says."""
+    return {path for path, entry in status.entries.items() if entry[1] == _ABSENT}
+
+
+def _files(at_base: bytes, gone: set[str], untracked: set[str]) -> set[str]:
+    """Paths at base (``at_base``, NUL-ended) still on disk, plus new not-ignored ones."""
+    present = set(_names(at_base))
+    present -= gone
     present |= untracked
     # A tracked file replaced by a folder of untracked files is a folder now, not a file.
     for path in untracked:
@@ -74,11 +76,11 @@ def _snapshot(
 ) -> tuple[set[str], set[str]]:
     shadow = _open_shadow(repo, base, excluded)
     shadow.refuse_waits()
-    out = shadow.status(*([_CACHED_ARGS] if files else []))
+    out = shadow.status()
     status = _Status(out[0])
     untracked = _untracked(out[1])
     touched = set(status.entries) | untracked
-    return touched, (_files(out[2], status, untracked) if files else set())
+    return touched, (_files(shadow.paths(), _gone(status), untracked) if files else set())
 
 
 def changed_files(repo: Path, base: str, excluded: Sequence[str] = ()) -> frozenset[str]:
@@ -148,8 +150,8 @@ def working_files(repo: Path, excluded: Sequence[str] = ()) -> frozenset[str]:
     if shadow is None:
         return frozenset(_unborn_files(repo))
     shadow.refuse_waits()
-    status, others, cached = shadow.status(_CACHED_ARGS)
-    return frozenset(_files(cached, _Status(status), _untracked(others)))
+    status, others = shadow.status()
+    return frozenset(_files(shadow.paths(), _gone(_Status(status)), _untracked(others)))
 
 
 def touched_and_files(

@@ -18,10 +18,10 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import BinaryIO, NamedTuple, TypeVar
 
 from trysquare.errors import RepoError
-from trysquare.git.changes import _CACHED_ARGS, _files, _open_shadow, _Status, _untracked
+from trysquare.git.changes import _files, _open_shadow, _untracked
 from trysquare.git.dotgit import _nested_head
 from trysquare.git.hostile import _check_attribute_files, _folders_of, _special
 from trysquare.git.quoting import _quote, _unquote
@@ -34,7 +34,7 @@ from trysquare.git.running import (
     _timed_out,
     git_timeout,
 )
-from trysquare.git.shadow import _mkcache, _others_args, _Shadow
+from trysquare.git.shadow import _mkcache, _Shadow
 
 # The patch's options, pinned so a user's diff.* settings cannot change it.
 _PATCH_OPTIONS = (
@@ -72,8 +72,22 @@ _HEADER = b"diff --git "
 _BLOCK = 1 << 20
 
 
-def _chunk_starts(handle: BinaryIO) -> list[tuple[int, bytes]]:
-    """(offset, path) of each file's chunk in a ``--no-renames`` patch on disk.
+class _Chunk(NamedTuple):
+    """One file's part of git's patch on disk."""
+
+    offset: int
+    path: bytes
+    deleted: bool  # "deleted file mode" (also the first half of a type change)
+    created: bool  # "new file mode" (the second half of a type change)
+
+
+_DELETED = b"deleted file mode "
+_CREATED = b"new file mode "
+
+
+def _chunk_starts(handle: BinaryIO) -> list[_Chunk]:
+    """Each file's chunk in a ``--no-renames`` patch on disk: where it starts, its path,
+    and whether it deletes or creates the path.
 
     Read in blocks, never whole: a header is the only line that starts with
     "diff --git " (hunk lines start with " ", "+", "-" or "\\", and git quotes any
@@ -93,7 +107,7 @@ def _chunk_starts(handle: BinaryIO) -> list[tuple[int, bytes]]:
             at = window.find(b"\n" + _HEADER, at + 1)
         tail = window[-len(_HEADER) :]
         position += len(block)
-    starts: list[tuple[int, bytes]] = []
+    starts: list[_Chunk] = []
     for offset in offsets:
         handle.seek(offset)
         line = handle.readline(1 << 16)
@@ -104,7 +118,11 @@ def _chunk_starts(handle: BinaryIO) -> list[tuple[int, bytes]]:
             # "a/<p> b/<p>": without renames both sides name the same path.
             width = (len(header) - 5) // 2
             path = header[2 : 2 + width]
-        starts.append((offset, path))
+        # git's extended header: the line after "diff --git" says a deletion or creation.
+        second = handle.readline(64)
+        starts.append(
+            _Chunk(offset, path, second.startswith(_DELETED), second.startswith(_CREATED))
+        )
     return starts
 
 
@@ -122,6 +140,10 @@ def _copy_range(source: BinaryIO, start: int, end: int, out: BinaryIO) -> None:
 def _diff_attributes(shadow: _Shadow, paths: Sequence[bytes]) -> dict[bytes, bytes]:
     """The ``diff`` attribute of each path ("unset" for ``-diff``/``binary``), as base says."""
     _check_attribute_files(shadow.repo, _folders_of(paths))
+    if not shadow.has_attributes():
+        # The shadow's reset line outranks every .gitattributes of the work tree: with no
+        # rule from base, every path's diff attribute is unspecified, no git to ask.
+        return {}
     out = shadow.git(
         "check-attr", "-z", "--stdin", "diff", input=b"".join(p + b"\0" for p in paths)
     )
@@ -251,8 +273,8 @@ def write_diff_patch(repo: Path, base: str, out: BinaryIO, excluded: Sequence[st
     shadow = _open_shadow(Path(repo), base, excluded)
     shadow.refuse_waits()
     with tempfile.TemporaryFile(dir=_mkcache()) as tracked:
-        others = _diff_files(shadow, tracked, lambda: shadow.git(*_others_args(shadow)))
-        return _render_patch(shadow, tracked, others, out)
+        others = _diff_files(shadow, tracked, shadow.others)
+        return _render_patch(shadow, tracked, _chunk_starts(tracked), others, out)
 
 
 def context_facts(
@@ -260,19 +282,23 @@ def context_facts(
 ) -> tuple[frozenset[str], frozenset[str]]:
     """:func:`touched_and_files`, with :func:`write_diff_patch` writing to ``out`` on the way.
 
-    What a context build calls: git's walk for new files serves both, and ``status``,
-    ``ls-files`` and ``diff-files`` run at once.
+    What a context build calls, and it starts two git processes, at once: ``diff-files``
+    writes the patch of tracked paths, whose chunks name every tracked path that
+    changed (what ``git status`` would list) and every one deleted, and ``ls-files
+    --others`` lists what is new; the base's paths were kept when the shadow was built.
     """
     shadow = _open_shadow(Path(repo), base, excluded)
     shadow.refuse_waits()
     with tempfile.TemporaryFile(dir=_mkcache()) as tracked:
-        status_out, others, cached = _diff_files(
-            shadow, tracked, lambda: shadow.status(_CACHED_ARGS)
-        )
-        _render_patch(shadow, tracked, others, out)
-    status = _Status(status_out)
+        others = _diff_files(shadow, tracked, shadow.others)
+        chunks = _chunk_starts(tracked)
+        _render_patch(shadow, tracked, chunks, others, out)
+    changed = {os.fsdecode(chunk.path) for chunk in chunks}
+    # A type change is a deletion and a creation of one path: it is still there.
+    created = {chunk.path for chunk in chunks if chunk.created}
+    gone = {os.fsdecode(c.path) for c in chunks if c.deleted and c.path not in created}
     untracked = _untracked(others)
-    return frozenset(set(status.entries) | untracked), frozenset(_files(cached, status, untracked))
+    return frozenset(changed | untracked), frozenset(_files(shadow.paths(), gone, untracked))
 
 
 _T = TypeVar("_T")
@@ -320,7 +346,9 @@ def _diff_files(shadow: _Shadow, tracked: BinaryIO, meanwhile: Callable[[], _T])
     return answer
 
 
-def _render_patch(shadow: _Shadow, tracked: BinaryIO, others: bytes, out: BinaryIO) -> int:
+def _render_patch(
+    shadow: _Shadow, tracked: BinaryIO, starts: Sequence[_Chunk], others: bytes, out: BinaryIO
+) -> int:
     """git's patch of tracked paths (in ``tracked``) merged in path order with the new
     files ``others`` lists, rendered as git renders them; the bytes written to ``out``."""
     width = len(shadow.commit)
@@ -334,18 +362,17 @@ def _render_patch(shadow: _Shadow, tracked: BinaryIO, others: bytes, out: Binary
 
     sink: BinaryIO = _Counting()  # type: ignore[assignment]
     end = tracked.seek(0, os.SEEK_END)
-    starts = _chunk_starts(tracked)
     # Bytes here: the patch is bytes, and a nested repository's "dir/" is one path.
     untracked = sorted({p[:-1] if p.endswith(b"/") else p for p in _split_z(others)})
     attributes = _diff_attributes(shadow, untracked) if untracked else {}
-    keyed: list[tuple[bytes, int, int]] = [(path, 0, n) for n, (_, path) in enumerate(starts)]
+    keyed: list[tuple[bytes, int, int]] = [(chunk.path, 0, n) for n, chunk in enumerate(starts)]
     keyed += [(path, 1, -1) for path in untracked]
     # git's own order is byte order of the path; a deletion precedes a re-creation.
     keyed.sort(key=lambda entry: (entry[0], entry[1]))
     for path, kind, number in keyed:
         if kind == 0:
-            stop = starts[number + 1][0] if number + 1 < len(starts) else end
-            _copy_range(tracked, starts[number][0], stop, sink)
+            stop = starts[number + 1].offset if number + 1 < len(starts) else end
+            _copy_range(tracked, starts[number].offset, stop, sink)
         else:
             _write_new_file(shadow.repo, path, width, attributes.get(path, b"unspecified"), sink)
     return written

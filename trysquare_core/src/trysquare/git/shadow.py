@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -199,7 +200,7 @@ class _Refs:
 
 
 # Bumped when what a shadow holds changes: an older one is never read (and is pruned).
-_SHADOW_LAYOUT = b"2"
+_SHADOW_LAYOUT = b"3"
 
 
 def _shadow_key(repo: Path, common: Path, commit: str, excluded: Sequence[str]) -> str:
@@ -225,18 +226,19 @@ class _Shadow:
             _check_object_store(common / "objects")  # the clone may have changed since it was built
             _touch(self.dir)
             return
-        root.mkdir(parents=True, exist_ok=True)
+        base = _base_of(self.repo, common, commit)
         scratch = Path(tempfile.mkdtemp(prefix=".build.", dir=root))
         try:
+            # The clone's own part (its objects, through alternates) is written here; the
+            # base's part is copied from the base folder, built once for every clone.
             _write_shadow(scratch, common, commit.encode("ascii"))
-            done = _run(scratch, None, self.repo, ("read-tree", "--end-of-options", commit))
-            if done.returncode != 0:
-                raise _failure(self.repo, ("read-tree",), done)
-            ignores, attributes, folders = _base_rules(scratch, self.repo, commit)
+            shutil.copyfile(base / "index", scratch / "index")
+            for name in ("folders", "paths", "attributes"):
+                shutil.copyfile(base / "info" / name, scratch / "info" / name)
             extra = b"".join(os.fsencode(p) + b"\n" for p in excluded)
-            (scratch / "info" / "exclude").write_bytes(ignores + extra)
-            (scratch / "info" / "folders").write_bytes(b"\0".join(sorted(folders)))
-            (scratch / "info" / "attributes").write_bytes(_ATTRIBUTE_RESET + attributes)
+            (scratch / "info" / "exclude").write_bytes(
+                (base / "info" / "base-exclude").read_bytes() + extra
+            )
             try:
                 os.rename(scratch, self.dir)
             except OSError:
@@ -266,6 +268,16 @@ class _Shadow:
         for a tracked path."""
         return (self.dir / "info" / "folders").read_bytes().split(b"\0")
 
+    def paths(self) -> bytes:
+        """Every path of the base tree (what ``ls-files --cached`` would list), NUL-ended:
+        written when the shadow was built, so reading them starts no git."""
+        return (self.dir / "info" / "paths").read_bytes()
+
+    def has_attributes(self) -> bool:
+        """Whether the base commit holds a ``.gitattributes`` rule (else every attribute a
+        read depends on is unspecified, by the reset line alone)."""
+        return (self.dir / "info" / "attributes").stat().st_size > len(_ATTRIBUTE_RESET)
+
     def run(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         return _run(self.dir, self.repo, self.repo, args, input)
 
@@ -279,6 +291,11 @@ class _Shadow:
         """Refuse a ``.gitattributes`` git would wait on, in a folder of the base tree:
         before ``status`` or ``diff-files`` starts."""
         _check_attribute_files(self.repo, self.folders())
+
+    def others(self) -> bytes:
+        """``ls-files --others`` (new paths not ignored at base), its complaints about a
+        path it could not read failing the read (after :meth:`refuse_waits`)."""
+        return _git_many(self.dir, self.repo, _others_args(self))[0]
 
     def status(self, *more: Sequence[str]) -> list[bytes]:
         """The outputs of ``git status`` (base -> work tree), ``ls-files --others`` and
@@ -316,42 +333,126 @@ def _anchor(line: bytes, folder: bytes, *, negatable: bool) -> bytes | None:
     return (b"!" if negated else b"") + anchored + sep + rest
 
 
-def _base_rules(git_dir: Path, repo: Path, commit: str) -> tuple[bytes, bytes, set[bytes]]:
+def _base_of(repo: Path, common: Path, commit: str) -> Path:
+    """The folder holding what a shadow takes from its base commit alone: the index read
+    from the base tree, the base's ignore and attribute rules, its folders and its paths.
+
+    Built once per commit and shared by every clone at that commit (the runs of an
+    experiment), so a new clone's shadow starts no git. Shared only because every object
+    it was read from was hashed against its id first: a clone whose store was rewritten
+    under the base's ids cannot hand its own base tree to the runs of other clones.
+    """
+    root = _shadow_root()
+    folder = root / f"base-{_SHADOW_LAYOUT.decode('ascii')}-{commit}"
+    if (folder / "index").is_file():
+        _touch(folder)
+        return folder
+    with _BUILDING_BASE:  # contexts built side by side wait for the first build, not repeat it
+        if (folder / "index").is_file():
+            return folder
+        return _build_base(repo, common, commit, root, folder)
+
+
+_BUILDING_BASE = threading.Lock()
+
+
+def _build_base(repo: Path, common: Path, commit: str, root: Path, folder: Path) -> Path:
+    scratch = Path(tempfile.mkdtemp(prefix=".build.", dir=root))
+    try:
+        _write_shadow(scratch, common, commit.encode("ascii"))
+        ignores, attributes, paths = _base_rules(scratch, repo, commit)
+        done = _run(scratch, None, repo, ("read-tree", "--end-of-options", commit))
+        if done.returncode != 0:
+            raise _failure(repo, ("read-tree",), done)
+        (scratch / "objects" / "info" / "alternates").unlink()  # never a GIT_DIR again
+        (scratch / "info" / "base-exclude").write_bytes(ignores)
+        (scratch / "info" / "folders").write_bytes(b"\0".join(sorted(_folders_of(paths))))
+        (scratch / "info" / "paths").write_bytes(b"".join(path + b"\0" for path in paths))
+        (scratch / "info" / "attributes").write_bytes(_ATTRIBUTE_RESET + attributes)
+        try:
+            os.rename(scratch, folder)
+        except OSError:
+            if not (folder / "index").is_file():
+                raise
+            shutil.rmtree(scratch, ignore_errors=True)  # another process built it first
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return folder
+
+
+def _object_id(kind: bytes, data: bytes, width: int) -> bytes:
+    """The id git gives an object of ``kind`` holding ``data`` (SHA-1, or SHA-256 at 64 digits)."""
+    digest = hashlib.sha256 if width == 64 else hashlib.sha1
+    return digest(kind + b" %d\0" % len(data) + data).hexdigest().encode("ascii")
+
+
+def _rewritten(repo: Path, object_id: bytes) -> RepoError:
+    return RepoError(
+        f"{repo}: the object {object_id.decode('ascii', 'replace')} does not hold what its id"
+        " names: the clone's object store was rewritten, so its base tree cannot be trusted"
+    )
+
+
+def _read_checked(git_dir: Path, repo: Path, names: Sequence[bytes]) -> list[tuple[bytes, bytes]]:
+    """(id, content) of each object ``names`` names, read by one ``cat-file --batch`` and
+    each hashed against its id (git itself never checks, and the store is the agent's)."""
+    done = _run(git_dir, None, repo, ("cat-file", "--batch"), b"".join(n + b"\n" for n in names))
+    if done.returncode != 0:
+        raise _failure(repo, ("cat-file",), done)
+    out, at, found = done.stdout, 0, []
+    for name in names:
+        header_end = out.find(b"\n", at)
+        header = out[at:header_end].split(b" ")
+        if header_end < 0 or len(header) != 3 or not header[2].isdigit():
+            raise RepoError(
+                f"git cat-file could not read {name.decode('ascii', 'replace')} in {repo}"
+            )
+        object_id, kind, size = header[0], header[1], int(header[2])
+        data = out[header_end + 1 : header_end + 1 + size]
+        at = header_end + 1 + size + 1
+        if len(data) != size or _object_id(kind, data, len(object_id)) != object_id:
+            raise _rewritten(repo, object_id)
+        found.append((object_id, data))
+    return found
+
+
+def _base_rules(git_dir: Path, repo: Path, commit: str) -> tuple[bytes, bytes, list[bytes]]:
     """The base commit's .gitignore and .gitattributes files, anchored and joined, and
-    the base tree's folders.
+    the base tree's paths (files, links and gitlinks, in git's order).
 
     Ordered shallow to deep: in one exclude file the last match wins, as a deeper
-    .gitignore wins over its parents.
+    .gitignore wins over its parents. The commit, every tree and every rule file are
+    hashed against their ids (:func:`_read_checked`).
     """
-    listing = _run(git_dir, None, repo, ("ls-tree", "-r", "-z", "--full-tree", commit))
+    listing = _run(git_dir, None, repo, ("ls-tree", "-r", "-t", "-z", "--full-tree", commit))
     if listing.returncode != 0:
         raise _failure(repo, ("ls-tree",), listing)
     wanted: list[tuple[int, bytes, bytes, bytes]] = []
     paths = []
+    trees = []
     for item in _split_z(listing.stdout):
         meta, _, path = item.partition(b"\t")
+        if meta.split(b" ")[1] == b"tree":
+            trees.append(meta.split(b" ")[2])
+            continue
         paths.append(path)
         folder, _, name = path.rpartition(b"/")
         if name in (b".gitignore", b".gitattributes") and meta.startswith(b"100"):
             wanted.append((folder.count(b"/") + bool(folder), folder, name, meta.split(b" ")[2]))
-    folders = _folders_of(paths)
-    if not wanted:
-        return b"", b"", folders
     wanted.sort()
-    done = _run(
-        git_dir, None, repo, ("cat-file", "--batch"),
-        b"".join(oid + b"\n" for *_, oid in wanted),
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise _failure(repo, ("cat-file",), done)
-    out, at = done.stdout, 0
+    tip = commit.encode("ascii")
+    checked = _read_checked(
+        git_dir, repo, [tip, tip + b"^{tree}", *trees, *(oid for *_, oid in wanted)]
+    )
+    (commit_id, commit_text), (root_tree, _) = checked[0], checked[1]
+    if commit_id != tip or not commit_text.startswith(b"tree " + root_tree + b"\n"):
+        raise _rewritten(repo, tip)
     ignores: list[bytes] = []
     attributes: list[bytes] = []
-    for _depth, folder, name, _oid in wanted:
-        header_end = out.index(b"\n", at)
-        size = int(out[at:header_end].split(b" ")[2])
-        text = out[header_end + 1 : header_end + 1 + size]
-        at = header_end + 1 + size + 1
+    for (_depth, folder, name, _oid), (_, text) in zip(
+        wanted, checked[2 + len(trees) :], strict=True
+    ):
         for line in text.split(b"\n"):
             if name == b".gitattributes":
                 if line.startswith(b"[attr]") and folder:
@@ -363,7 +464,7 @@ def _base_rules(git_dir: Path, repo: Path, commit: str) -> tuple[bytes, bytes, s
                 anchored = _anchor(line, folder, negatable=True)
                 if anchored is not None:
                     ignores.append(anchored + b"\n")
-    return b"".join(ignores), b"".join(attributes), folders
+    return b"".join(ignores), b"".join(attributes), paths
 
 
 #

@@ -246,3 +246,9 @@ def agreement(pairs: Sequence[tuple[bool, bool]]) -> Agreement:
     # Both raters constant and equal: agreement by chance is total, kappa undefined.
     kappa = None if chance >= 1 else (observed - chance) / (1 - chance)
     return Agreement(n, both_true, first_only, second_only, both_false, observed, kappa)
+
+
+def rounded(value: float | None) -> float | None:
+    """A figure as the report's JSON holds it: six places, and never ``-0.0``."""
+    # Six places: stable, readable JSON, and no -0.49999999999999994.
+    return None if value is None else round(value, 6) + 0.0

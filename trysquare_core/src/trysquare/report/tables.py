@@ -15,8 +15,9 @@ from typing import Any
 import attrs
 
 from trysquare.report import certainty, stats
+from trysquare.report.usage import usage_table
 
-__all__ = ["Layout", "build_report", "cell_order", "declared_cells", "run_details", "usage_table", "usage_totals"]
+__all__ = ["Layout", "build_report", "cell_order", "declared_cells", "run_details"]
 
 Row = Mapping[str, Any]
 
@@ -180,11 +181,6 @@ def _unmeasured(rows: Sequence[Row], criteria: Sequence[str]) -> list[dict[str, 
     return found
 
 
-def _round(value: float | None) -> float | None:
-    # Six places: stable, readable JSON, and no -0.49999999999999994.
-    return None if value is None else round(value, 6) + 0.0
-
-
 def _unknown(rows: Sequence[Row], metric: str) -> dict[str, int]:
     """How many of ``rows`` could not judge ``metric`` (recorded ``null``) or have no value yet.
 
@@ -209,9 +205,9 @@ def _number(rows: Sequence[Row], metric: str) -> dict[str, Any]:
         return {"median": None, "low": None, "high": None, "n": 0, **_unknown(rows, metric)}
     interval = stats.median_interval(values)
     return {
-        "median": _round(interval.estimate),
-        "low": _round(interval.low),
-        "high": _round(interval.high),
+        "median": stats.rounded(interval.estimate),
+        "low": stats.rounded(interval.low),
+        "high": stats.rounded(interval.high),
         "n": len(values),
         **_unknown(rows, metric),
     }
@@ -439,10 +435,10 @@ def _drawn_gap(
         # What Holm ranks by: Fisher's exact test, valid in the far tail Holm reads.
         interval, p_value = gap.interval, certainty.fisher_p_value(*sides)
     return {
-        "gap": _round(interval.estimate),
-        "low": _round(interval.low),
-        "high": _round(interval.high),
-        "p_value": _round(p_value),
+        "gap": stats.rounded(interval.estimate),
+        "low": stats.rounded(interval.low),
+        "high": stats.rounded(interval.high),
+        "p_value": stats.rounded(p_value),
         "state": "established" if interval.excludes_zero else "inconclusive",
     }
 
@@ -509,8 +505,8 @@ def _agreement(pair: tuple[str, str], rows: Sequence[Row]) -> dict[str, Any]:
     return {
         "pair": [first, second],
         "n": result.n,
-        "raw": _round(result.raw),
-        "kappa": _round(result.kappa),
+        "raw": stats.rounded(result.raw),
+        "kappa": stats.rounded(result.kappa),
         "table": {
             "both_true": result.both_true,
             "first_only": result.first_only,
@@ -518,95 +514,3 @@ def _agreement(pair: tuple[str, str], rows: Sequence[Row]) -> dict[str, Any]:
             "both_false": result.both_false,
         },
     }
-
-
-# -- usage and cost ---------------------------------------------------------------------
-
-TOKEN_KEYS = ("input_tokens", "output_tokens", "cached_tokens")
-PER_MILLION = 1_000_000
-
-
-def _result_cost(usage: Mapping[str, Any]) -> tuple[float | None, str | None]:
-    """``(USD, None)`` one result cost, from the price recorded with it, or ``(None, why not)``.
-
-    Each side (input, output) that spent tokens needs its price, and a count: a
-    side whose tokens the provider did not report cannot be priced. A side that
-    spent nothing costs nothing, priced or not.
-    """
-    cost = 0.0
-    why: str | None = None
-    for tokens_key, price_key in (("input_tokens", "price_input"), ("output_tokens", "price_output")):
-        tokens, price = usage.get(tokens_key), usage.get(price_key)
-        if tokens == 0:
-            continue
-        if price is None:
-            return None, NO_PRICE
-        if tokens is None:
-            why = NO_TOKENS
-            continue
-        cost += tokens * price / PER_MILLION
-    return (None, why) if why else (cost, None)
-
-
-NO_PRICE = "no price declared"
-NO_TOKENS = "tokens not reported"
-
-
-def usage_totals(validator: str | None, cell: str | None, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The sums of ``items`` (results' ``usage`` records) and their cost, as one usage row."""
-    totals: dict[str, Any] = {
-        "validator": validator,  # None: every validator
-        "cell": cell,  # None: every cell
-        "results": len(items),
-        "requests": sum(item.get("requests") or 0 for item in items),
-    }
-    for key in TOKEN_KEYS:
-        # A provider that reported no count leaves it unknown, not zero.
-        known = [item[key] for item in items if item.get(key) is not None]
-        totals[key] = sum(known) if known else None
-    priced: list[float] = []
-    unpriced: dict[str, int] = {}
-    for item in items:
-        if item.get("requests") == 0:
-            continue  # sent nothing: no cost to say, priced or not (unknown is not nothing)
-        cost, why = _result_cost(item)
-        if cost is None:
-            unpriced[why or NO_PRICE] = unpriced.get(why or NO_PRICE, 0) + 1
-        else:
-            priced.append(cost)
-    # Never $0 for a cost nobody priced: null, and how many results could not be priced, and why.
-    totals["cost_usd"] = _round(sum(priced)) if priced or not unpriced else None
-    totals["unpriced"] = dict(sorted(unpriced.items()))
-    return totals
-
-
-def usage_table(layout: Layout, rows: Sequence[Row], order: Sequence[str]) -> list[dict[str, Any]]:
-    """What each paid validator spent: one row per validator and cell, then its total.
-
-    Every result recorded with a ``usage`` counts (invalid and unjudged ones
-    too: their requests were paid for). With more than one such validator,
-    rows for every validator per cell and a grand total follow. Empty when no
-    result recorded any usage.
-    """
-    spent: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
-    for row in rows:
-        for validator, usage in (row.get("usage") or {}).items():
-            spent.setdefault(validator, {}).setdefault(row["cell"], []).append(usage)
-    if not spent:
-        return []
-    ranked = list(dict.fromkeys(layout.owners.values()))
-    validators = sorted(spent, key=lambda v: (ranked.index(v) if v in ranked else len(ranked), v))
-    table: list[dict[str, Any]] = []
-    for validator in validators:
-        by_cell = spent[validator]
-        for cell in order:
-            if cell in by_cell:
-                table.append(usage_totals(validator, cell, by_cell[cell]))
-        table.append(usage_totals(validator, None, [u for items in by_cell.values() for u in items]))
-    if len(validators) > 1:
-        for cell in order:
-            items = [u for v in validators for u in spent[v].get(cell, ())]
-            if items:
-                table.append(usage_totals(None, cell, items))
-        table.append(usage_totals(None, None, [u for v in validators for items in spent[v].values() for u in items]))
-    return table
