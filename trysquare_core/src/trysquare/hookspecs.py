@@ -16,13 +16,12 @@ import pluggy
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from trysquare.executors import Executor
-
-    from trysquare.modes import Mode, Outcome, Validation
     from trysquare.commands import Commands
-    from trysquare.report.formats import ReportFormat
+    from trysquare.executor_protocol import Executor
+    from trysquare.modes import Mode, Outcome, Validation
+    from trysquare.report_source import ReportFormat
     from trysquare.runs import Run
-    from trysquare.sessions import SessionFormat
+    from trysquare.sessions.reading import SessionFormat
 
 PROJECT_NAME = "trysquare"
 

@@ -22,9 +22,17 @@ from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
     from trysquare.runs import Run
-    from trysquare.scenario import Scenario
 
-__all__ = ["Mode", "Outcome", "State", "TableSource", "Validation", "ValidationTask", "check_timeout"]
+__all__ = [
+    "LoadedScenario",
+    "Mode",
+    "Outcome",
+    "State",
+    "TableSource",
+    "Validation",
+    "ValidationTask",
+    "check_timeout",
+]
 
 State = Literal["valid", "invalid", "pending"]
 T = TypeVar("T")
@@ -86,6 +94,30 @@ def check_pieces(source: TableSource, pieces: Sequence[str], key: str = "pieces"
         raise source.refuse(key, "names a piece twice")
 
 
+class LoadedScenario(Protocol):
+    """What :meth:`Validation.check` is shown of the scenario being loaded (a
+    :class:`trysquare.scenario.Scenario`), by shape: the loader sits above the modes."""
+
+    @property
+    def path(self) -> Path:
+        """The scenario file."""
+        ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def folder(self) -> Path: ...
+
+    @property
+    def validations(self) -> tuple[Validation, ...]: ...
+
+    @property
+    def protected_env(self) -> Mapping[str, str]:
+        """Variables no validator or suite may see: ``{name: where it is configured}``."""
+        ...
+
+
 @attrs.frozen(kw_only=True)
 class Validation:
     """One loaded ``[[validation]]`` table. Modes subclass it with their own keys.
@@ -121,10 +153,10 @@ class Validation:
     :func:`trysquare.context.write_session_facts` before the validator starts — for
     validators that cannot import ``trysquare.assay``."""
 
-    def check(self, scenario: Scenario, source: TableSource) -> None:
+    def check(self, scenario: LoadedScenario, source: TableSource) -> None:
         """Refuse, at load time, what this table cannot do within ``scenario``."""
 
-    def check_runs(self, scenario: Scenario, runs: Sequence[Run]) -> list[str]:
+    def check_runs(self, scenario: LoadedScenario, runs: Sequence[Run]) -> list[str]:
         """Refuse what these runs make impossible; return lines to print (blinding)."""
         return []
 
