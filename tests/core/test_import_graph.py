@@ -37,6 +37,42 @@ def test_no_circle() -> None:
     assert [sorted(group) for group in graph.shape().circles] == []
 
 
+# The ground floor: the records and protocols the hook specifications name, and the few
+# plain helpers those records stand on. None reaches the engine (the plugin manager, the
+# loaders, git, the runner), so a module anywhere in the core may name a hook's types.
+GROUND_FLOOR = frozenset(
+    {
+        "trysquare._canonical",
+        "trysquare._convert",
+        "trysquare.clone_picture",
+        "trysquare.commands",
+        "trysquare.errors",
+        "trysquare.executor_protocol",
+        "trysquare.jail",
+        "trysquare.modes",
+        "trysquare.report_source",
+        "trysquare.run_records",
+        "trysquare.sessions._json",
+        "trysquare.sessions.reading",
+        "trysquare.task_records",
+    }
+)
+
+
+def test_hookspecs_stand_on_the_ground_floor() -> None:
+    graph = _tool()
+    imported: dict[str, set[str]] = {}
+    for found in graph.all_imports():
+        imported.setdefault(found.source, set()).add(found.target)
+    reached: set[str] = set()
+    todo = ["trysquare.hookspecs"]
+    while todo:
+        for target in imported.get(todo.pop(), set()) - reached:
+            reached.add(target)
+            todo.append(target)
+    assert sorted(reached - GROUND_FLOOR) == []
+
+
 def test_the_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
     graph = _tool()
     package = tmp_path / "trysquare"

@@ -91,7 +91,8 @@ if TYPE_CHECKING:
         write_measures,
         write_result,
     )
-    from trysquare.runs import Experiment, Run, discover, load_experiments
+    from trysquare.run_records import Experiment, Run
+    from trysquare.runs import discover, load_experiments
     from trysquare.scenario import Scenario, ShellWordError, load_scenario, split_command
     from trysquare.selection import Selection
     from trysquare.sessions import final_response, open_session
@@ -136,7 +137,8 @@ _ELSEWHERE: dict[str, str] = {
          "write_measures", "write_result"],
         "trysquare.results",
     ),
-    **dict.fromkeys(["Experiment", "Run", "discover", "load_experiments"], "trysquare.runs"),
+    **dict.fromkeys(["Experiment", "Run"], "trysquare.run_records"),
+    **dict.fromkeys(["discover", "load_experiments"], "trysquare.runs"),
     **dict.fromkeys(["Scenario", "ShellWordError", "load_scenario", "split_command"], "trysquare.scenario"),
     **dict.fromkeys(["Selection"], "trysquare.selection"),
     **dict.fromkeys(["final_response", "open_session"], "trysquare.sessions"),

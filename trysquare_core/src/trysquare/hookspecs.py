@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from trysquare.executor_protocol import Executor
     from trysquare.modes import Mode, Outcome, Validation
     from trysquare.report_source import ReportFormat
-    from trysquare.runs import Run
+    from trysquare.run_records import Run
     from trysquare.sessions.reading import SessionFormat
 
 PROJECT_NAME = "trysquare"

@@ -21,7 +21,7 @@ from trysquare.errors import ScenarioError
 from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
-    from trysquare.runs import Run
+    from trysquare.run_records import Run
 
 __all__ = [
     "LoadedScenario",

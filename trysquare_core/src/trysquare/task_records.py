@@ -20,7 +20,7 @@ from trysquare.modes import Outcome, State, Validation, ValidationTask
 
 if TYPE_CHECKING:
     from trysquare.clone_picture import ClonePicture
-    from trysquare.runs import Run
+    from trysquare.run_records import Run
 
 __all__ = ["PlannedTask", "TaskResult"]
 
