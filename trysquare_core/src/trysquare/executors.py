@@ -1,7 +1,7 @@
 """Where validation tasks run: the built-in ``local`` pool, or one from a plugin.
 
 An executor takes planned tasks (each a run × validator with its context
-archived) and yields a :class:`trysquare.execute.TaskResult` as each finishes:
+archived) and yields a :class:`trysquare.task_records.TaskResult` as each finishes:
 what :func:`trysquare.execute.execute_task` recorded. The tasks are a collection
 to iterate once, in order: ``len()`` is their number, and each is built when it
 is reached, so an executor takes them no faster than it can start them.

@@ -204,11 +204,11 @@ class ValidationTask:
     """One run × one validation, its context already built and archived.
 
     What a mode's :meth:`Validation.evaluate` is handed. The runner plans it inside a
-    record of its own (:class:`trysquare.execute.PlannedTask`, with what it checks and
+    record of its own (:class:`trysquare.task_records.PlannedTask`, with what it checks and
     records around the validator), which an executor carries to
     :func:`trysquare.execute.execute_task`.
 
-    ``run`` is the :class:`trysquare.runs.Run` (its folder, clone, ids);
+    ``run`` is the :class:`trysquare.run_records.Run` (its folder, clone, ids);
     ``context`` the mapping the validator is handed (the context keys, see
     ``docs/api.md``), also archived at ``context_path`` (what a script is
     given). ``archive`` (``validation/<name>/``) is where a mode keeps evidence:
