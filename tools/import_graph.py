@@ -12,9 +12,8 @@ A *circle* is a strongly connected group of two or more modules, counting every 
 *Levels*: with each circle counted as one module, a module importing nothing of trysquare is
 on level 0, any other one level above the highest module it imports. Outside a circle every
 import goes down; an import *runs back up* when it joins two modules of one circle.
-``tests/core/test_import_graph.py`` loads this file and asserts there is no circle (bar the
-ones it lists as not yet broken). ``--root FOLDER`` reads another checkout's
-``trysquare_core/src/trysquare``.
+``tests/core/test_import_graph.py`` loads this file and asserts there is no circle.
+``--root FOLDER`` reads another checkout's ``trysquare_core/src/trysquare``.
 """
 
 from __future__ import annotations

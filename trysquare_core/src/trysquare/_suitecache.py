@@ -35,7 +35,7 @@ from trysquare import _atomic, _signing
 from trysquare.jail import JailPolicy, jail_key
 
 if TYPE_CHECKING:
-    from trysquare.execute import PlannedTask as Task
+    from trysquare.task_records import PlannedTask as Task
 
 __all__ = ["reusable", "store", "suite_key", "task_key"]
 

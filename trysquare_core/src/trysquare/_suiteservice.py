@@ -31,7 +31,7 @@ from trysquare._process import kill_groups, owned_groups
 from trysquare._suiteslot import SOCKET_ENV
 
 if TYPE_CHECKING:
-    from trysquare.execute import PlannedTask
+    from trysquare.task_records import PlannedTask
 
 __all__ = ["SuiteService"]
 

@@ -49,12 +49,14 @@ if TYPE_CHECKING:
         TrysquareError,
         UsageError,
     )
-    from trysquare.execute import PlannedTask, TaskResult, execute_task, record_invalid
-    from trysquare.executors import Executor, RunningExecutor, execute_stoppable
+    from trysquare.execute import execute_task, record_invalid
+    from trysquare.executor_protocol import Executor, RunningExecutor
+    from trysquare.executors import execute_stoppable
     from trysquare.jail import JailPolicy
     from trysquare.lock import experiment_lock, folder_lock, sweep_temps
     from trysquare.modes import (
         PIECES,
+        LoadedScenario,
         Mode,
         Outcome,
         State,
@@ -70,7 +72,6 @@ if TYPE_CHECKING:
     from trysquare.git.patch import write_diff_patch
     from trysquare.git.suite_copy import copy_tree
     from trysquare.report import report_source
-    from trysquare.report.formats import ReportFormat, ReportSource
     from trysquare.report.render import (
         cost_text,
         procedure_lines,
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     )
     from trysquare.report.tables import Layout, build_report
     from trysquare.report.usage import usage_totals
+    from trysquare.report_source import ReportFormat, ReportSource
     from trysquare.results import (
         archive_dir,
         build_measures,
@@ -90,10 +92,13 @@ if TYPE_CHECKING:
         write_measures,
         write_result,
     )
-    from trysquare.runs import Experiment, Run, discover, load_experiments
+    from trysquare.run_records import Experiment, Run
+    from trysquare.runs import discover, load_experiments
     from trysquare.scenario import Scenario, ShellWordError, load_scenario, split_command
     from trysquare.selection import Selection
-    from trysquare.sessions import SessionFormat, SessionReading, ToolCall, final_response, open_session
+    from trysquare.sessions import final_response, open_session
+    from trysquare.sessions.reading import SessionFormat, SessionReading, ToolCall
+    from trysquare.task_records import PlannedTask, TaskResult
 
 # Where each name that is not defined here lives: imported when first asked for.
 _ELSEWHERE: dict[str, str] = {
@@ -106,12 +111,13 @@ _ELSEWHERE: dict[str, str] = {
         ["ConfigError", "NoRunsError", "RepoError", "RunError", "ScenarioError", "TrysquareError", "UsageError"],
         "trysquare.errors",
     ),
-    **dict.fromkeys(["PlannedTask", "TaskResult", "execute_task", "record_invalid"], "trysquare.execute"),
-    **dict.fromkeys(["Executor", "RunningExecutor", "execute_stoppable"], "trysquare.executors"),
+    **dict.fromkeys(["execute_task", "record_invalid"], "trysquare.execute"),
+    **dict.fromkeys(["Executor", "RunningExecutor"], "trysquare.executor_protocol"),
+    **dict.fromkeys(["execute_stoppable"], "trysquare.executors"),
     **dict.fromkeys(["JailPolicy"], "trysquare.jail"),
     **dict.fromkeys(["experiment_lock", "folder_lock", "sweep_temps"], "trysquare.lock"),
     **dict.fromkeys(
-        ["PIECES", "Mode", "Outcome", "State", "TableSource", "Validation", "ValidationTask", "check_pieces",
+        ["PIECES", "LoadedScenario", "Mode", "Outcome", "State", "TableSource", "Validation", "ValidationTask", "check_pieces",
          "check_timeout"],
         "trysquare.modes",
     ),
@@ -121,7 +127,7 @@ _ELSEWHERE: dict[str, str] = {
     **dict.fromkeys(["write_diff_patch"], "trysquare.git.patch"),
     **dict.fromkeys(["copy_tree"], "trysquare.git.suite_copy"),
     **dict.fromkeys(["report_source"], "trysquare.report"),
-    **dict.fromkeys(["ReportFormat", "ReportSource"], "trysquare.report.formats"),
+    **dict.fromkeys(["ReportFormat", "ReportSource"], "trysquare.report_source"),
     **dict.fromkeys(
         ["cost_text", "procedure_lines", "runs_needed_method", "runs_needed_text", "tokens_text"],
         "trysquare.report.render",
@@ -133,12 +139,13 @@ _ELSEWHERE: dict[str, str] = {
          "write_measures", "write_result"],
         "trysquare.results",
     ),
-    **dict.fromkeys(["Experiment", "Run", "discover", "load_experiments"], "trysquare.runs"),
+    **dict.fromkeys(["Experiment", "Run"], "trysquare.run_records"),
+    **dict.fromkeys(["discover", "load_experiments"], "trysquare.runs"),
     **dict.fromkeys(["Scenario", "ShellWordError", "load_scenario", "split_command"], "trysquare.scenario"),
     **dict.fromkeys(["Selection"], "trysquare.selection"),
-    **dict.fromkeys(
-        ["SessionFormat", "SessionReading", "ToolCall", "final_response", "open_session"], "trysquare.sessions"
-    ),
+    **dict.fromkeys(["final_response", "open_session"], "trysquare.sessions"),
+    **dict.fromkeys(["SessionFormat", "SessionReading", "ToolCall"], "trysquare.sessions.reading"),
+    **dict.fromkeys(["PlannedTask", "TaskResult"], "trysquare.task_records"),
 }
 
 __all__ = [
@@ -149,6 +156,7 @@ __all__ = [
     "Experiment",
     "JailPolicy",
     "Layout",
+    "LoadedScenario",
     "Mode",
     "NoRunsError",
     "Outcome",

@@ -33,6 +33,7 @@ import attrs
 
 from trysquare import _atomic
 from trysquare._shown import shown
+from trysquare.clone_picture import ClonePicture, Entry
 from trysquare.runs import Run
 
 if TYPE_CHECKING:
@@ -53,34 +54,6 @@ _VERSION = 1
 # Inside .git: objects only ever grow and say nothing by themselves (a ref or the
 # config must name them); the index is never read as the agent's work.
 _GIT_SKIPPED = frozenset({"objects", "index", "index.lock"})
-
-Entry = tuple[int, int, int, int, int]  # inode, size, mtime_ns, ctime_ns, mode
-
-
-@attrs.frozen
-class ClonePicture:
-    """The measured clone as validation found it, and what the check before it found."""
-
-    entries: Mapping[str, Entry]
-    root: tuple[int, int]  # (device, inode) of the clone folder
-    # Why the run must not be validated: the clone differs from its recorded work.
-    problem: str | None = None
-    # The etalon checkout the run's validators read (shared with other runs): it
-    # must come out of validation as it went in, too.
-    etalon: Path | None = None
-    etalon_entries: Mapping[str, Entry] = attrs.field(factory=dict)
-
-    def as_record(self) -> tuple[Any, ...]:
-        """Plain data (for :class:`trysquare._spill.Spill`); :meth:`from_record` undoes it."""
-        etalon = None if self.etalon is None else os.fspath(self.etalon)
-        return (dict(self.entries), self.root, self.problem, etalon, dict(self.etalon_entries))
-
-    @classmethod
-    def from_record(cls, record: tuple[Any, ...]) -> ClonePicture:
-        entries, root, problem, etalon, etalon_entries = record
-        return cls(
-            entries, tuple(root), problem, None if etalon is None else Path(etalon), etalon_entries
-        )
 
 
 def _key(name: str) -> str:

@@ -11,20 +11,15 @@ are the ones the local pool writes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 import attrs
 
-from trysquare import _atomic, _convert, results
+from trysquare import _atomic, results
 from trysquare._stop import is_no_space
 from trysquare._suiteservice import SuiteService
-from trysquare.modes import Outcome, State, Validation, ValidationTask
-
-if TYPE_CHECKING:
-    from trysquare.clone_guard import ClonePicture
-    from trysquare.runs import Run
+from trysquare.modes import Outcome
+from trysquare.task_records import PlannedTask, TaskResult
 
 __all__ = [
     "Evaluated",
@@ -36,99 +31,6 @@ __all__ = [
     "record_task",
     "write_problem",
 ]
-
-
-@attrs.frozen
-class PlannedTask:
-    """The runner's record of one task: the :class:`ValidationTask` a mode is handed, and
-    what the runner checks and records around its validator.
-
-    An executor carries it, unopened, to :func:`execute_task` (locally or on a cluster
-    worker); it reads ``task`` (or ``run`` and ``validation``) and nothing else.
-    """
-
-    task: ValidationTask
-    """What the validator's mode is handed."""
-    digest: str = ""
-    """The validator's digest, recorded beside the outcome (an unchanged pair is reused)."""
-    context_digest: str = ""
-    """The context's digest, recorded beside the outcome."""
-    declared_elsewhere: Mapping[str, str] = attrs.field(factory=dict)
-    """Which validator declares each metric (its own included): a stray metric another one
-    declares is dropped, the declarer wins. One mapping shared by every task."""
-    clone_before: ClonePicture | None = None
-    """The measured clone before validation, to catch a validator writing into it; ``None``
-    when the clone is not there to look at."""
-    rerun_suite: bool = False
-    """``--rerun-suite``: no recorded suite outcome is reused."""
-
-    @property
-    def run(self) -> Run:
-        return self.task.run
-
-    @property
-    def validation(self) -> Validation:
-        return self.task.validation
-
-
-@attrs.frozen
-class _RecordedOutcome:
-    """The part of a result document an observer is told, structured strictly."""
-
-    metrics: dict[str, Any]
-    reasons: dict[str, str]
-    state: State
-    error: str | None
-    provenance: dict[str, dict[str, str]] | None = None
-    notes: tuple[str, ...] = ()
-    kept_after: str | None = None
-
-
-@attrs.frozen
-class TaskResult:
-    """What became of one task: its outcome as recorded, and the result file's document."""
-
-    task: ValidationTask
-    outcome: Outcome  # as recorded (foreign metrics dropped); its stderr is in the file
-    document: Mapping[str, Any]  # validation/<name>.json as written
-    # False when the run's folder refused the write (a symlink, a full disk): the
-    # document then holds the invalid state and why, and is in no file.
-    recorded: bool = True
-    # The refused write met a full disk: the validate this task belongs to starts no other.
-    no_space_left: bool = False
-
-    @classmethod
-    def from_document(cls, planned: PlannedTask, document: Mapping[str, Any]) -> TaskResult:
-        """The record for a result document that arrived as plain JSON from afar (a cluster
-        worker sends back the document :func:`record_task` wrote, not the record).
-
-        Structured by trysquare's strict converter: a document whose metrics,
-        state or reasons are not what a result holds is refused (``ScenarioError``).
-        """
-        task = planned.task
-        fields = {f.name for f in attrs.fields(_RecordedOutcome)}
-        found = _convert.structure(
-            {k: v for k, v in document.items() if k in fields},
-            _RecordedOutcome,
-            file=Path(f"{task.validation.name}.json"),
-            label=f"the result of validator '{task.validation.name}'",
-        )
-        outcome = Outcome(
-            metrics=found.metrics,
-            reasons=found.reasons,
-            state=found.state,
-            error=found.error,
-            provenance=found.provenance,
-            notes=found.notes,
-            kept_after=found.kept_after,
-        )
-        return cls(
-            task,
-            outcome,
-            document,
-            recorded=not document.get("unrecorded"),
-            no_space_left=bool(document.get("no_space_left")),
-        )
 
 
 def execute_task(task: PlannedTask, *, interrupted: Callable[[], bool] = lambda: False) -> TaskResult | None:

@@ -1,7 +1,7 @@
 """Where validation tasks run: the built-in ``local`` pool, or one from a plugin.
 
 An executor takes planned tasks (each a run × validator with its context
-archived) and yields a :class:`trysquare.execute.TaskResult` as each finishes:
+archived) and yields a :class:`trysquare.task_records.TaskResult` as each finishes:
 what :func:`trysquare.execute.execute_task` recorded. The tasks are a collection
 to iterate once, in order: ``len()`` is their number, and each is built when it
 is reached, so an executor takes them no faster than it can start them.
@@ -9,17 +9,18 @@ is reached, so an executor takes them no faster than it can start them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Collection, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from trysquare.errors import UsageError
+from trysquare.executor_protocol import Executor, RunningExecutor
 from trysquare.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from trysquare.execute import TaskResult
-    from trysquare.execute import PlannedTask as Task
+    from trysquare.task_records import PlannedTask as Task
+    from trysquare.task_records import TaskResult
 
-__all__ = ["Executor", "LocalExecutor", "execute_stoppable", "get"]
+__all__ = ["Executor", "LocalExecutor", "RunningExecutor", "execute_stoppable", "get"]
 
 
 def execute_stoppable(
@@ -60,29 +61,6 @@ def execute_stoppable(
         finally:
             finished.set()
             watcher.join()
-
-
-class Executor(Protocol):
-    """Where validation tasks run, registered through ``trysquare_register_executors``: a
-    ``name`` (what ``--executor`` names) and ``configure`` giving a :class:`RunningExecutor`."""
-
-    name: str
-
-    def configure(self, options: Mapping[str, str], *, jobs: int) -> RunningExecutor:
-        """Check ``--executor-option`` values (UsageError on a bad one) and get ready."""
-        ...
-
-
-class RunningExecutor(Protocol):
-    """A configured executor: runs the tasks and yields each :class:`TaskResult` as it is
-    recorded (what :func:`trysquare.execute.execute_task` returned); starts no task once
-    ``should_stop()`` is true."""
-
-    def run(
-        self, tasks: Collection[Task], *, should_stop: Callable[[], bool]
-    ) -> Iterable[TaskResult]:
-        """Run ``tasks`` (iterated once, in order; ``len()`` is their number)."""
-        ...
 
 
 class LocalExecutor:

@@ -16,13 +16,12 @@ import pluggy
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from trysquare.executors import Executor
-
-    from trysquare.modes import Mode, Outcome, Validation
     from trysquare.commands import Commands
-    from trysquare.report.formats import ReportFormat
-    from trysquare.runs import Run
-    from trysquare.sessions import SessionFormat
+    from trysquare.executor_protocol import Executor
+    from trysquare.modes import Mode, Outcome, Validation
+    from trysquare.report_source import ReportFormat
+    from trysquare.run_records import Run
+    from trysquare.sessions.reading import SessionFormat
 
 PROJECT_NAME = "trysquare"
 
@@ -177,8 +176,8 @@ def trysquare_register_executors(register: Callable[[Executor], None]) -> None:
         a ``configure(options, jobs=...)`` returning an object whose
         ``run(tasks, should_stop=...)`` yields ``(task, document)`` as each task
         finishes, each task recorded by :func:`trysquare.api.execute_task`
-        (the protocols are :class:`trysquare.executors.Executor` and
-        :class:`trysquare.executors.RunningExecutor`).
+        (the protocols are :class:`trysquare.executor_protocol.Executor` and
+        :class:`trysquare.executor_protocol.RunningExecutor`).
         The built-in ``local`` executor is a bounded thread pool.
 
     Example::
@@ -219,7 +218,7 @@ def trysquare_register_report_formats(register: Callable[[ReportFormat], None]) 
         of ``--format``), a ``description`` (one line for ``--help``), a
         ``suffix`` (``".html"``) and a ``render(source)`` method returning the
         report as text, where ``source`` is a
-        :class:`trysquare.report.formats.ReportSource`: the report as plain data
+        :class:`trysquare.report_source.ReportSource`: the report as plain data
         (what ``--format json`` prints), every run's ``measures.json`` row, and
         each run's folder. A name registered by two plugins is refused, naming both.
         The core registers ``md``, ``json`` and ``csv`` this way; ``trysquare-view``

@@ -21,10 +21,18 @@ from trysquare.errors import ScenarioError
 from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
-    from trysquare.runs import Run
-    from trysquare.scenario import Scenario
+    from trysquare.run_records import Run
 
-__all__ = ["Mode", "Outcome", "State", "TableSource", "Validation", "ValidationTask", "check_timeout"]
+__all__ = [
+    "LoadedScenario",
+    "Mode",
+    "Outcome",
+    "State",
+    "TableSource",
+    "Validation",
+    "ValidationTask",
+    "check_timeout",
+]
 
 State = Literal["valid", "invalid", "pending"]
 T = TypeVar("T")
@@ -86,6 +94,30 @@ def check_pieces(source: TableSource, pieces: Sequence[str], key: str = "pieces"
         raise source.refuse(key, "names a piece twice")
 
 
+class LoadedScenario(Protocol):
+    """What :meth:`Validation.check` is shown of the scenario being loaded (a
+    :class:`trysquare.scenario.Scenario`), by shape: the loader sits above the modes."""
+
+    @property
+    def path(self) -> Path:
+        """The scenario file."""
+        ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def folder(self) -> Path: ...
+
+    @property
+    def validations(self) -> tuple[Validation, ...]: ...
+
+    @property
+    def protected_env(self) -> Mapping[str, str]:
+        """Variables no validator or suite may see: ``{name: where it is configured}``."""
+        ...
+
+
 @attrs.frozen(kw_only=True)
 class Validation:
     """One loaded ``[[validation]]`` table. Modes subclass it with their own keys.
@@ -121,10 +153,10 @@ class Validation:
     :func:`trysquare.context.write_session_facts` before the validator starts — for
     validators that cannot import ``trysquare.assay``."""
 
-    def check(self, scenario: Scenario, source: TableSource) -> None:
+    def check(self, scenario: LoadedScenario, source: TableSource) -> None:
         """Refuse, at load time, what this table cannot do within ``scenario``."""
 
-    def check_runs(self, scenario: Scenario, runs: Sequence[Run]) -> list[str]:
+    def check_runs(self, scenario: LoadedScenario, runs: Sequence[Run]) -> list[str]:
         """Refuse what these runs make impossible; return lines to print (blinding)."""
         return []
 
@@ -172,11 +204,11 @@ class ValidationTask:
     """One run × one validation, its context already built and archived.
 
     What a mode's :meth:`Validation.evaluate` is handed. The runner plans it inside a
-    record of its own (:class:`trysquare.execute.PlannedTask`, with what it checks and
+    record of its own (:class:`trysquare.task_records.PlannedTask`, with what it checks and
     records around the validator), which an executor carries to
     :func:`trysquare.execute.execute_task`.
 
-    ``run`` is the :class:`trysquare.runs.Run` (its folder, clone, ids);
+    ``run`` is the :class:`trysquare.run_records.Run` (its folder, clone, ids);
     ``context`` the mapping the validator is handed (the context keys, see
     ``docs/api.md``), also archived at ``context_path`` (what a script is
     given). ``archive`` (``validation/<name>/``) is where a mode keeps evidence:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import argparse
 
     from trysquare.modes import Mode
-    from trysquare.sessions import SessionFormat
+    from trysquare.sessions.reading import SessionFormat
 
 __all__ = [
     "PluginInfo",

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import attrs
 
@@ -23,6 +23,7 @@ from trysquare._pool import bounded_map, io_workers
 from trysquare.errors import RepoError, RunError, ScenarioError
 from trysquare.git.dotgit import is_git_repo
 from trysquare.git.refs import missing_at, resolve_commit
+from trysquare.run_records import Etalon, Experiment, Run
 
 __all__ = ["Etalon", "Experiment", "Run", "discover", "load_run", "RUN_FILE"]
 
@@ -50,102 +51,6 @@ class _RunFile:
     given: tuple[str, ...] = ()
     etalon: _EtalonTable | None = None
     excluded: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class Etalon:
-    """The reference the agent started from: a tag, and its files as a folder."""
-
-    tag: str
-    checkout: Path | None  # None until materialised from the tag
-
-
-# A path right inside its run's folder (the clone, the prompt, the session log: nearly
-# always) is kept as that folder and its name, not as a path object of its own: a path
-# object costs about 300 bytes, and validate holds every run. The folder is the one the
-# run was loaded with, so ``attrs.evolve(run, dir=elsewhere)`` moves nothing else.
-_Beside = tuple[Path, str]
-
-
-def _kept(path: Path | _Beside | None, folder: Path) -> Path | _Beside | None:
-    if isinstance(path, Path) and path.parent == folder:
-        return (folder, sys.intern(path.name))
-    return path
-
-
-@overload
-def _unpacked(kept: Path | _Beside) -> Path: ...
-@overload
-def _unpacked(kept: Path | _Beside | None) -> Path | None: ...
-def _unpacked(kept: Path | _Beside | None) -> Path | None:
-    return kept[0] / kept[1] if isinstance(kept, tuple) else kept
-
-
-@attrs.frozen(repr=False)
-class Run:
-    """One finished run, its paths resolved and its base commit pinned."""
-
-    dir: Path
-    id: str
-    cell: str
-    repetition: int
-    _repo: Path | _Beside = attrs.field(alias="repo")
-    base: str  # as written in run.toml
-    base_commit: str | None  # the full sha it resolves to (None when loaded for --replay)
-    _prompt: Path | _Beside = attrs.field(alias="prompt")
-    _session: Path | _Beside | None = attrs.field(alias="session")
-    session_format: str | None
-    _trace: Path | _Beside | None = attrs.field(alias="trace")
-    model: str | None
-    given: tuple[str, ...]
-    etalon: Etalon | None
-    # gitignore-style patterns of what the harness injected: never the agent's work
-    excluded: tuple[str, ...] = ()
-
-    def __attrs_post_init__(self) -> None:
-        for name in ("_repo", "_prompt", "_session", "_trace"):
-            object.__setattr__(self, name, _kept(getattr(self, name), self.dir))
-
-    @property
-    def repo(self) -> Path:
-        """The agent's clone."""
-        return _unpacked(self._repo)
-
-    @property
-    def prompt(self) -> Path:
-        """The prompt the agent was given."""
-        return _unpacked(self._prompt)
-
-    @property
-    def session(self) -> Path | None:
-        """The agent's session log, if the run names one."""
-        return _unpacked(self._session)
-
-    @property
-    def trace(self) -> Path | None:
-        """The run's trace file, if it names one."""
-        return _unpacked(self._trace)
-
-    @property
-    def validation_dir(self) -> Path:
-        return self.dir / "validation"
-
-    @property
-    def label(self) -> str:
-        return f"run '{self.id}' ({self.dir})"
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{a.alias}={getattr(self, a.alias or a.name)!r}" for a in attrs.fields(Run))
-        return f"Run({shown})"
-
-
-@attrs.frozen
-class Experiment:
-    """A folder named on the command line, and the runs found below it."""
-
-    root: Path
-    runs: tuple[Run, ...]
-    errors: tuple[RunError, ...]
 
 
 def _resolve(folder: Path, value: str) -> Path:

@@ -53,7 +53,7 @@ from trysquare_judge.verdict import (
 )
 
 if TYPE_CHECKING:
-    from trysquare.api import Run, Scenario
+    from trysquare.api import LoadedScenario, Run
 
 __all__ = ["JudgeMode", "JudgeValidation"]
 
@@ -156,7 +156,7 @@ class JudgeValidation(Validation):
 
     # -- refusals once runs are given -------------------------------------------
 
-    def check_runs(self, scenario: Scenario, runs: Sequence[Run]) -> list[str]:
+    def check_runs(self, scenario: LoadedScenario, runs: Sequence[Run]) -> list[str]:
         qualified = f"{self.provider}/{self.model}"
         for run in runs:
             if run.model is not None and run.model in (qualified, self.model):

@@ -1,4 +1,5 @@
-"""Report formats as plugins see them, and the core's three (md, json, csv).
+"""The core's three report formats (md, json, csv); what a format is and is handed lives in
+:mod:`trysquare.report_source` (kept here by name too).
 
 ``trysquare report --format NAME`` picks among the formats registered through
 ``trysquare_register_report_formats``; this module is the in-tree plugin that
@@ -7,43 +8,15 @@ registers the core's own, so they go through the same door as ``html``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
 from trysquare.hookspecs import hookimpl
 from trysquare.report.render import render
+from trysquare.report_source import ReportFormat, ReportSource
 
 __all__ = ["BUILTIN_FORMATS", "ReportFormat", "ReportSource", "TextFormat"]
-
-
-@attrs.frozen
-class ReportSource:
-    """What a format renders: the report, every run's row, and where each run lives.
-
-    ``report`` is the plain data ``--format json`` prints; ``rows`` are the
-    ``measures.json`` rows (one per run, invalid ones included); ``run_dirs``
-    maps a run id to its folder (absent for a folder that could not be read);
-    ``root`` is the experiment folder. Everything below a run folder except what
-    trysquare wrote there is the measured agent's: a format shows it escaped.
-    """
-
-    report: Mapping[str, Any]
-    rows: Sequence[Mapping[str, Any]] = ()
-    run_dirs: Mapping[str, Path] = attrs.field(factory=dict)
-    root: Path | None = None
-
-
-class ReportFormat(Protocol):
-    """One ``--format`` value."""
-
-    name: str
-    description: str
-    suffix: str
-
-    def render(self, source: ReportSource) -> str: ...
 
 
 @attrs.frozen
