@@ -21,6 +21,9 @@ from trysquare.errors import ScenarioError
 from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from trysquare.gathering import Gathered, Gathering
     from trysquare.guard import ClonePicture
     from trysquare.runs import Run
     from trysquare.scenario import Scenario
@@ -151,6 +154,17 @@ class Validation:
     def evaluate(self, job: Job) -> Outcome:
         """Score one run. Never raises for a bad run: returns an invalid outcome."""
         raise NotImplementedError
+
+    def resume_gathered(self, gathering: Gathering) -> Iterable[Gathered]:
+        """Before any task: collect work an earlier ``validate`` gathered and left in flight
+        (a judge's batches), yielding each result to record (see :mod:`trysquare.gathering`).
+        A validation that scores each run in its own task yields nothing (the default)."""
+        return ()
+
+    def send_gathered(self, gathering: Gathering) -> Iterable[Gathered]:
+        """After every task: send what the tasks gathered (their outcomes were pending) and,
+        unless ``gathering.wait`` is false, wait for it, yielding each result to record."""
+        return ()
 
 
 class Mode(Protocol):

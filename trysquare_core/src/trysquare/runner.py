@@ -36,6 +36,7 @@ from trysquare._shown import shown
 from trysquare.errors import RunError, UsageError
 from trysquare.execute import TaskResult, disk_full as _disk_full, execute_task, first_invalid as _first_invalid
 from trysquare.execute import write_problem as _write_problem
+from trysquare.gathering import Gathering, record_gathered
 from trysquare.planning import RunPlan, iter_plans, plan_runs
 from trysquare.lock import LOCK_FILE, experiment_lock  # noqa: F401 - the lock's old home
 from trysquare.modes import Validation, ValidationTask
@@ -127,6 +128,13 @@ def validate(
                     print(shown(line), file=out)
         for validation in validations:
             _prepare(validation, out)
+        gathering = Gathering(
+            experiments=experiments, runs=all_runs, wait=options.wait, rejudge=options.rejudge,
+            out=out, should_stop=should_stop,
+        )  # fmt: skip
+        # What an earlier validate sent in batches and left in flight: collected first, so
+        # that planning finds those results recorded.
+        _gather(validations, gathering, out, summary, "resume_gathered")
         # Before any validator can start: no result file is touched by planning.
         ledger = guard.ResultWatch(all_runs, [v.name for v in validations])
         tasks = _PlannedTasks(
@@ -146,6 +154,9 @@ def validate(
             )
         finally:
             tasks.close()
+        if not should_stop():
+            _gather(validations, gathering, out, summary, "send_gathered")
+        summary.in_flight.extend(gathering.pending)
         unbuilt = tasks.unbuilt
         summary.skipped_runs.extend(unbuilt)
         # A result not signed here was not reused, run again or not: it is not "unchanged".
@@ -161,6 +172,19 @@ def validate(
     if _disk_full.is_set():
         summary.stopped = "no space left on device; free some and run validate again"
     return summary
+
+
+def _gather(
+    validations: Sequence[Validation], gathering: Gathering, out: TextIO, summary: Summary, moment: str
+) -> None:
+    """Let each gathering validation collect (``resume_gathered``) or send and wait for
+    (``send_gathered``) its work, and record what it yields; one that fails is said."""
+    for validation in validations:
+        try:
+            summary.executed += record_gathered(validation, getattr(validation, moment)(gathering), out)
+        except Exception as error:  # noqa: BLE001 - a plugin's mode never stops the matrix here
+            print(shown(f"trysquare: validator '{validation.name}' could not collect its gathered "
+                        f"work: {type(error).__name__}: {error}"), file=out)
 
 
 def _record_ended(marker: _inflight.Marker, validations: Sequence[Validation], out: TextIO) -> None:

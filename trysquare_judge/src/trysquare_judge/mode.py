@@ -46,6 +46,9 @@ from trysquare_judge.verdict import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from trysquare.gathering import Gathered, Gathering
     from trysquare.runs import Run
     from trysquare.scenario import Scenario
 
@@ -74,6 +77,7 @@ class _JudgeTable:
     name: str = ""
     max_turns: int = DEFAULT_MAX_TURNS
     max_piece_bytes: int = DEFAULT_MAX_PIECE_BYTES
+    batch: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -91,6 +95,8 @@ class JudgeValidation(Validation):
     # Not part of the digest: raising the cap must not re-pay every verdict already given
     # (the runs it left unjudged are asked again with --rejudge).
     max_piece_bytes: int = DEFAULT_MAX_PIECE_BYTES
+    # Not part of the digest either: a verdict is the same verdict, by batch or not.
+    batch: bool = False
 
     # pass_env too: the suite's settings are no business of the judge, and a context
     # that gains them must not make a paid verdict stale.
@@ -184,6 +190,10 @@ class JudgeValidation(Validation):
         if planted is not None:
             # Refused before anything is sent: the transcript could not be kept after paying.
             return Outcome.invalid(f"judge '{self.name}': {planted}; nothing was sent to the judge")
+        if self.batch:
+            from trysquare_judge.batch import engine
+
+            return engine.gather(self, job)
         transcript: dict[str, Any] = {
             "validator": self.name,
             "provider": self.provider,
@@ -213,6 +223,24 @@ class JudgeValidation(Validation):
             _write_transcript(job.archive, scrub.scrub_value(transcript, keys), root=job.run.dir)
         return outcome
 
+    # -- batch judging (batch = true) ------------------------------------------------------
+
+    def resume_gathered(self, gathering: Gathering) -> Iterable[Gathered]:
+        if not self.batch:
+            return ()
+        from trysquare_judge.batch import engine
+
+        session = engine.begin(self, gathering)
+        return () if session is None else engine.collect(session, wait=False)
+
+    def send_gathered(self, gathering: Gathering) -> Iterable[Gathered]:
+        if not self.batch:
+            return ()
+        from trysquare_judge.batch import engine
+
+        session = engine._sessions.get(self.name)
+        return () if session is None else engine.collect(session, wait=gathering.wait)
+
     def usage_record(self, spent: Sequence[Usage]) -> dict[str, Any]:
         """What this conversation spent, and the price in force for the provider that answered.
 
@@ -237,8 +265,9 @@ class JudgeValidation(Validation):
             "price_output": None if endpoint is None else endpoint.price_output,
         }
 
-    def _converse(self, job: Job, exchanges: list[Mapping[str, Any]], spent: list[Usage]) -> Outcome:
-        assert self.endpoint is not None
+    def first_request(self, job: Job) -> ChatRequest | Outcome:
+        """The conversation's first request for ``job``'s run, or the outcome that stands
+        instead when nothing may be sent (a piece not recorded or over the cap: unjudged)."""
         texts: dict[str, str] = {}
         for piece in self.pieces:
             if job.context.get(piece) is None:
@@ -254,24 +283,34 @@ class JudgeValidation(Validation):
                     f"{self.max_piece_bytes:,}; nothing was sent to the judge"
                 )
             texts[piece] = text
+        assert self.endpoint is not None
         if self.endpoint.api_key_env and self.endpoint.api_key_env not in os.environ:
             return Outcome.invalid(
                 f"judge provider '{self.provider}': the variable {self.endpoint.api_key_env} is not set"
             )
-        schema = verdict_schema(self.metrics)
-        tool = ToolSpec(TOOL_NAME, TOOL_DESCRIPTION, schema)
+        return self.request((Message(role="user", content=prompt.user_message(texts, self.pieces)),))
+
+    def request(self, messages: Sequence[Message]) -> ChatRequest:
+        """The request carrying ``messages`` (the conversation so far) to this judge."""
+        tool = ToolSpec(TOOL_NAME, TOOL_DESCRIPTION, verdict_schema(self.metrics))
         system = prompt.system_message(self.rubric_text, self.metrics)
-        messages: list[Message] = [Message(role="user", content=prompt.user_message(texts, self.pieces))]
+        return ChatRequest(
+            model=self.model, thinking=self.thinking, system=system, messages=tuple(messages), tool=tool
+        )
+
+    def _converse(self, job: Job, exchanges: list[Mapping[str, Any]], spent: list[Usage]) -> Outcome:
+        assert self.endpoint is not None
+        first = self.first_request(job)
+        if isinstance(first, Outcome):
+            return first
+        messages: list[Message] = list(first.messages)
         try:
             connection = connection_for(self.endpoint)
         except ProviderError as error:
             return Outcome.invalid(f"judge provider '{self.provider}': {error.message}")
         last_error: str | None = None
         for _ in range(self.max_turns):
-            request = ChatRequest(
-                model=self.model, thinking=self.thinking, system=system,
-                messages=tuple(messages), tool=tool,
-            )
+            request = self.request(messages)
             try:
                 reply = connection.complete(request)
             except ReplyTooLarge as error:
@@ -435,6 +474,15 @@ class JudgeMode:
             raise source.refuse("rubric", f"'{raw.rubric}' is empty")
         endpoint = resolve_provider(raw.provider, source.file, source.refuse, source.config)
         validator_for(raw.metrics)  # built now, so the first verdict does not pay for it
+        if raw.batch:
+            from trysquare_judge.batch import supports_batches
+            from trysquare_judge.providers import provider_types
+
+            if not supports_batches(provider_types().get(endpoint.type)):
+                raise source.refuse(
+                    "batch", f"provider type '{endpoint.type}' (provider '{raw.provider}') declares no "
+                    "batch support; remove batch = true, or use a provider type that has a batch API",
+                )
         return JudgeValidation(
             mode=raw.mode,
             name=raw.name,
@@ -448,6 +496,7 @@ class JudgeMode:
             max_piece_bytes=raw.max_piece_bytes,
             rubric_text=rubric_text,
             endpoint=endpoint,
+            batch=raw.batch,
         )
 
 
