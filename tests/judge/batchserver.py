@@ -27,12 +27,13 @@ from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+from tests.judge.chatserver import USAGE
 from tests.loopback import serve_in_background
 
 __all__ = ["BatchFake", "GOOD", "verdict_arguments"]
 
 GOOD = {"note_usable": True, "cites_paths": False}
-USAGE_OPENAI = {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
+USAGE_OPENAI = USAGE  # as the chat server reports it: the same answers cost the same tokens
 USAGE_ANTHROPIC = {"input_tokens": 120, "output_tokens": 30}
 
 

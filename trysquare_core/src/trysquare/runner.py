@@ -134,7 +134,7 @@ def validate(
         )  # fmt: skip
         # What an earlier validate sent in batches and left in flight: collected first, so
         # that planning finds those results recorded.
-        _gather(validations, gathering, out, summary, "resume_gathered")
+        collected = _gather(validations, gathering, out, summary, "resume_gathered")
         # Before any validator can start: no result file is touched by planning.
         ledger = guard.ResultWatch(all_runs, [v.name for v in validations])
         tasks = _PlannedTasks(
@@ -162,7 +162,8 @@ def validate(
         # A result not signed here was not reused, run again or not: it is not "unchanged".
         not_reused = _say_unsigned(tasks.plans, out)
         # A run whose tasks could not be built reused nothing: it is not "unchanged".
-        summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks) - not_reused)
+        # Results collected before planning are recorded now, not reused.
+        summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks) - not_reused - collected)
         summary.interrupted = user_stop()
         if _first_invalid.is_set():
             summary.not_started = len(tasks) - summary.executed
@@ -176,15 +177,19 @@ def validate(
 
 def _gather(
     validations: Sequence[Validation], gathering: Gathering, out: TextIO, summary: Summary, moment: str
-) -> None:
+) -> int:
     """Let each gathering validation collect (``resume_gathered``) or send and wait for
-    (``send_gathered``) its work, and record what it yields; one that fails is said."""
+    (``send_gathered``) its work, and record what it yields (how many: returned); one that
+    fails is said."""
+    recorded = 0
     for validation in validations:
         try:
-            summary.executed += record_gathered(validation, getattr(validation, moment)(gathering), out)
+            recorded += record_gathered(validation, getattr(validation, moment)(gathering), out)
         except Exception as error:  # noqa: BLE001 - a plugin's mode never stops the matrix here
             print(shown(f"trysquare: validator '{validation.name}' could not collect its gathered "
                         f"work: {type(error).__name__}: {error}"), file=out)
+    summary.executed += recorded
+    return recorded
 
 
 def _record_ended(marker: _inflight.Marker, validations: Sequence[Validation], out: TextIO) -> None:

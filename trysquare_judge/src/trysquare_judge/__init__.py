@@ -13,11 +13,13 @@ from trysquare_judge.mode import JudgeMode
 
 if TYPE_CHECKING:
     import pluggy
+    from trysquare.plugin_api import Commands
 
 __all__ = [
     "JudgeMode",
     "trysquare_add_hookspecs",
     "trysquare_protected_env",
+    "trysquare_register_commands",
     "trysquare_register_judge_providers",
 ]
 
@@ -28,6 +30,14 @@ def trysquare_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
     from trysquare_judge import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
+
+
+@hookimpl
+def trysquare_register_commands(cli: Commands) -> None:
+    # `trysquare batches`: what a batch judge has in flight, and cancelling it.
+    from trysquare_judge.batch.command import register
+
+    register(cli)
 
 
 @hookimpl

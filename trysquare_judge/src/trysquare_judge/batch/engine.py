@@ -188,7 +188,8 @@ def _say(session: Session, text: str) -> None:
 
 
 def _adopt(session: Session, store: Store) -> None:
-    """A batch recorded as being created when trysquare ended: found (and kept) or never made."""
+    """A batch recorded as being created when trysquare ended (or whose creation failed):
+    found and kept, or known never made and its items queued again (up to MAX_ATTEMPTS)."""
     name = session.validation.name
     for batch in store.batches(name, "creating"):
         try:
@@ -197,19 +198,28 @@ def _adopt(session: Session, store: Store) -> None:
                 known=store.known_ids(),
             )  # fmt: skip
         except ProviderError as error:
-            _say(session, f"judge '{name}': could not look for batch {batch['batch_key']}: {error.message}")
-            continue
+            if not error.message.startswith("HTTP 4"):
+                _say(session, f"judge '{name}': could not look for batch {batch['batch_key']}: {error.message}")
+                continue
+            found = None  # the API refuses to list: no batch of ours can be found there either
         with store.transaction() as db:
             if found is not None:
                 db.execute("UPDATE batches SET state = 'in_flight', remote_id = ?, updated_at = ? WHERE batch_key = ?",
                            (found, time.time(), batch["batch_key"]))
                 db.execute("UPDATE items SET state = 'in_flight' WHERE batch_key = ? AND state = 'submitting'",
                            (batch["batch_key"],))
-            else:
-                db.execute("UPDATE batches SET state = 'abandoned', updated_at = ? WHERE batch_key = ?",
-                           (time.time(), batch["batch_key"]))
-                db.execute("UPDATE items SET state = 'queued', batch_key = NULL WHERE batch_key = ? AND state = 'submitting'",
-                           (batch["batch_key"],))
+                continue
+            db.execute("UPDATE batches SET state = 'abandoned', updated_at = ? WHERE batch_key = ?",
+                       (time.time(), batch["batch_key"]))
+            for row in db.execute("SELECT * FROM items WHERE batch_key = ? AND state = 'submitting'",
+                                  (batch["batch_key"],)).fetchall():
+                attempts = row["attempts"] + 1
+                if attempts < MAX_ATTEMPTS:
+                    store.set_item(db, row["item_key"], state="queued", batch_key=None, attempts=attempts)
+                else:
+                    why = batch["status"] or "it was never created"
+                    store.set_item(db, row["item_key"], state="failed", attempts=attempts, outcome=json.dumps(
+                        _failure_record(session, f"its batch could not be created {attempts} times ({why})", [])))
         if found is not None:
             _say(session, f"judge '{name}': batch {found} adopted (created before trysquare ended)")
 
@@ -247,6 +257,8 @@ def _submit(session: Session, store: Store) -> Iterator[Gathered]:
         except ProviderError as error:
             # Perhaps created all the same (a lost reply): the next round looks for it.
             _say(session, f"judge '{name}': creating a batch of {len(chunk)} failed: {error.message}")
+            with store.transaction() as db:
+                db.execute("UPDATE batches SET status = ? WHERE batch_key = ?", (error.message, key))
             continue
         with store.transaction() as db:
             db.execute("UPDATE batches SET state = 'in_flight', remote_id = ?, updated_at = ? WHERE batch_key = ?",
@@ -305,8 +317,8 @@ def _poll(session: Session, store: Store) -> None:
                     )))
                 else:
                     store.set_item(db, row["item_key"], state="received", raw=None)
-            db.execute("UPDATE batches SET state = 'ended', status = ?, updated_at = ? WHERE batch_key = ?",
-                       (status.state, time.time(), batch["batch_key"]))
+            db.execute("UPDATE batches SET state = ?, status = ?, updated_at = ? WHERE batch_key = ?",
+                       ("cancelled" if cancelled else "ended", status.state, time.time(), batch["batch_key"]))
 
 
 def _decide(session: Session, store: Store) -> None:
@@ -314,6 +326,8 @@ def _decide(session: Session, store: Store) -> None:
     from trysquare_judge.mode import NEVER_CALLED, _read_reply
 
     validation = session.validation
+    # Batches a person cancelled (trysquare batches --cancel): what they did not answer is not sent again.
+    cancelled = {row["batch_key"] for row in store.batches(validation.name, "cancelled")}
     for row in store.items(validation.name, "received"):
         answer = _read(session, row)
         conversation = json.loads(row["conversation"])
@@ -350,7 +364,11 @@ def _decide(session: Session, store: Store) -> None:
             exchanges.append(exchange)
             spent.append(_usage_record(Usage(requests=1 if answer.kind == "errored" else 0)))
             attempts = row["attempts"] + 1
-            if attempts < MAX_ATTEMPTS:
+            if row["batch_key"] in cancelled:
+                values = {"state": "failed", "attempts": attempts, "outcome": json.dumps(
+                    _failure_record(session, "its batch was cancelled (trysquare batches --cancel); "
+                                    "validate --rejudge asks again", []))}
+            elif attempts < MAX_ATTEMPTS:
                 values = {"state": "queued", "attempts": attempts}
             else:
                 failure = (f"judge provider '{validation.provider}' failed: the batch request "
