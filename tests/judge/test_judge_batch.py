@@ -320,11 +320,15 @@ def test_a_kill_while_sending_or_looking_loses_nothing_and_pays_nothing_twice(
     assert batch.fake.killed
     with batch.store() as db:
         states = [row["state"] for row in db.execute("SELECT state FROM items")]
-    assert len(states) == 4 and "ingested" not in states
+        batches = [dict(row) for row in db.execute("SELECT state, remote_id FROM batches")]
+    if moment == "create":  # recorded as being created, its id never heard
+        assert (states, batches) == (["submitting"] * 4, [{"state": "creating", "remote_id": None}])
+    else:
+        assert (states, batches) == (["in_flight"] * 4, [{"state": "in_flight", "remote_id": batch.fake.order[0]}])
     again = batch.validate()
     assert again.returncode == 0, again.stdout + again.stderr
     if moment == "create":
-        assert "adopted" in again.stdout
+        assert "adopted" in again.stdout, again.stdout
     assert batch.fake.counts["create"] == 1  # the orphan was found, not paid for again
     assert len(batch.fake.sent_ids) == len(set(batch.fake.sent_ids)) == 4
     assert batch.fake.counts["chat"] == 0

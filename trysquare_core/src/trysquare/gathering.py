@@ -65,8 +65,9 @@ class Gathered:
     """Seconds the work took, as the result records it."""
 
 
-def record_gathered(validation: Validation, items: Iterable[Gathered], out: TextIO) -> int:
-    """Write each of ``items`` over the pending result it answers; return how many were written.
+def record_gathered(validation: Validation, items: Iterable[Gathered], out: TextIO) -> list[Run]:
+    """Write each of ``items`` over the pending result it answers; return the runs written
+    (a run once per result written).
 
     A result that is no longer that pending one (a newer verdict, another context, a
     file trysquare did not sign) is left alone: the item is stale, or already recorded
@@ -75,7 +76,7 @@ def record_gathered(validation: Validation, items: Iterable[Gathered], out: Text
     from trysquare import plugins
     from trysquare.execute import write_problem
 
-    written = 0
+    written: list[Run] = []
     for item in items:
         try:
             recorded = results.load_result(item.run, validation.name)
@@ -101,6 +102,6 @@ def record_gathered(validation: Validation, items: Iterable[Gathered], out: Text
             print(shown(f"trysquare: {item.run.label}: the result could not be recorded: "
                         f"{write_problem(error)}"), file=out)
             continue
-        written += 1
+        written.append(item.run)
         plugins.observe_outcome(run=item.run, validation=validation, outcome=item.outcome)
     return written

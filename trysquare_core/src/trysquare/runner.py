@@ -135,6 +135,7 @@ def validate(
         # What an earlier validate sent in batches and left in flight: collected first, so
         # that planning finds those results recorded.
         collected = _gather(validations, gathering, out, summary, "resume_gathered")
+        collected_later: list[tuple[Run, str]] = []
         # Before any validator can start: no result file is touched by planning.
         ledger = guard.ResultWatch(all_runs, [v.name for v in validations])
         tasks = _PlannedTasks(
@@ -155,15 +156,18 @@ def validate(
         finally:
             tasks.close()
         if not should_stop():
-            _gather(validations, gathering, out, summary, "send_gathered")
+            collected_later = _gather(validations, gathering, out, summary, "send_gathered")
         summary.in_flight.extend(gathering.pending)
         unbuilt = tasks.unbuilt
         summary.skipped_runs.extend(unbuilt)
         # A result not signed here was not reused, run again or not: it is not "unchanged".
         not_reused = _say_unsigned(tasks.plans, out)
         # A run whose tasks could not be built reused nothing: it is not "unchanged".
-        # Results collected before planning are recorded now, not reused.
-        summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks) - not_reused - collected)
+        # Results collected (before planning, or after the tasks for runs they did not
+        # cover) were recorded now: not reused.
+        planned = {(plan.run.dir, v.name) for plan in tasks.plans for v in validations if plan.plans(v.name)}
+        recorded_now = {(run.dir, name) for run, name in (*collected, *collected_later)} - planned
+        summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks) - not_reused - len(recorded_now))
         summary.interrupted = user_stop()
         if _first_invalid.is_set():
             summary.not_started = len(tasks) - summary.executed
@@ -177,18 +181,19 @@ def validate(
 
 def _gather(
     validations: Sequence[Validation], gathering: Gathering, out: TextIO, summary: Summary, moment: str
-) -> int:
+) -> list[tuple[Run, str]]:
     """Let each gathering validation collect (``resume_gathered``) or send and wait for
     (``send_gathered``) its work, and record what it yields (how many: returned); one that
     fails is said."""
-    recorded = 0
+    recorded: list[tuple[Run, str]] = []
     for validation in validations:
         try:
-            recorded += record_gathered(validation, getattr(validation, moment)(gathering), out)
+            written = record_gathered(validation, getattr(validation, moment)(gathering), out)
+            recorded.extend((run, validation.name) for run in written)
         except Exception as error:  # noqa: BLE001 - a plugin's mode never stops the matrix here
             print(shown(f"trysquare: validator '{validation.name}' could not collect its gathered "
                         f"work: {type(error).__name__}: {error}"), file=out)
-    summary.executed += recorded
+    summary.executed += len({(run.dir, name) for run, name in recorded})
     return recorded
 
 

@@ -231,7 +231,7 @@ class JudgeValidation(Validation):
         from trysquare_judge.batch import engine
 
         session = engine.begin(self, gathering)
-        return () if session is None else engine.collect(session, wait=False)
+        return () if session is None else engine.collect(session, wait=False, last=False)
 
     def send_gathered(self, gathering: Gathering) -> Iterable[Gathered]:
         if not self.batch:
@@ -239,7 +239,7 @@ class JudgeValidation(Validation):
         from trysquare_judge.batch import engine
 
         session = engine._sessions.get(self.name)
-        return () if session is None else engine.collect(session, wait=gathering.wait)
+        return () if session is None else engine.collect(session, wait=gathering.wait, last=True)
 
     def usage_record(self, spent: Sequence[Usage]) -> dict[str, Any]:
         """What this conversation spent, and the price in force for the provider that answered.

@@ -138,9 +138,9 @@ def gather(validation: JudgeValidation, job: Job) -> Outcome:
     return Outcome(state="pending", notes=("queued for batch judging",))
 
 
-def collect(session: Session, *, wait: bool) -> Iterator[Gathered]:
+def collect(session: Session, *, wait: bool, last: bool) -> Iterator[Gathered]:
     """Go round until nothing is left in flight (or once, without ``wait``), yielding each
-    outcome decided; say what is left in flight."""
+    outcome decided; at the ``last`` moment of a validate, say what is left in flight."""
     validation = session.validation
     assert validation.endpoint is not None
     interval = first = max(validation.endpoint.poll_interval, 0.0)
@@ -154,7 +154,7 @@ def collect(session: Session, *, wait: bool) -> Iterator[Gathered]:
             break
         interval = min(interval * BACKOFF, max(MOST_WAIT, first))
     left = sum(len(store.items(validation.name, *ACTIVE)) for store in session.stores.values())
-    if left:
+    if left and last:
         batches = sum(len(store.batches(validation.name, "in_flight", "creating")) for store in session.stores.values())
         session.gathering.pending.append(
             f"judge '{validation.name}': {left} verdict{'s' if left != 1 else ''} in flight in {batches} "
@@ -208,7 +208,10 @@ def _adopt(session: Session, store: Store) -> None:
                            (found, time.time(), batch["batch_key"]))
                 db.execute("UPDATE items SET state = 'in_flight' WHERE batch_key = ? AND state = 'submitting'",
                            (batch["batch_key"],))
-                continue
+        if found is not None:
+            _say(session, f"judge '{name}': batch {found} adopted (created before trysquare ended)")
+            continue
+        with store.transaction() as db:
             db.execute("UPDATE batches SET state = 'abandoned', updated_at = ? WHERE batch_key = ?",
                        (time.time(), batch["batch_key"]))
             for row in db.execute("SELECT * FROM items WHERE batch_key = ? AND state = 'submitting'",
@@ -220,8 +223,6 @@ def _adopt(session: Session, store: Store) -> None:
                     why = batch["status"] or "it was never created"
                     store.set_item(db, row["item_key"], state="failed", attempts=attempts, outcome=json.dumps(
                         _failure_record(session, f"its batch could not be created {attempts} times ({why})", [])))
-        if found is not None:
-            _say(session, f"judge '{name}': batch {found} adopted (created before trysquare ended)")
 
 
 def _submit(session: Session, store: Store) -> Iterator[Gathered]:
