@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +36,7 @@ def _batches(args: argparse.Namespace) -> int:
     from trysquare.scenario import load_scenario
 
     from trysquare_judge.batch import batch_client_for
-    from trysquare_judge.batch.store import Store, exists
+    from trysquare_judge.batch.store import Store, StoreError, exists
     from trysquare_judge.mode import JudgeValidation
     from trysquare_judge.providers import ProviderError
 
@@ -51,7 +52,11 @@ def _batches(args: argparse.Namespace) -> int:
         return 0
     failed = False
     with experiment_lock(root, experiment.runs, command="batches"):
-        store = Store(root)
+        try:
+            store = Store(root)
+        except StoreError as error:
+            print(shown(f"trysquare: {error}"), file=sys.stderr)
+            return 1
         try:
             shown_any = False
             for judge in judges:

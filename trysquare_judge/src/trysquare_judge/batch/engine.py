@@ -31,7 +31,7 @@ from trysquare.plugin_api import shown
 
 from trysquare_judge import scrub
 from trysquare_judge.batch import BatchAnswer, BatchClient, batch_client_for
-from trysquare_judge.batch.store import Store
+from trysquare_judge.batch.store import Store, StoreError
 from trysquare_judge.providers import Message, ProviderError, ToolCall, Usage
 
 if TYPE_CHECKING:
@@ -80,6 +80,7 @@ class Session:
 
 
 _sessions: dict[str, Session] = {}
+_refused: dict[str, str] = {}  # validator -> why its store cannot be used in this validate
 
 
 def begin(validation: JudgeValidation, gathering: Gathering) -> Session | None:
@@ -91,9 +92,16 @@ def begin(validation: JudgeValidation, gathering: Gathering) -> Session | None:
     stores: dict[Path, Store] = {}
     roots: dict[Path, Path] = {}
     runs: dict[tuple[Path, str], Run] = {}
+    _sessions.pop(validation.name, None)
+    _refused.pop(validation.name, None)
     for experiment in gathering.experiments:
         root = experiment.root.resolve()
-        stores[root] = Store(root)
+        try:
+            stores[root] = Store(root)
+        except StoreError as error:
+            _refused[validation.name] = str(error)
+            print(shown(f"trysquare: judge '{validation.name}': {error}"), file=gathering.out)
+            return None
         for run in experiment.runs:
             if run in gathering.runs or not gathering.runs:
                 roots[run.dir] = root
@@ -109,6 +117,8 @@ def begin(validation: JudgeValidation, gathering: Gathering) -> Session | None:
 def gather(validation: JudgeValidation, job: Job) -> Outcome:
     """A task of a batch judge: queue the run's first request; its result is pending."""
     session = _sessions.get(validation.name)
+    if validation.name in _refused:
+        return Outcome.invalid(f"judge '{validation.name}': {_refused[validation.name]}; nothing was sent")
     if session is None:
         return Outcome.invalid(
             f"judge '{validation.name}': batch judging runs inside `trysquare validate` with an "

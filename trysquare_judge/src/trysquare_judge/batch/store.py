@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
 import stat
 import threading
@@ -31,6 +32,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from trysquare import _signing
 
 __all__ = ["STORE_FILE", "Store", "StoreError"]
 
@@ -60,6 +63,7 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE INDEX IF NOT EXISTS items_state ON items (validator, state);
 CREATE INDEX IF NOT EXISTS items_batch ON items (batch_key);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS batches (
     batch_key TEXT PRIMARY KEY,
     validator TEXT NOT NULL,
@@ -91,13 +95,34 @@ class Store:
                 continue
             if stat.S_ISLNK(info.st_mode):
                 raise StoreError(f"{path} is a symlink; trysquare never writes through one")
+        found = os.path.lexists(self.path)
         try:
             self.path.parent.mkdir(exist_ok=True)
             self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
             self.db.row_factory = sqlite3.Row
+        except (OSError, sqlite3.Error) as error:
+            raise StoreError(f"{self.path} cannot be used ({error})") from None
+        if found:
+            # A store trysquare did not make here (planted in a run folder given as the
+            # experiment) could hold forged verdicts: never read, never written.
+            try:
+                owner = self.db.execute("SELECT value FROM meta WHERE name = 'owner'").fetchone()
+            except sqlite3.Error:
+                owner = None
+            nonce, _, tag = (str(owner[0]) if owner is not None else "").partition(":")
+            if not _signing.verifies(tag, ["batches", nonce]):
+                self.db.close()
+                raise StoreError(
+                    f"{self.path} was not written by trysquare on this machine; it is never read "
+                    "(remove it to judge in batch again)"
+                )
+        try:
             self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = FULL")
             self.db.executescript(_SCHEMA)
+            if not found:
+                nonce = secrets.token_hex(16)
+                self.db.execute("INSERT INTO meta VALUES ('owner', ?)", (f"{nonce}:{_signing.mac(['batches', nonce])}",))
         except (OSError, sqlite3.Error) as error:
             raise StoreError(f"{self.path} cannot be used ({error})") from None
         self.lock = threading.RLock()
