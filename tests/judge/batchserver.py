@@ -30,7 +30,7 @@ from typing import Any, Self
 from tests.judge.chatserver import USAGE
 from tests.loopback import serve_in_background
 
-__all__ = ["BatchFake", "GOOD", "verdict_arguments"]
+__all__ = ["GOOD", "BatchFake", "verdict_arguments"]
 
 GOOD = {"note_usable": True, "cites_paths": False}
 USAGE_OPENAI = USAGE  # as the chat server reports it: the same answers cost the same tokens
@@ -50,7 +50,9 @@ class BatchFake:
         flavour: str,
         *,
         outcome: Callable[[str, Mapping[str, Any]], str] = lambda _id, _body: "succeeded",
-        verdict: Callable[[Mapping[str, Any]], Mapping[str, Any]] = lambda _body: verdict_arguments(GOOD),
+        verdict: Callable[[Mapping[str, Any]], Mapping[str, Any]] = lambda _body: verdict_arguments(
+            GOOD
+        ),
         looks_to_end: int = 2,
         seed: int = 0,
     ) -> None:
@@ -64,7 +66,15 @@ class BatchFake:
         self.batches: dict[str, dict[str, Any]] = {}
         self.order: list[str] = []  # batch ids, oldest first
         self.requests: dict[str, list[dict[str, Any]]] = {}
-        self.counts = {"create": 0, "poll": 0, "results": 0, "list": 0, "chat": 0, "cancel": 0, "upload": 0}
+        self.counts = {
+            "create": 0,
+            "poll": 0,
+            "results": 0,
+            "list": 0,
+            "chat": 0,
+            "cancel": 0,
+            "upload": 0,
+        }
         self.sent_ids: list[str] = []  # every custom_id in every batch created, in order
         self.kill_at: str | None = None
         self.kill_after = 1  # the n-th such event kills
@@ -76,10 +86,10 @@ class BatchFake:
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 self._answer("GET", b"")
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 self._answer("POST", raw)
 
@@ -121,11 +131,15 @@ class BatchFake:
 
     def _event(self, name: str) -> None:
         self.counts[name] += 1
-        if self.kill_at == name and self.kill_pid is not None and not self.killed:
-            if self.counts[name] >= self.kill_after:
-                self.killed = True
-                os.kill(self.kill_pid, signal.SIGKILL)
-                time.sleep(0.2)  # the answer never reaches it
+        if (
+            self.kill_at == name
+            and self.kill_pid is not None
+            and not self.killed
+            and self.counts[name] >= self.kill_after
+        ):
+            self.killed = True
+            os.kill(self.kill_pid, signal.SIGKILL)
+            time.sleep(0.2)  # the answer never reaches it
 
     def route(self, method: str, path: str, raw: bytes, headers: Any) -> tuple[int, Any, str]:
         path, _, query = path.partition("?")
@@ -138,7 +152,13 @@ class BatchFake:
 
     def _new_batch(self, prefix: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
         batch_id = f"{prefix}_{len(self.order) + 1:04d}"
-        batch = {"id": batch_id, "looks": 0, "created_at": time.time(), "cancelled": False, "lines": None}
+        batch = {
+            "id": batch_id,
+            "looks": 0,
+            "created_at": time.time(),
+            "cancelled": False,
+            "lines": None,
+        }
         self.batches[batch_id] = batch
         self.order.append(batch_id)
         self.requests[batch_id] = entries
@@ -180,15 +200,30 @@ class BatchFake:
                     }}],
                     "usage": USAGE_OPENAI,
                 }  # fmt: skip
-                return {"id": f"req_{custom_id}", "custom_id": custom_id,
-                        "response": {"status_code": 200, "request_id": "r", "body": completion}, "error": None}
+                return {
+                    "id": f"req_{custom_id}",
+                    "custom_id": custom_id,
+                    "response": {"status_code": 200, "request_id": "r", "body": completion},
+                    "error": None,
+                }
             if kind == "errored":
-                return {"id": f"req_{custom_id}", "custom_id": custom_id,
-                        "response": {"status_code": 500, "request_id": "r", "body": {"error": {"message": "boom"}}},
-                        "error": None}
+                return {
+                    "id": f"req_{custom_id}",
+                    "custom_id": custom_id,
+                    "response": {
+                        "status_code": 500,
+                        "request_id": "r",
+                        "body": {"error": {"message": "boom"}},
+                    },
+                    "error": None,
+                }
             code = "batch_expired" if kind == "expired" else "batch_cancelled"
-            return {"id": f"req_{custom_id}", "custom_id": custom_id, "response": None,
-                    "error": {"code": code, "message": f"request {kind}"}}
+            return {
+                "id": f"req_{custom_id}",
+                "custom_id": custom_id,
+                "response": None,
+                "error": {"code": code, "message": f"request {kind}"},
+            }
         if kind in ("succeeded", "malformed"):
             message = {
                 "id": f"msg_{custom_id}", "type": "message", "role": "assistant", "model": "judge",
@@ -198,8 +233,13 @@ class BatchFake:
             }  # fmt: skip
             return {"custom_id": custom_id, "result": {"type": "succeeded", "message": message}}
         if kind == "errored":
-            return {"custom_id": custom_id, "result": {"type": "errored", "error": {
-                "type": "error", "error": {"type": "api_error", "message": "boom"}}}}
+            return {
+                "custom_id": custom_id,
+                "result": {
+                    "type": "errored",
+                    "error": {"type": "error", "error": {"type": "api_error", "message": "boom"}},
+                },
+            }
         return {"custom_id": custom_id, "result": {"type": kind}}
 
     # -- OpenAI -----------------------------------------------------------------------------
@@ -207,7 +247,11 @@ class BatchFake:
     def _openai_batch(self, batch: dict[str, Any]) -> dict[str, Any]:
         states = ["validating", "in_progress", "finalizing", "completed"]
         ended = self._ended(batch)
-        state = ("cancelled" if batch["cancelled"] else "completed") if ended else states[min(batch["looks"], 2)]
+        state = (
+            ("cancelled" if batch["cancelled"] else "completed")
+            if ended
+            else states[min(batch["looks"], 2)]
+        )
         total = len(self.requests[batch["id"]])
         out: dict[str, Any] = {
             "id": batch["id"], "object": "batch", "endpoint": "/v1/chat/completions", "status": state,
@@ -228,23 +272,36 @@ class BatchFake:
                 out["error_file_id"] = f"file-err-{batch['id']}"
         return out
 
-    def _openai(self, method: str, path: str, query: str, raw: bytes, headers: Any) -> tuple[int, Any, str]:
+    def _openai(
+        self, method: str, path: str, query: str, raw: bytes, headers: Any
+    ) -> tuple[int, Any, str]:
         if method == "POST" and path == "/v1/chat/completions":
             self.counts["chat"] += 1
-            return 500, {"error": {"message": "batch judging must not call chat completions"}}, "application/json"
+            return (
+                500,
+                {"error": {"message": "batch judging must not call chat completions"}},
+                "application/json",
+            )
         if method == "POST" and path == "/v1/files":
             self.counts["upload"] += 1
             message = BytesParser(policy=HTTP).parsebytes(
                 b"Content-Type: " + headers["Content-Type"].encode() + b"\r\n\r\n" + raw
             )
-            content = next(part.get_payload(decode=True) for part in message.iter_parts()
-                           if part.get_param("name", header="content-disposition") == "file")
+            content = next(
+                part.get_payload(decode=True)
+                for part in message.iter_parts()
+                if part.get_param("name", header="content-disposition") == "file"
+            )
             file_id = f"file-in-{len(self.files) + 1}"
             self.files[file_id] = content
             return 200, {"id": file_id, "object": "file", "purpose": "batch"}, "application/json"
         if method == "POST" and path == "/v1/batches":
             body = json.loads(raw)
-            entries = [json.loads(line) for line in self.files[body["input_file_id"]].decode().splitlines() if line]
+            entries = [
+                json.loads(line)
+                for line in self.files[body["input_file_id"]].decode().splitlines()
+                if line
+            ]
             batch = self._new_batch("batch", entries)
             batch["metadata"] = body.get("metadata")
             self._event("create")
@@ -291,12 +348,20 @@ class BatchFake:
     def _anthropic(self, method: str, path: str, query: str, raw: bytes) -> tuple[int, Any, str]:
         if method == "POST" and path == "/v1/messages":
             self.counts["chat"] += 1
-            return 500, {"type": "error", "error": {"message": "batch judging must not call messages"}}, "application/json"
+            return (
+                500,
+                {"type": "error", "error": {"message": "batch judging must not call messages"}},
+                "application/json",
+            )
         if method == "POST" and path == "/v1/messages/batches":
             body = json.loads(raw)
             for entry in body["requests"]:
                 if not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", entry["custom_id"]):
-                    return 400, {"type": "error", "error": {"message": "bad custom_id"}}, "application/json"
+                    return (
+                        400,
+                        {"type": "error", "error": {"message": "bad custom_id"}},
+                        "application/json",
+                    )
             batch = self._new_batch("msgbatch", body["requests"])
             self._event("create")
             return 200, self._anthropic_batch(batch), "application/json"
@@ -317,7 +382,11 @@ class BatchFake:
             batch["looks"] += 1
             self._event("poll")
             return 200, self._anthropic_batch(batch), "application/json"
-        return 404, {"type": "error", "error": {"message": f"no {method} {path}"}}, "application/json"
+        return (
+            404,
+            {"type": "error", "error": {"message": f"no {method} {path}"}},
+            "application/json",
+        )
 
 
 def _jsonl(lines: list[dict[str, Any]]) -> bytes:

@@ -19,7 +19,6 @@ import textwrap
 import time
 from collections.abc import Iterator, Mapping
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ from trysquare.testing import build_matrix
 from tests.helpers import dist_info
 from tests.judge.batchserver import GOOD, BatchFake, verdict_arguments
 from tests.judge.chatserver import verdict
-from tests.judge.conftest import GIVEN, PROMPT, RESPONSE, SCENARIO, JudgeLab
+from tests.judge.conftest import PROMPT, RESPONSE, SCENARIO, JudgeLab
 
 BATCH_SCENARIO = SCENARIO + "batch = true\n"
 PIECES = '["prompt", "response", "diff"]'
@@ -49,10 +48,16 @@ class BatchLab:
             except metadata.PackageNotFoundError:  # `uv run pytest`: its source, by entry point
                 site = dist_info(lab.root / "site", "trysquare-anthropic", "trysquare_anthropic",
                                  version="0.1.0", requires=("trysquare-judge>=0.1.0",))  # fmt: skip
-                lab.cli.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), lab.cli.env.get("PYTHONPATH")]))
+                lab.cli.env["PYTHONPATH"] = os.pathsep.join(
+                    filter(None, [str(site), lab.cli.env.get("PYTHONPATH")])
+                )
 
     def configure(self, **overrides: Any) -> None:
-        values: dict[str, Any] = {"base_url": self.fake.base_url, "poll_interval": 0.01, "type": self.fake.flavour}
+        values: dict[str, Any] = {
+            "base_url": self.fake.base_url,
+            "poll_interval": 0.01,
+            "type": self.fake.flavour,
+        }
         values.update(overrides)
         self.lab.write_config(**values)
 
@@ -75,9 +80,21 @@ class BatchLab:
 
     def process(self, *args: str) -> subprocess.Popen[str]:
         """``trysquare validate`` in a process of its own, which the fake may kill."""
-        argv = [sys.executable, "-m", "trysquare", "validate", str(self.lab.scenario), str(self.lab.exp),
-                "--no-progress", "--jobs", "2", *args]
-        return subprocess.Popen(argv, env=self.lab.cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        argv = [
+            sys.executable,
+            "-m",
+            "trysquare",
+            "validate",
+            str(self.lab.scenario),
+            str(self.lab.exp),
+            "--no-progress",
+            "--jobs",
+            "2",
+            *args,
+        ]
+        return subprocess.Popen(
+            argv, env=self.lab.cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
 
     def verdicts(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         return {run_id: self.lab.result(run_id) for run_id in ids}
@@ -110,7 +127,7 @@ def _run_of(body: Mapping[str, Any]) -> str:
     """The run a request is about: its prompt says ``(run rNNN)``."""
     text = json.dumps(body)
     start = text.index("(run r") + len("(run ")
-    return text[start:start + 4]
+    return text[start : start + 4]
 
 
 def _one_verdict_each(batch: BatchLab, ids: list[str]) -> None:
@@ -163,16 +180,24 @@ def test_200_runs_are_one_batch_and_their_verdicts_are_the_interactive_ones(
         assert {k: v for k, v in one["usage"].items() if k not in ("batch",)} == {
             k: v for k, v in other["usage"].items() if k != "batch"
         }
-        shapes = [json.loads((root / "runs" / run_id / "validation" / "judge" / "transcript.json").read_text())
-                  for root in (interactive, lab.exp)]
+        shapes = [
+            json.loads(
+                (root / "runs" / run_id / "validation" / "judge" / "transcript.json").read_text()
+            )
+            for root in (interactive, lab.exp)
+        ]
         assert shapes[0].keys() == shapes[1].keys()
         assert [e["request"]["body"]["messages"] for e in shapes[0]["exchanges"]] == [
             e["request"]["body"]["messages"] for e in shapes[1]["exchanges"]
         ]
-    print(f"\n200 runs: built in {built - started:.1f} s, judged in batch in {judged - built:.1f} s")
+    print(
+        f"\n200 runs: built in {built - started:.1f} s, judged in batch in {judged - built:.1f} s"
+    )
 
 
-def test_scripted_outcomes_are_sent_again_corrected_or_failed_never_negative(batch: BatchLab) -> None:
+def test_scripted_outcomes_are_sent_again_corrected_or_failed_never_negative(
+    batch: BatchLab,
+) -> None:
     fates = {
         "r000": ["succeeded"],
         "r001": ["errored", "succeeded"],
@@ -202,7 +227,9 @@ def test_scripted_outcomes_are_sent_again_corrected_or_failed_never_negative(bat
     assert failed["state"] == "invalid" and failed["metrics"] == {}
     assert "errored 3 times" in failed["error"]
     assert batch.fake.counts["chat"] == 0
-    assert batch.fake.counts["create"] == 3  # everything, the five sent again, then r005 a third time
+    assert (
+        batch.fake.counts["create"] == 3
+    )  # everything, the five sent again, then r005 a third time
     assert len(batch.fake.sent_ids) == len(set(batch.fake.sent_ids)) == 6 + 5 + 1
     corrected = batch.lab.transcript("r003")
     assert len(corrected["exchanges"]) == 2
@@ -211,7 +238,9 @@ def test_scripted_outcomes_are_sent_again_corrected_or_failed_never_negative(bat
     assert corrected["usage"]["requests"] == 2
 
 
-def test_no_wait_returns_pending_and_a_later_validate_collects_without_sending_again(batch: BatchLab) -> None:
+def test_no_wait_returns_pending_and_a_later_validate_collects_without_sending_again(
+    batch: BatchLab,
+) -> None:
     batch.fake.looks_to_end = 3
     ids = batch.runs(2)
     sent = batch.validate("--no-wait")
@@ -240,14 +269,18 @@ def test_a_batch_verdict_is_reused_and_rejudged_like_an_interactive_one(batch: B
     assert again.stdout.splitlines()[-1] == "2 runs: 2 valid; 2 results unchanged (reused)"
     assert batch.fake.counts["create"] == 1
     first_ids = list(batch.fake.sent_ids)
-    batch.fake.verdict = lambda _body: verdict_arguments({"note_usable": False, "cites_paths": True})
+    batch.fake.verdict = lambda _body: verdict_arguments(
+        {"note_usable": False, "cites_paths": True}
+    )
     rejudged = batch.validate("--rejudge")
     assert rejudged.returncode == 0, rejudged.stdout + rejudged.stderr
     assert batch.fake.counts["create"] == 2
     assert not set(first_ids) & set(batch.fake.sent_ids[2:])  # new custom_ids: no answer confused
     for run_id in ids:
         assert batch.lab.result(run_id)["metrics"] == {"note_usable": False, "cites_paths": True}
-        assert [entry["metrics"] for entry in batch.history(run_id) if entry["state"] == "valid"] == [GOOD]
+        assert [
+            entry["metrics"] for entry in batch.history(run_id) if entry["state"] == "valid"
+        ] == [GOOD]
     report = batch.lab.cli("report", batch.lab.scenario, batch.lab.exp, "--format", "json")
     assert report.returncode == 0, report.stdout + report.stderr
 
@@ -283,7 +316,10 @@ def test_costs_of_batch_verdicts_are_at_batch_price_and_apart(openai_batch: Batc
 
 
 def test_a_provider_without_a_batch_api_is_refused_at_load(lab: JudgeLab, site: Any) -> None:
-    site("fake-provider", "fake_provider", textwrap.dedent("""\
+    site(
+        "fake-provider",
+        "fake_provider",
+        textwrap.dedent("""\
         from trysquare import hookimpl
 
         class Plain:
@@ -296,11 +332,16 @@ def test_a_provider_without_a_batch_api_is_refused_at_load(lab: JudgeLab, site: 
         @hookimpl
         def trysquare_register_judge_providers(register):
             register(Plain())
-    """))
-    lab.write_scenario(text=BATCH_SCENARIO.format(thinking="off", pieces=PIECES).replace('"local"', '"plain"'))
+    """),
+    )
+    lab.write_scenario(
+        text=BATCH_SCENARIO.format(thinking="off", pieces=PIECES).replace('"local"', '"plain"')
+    )
     done = lab.check()
     assert done.returncode == 2
-    assert "batch: provider type 'plain' (provider 'plain') declares no batch support" in done.stderr
+    assert (
+        "batch: provider type 'plain' (provider 'plain') declares no batch support" in done.stderr
+    )
 
 
 # -- kill -9 -----------------------------------------------------------------------------------
@@ -324,7 +365,10 @@ def test_a_kill_while_sending_or_looking_loses_nothing_and_pays_nothing_twice(
     if moment == "create":  # recorded as being created, its id never heard
         assert (states, batches) == (["submitting"] * 4, [{"state": "creating", "remote_id": None}])
     else:
-        assert (states, batches) == (["in_flight"] * 4, [{"state": "in_flight", "remote_id": batch.fake.order[0]}])
+        assert (states, batches) == (
+            ["in_flight"] * 4,
+            [{"state": "in_flight", "remote_id": batch.fake.order[0]}],
+        )
     again = batch.validate()
     assert again.returncode == 0, again.stdout + again.stderr
     if moment == "create":
@@ -350,9 +394,13 @@ def trysquare_metrics_collected(run, validation, outcome):
 """
 
 
-def test_a_kill_while_verdicts_are_recorded_records_each_exactly_once(batch: BatchLab, site: Any) -> None:
+def test_a_kill_while_verdicts_are_recorded_records_each_exactly_once(
+    batch: BatchLab, site: Any
+) -> None:
     folder = site("kill-observer", "kill_observer", OBSERVER)
-    batch.lab.cli.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), batch.lab.cli.env.get("PYTHONPATH")]))
+    batch.lab.cli.env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(folder), batch.lab.cli.env.get("PYTHONPATH")])
+    )
     ids = batch.runs(5)
     batch.lab.cli.env["KILL_AFTER_VERDICTS"] = "2"
     process = batch.process()
@@ -362,12 +410,17 @@ def test_a_kill_while_verdicts_are_recorded_records_each_exactly_once(batch: Bat
     assert len(recorded) == 2
     with batch.store() as db:
         states = sorted(row["state"] for row in db.execute("SELECT state FROM items"))
-    assert states.count("ended") == 4 and states.count("ingested") == 1  # the second's mark never came
+    assert (
+        states.count("ended") == 4 and states.count("ingested") == 1
+    )  # the second's mark never came
     batch.lab.cli.env["KILL_AFTER_VERDICTS"] = "0"
     again = batch.validate()
     assert again.returncode == 0, again.stdout + again.stderr
     assert batch.fake.counts["create"] == 1
-    assert batch.fake.counts["results"] == (2 if batch.fake.flavour == "openai" else 1) or batch.fake.counts["results"] == 1
+    assert (
+        batch.fake.counts["results"] == (2 if batch.fake.flavour == "openai" else 1)
+        or batch.fake.counts["results"] == 1
+    )
     _one_verdict_each(batch, ids)
     with batch.store() as db:
         assert {row["state"] for row in db.execute("SELECT state FROM items")} == {"ingested"}
@@ -388,7 +441,9 @@ def test_ctrl_c_while_waiting_leaves_the_batch_recorded(openai_batch: BatchLab) 
     assert process.returncode == 130, out + err
     with openai_batch.store() as db:
         assert {row["state"] for row in db.execute("SELECT state FROM items")} == {"in_flight"}
-        assert [row["remote_id"] for row in db.execute("SELECT remote_id FROM batches")] == ["batch_0001"]
+        assert [row["remote_id"] for row in db.execute("SELECT remote_id FROM batches")] == [
+            "batch_0001"
+        ]
     openai_batch.fake.looks_to_end = 0
     again = openai_batch.validate()
     assert again.returncode == 0, again.stdout + again.stderr

@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.judge.batchserver import BatchFake
-from tests.judge.conftest import SCENARIO, JudgeLab, lab  # noqa: F401 - the judge lab fixture
+from tests.judge.chatserver import ChatServer, error
+from tests.judge.conftest import SCENARIO, JudgeLab
 
 BATCH_SCENARIO = SCENARIO + "batch = true\n"
+
+
+@pytest.fixture
+def lab(tmp_path: Path, cli: Any) -> Iterator[JudgeLab]:
+    with ChatServer(lambda _: error(599)) as server:
+        yield JudgeLab(tmp_path, server, cli)
 
 
 def _planted_store(path: Path) -> None:
@@ -32,7 +43,9 @@ def _planted_store(path: Path) -> None:
 
 def test_a_planted_batch_store_is_never_read_and_nothing_is_sent(lab: JudgeLab) -> None:
     with BatchFake("openai") as fake:
-        lab.write_scenario(text=BATCH_SCENARIO.format(thinking="off", pieces='["prompt", "response", "diff"]'))
+        lab.write_scenario(
+            text=BATCH_SCENARIO.format(thinking="off", pieces='["prompt", "response", "diff"]')
+        )
         lab.write_config(base_url=fake.base_url, poll_interval=0.01)
         run = lab.run("r1")
         planted = run.path / ".trysquare" / "batches.sqlite"
@@ -50,7 +63,9 @@ def test_a_planted_batch_store_is_never_read_and_nothing_is_sent(lab: JudgeLab) 
 
 def test_a_batch_store_planted_as_a_link_is_not_followed(lab: JudgeLab, tmp_path: Path) -> None:
     with BatchFake("openai") as fake:
-        lab.write_scenario(text=BATCH_SCENARIO.format(thinking="off", pieces='["prompt", "response", "diff"]'))
+        lab.write_scenario(
+            text=BATCH_SCENARIO.format(thinking="off", pieces='["prompt", "response", "diff"]')
+        )
         lab.write_config(base_url=fake.base_url, poll_interval=0.01)
         run = lab.run("r1")
         victim = tmp_path / "victim.db"

@@ -99,8 +99,13 @@ def record_gathered(validation: Validation, items: Iterable[Gathered], out: Text
         try:
             results.write_result(item.run, validation.name, document, None)
         except OSError as error:
-            print(shown(f"trysquare: {item.run.label}: the result could not be recorded: "
-                        f"{write_problem(error)}"), file=out)
+            print(
+                shown(
+                    f"trysquare: {item.run.label}: the result could not be recorded: "
+                    f"{write_problem(error)}"
+                ),
+                file=out,
+            )
             continue
         written.append(item.run)
         plugins.observe_outcome(run=item.run, validation=validation, outcome=item.outcome)

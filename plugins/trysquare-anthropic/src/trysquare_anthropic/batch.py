@@ -47,7 +47,9 @@ class AnthropicBatchClient:
 
     def __init__(self, config: ProviderConfig) -> None:
         self.config = config
-        options = config.options if isinstance(config.options, AnthropicOptions) else AnthropicOptions()
+        options = (
+            config.options if isinstance(config.options, AnthropicOptions) else AnthropicOptions()
+        )
         headers = {"content-type": "application/json", "anthropic-version": options.version}
         if options.beta:
             headers["anthropic-beta"] = ",".join(options.beta)
@@ -67,7 +69,9 @@ class AnthropicBatchClient:
             raise ProviderError("the created batch came back with no id")
         return batch_id
 
-    def adopt(self, key: str, *, created_after: float, requests: int, known: Collection[str]) -> str | None:
+    def adopt(
+        self, key: str, *, created_after: float, requests: int, known: Collection[str]
+    ) -> str | None:
         after: str | None = None
         found: list[tuple[float, str]] = []
         for _ in range(LIST_PAGES):
@@ -83,12 +87,26 @@ class AnthropicBatchClient:
                 if not isinstance(batch, dict) or batch.get("id") in known:
                     continue
                 created = _when(batch.get("created_at"))
-                oldest = created if oldest is None or (created is not None and created < oldest) else oldest
+                oldest = (
+                    created
+                    if oldest is None or (created is not None and created < oldest)
+                    else oldest
+                )
                 counts = batch.get("request_counts") or {}
-                total = sum(v for v in counts.values() if isinstance(v, int)) if isinstance(counts, dict) else -1
-                if created is not None and created >= created_after - CLOCK_SLACK and total == requests:
+                total = (
+                    sum(v for v in counts.values() if isinstance(v, int))
+                    if isinstance(counts, dict)
+                    else -1
+                )
+                if (
+                    created is not None
+                    and created >= created_after - CLOCK_SLACK
+                    and total == requests
+                ):
                     found.append((created, str(batch["id"])))
-            if not page.get("has_more") or (oldest is not None and oldest < created_after - CLOCK_SLACK):
+            if not page.get("has_more") or (
+                oldest is not None and oldest < created_after - CLOCK_SLACK
+            ):
                 break
             after = page.get("last_id")
         return min(found)[1] if found else None
@@ -121,28 +139,38 @@ class AnthropicBatchClient:
     def read(self, line: str) -> BatchAnswer:
         data = json.loads(line)
         if not isinstance(data, dict) or not isinstance(data.get("custom_id"), str):
-            raise ValueError("no custom_id")
+            raise TypeError("no custom_id")
         result = data.get("result")
         kind = result.get("type") if isinstance(result, dict) else None
         if not isinstance(result, dict) or kind not in KINDS:
-            raise ValueError(f"no result type among {', '.join(sorted(KINDS))}")
+            raise TypeError(f"no result type among {', '.join(sorted(KINDS))}")
         answer_kind: AnswerKind = kind
         if kind != "succeeded":
             error = result.get("error")
-            return BatchAnswer(custom_id=data["custom_id"], kind=answer_kind, response=result,
-                               error=json.dumps(error)[:500] if error is not None else kind)
+            return BatchAnswer(
+                custom_id=data["custom_id"],
+                kind=answer_kind,
+                response=result,
+                error=json.dumps(error)[:500] if error is not None else kind,
+            )
         message = result.get("message")
         try:
             content, calls = wire.read_reply(message)
         except (ValueError, TypeError) as problem:
-            return BatchAnswer(custom_id=data["custom_id"], kind="errored", response=result,
-                               error=f"unreadable message ({problem})")
+            return BatchAnswer(
+                custom_id=data["custom_id"],
+                kind="errored",
+                response=result,
+                error=f"unreadable message ({problem})",
+            )
         usage = wire.read_usage(message)
         reply = ChatReply(content=content, tool_calls=calls, usage=Usage(
             requests=1, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             cached_tokens=usage.cached_tokens,
         ))  # fmt: skip
-        return BatchAnswer(custom_id=data["custom_id"], kind="succeeded", reply=reply, response=message)
+        return BatchAnswer(
+            custom_id=data["custom_id"], kind="succeeded", reply=reply, response=message
+        )
 
     def cancel(self, batch_id: str) -> None:
         self.http.call("POST", f"{self.url}/{batch_id}/cancel")
@@ -153,6 +181,6 @@ def _when(value: Any) -> float | None:
     if not isinstance(value, str):
         return None
     try:
-        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return datetime.datetime.fromisoformat(value).timestamp()
     except ValueError:
         return None

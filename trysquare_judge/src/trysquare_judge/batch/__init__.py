@@ -16,7 +16,14 @@ import attrs
 
 from trysquare_judge.providers import ChatReply, ChatRequest, ProviderConfig
 
-__all__ = ["AnswerKind", "BatchAnswer", "BatchClient", "BatchStatus", "batch_client_for", "supports_batches"]
+__all__ = [
+    "AnswerKind",
+    "BatchAnswer",
+    "BatchClient",
+    "BatchStatus",
+    "batch_client_for",
+    "supports_batches",
+]
 
 AnswerKind = Literal["succeeded", "errored", "expired", "canceled"]
 
@@ -77,7 +84,9 @@ class BatchClient(Protocol):
         it) goes with the batch where the API keeps such things, for :meth:`adopt`."""
         ...
 
-    def adopt(self, key: str, *, created_after: float, requests: int, known: Collection[str]) -> str | None:
+    def adopt(
+        self, key: str, *, created_after: float, requests: int, known: Collection[str]
+    ) -> str | None:
         """The id of a batch created under ``key`` whose id was never recorded (trysquare
         was killed while creating it), or ``None`` when there is none. ``known`` are ids
         already recorded, never adopted twice."""
@@ -92,7 +101,7 @@ class BatchClient(Protocol):
         ...
 
     def read(self, line: str) -> BatchAnswer:
-        """One result line, read; ``ValueError`` when it is not one."""
+        """One result line, read; ``ValueError`` or ``TypeError`` when it is not one."""
         ...
 
     def cancel(self, batch_id: str) -> None:

@@ -26,7 +26,12 @@ def register(cli: Commands) -> None:
     )  # fmt: skip
     parser.add_argument("scenario", type=Path, help="the scenario file")
     parser.add_argument("path", type=Path, help="the experiment folder")
-    parser.add_argument("--config", type=Path, metavar="FILE", help="trysquare.toml (default: the nearest above the scenario)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="trysquare.toml (default: the nearest above the scenario)",
+    )
     parser.add_argument("--cancel", action="store_true", help="cancel every batch still in flight")
 
 
@@ -74,8 +79,10 @@ def _batches(args: argparse.Namespace) -> int:
                             if args.cancel and not status.ended:
                                 client.cancel(batch["remote_id"])
                                 with store.transaction() as db:
-                                    db.execute("UPDATE batches SET state = 'cancelling' WHERE batch_key = ?",
-                                               (batch["batch_key"],))
+                                    db.execute(
+                                        "UPDATE batches SET state = 'cancelling' WHERE batch_key = ?",
+                                        (batch["batch_key"],),
+                                    )
                                 line += "  cancel asked"
                         except ProviderError as error:
                             failed = True

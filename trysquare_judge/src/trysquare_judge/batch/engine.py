@@ -118,7 +118,9 @@ def gather(validation: JudgeValidation, job: Job) -> Outcome:
     """A task of a batch judge: queue the run's first request; its result is pending."""
     session = _sessions.get(validation.name)
     if validation.name in _refused:
-        return Outcome.invalid(f"judge '{validation.name}': {_refused[validation.name]}; nothing was sent")
+        return Outcome.invalid(
+            f"judge '{validation.name}': {_refused[validation.name]}; nothing was sent"
+        )
     if session is None:
         return Outcome.invalid(
             f"judge '{validation.name}': batch judging runs inside `trysquare validate` with an "
@@ -126,7 +128,9 @@ def gather(validation: JudgeValidation, job: Job) -> Outcome:
         )
     place = session.place(job.run)
     if place is None:
-        return Outcome.invalid(f"judge '{validation.name}': {job.run.dir} is in no experiment validated")
+        return Outcome.invalid(
+            f"judge '{validation.name}': {job.run.dir} is in no experiment validated"
+        )
     store, run = place
     key = item_key(run, validation.name, job.digest, job.context_digest)
     row = store.item(key)
@@ -165,7 +169,10 @@ def collect(session: Session, *, wait: bool, last: bool) -> Iterator[Gathered]:
         interval = min(interval * BACKOFF, max(MOST_WAIT, first))
     left = sum(len(store.items(validation.name, *ACTIVE)) for store in session.stores.values())
     if left and last:
-        batches = sum(len(store.batches(validation.name, "in_flight", "creating")) for store in session.stores.values())
+        batches = sum(
+            len(store.batches(validation.name, "in_flight", "creating"))
+            for store in session.stores.values()
+        )
         session.gathering.pending.append(
             f"judge '{validation.name}': {left} verdict{'s' if left != 1 else ''} in flight in {batches} "
             f"batch{'es' if batches != 1 else ''}; run validate again to collect them "
@@ -209,30 +216,54 @@ def _adopt(session: Session, store: Store) -> None:
             )  # fmt: skip
         except ProviderError as error:
             if not error.message.startswith("HTTP 4"):
-                _say(session, f"judge '{name}': could not look for batch {batch['batch_key']}: {error.message}")
+                _say(
+                    session,
+                    f"judge '{name}': could not look for batch {batch['batch_key']}: {error.message}",
+                )
                 continue
             found = None  # the API refuses to list: no batch of ours can be found there either
         with store.transaction() as db:
             if found is not None:
-                db.execute("UPDATE batches SET state = 'in_flight', remote_id = ?, updated_at = ? WHERE batch_key = ?",
-                           (found, time.time(), batch["batch_key"]))
-                db.execute("UPDATE items SET state = 'in_flight' WHERE batch_key = ? AND state = 'submitting'",
-                           (batch["batch_key"],))
+                db.execute(
+                    "UPDATE batches SET state = 'in_flight', remote_id = ?, updated_at = ? WHERE batch_key = ?",
+                    (found, time.time(), batch["batch_key"]),
+                )
+                db.execute(
+                    "UPDATE items SET state = 'in_flight' WHERE batch_key = ? AND state = 'submitting'",
+                    (batch["batch_key"],),
+                )
         if found is not None:
             _say(session, f"judge '{name}': batch {found} adopted (created before trysquare ended)")
             continue
         with store.transaction() as db:
-            db.execute("UPDATE batches SET state = 'abandoned', updated_at = ? WHERE batch_key = ?",
-                       (time.time(), batch["batch_key"]))
-            for row in db.execute("SELECT * FROM items WHERE batch_key = ? AND state = 'submitting'",
-                                  (batch["batch_key"],)).fetchall():
+            db.execute(
+                "UPDATE batches SET state = 'abandoned', updated_at = ? WHERE batch_key = ?",
+                (time.time(), batch["batch_key"]),
+            )
+            for row in db.execute(
+                "SELECT * FROM items WHERE batch_key = ? AND state = 'submitting'",
+                (batch["batch_key"],),
+            ).fetchall():
                 attempts = row["attempts"] + 1
                 if attempts < MAX_ATTEMPTS:
-                    store.set_item(db, row["item_key"], state="queued", batch_key=None, attempts=attempts)
+                    store.set_item(
+                        db, row["item_key"], state="queued", batch_key=None, attempts=attempts
+                    )
                 else:
                     why = batch["status"] or "it was never created"
-                    store.set_item(db, row["item_key"], state="failed", attempts=attempts, outcome=json.dumps(
-                        _failure_record(session, f"its batch could not be created {attempts} times ({why})", [])))
+                    store.set_item(
+                        db,
+                        row["item_key"],
+                        state="failed",
+                        attempts=attempts,
+                        outcome=json.dumps(
+                            _failure_record(
+                                session,
+                                f"its batch could not be created {attempts} times ({why})",
+                                [],
+                            )
+                        ),
+                    )
 
 
 def _submit(session: Session, store: Store) -> Iterator[Gathered]:
@@ -244,7 +275,9 @@ def _submit(session: Session, store: Store) -> Iterator[Gathered]:
     for row in rows:
         entry = client.entry(row["custom_id"], _request(session.validation, row))
         size = len(json.dumps(entry)) + 1
-        if chunks[-1] and (len(chunks[-1]) >= client.max_requests or weight + size > client.max_bytes):
+        if chunks[-1] and (
+            len(chunks[-1]) >= client.max_requests or weight + size > client.max_bytes
+        ):
             chunks.append([])
             weight = 0
         chunks[-1].append((row, entry))
@@ -267,15 +300,27 @@ def _submit(session: Session, store: Store) -> Iterator[Gathered]:
             remote = client.create([entry for _, entry in chunk], key=key)
         except ProviderError as error:
             # Perhaps created all the same (a lost reply): the next round looks for it.
-            _say(session, f"judge '{name}': creating a batch of {len(chunk)} failed: {error.message}")
+            _say(
+                session, f"judge '{name}': creating a batch of {len(chunk)} failed: {error.message}"
+            )
             with store.transaction() as db:
-                db.execute("UPDATE batches SET status = ? WHERE batch_key = ?", (error.message, key))
+                db.execute(
+                    "UPDATE batches SET status = ? WHERE batch_key = ?", (error.message, key)
+                )
             continue
         with store.transaction() as db:
-            db.execute("UPDATE batches SET state = 'in_flight', remote_id = ?, updated_at = ? WHERE batch_key = ?",
-                       (remote, time.time(), key))
-            db.execute("UPDATE items SET state = 'in_flight' WHERE batch_key = ? AND state = 'submitting'", (key,))
-        _say(session, f"judge '{name}': batch {remote} sent ({len(chunk)} request{'s' if len(chunk) != 1 else ''})")
+            db.execute(
+                "UPDATE batches SET state = 'in_flight', remote_id = ?, updated_at = ? WHERE batch_key = ?",
+                (remote, time.time(), key),
+            )
+            db.execute(
+                "UPDATE items SET state = 'in_flight' WHERE batch_key = ? AND state = 'submitting'",
+                (key,),
+            )
+        _say(
+            session,
+            f"judge '{name}': batch {remote} sent ({len(chunk)} request{'s' if len(chunk) != 1 else ''})",
+        )
         for row, _ in chunk:
             run = session.runs.get((store.root, row["run"]))
             if run is not None and row["turn"] == 0:
@@ -298,14 +343,20 @@ def _poll(session: Session, store: Store) -> None:
             _say(session, f"judge '{name}': batch {remote}: could not look at it: {error.message}")
             continue
         age = _age(time.time() - batch["created_at"])
-        _say(session, f"judge '{name}': batch {remote} {status.state}: {status.done} done, "
-                      f"{status.failed} failed, {status.pending} pending, oldest {age}")
+        _say(
+            session,
+            f"judge '{name}': batch {remote} {status.state}: {status.done} done, "
+            f"{status.failed} failed, {status.pending} pending, oldest {age}",
+        )
         if not status.ended:
             continue
         try:
             lines = list(session.client.results(remote, status))
         except ProviderError as error:
-            _say(session, f"judge '{name}': batch {remote}: its results could not be fetched: {error.message}")
+            _say(
+                session,
+                f"judge '{name}': batch {remote}: its results could not be fetched: {error.message}",
+            )
             continue
         mine = {row["custom_id"]: row for row in store.query(
             "SELECT item_key, custom_id FROM items WHERE batch_key = ? AND state = 'in_flight'", (batch["batch_key"],)
@@ -323,13 +374,29 @@ def _poll(session: Session, store: Store) -> None:
                     store.set_item(db, row["item_key"], state="received", raw=line)
             for row in mine.values():  # never answered: as good as expired
                 if cancelled:
-                    store.set_item(db, row["item_key"], state="failed", outcome=json.dumps(_failure_record(
-                        session, f"batch {remote} was cancelled (trysquare batches --cancel)", []
-                    )))
+                    store.set_item(
+                        db,
+                        row["item_key"],
+                        state="failed",
+                        outcome=json.dumps(
+                            _failure_record(
+                                session,
+                                f"batch {remote} was cancelled (trysquare batches --cancel)",
+                                [],
+                            )
+                        ),
+                    )
                 else:
                     store.set_item(db, row["item_key"], state="received", raw=None)
-            db.execute("UPDATE batches SET state = ?, status = ?, updated_at = ? WHERE batch_key = ?",
-                       ("cancelled" if cancelled else "ended", status.state, time.time(), batch["batch_key"]))
+            db.execute(
+                "UPDATE batches SET state = ?, status = ?, updated_at = ? WHERE batch_key = ?",
+                (
+                    "cancelled" if cancelled else "ended",
+                    status.state,
+                    time.time(),
+                    batch["batch_key"],
+                ),
+            )
 
 
 def _decide(session: Session, store: Store) -> None:
@@ -359,16 +426,32 @@ def _decide(session: Session, store: Store) -> None:
             spent.append(_usage_record(reply.usage or Usage(requests=1)))
             verdict, answers, problem = _read_reply(reply, validation.metrics)
             if verdict is not None:
-                outcome = {"metrics": dict(verdict.metrics), "reasons": dict(verdict.reasons), "state": "valid", "error": None}
+                outcome = {
+                    "metrics": dict(verdict.metrics),
+                    "reasons": dict(verdict.reasons),
+                    "state": "valid",
+                    "error": None,
+                }
                 values = {"state": "ended", "outcome": json.dumps(outcome)}
             elif row["turn"] + 1 < validation.max_turns:
                 # The error goes back into the same conversation, in the next batch.
-                conversation.append(_message_record(Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls)))
+                conversation.append(
+                    _message_record(
+                        Message(
+                            role="assistant", content=reply.content, tool_calls=reply.tool_calls
+                        )
+                    )
+                )
                 conversation.extend(_message_record(m) for m in answers)
                 values = {"state": "queued", "turn": row["turn"] + 1}
             else:
                 error = NEVER_CALLED if problem is None else f"verdict failed validation: {problem}"
-                values = {"state": "ended", "outcome": json.dumps({"metrics": {}, "reasons": {}, "state": "invalid", "error": error})}
+                values = {
+                    "state": "ended",
+                    "outcome": json.dumps(
+                        {"metrics": {}, "reasons": {}, "state": "invalid", "error": error}
+                    ),
+                }
         else:
             exchange["response"] = {"status": None, "body": answer.response}
             exchange["error"] = f"{answer.kind}: {answer.error or 'no answer'}"
@@ -376,31 +459,62 @@ def _decide(session: Session, store: Store) -> None:
             spent.append(_usage_record(Usage(requests=1 if answer.kind == "errored" else 0)))
             attempts = row["attempts"] + 1
             if row["batch_key"] in cancelled:
-                values = {"state": "failed", "attempts": attempts, "outcome": json.dumps(
-                    _failure_record(session, "its batch was cancelled (trysquare batches --cancel); "
-                                    "validate --rejudge asks again", []))}
+                values = {
+                    "state": "failed",
+                    "attempts": attempts,
+                    "outcome": json.dumps(
+                        _failure_record(
+                            session,
+                            "its batch was cancelled (trysquare batches --cancel); "
+                            "validate --rejudge asks again",
+                            [],
+                        )
+                    ),
+                }
             elif attempts < MAX_ATTEMPTS:
                 values = {"state": "queued", "attempts": attempts}
             else:
-                failure = (f"judge provider '{validation.provider}' failed: the batch request "
-                           f"{answer.kind} {attempts} times ({answer.error or 'no answer'})")
-                values = {"state": "failed", "attempts": attempts,
-                          "outcome": json.dumps({"metrics": {}, "reasons": {}, "state": "invalid", "error": failure})}
+                failure = (
+                    f"judge provider '{validation.provider}' failed: the batch request "
+                    f"{answer.kind} {attempts} times ({answer.error or 'no answer'})"
+                )
+                values = {
+                    "state": "failed",
+                    "attempts": attempts,
+                    "outcome": json.dumps(
+                        {"metrics": {}, "reasons": {}, "state": "invalid", "error": failure}
+                    ),
+                }
         if values["state"] == "queued":
             generation = row["generation"] + 1
-            values.update(generation=generation, custom_id=custom_id(row["item_key"], generation), batch_key=None, raw=None)
+            values.update(
+                generation=generation,
+                custom_id=custom_id(row["item_key"], generation),
+                batch_key=None,
+                raw=None,
+            )
         with store.transaction() as db:
-            store.set_item(db, row["item_key"], conversation=json.dumps(conversation),
-                           exchanges=json.dumps(exchanges), usage=json.dumps(spent), **values)
+            store.set_item(
+                db,
+                row["item_key"],
+                conversation=json.dumps(conversation),
+                exchanges=json.dumps(exchanges),
+                usage=json.dumps(spent),
+                **values,
+            )
 
 
 def _read(session: Session, row: sqlite3.Row) -> BatchAnswer:
     if row["raw"] is None:
-        return BatchAnswer(custom_id=row["custom_id"], kind="expired", error="the batch ended without answering it")
+        return BatchAnswer(
+            custom_id=row["custom_id"], kind="expired", error="the batch ended without answering it"
+        )
     try:
         return session.client.read(row["raw"])
     except (ValueError, TypeError) as error:
-        return BatchAnswer(custom_id=row["custom_id"], kind="errored", error=f"unreadable result line ({error})")
+        return BatchAnswer(
+            custom_id=row["custom_id"], kind="errored", error=f"unreadable result line ({error})"
+        )
 
 
 def _ingest(session: Session, store: Store) -> Iterator[Gathered]:
@@ -409,7 +523,12 @@ def _ingest(session: Session, store: Store) -> Iterator[Gathered]:
         if run is None:
             continue  # not among this command's runs: left for the validate that covers it
         _write_transcript(session, run, row)
-        yield Gathered(run=run, outcome=_outcome(row, session), digest=row["digest"], context_digest=row["context_digest"])
+        yield Gathered(
+            run=run,
+            outcome=_outcome(row, session),
+            digest=row["digest"],
+            context_digest=row["context_digest"],
+        )
         # Reached once the runner has recorded it: a kill before leaves it to be yielded again.
         with store.transaction() as db:
             store.set_item(db, row["item_key"], state="ingested")
@@ -453,7 +572,12 @@ def batch_usage(validation: JudgeValidation, spent: Sequence[Usage]) -> dict[str
 
 
 def _failure_record(session: Session, error: str, _: Sequence[Any]) -> dict[str, Any]:
-    return {"metrics": {}, "reasons": {}, "state": "invalid", "error": f"judge '{session.validation.name}': {error}"}
+    return {
+        "metrics": {},
+        "reasons": {},
+        "state": "invalid",
+        "error": f"judge '{session.validation.name}': {error}",
+    }
 
 
 def _keys(validation: JudgeValidation) -> list[str]:
@@ -462,7 +586,8 @@ def _keys(validation: JudgeValidation) -> list[str]:
 
 
 def _write_transcript(session: Session, run: Run, row: sqlite3.Row) -> None:
-    from trysquare_judge.mode import _planted_link, _write_transcript as write
+    from trysquare_judge.mode import _planted_link
+    from trysquare_judge.mode import _write_transcript as write
 
     validation = session.validation
     archive = run.validation_dir / validation.name
@@ -483,7 +608,9 @@ def _write_transcript(session: Session, run: Run, row: sqlite3.Row) -> None:
     try:
         write(archive, scrub.scrub_value(transcript, _keys(validation)), root=run.dir)
     except OSError as error:
-        _say(session, f"trysquare: {run.label}: the judge's transcript could not be written: {error}")
+        _say(
+            session, f"trysquare: {run.label}: the judge's transcript could not be written: {error}"
+        )
 
 
 def _pending(row: sqlite3.Row, why: str) -> Outcome:
@@ -527,4 +654,3 @@ def _age(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
-

@@ -29,7 +29,9 @@ class BatchHttp:
         self.config = config
         self.headers = dict(headers)
         self.auth = auth
-        self.client = httpx.Client(timeout=config.timeout, verify=not (config.base_url or "").startswith("http://"))
+        self.client = httpx.Client(
+            timeout=config.timeout, verify=not (config.base_url or "").startswith("http://")
+        )
 
     def call(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         """Send one request until it is answered; a 2xx response, else :class:`ProviderError`."""
@@ -46,10 +48,14 @@ class BatchHttp:
                 if response.status_code < 300:
                     return response
                 if response.status_code not in RETRIED_STATUSES and response.status_code < 500:
-                    raise ProviderError(f"HTTP {response.status_code} from {method} {url}: {snippet(response, key)}")
+                    raise ProviderError(
+                        f"HTTP {response.status_code} from {method} {url}: {snippet(response, key)}"
+                    )
                 problem = f"HTTP {response.status_code}"
             if attempt < attempts:
-                backoff = self.config.retry_backoff * (2 ** (attempt - 1)) * (1 + random.random() / 10)
+                backoff = (
+                    self.config.retry_backoff * (2 ** (attempt - 1)) * (1 + random.random() / 10)
+                )
                 time.sleep(min(backoff, MAX_BACKOFF))
         raise ProviderError(f"{problem} from {method} {url} (gave up after {attempts} attempt(s))")
 
@@ -59,4 +65,6 @@ class BatchHttp:
         try:
             return response.json()
         except ValueError:
-            raise ProviderError(f"unreadable reply from {method} {url}: {snippet(response, None)}") from None
+            raise ProviderError(
+                f"unreadable reply from {method} {url}: {snippet(response, None)}"
+            ) from None

@@ -88,7 +88,12 @@ class Store:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.path = root / STORE_FILE
-        for path in (self.path.parent, self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+        for path in (
+            self.path.parent,
+            self.path,
+            Path(f"{self.path}-wal"),
+            Path(f"{self.path}-shm"),
+        ):
             try:
                 info = path.lstat()
             except FileNotFoundError:
@@ -98,7 +103,9 @@ class Store:
         found = os.path.lexists(self.path)
         try:
             self.path.parent.mkdir(exist_ok=True)
-            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            self.db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30
+            )
             self.db.row_factory = sqlite3.Row
         except (OSError, sqlite3.Error) as error:
             raise StoreError(f"{self.path} cannot be used ({error})") from None
@@ -122,7 +129,10 @@ class Store:
             self.db.executescript(_SCHEMA)
             if not found:
                 nonce = secrets.token_hex(16)
-                self.db.execute("INSERT INTO meta VALUES ('owner', ?)", (f"{nonce}:{_signing.mac(['batches', nonce])}",))
+                self.db.execute(
+                    "INSERT INTO meta VALUES ('owner', ?)",
+                    (f"{nonce}:{_signing.mac(['batches', nonce])}",),
+                )
         except (OSError, sqlite3.Error) as error:
             raise StoreError(f"{self.path} cannot be used ({error})") from None
         self.lock = threading.RLock()
@@ -154,8 +164,15 @@ class Store:
         return rows[0] if rows else None
 
     def queue(
-        self, *, item_key: str, custom_id: str, validator: str, run: str, digest: str,
-        context_digest: str, conversation: Any,
+        self,
+        *,
+        item_key: str,
+        custom_id: str,
+        validator: str,
+        run: str,
+        digest: str,
+        context_digest: str,
+        conversation: Any,
     ) -> None:
         """Record a new item as queued (or queue again one whose answer is no longer wanted)."""
         now = time.time()
@@ -167,13 +184,23 @@ class Store:
                 " generation = generation + 1, attempts = 0, turn = 0, batch_key = NULL,"
                 " conversation = excluded.conversation, exchanges = '[]', usage = '[]', raw = NULL,"
                 " outcome = NULL, error = NULL, queued_at = excluded.queued_at, updated_at = excluded.updated_at",
-                (item_key, custom_id, validator, run, digest, context_digest, json.dumps(conversation), now, now),
+                (
+                    item_key,
+                    custom_id,
+                    validator,
+                    run,
+                    digest,
+                    context_digest,
+                    json.dumps(conversation),
+                    now,
+                    now,
+                ),
             )
 
     def items(self, validator: str, *states: str) -> list[sqlite3.Row]:
         marks = ", ".join("?" for _ in states)
         return self.query(
-            f"SELECT * FROM items WHERE validator = ? AND state IN ({marks}) ORDER BY queued_at, item_key",  # noqa: S608 - marks only
+            f"SELECT * FROM items WHERE validator = ? AND state IN ({marks}) ORDER BY queued_at, item_key",
             (validator, *states),
         )
 
@@ -181,7 +208,7 @@ class Store:
         """Change an item inside a :meth:`transaction`."""
         values["updated_at"] = time.time()
         columns = ", ".join(f"{name} = ?" for name in values)
-        db.execute(f"UPDATE items SET {columns} WHERE item_key = ?", (*values.values(), item_key))  # noqa: S608 - our names
+        db.execute(f"UPDATE items SET {columns} WHERE item_key = ?", (*values.values(), item_key))
 
     # -- batches ------------------------------------------------------------------------
 
@@ -196,7 +223,10 @@ class Store:
         return self.query(sql + " ORDER BY created_at, batch_key", parameters)
 
     def known_ids(self) -> set[str]:
-        return {row["remote_id"] for row in self.query("SELECT remote_id FROM batches WHERE remote_id IS NOT NULL")}
+        return {
+            row["remote_id"]
+            for row in self.query("SELECT remote_id FROM batches WHERE remote_id IS NOT NULL")
+        }
 
 
 def open_stores(roots: Sequence[Path]) -> dict[Path, Store]:

@@ -57,15 +57,21 @@ class OpenAIBatchClient:
             data={"purpose": "batch"}, files={"file": (f"{key}.jsonl", data, "application/jsonl")},
         )  # fmt: skip
         file_id = _text(uploaded, "id", "the uploaded file")
-        created = self.http.json("POST", f"{self.base}/batches", json={
-            "input_file_id": file_id,
-            "endpoint": CHAT_PATH,
-            "completion_window": "24h",
-            "metadata": {METADATA_KEY: key},
-        })
+        created = self.http.json(
+            "POST",
+            f"{self.base}/batches",
+            json={
+                "input_file_id": file_id,
+                "endpoint": CHAT_PATH,
+                "completion_window": "24h",
+                "metadata": {METADATA_KEY: key},
+            },
+        )
         return _text(created, "id", "the created batch")
 
-    def adopt(self, key: str, *, created_after: float, requests: int, known: Collection[str]) -> str | None:
+    def adopt(
+        self, key: str, *, created_after: float, requests: int, known: Collection[str]
+    ) -> str | None:
         after: str | None = None
         for _ in range(LIST_PAGES):
             params: dict[str, Any] = {"limit": 100}
@@ -79,10 +85,18 @@ class OpenAIBatchClient:
                 if not isinstance(batch, dict):
                     continue
                 metadata = batch.get("metadata") or {}
-                if isinstance(metadata, dict) and metadata.get(METADATA_KEY) == key and batch.get("id") not in known:
+                if (
+                    isinstance(metadata, dict)
+                    and metadata.get(METADATA_KEY) == key
+                    and batch.get("id") not in known
+                ):
                     return str(batch["id"])
-            oldest = batches[-1].get("created_at") if batches and isinstance(batches[-1], dict) else None
-            if not page.get("has_more") or (isinstance(oldest, (int, float)) and oldest < created_after - 3600):
+            oldest = (
+                batches[-1].get("created_at") if batches and isinstance(batches[-1], dict) else None
+            )
+            if not page.get("has_more") or (
+                isinstance(oldest, (int, float)) and oldest < created_after - 3600
+            ):
                 return None
             after = page.get("last_id") or (batches[-1].get("id") if batches else None)
         return None
@@ -108,15 +122,24 @@ class OpenAIBatchClient:
     def read(self, line: str) -> BatchAnswer:
         data = json.loads(line)
         if not isinstance(data, dict) or not isinstance(data.get("custom_id"), str):
-            raise ValueError("no custom_id")
+            raise TypeError("no custom_id")
         custom_id = data["custom_id"]
         response = data.get("response")
         error = data.get("error")
         if isinstance(error, dict) or not isinstance(response, dict):
             code = str((error or {}).get("code") or "") if isinstance(error, dict) else ""
-            message = str((error or {}).get("message") or "no response") if isinstance(error, dict) else "no response"
+            message = (
+                str((error or {}).get("message") or "no response")
+                if isinstance(error, dict)
+                else "no response"
+            )
             kind: AnswerKind = "expired" if "expired" in code else "errored"
-            return BatchAnswer(custom_id=custom_id, kind=kind, response=data, error=f"{code}: {message}".strip(": "))
+            return BatchAnswer(
+                custom_id=custom_id,
+                kind=kind,
+                response=data,
+                error=f"{code}: {message}".strip(": "),
+            )
         body = response.get("body")
         if response.get("status_code") != 200:
             return BatchAnswer(
