@@ -245,6 +245,9 @@ def test_no_wait_returns_pending_and_a_later_validate_collects_without_sending_a
     ids = batch.runs(2)
     sent = batch.validate("--no-wait")
     assert sent.returncode == 0, sent.stdout + sent.stderr
+    remote = batch.fake.order[0]
+    assert f"judge 'judge': batch {remote} sent (2 requests)" in sent.stdout
+    assert f"judge 'judge': batch {remote} " in sent.stdout and ": 0 done, 0 failed, 2 pending, oldest 0s" in sent.stdout
     last = sent.stdout.splitlines()[-1]
     assert last.startswith("2 runs: 2 pending"), last
     assert "2 verdicts in flight in 1 batch; run validate again to collect them" in last
