@@ -80,6 +80,7 @@ class BatchFake:
         self.kill_after = 1  # the n-th such event kills
         self.kill_pid: int | None = None
         self.killed = False
+        self.api = True  # False: a server with no batch API (a local vLLM), 404 on every batch path
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -143,6 +144,8 @@ class BatchFake:
 
     def route(self, method: str, path: str, raw: bytes, headers: Any) -> tuple[int, Any, str]:
         path, _, query = path.partition("?")
+        if not self.api and ("batches" in path or path == "/v1/files"):
+            return 404, {"error": {"message": "no batch API here"}}, "application/json"
         with self.lock:
             if self.flavour == "openai":
                 return self._openai(method, path, query, raw, headers)

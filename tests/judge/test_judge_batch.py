@@ -307,6 +307,17 @@ def test_cancel_leaves_its_runs_invalid_until_rejudged(batch: BatchLab) -> None:
     _one_verdict_each(batch, ids)
 
 
+def test_a_server_without_a_batch_api_leaves_the_runs_invalid_saying_why(openai_batch: BatchLab) -> None:
+    openai_batch.fake.api = False
+    openai_batch.runs(1)
+    done = openai_batch.validate()
+    assert done.returncode == 1, done.stdout + done.stderr
+    result = openai_batch.lab.result("r000")
+    assert result["state"] == "invalid" and result["metrics"] == {}
+    assert "its batch could not be created 3 times (HTTP 404 from POST" in result["error"]
+    assert openai_batch.fake.counts["chat"] == 0
+
+
 def test_costs_of_batch_verdicts_are_at_batch_price_and_apart(openai_batch: BatchLab) -> None:
     openai_batch.configure(price_input=2.0, price_output=8.0)
     openai_batch.runs(1)

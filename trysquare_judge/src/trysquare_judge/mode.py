@@ -238,7 +238,7 @@ class JudgeValidation(Validation):
             return ()
         from trysquare_judge.batch import engine
 
-        session = engine._sessions.get(self.name)
+        session = engine.session_for(self)
         return () if session is None else engine.collect(session, wait=gathering.wait, last=True)
 
     def usage_record(self, spent: Sequence[Usage]) -> dict[str, Any]:

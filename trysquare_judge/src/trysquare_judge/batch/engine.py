@@ -39,7 +39,17 @@ if TYPE_CHECKING:
 
     from trysquare_judge.mode import JudgeValidation
 
-__all__ = ["MAX_ATTEMPTS", "Session", "begin", "collect", "custom_id", "gather", "item_key"]
+__all__ = [
+    "MAX_ATTEMPTS",
+    "Session",
+    "batch_usage",
+    "begin",
+    "collect",
+    "custom_id",
+    "gather",
+    "item_key",
+    "session_for",
+]
 
 MAX_ATTEMPTS = 3  # sends of one item that errored, expired or were cancelled, before it fails
 BACKOFF = 1.5  # each wait between two looks is this much longer than the last...
@@ -79,7 +89,7 @@ class Session:
         return self.stores[root], run.dir.relative_to(root).as_posix()
 
 
-_sessions: dict[str, Session] = {}
+_sessions: dict[str, Session] = {}  # validator -> its session in this validate
 _refused: dict[str, str] = {}  # validator -> why its store cannot be used in this validate
 
 
@@ -112,6 +122,11 @@ def begin(validation: JudgeValidation, gathering: Gathering) -> Session | None:
     session = Session(validation, gathering, client, stores, roots, runs)
     _sessions[validation.name] = session
     return session
+
+
+def session_for(validation: JudgeValidation) -> Session | None:
+    """The session :func:`begin` opened for ``validation`` in this validate, if any."""
+    return _sessions.get(validation.name)
 
 
 def gather(validation: JudgeValidation, job: Job) -> Outcome:
@@ -260,7 +275,6 @@ def _adopt(session: Session, store: Store) -> None:
                             _failure_record(
                                 session,
                                 f"its batch could not be created {attempts} times ({why})",
-                                [],
                             )
                         ),
                     )
@@ -382,7 +396,6 @@ def _poll(session: Session, store: Store) -> None:
                             _failure_record(
                                 session,
                                 f"batch {remote} was cancelled (trysquare batches --cancel)",
-                                [],
                             )
                         ),
                     )
@@ -467,7 +480,6 @@ def _decide(session: Session, store: Store) -> None:
                             session,
                             "its batch was cancelled (trysquare batches --cancel); "
                             "validate --rejudge asks again",
-                            [],
                         )
                     ),
                 }
@@ -571,7 +583,7 @@ def batch_usage(validation: JudgeValidation, spent: Sequence[Usage]) -> dict[str
     return usage
 
 
-def _failure_record(session: Session, error: str, _: Sequence[Any]) -> dict[str, Any]:
+def _failure_record(session: Session, error: str) -> dict[str, Any]:
     return {
         "metrics": {},
         "reasons": {},
