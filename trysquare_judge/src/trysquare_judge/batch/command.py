@@ -18,20 +18,24 @@ __all__ = ["register"]
 
 def register(cli: Commands) -> None:
     """Add ``batches`` to the ``trysquare`` parser."""
-    parser = cli.add(
-        "batches", _batches, help="list (or cancel) a batch judge's batches",
+    parser = cli.add_parser(
+        "batches",
+        help="list (or cancel) a batch judge's batches",
         description="List every batch the scenario's batch judges (batch = true) sent for the runs "
         "under PATH, with what the provider says of those in flight; --cancel asks the provider to "
-        "cancel those in flight (their runs are then invalid until validate --rejudge).",
-    )  # fmt: skip
-    parser.add_argument("scenario", type=Path, help="the scenario file")
-    parser.add_argument("path", type=Path, help="the experiment folder")
-    parser.add_argument(
-        "--config",
-        type=Path,
-        metavar="FILE",
-        help="trysquare.toml (default: the nearest above the scenario)",
+        "cancel those in flight (their runs are then invalid until validate --rejudge). Paths are "
+        "relative to the current directory.",
+        epilog="example:\n  trysquare batches scenario.toml runs/\n"
+        "  trysquare batches scenario.toml runs/ --cancel",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.set_defaults(handler=_batches)
+    parser.add_argument("scenario", type=Path, help="the scenario file (relative to the current directory)")
+    parser.add_argument("path", type=Path, help="the experiment folder (relative to the current directory)")
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE",
+        help="trysquare.toml, relative to the current directory (default: the nearest above the scenario)",
+    )  # fmt: skip
     parser.add_argument("--cancel", action="store_true", help="cancel every batch still in flight")
 
 
