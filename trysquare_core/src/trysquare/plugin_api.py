@@ -43,6 +43,8 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "interrupted",
+    "machine_mac",
+    "machine_mac_holds",
     "load_experiments",
     "read_bytes",
     "read_toml",
@@ -250,6 +252,22 @@ def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
     from trysquare import _atomic
 
     return _atomic.read_bytes(path, root=root)
+
+
+def machine_mac(value: Any) -> str:
+    """The MAC of ``value`` (canonical JSON) with this machine's signing key, the key results are
+    signed with: what a plugin records beside state it must know it wrote itself (the judge's
+    batch store), where the measured agent could have planted a forgery."""
+    from trysquare import _signing
+
+    return _signing.mac(value)
+
+
+def machine_mac_holds(tag: object, value: Any) -> bool:
+    """Whether ``tag`` is :func:`machine_mac` of ``value`` (compared in constant time)."""
+    from trysquare import _signing
+
+    return _signing.verifies(tag, value)
 
 
 def interrupted() -> bool:

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from trysquare import _signing
+from trysquare.plugin_api import machine_mac, machine_mac_holds
 
 __all__ = ["STORE_FILE", "Store", "StoreError"]
 
@@ -117,7 +117,7 @@ class Store:
             except sqlite3.Error:
                 owner = None
             nonce, _, tag = (str(owner[0]) if owner is not None else "").partition(":")
-            if not _signing.verifies(tag, ["batches", nonce]):
+            if not machine_mac_holds(tag, ["batches", nonce]):
                 self.db.close()
                 raise StoreError(
                     f"{self.path} was not written by trysquare on this machine; it is never read "
@@ -131,7 +131,7 @@ class Store:
                 nonce = secrets.token_hex(16)
                 self.db.execute(
                     "INSERT INTO meta VALUES ('owner', ?)",
-                    (f"{nonce}:{_signing.mac(['batches', nonce])}",),
+                    (f"{nonce}:{machine_mac(['batches', nonce])}",),
                 )
         except (OSError, sqlite3.Error) as error:
             raise StoreError(f"{self.path} cannot be used ({error})") from None
