@@ -102,8 +102,9 @@ def begin(validation: JudgeValidation, gathering: Gathering) -> Session | None:
     stores: dict[Path, Store] = {}
     roots: dict[Path, Path] = {}
     runs: dict[tuple[Path, str], Run] = {}
-    _sessions.pop(validation.name, None)
+    _close(validation.name)
     _refused.pop(validation.name, None)
+    covered = {run.dir for run in gathering.runs}
     for experiment in gathering.experiments:
         root = experiment.root.resolve()
         try:
@@ -113,7 +114,7 @@ def begin(validation: JudgeValidation, gathering: Gathering) -> Session | None:
             print(shown(f"trysquare: judge '{validation.name}': {error}"), file=gathering.out)
             return None
         for run in experiment.runs:
-            if run in gathering.runs or not gathering.runs:
+            if run.dir in covered:
                 roots[run.dir] = root
                 try:
                     runs[(root, run.dir.relative_to(root).as_posix())] = run
@@ -122,6 +123,14 @@ def begin(validation: JudgeValidation, gathering: Gathering) -> Session | None:
     session = Session(validation, gathering, client, stores, roots, runs)
     _sessions[validation.name] = session
     return session
+
+
+def _close(name: str) -> None:
+    """Forget the session of validator ``name``, closing its stores."""
+    session = _sessions.pop(name, None)
+    if session is not None:
+        for store in session.stores.values():
+            store.close()
 
 
 def session_for(validation: JudgeValidation) -> Session | None:
@@ -193,6 +202,8 @@ def collect(session: Session, *, wait: bool, last: bool) -> Iterator[Gathered]:
             f"batch{'es' if batches != 1 else ''}; run validate again to collect them "
             "(trysquare batches SCENARIO PATH lists them)"
         )
+    if last:
+        _close(validation.name)
 
 
 def _sleep(seconds: float, gathering: Gathering) -> bool:
