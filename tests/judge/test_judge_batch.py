@@ -307,6 +307,22 @@ def test_cancel_leaves_its_runs_invalid_until_rejudged(batch: BatchLab) -> None:
     _one_verdict_each(batch, ids)
 
 
+def test_batches_are_split_at_the_providers_request_and_byte_limits(
+    openai_batch: BatchLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trysquare_judge.providers.openai_batch import OpenAIBatchClient
+
+    ids = openai_batch.runs(5)
+    monkeypatch.setattr(OpenAIBatchClient, "max_requests", 2)
+    assert openai_batch.validate().returncode == 0
+    assert [len(openai_batch.fake.requests[b]) for b in openai_batch.fake.order] == [2, 2, 1]
+    monkeypatch.setattr(OpenAIBatchClient, "max_requests", 50_000)
+    monkeypatch.setattr(OpenAIBatchClient, "max_bytes", 1)  # each request alone is over it: one a batch
+    assert openai_batch.validate("--rejudge").returncode == 0
+    assert [len(openai_batch.fake.requests[b]) for b in openai_batch.fake.order[3:]] == [1] * 5
+    assert all(openai_batch.lab.result(run_id)["state"] == "valid" for run_id in ids)
+
+
 def test_a_server_without_a_batch_api_leaves_the_runs_invalid_saying_why(openai_batch: BatchLab) -> None:
     openai_batch.fake.api = False
     openai_batch.runs(1)
