@@ -24,13 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the fake servers live in tests/
 
-from trysquare import runner  # noqa: E402
-from trysquare.runs import discover  # noqa: E402
-from trysquare.scenario import load_scenario  # noqa: E402
-from trysquare.testing import RunBuilder  # noqa: E402
+from trysquare import runner
+from trysquare.runs import discover
+from trysquare.scenario import load_scenario
+from trysquare.testing import RunBuilder
 
-from tests.judge.batchserver import GOOD, BatchFake  # noqa: E402
-from tests.judge.chatserver import ChatServer, verdict  # noqa: E402
+from tests.judge.batchserver import GOOD, BatchFake
+from tests.judge.chatserver import ChatServer, verdict
 
 SCENARIO = """\
 [[validation]]

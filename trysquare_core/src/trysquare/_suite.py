@@ -30,7 +30,6 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from trysquare._env import child_environment
 from trysquare._process import TAIL_LINES, output_text, run_steps, tail
@@ -38,10 +37,32 @@ from trysquare._words import split_command
 from trysquare.jail import JailPolicy, jail_key
 from trysquare.sandbox import Sandbox
 
-if TYPE_CHECKING:
-    from trysquare.assay import Metric
+__all__ = ["SuiteVerdict", "count_tests", "ran_nothing", "read_counts", "run_suite", "tail"]
 
-__all__ = ["count_tests", "ran_nothing", "read_counts", "run_suite", "tail"]
+
+class SuiteVerdict:
+    """What one run of the suite found: ``True``, ``False`` or ``None`` (unjudged), and why.
+
+    The assay turns it into its ``Metric``; kept a plain record here so that this module
+    never imports the assay (which imports this one to run the suite).
+    """
+
+    __slots__ = ("reason", "value")
+
+    def __init__(self, value: bool | None, reason: str = "") -> None:
+        self.value = value
+        self.reason = reason
+
+    @classmethod
+    def unjudged(cls, reason: str) -> SuiteVerdict:
+        return cls(None, reason)
+
+    @property
+    def judged(self) -> bool:
+        return self.value is not None
+
+    def __repr__(self) -> str:
+        return f"SuiteVerdict({self.value!r}, {self.reason!r})"
 
 # How much of a failing suite's output a reason carries.
 
@@ -295,7 +316,7 @@ def run_suite(
     jail: JailPolicy | None = None,
     guarded: Sequence[str | Path] = (),
     base: str | None = None,
-) -> Metric:
+) -> SuiteVerdict:
     """Run ``prepare`` then ``test_command`` in a throwaway copy of ``repo``; return the verdict.
 
     ``timeout`` bounds the whole of it, prepare included. The measured clone is
@@ -313,9 +334,8 @@ def run_suite(
     *failed*: its tree stopped the suite. Only where it ran nothing at base too is the
     verdict unjudged: then nobody could have judged it.
     """
-    from trysquare import repo as repo_module  # lazy: not needed unless a suite runs
+    from trysquare.git.suite_copy import copy_tree  # lazy: not needed unless a suite runs
 
-    from trysquare.assay import Metric  # noqa: F811 (the module is loaded by now)
     suite = _words(test_command)
     if not suite:
         raise ValueError("the scenario's test_command is empty: there is no suite to run")
@@ -329,7 +349,7 @@ def run_suite(
     policy = jail if jail is not None else JailPolicy()
 
     def copy_run(scratch: str) -> Path:
-        return repo_module.copy_tree(Path(repo), Path(scratch) / "repo")
+        return copy_tree(Path(repo), Path(scratch) / "repo")
 
     verdict, settled = _run_steps_on(
         copy_run, steps, shown, env=env, timeout=timeout, jail=policy, guarded=[Path(repo), *guarded]
@@ -344,13 +364,13 @@ def run_suite(
         return verdict  # the base tree could not be read: nobody can tell
     ran, said = control
     if ran:
-        return Metric(
+        return SuiteVerdict(
             False,
             f"the suite ran tests at base ({said}) and none in this run, so this run's tree "
             f"stopped it: {verdict.reason}",
         )
     # Short: the reason's own tail (what the suite printed) is what a reader needs.
-    return Metric.unjudged(f"(so at base too) {verdict.reason}")
+    return SuiteVerdict.unjudged(f"(so at base too) {verdict.reason}")
 
 
 def _run_steps_on(
@@ -362,11 +382,10 @@ def _run_steps_on(
     timeout: float,
     jail: JailPolicy,
     guarded: Sequence[str | Path],
-) -> tuple[Metric, bool]:
+) -> tuple[SuiteVerdict, bool]:
     """The verdict of the steps on a fresh copy, and whether it is settled: ``False`` when
     the suite ran nothing (it could not start, prepare failed, it ran no test), which a
     control at base may decide; a timeout is settled (unjudged: no control decides it)."""
-    from trysquare.assay import Metric
 
     from trysquare._scratch import throwaway_folder
 
@@ -386,10 +405,10 @@ def _run_steps_on(
     hint = "" if done.last is None else _confinement_hint(output_text(done.last), scratch)
     if done.problem is not None or done.last is None:
         timed_out = done.last is not None and done.last.timed_out
-        return Metric.unjudged((done.problem or "there was no suite to run") + hint), timed_out
+        return SuiteVerdict.unjudged((done.problem or "there was no suite to run") + hint), timed_out
     verdict = _verdict(shown, done.last.returncode, output_text(done.last))
     if hint and verdict.value is not True:
-        verdict = Metric(verdict.value, verdict.reason + hint)
+        verdict = SuiteVerdict(verdict.value, verdict.reason + hint)
     return verdict, verdict.judged
 
 
@@ -438,11 +457,13 @@ def _control_at_base(
     import hashlib
     import json
 
-    from trysquare import _atomic, repo as repo_module
+    from trysquare import _atomic
     from trysquare.errors import RepoError
+    from trysquare.git.etalon import materialise_etalon
+    from trysquare.git.shadow import _cache_root
 
     try:
-        tree = repo_module.materialise_etalon(repo, base)
+        tree = materialise_etalon(repo, base)
     except (RepoError, OSError):
         return None
     decided = {
@@ -450,7 +471,7 @@ def _control_at_base(
         "pass_env": sorted(pass_env), "jail": jail_key(jail),
     }
     key = hashlib.sha256(json.dumps(decided, sort_keys=True).encode()).hexdigest()
-    cache = repo_module._cache_root() / "controls"
+    cache = _cache_root() / "controls"
     entry = cache / f"{key}.json"
     try:
         kept = json.loads(entry.read_bytes())
@@ -520,19 +541,18 @@ def _tail_after_colon(output: str, lines: int = TAIL_LINES) -> str:
     return f":\n{kept}" if kept.strip() else " (it printed nothing)"
 
 
-def _verdict(shown: str, returncode: int | None, output: str) -> Metric:
+def _verdict(shown: str, returncode: int | None, output: str) -> SuiteVerdict:
     """The suite's verdict from its exit code and output (see the module docstring)."""
-    from trysquare.assay import Metric
 
     count, markers = read_counts(output)
     nothing = ran_nothing(returncode, output, count)
     if nothing is not None:
-        return Metric.unjudged(
+        return SuiteVerdict.unjudged(
             f"the suite `{shown}` ran nothing, so nobody judged it: {nothing}"
             f"{_tail_after_colon(output, 5)}"
         )
     if returncode == 0:
-        return Metric(True)
+        return SuiteVerdict(True)
     assert returncode is not None
     how = f"killed by signal {-returncode}" if returncode < 0 else f"exit {returncode}"
     if count is None:
@@ -545,4 +565,4 @@ def _verdict(shown: str, returncode: int | None, output: str) -> Metric:
         more = len(failed) - _FAILURES_SHOWN
         listed = "; failing: " + "; ".join(failed[:_FAILURES_SHOWN])
         listed += f"; and {more} more" if more > 0 else ""
-    return Metric(False, f"the suite failed ({how}{read}){listed}{_tail_after_colon(output)}")
+    return SuiteVerdict(False, f"the suite failed ({how}{read}){listed}{_tail_after_colon(output)}")

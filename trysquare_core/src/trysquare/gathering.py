@@ -6,63 +6,54 @@ gives it two moments of the whole matrix, before the tasks
 (:meth:`~trysquare.modes.Validation.resume_gathered`: collect what earlier commands
 left in flight) and after them (:meth:`~trysquare.modes.Validation.send_gathered`:
 send what the tasks gathered, and wait for it when asked to). Each yields
-:class:`Gathered` records; the runner writes each one as it writes any result —
-signed, the pending result it replaces moved to the history — and only over a
-pending result of the same validator and context: a verdict lands exactly once, and
-never over a newer result.
+:class:`~trysquare.modes.Gathered` records (defined in :mod:`trysquare.modes`); the
+runner writes each one as it writes any result — signed, the pending result it
+replaces moved to the history — and only over a pending result of the same validator
+and context: a verdict lands exactly once, and never over a newer result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, TextIO
-
-import attrs
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from trysquare import results
 from trysquare._shown import shown
+from trysquare.modes import Gathered, Gathering
 
 if TYPE_CHECKING:
-    from trysquare.modes import Outcome, Validation
-    from trysquare.runs import Experiment, Run
+    from trysquare.modes import Validation
+    from trysquare.runs import Run
 
-__all__ = ["Gathered", "Gathering", "record_gathered"]
-
-
-@attrs.frozen(kw_only=True)
-class Gathering:
-    """What a gathering validation is handed at each of its two moments."""
-
-    experiments: Sequence[Experiment]
-    """The experiments validated: their ``.trysquare/`` folders hold a mode's own state."""
-    runs: Sequence[Run]
-    """The runs this command covers (after ``--cell`` / ``--run``): nothing else is recorded."""
-    wait: bool
-    """``False`` under ``--no-wait``: send, and return without waiting for the answers."""
-    rejudge: bool
-    """``--rejudge``: verdicts are asked for again."""
-    out: TextIO
-    """Where progress lines go."""
-    should_stop: Callable[[], bool]
-    """True once the command is interrupted: stop waiting, leave the work recorded."""
-    pending: list[str] = attrs.field(factory=list)
-    """Sentences for the closing line about work left in flight (a mode appends them)."""
+__all__ = ["Gathered", "Gathering", "gather", "record_gathered"]
 
 
-@attrs.frozen(kw_only=True)
-class Gathered:
-    """One result a gathering validation produced, for the runner to record."""
-
-    run: Run
-    """The run it belongs to."""
-    outcome: Outcome
-    """The result itself, as :meth:`~trysquare.modes.Validation.evaluate` would return it."""
-    digest: str
-    """The validator's digest the work was asked under (as recorded in the pending result)."""
-    context_digest: str
-    """The context digest the work was asked under (as recorded in the pending result)."""
-    duration: float = 0.0
-    """Seconds the work took, as the result records it."""
+def gather(
+    validations: Sequence[Validation],
+    gathering: Gathering,
+    moment: Literal["resume_gathered", "send_gathered"],
+) -> list[tuple[Run, str]]:
+    """Let each validation collect (``resume_gathered``) or send and wait for
+    (``send_gathered``) its gathered work, and record what it yields; return the
+    (run, validator name) of each result written. A validation that fails here is said on
+    ``gathering.out`` and the others go on: a plugin's mode never stops the matrix."""
+    recorded: list[tuple[Run, str]] = []
+    for validation in validations:
+        try:
+            written = record_gathered(
+                validation, getattr(validation, moment)(gathering), gathering.out
+            )
+        except Exception as error:  # noqa: BLE001 - see the docstring
+            print(
+                shown(
+                    f"trysquare: validator '{validation.name}' could not collect its gathered "
+                    f"work: {type(error).__name__}: {error}"
+                ),
+                file=gathering.out,
+            )
+            continue
+        recorded.extend((run, validation.name) for run in written)
+    return recorded
 
 
 def record_gathered(validation: Validation, items: Iterable[Gathered], out: TextIO) -> list[Run]:

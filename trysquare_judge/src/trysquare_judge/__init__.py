@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from trysquare import hookimpl
-from trysquare.modes import Mode
+from trysquare.api import hookimpl
 from trysquare_judge.builtin import trysquare_register_judge_providers
-from trysquare_judge.mode import JudgeMode
 
 if TYPE_CHECKING:
     import pluggy
-    from trysquare.plugin_api import Commands
+
+    from trysquare.api import Commands, Mode
+    from trysquare_judge.mode import JudgeMode
 
 __all__ = [
     "JudgeMode",
@@ -42,6 +42,10 @@ def trysquare_register_commands(cli: Commands) -> None:
 
 @hookimpl
 def trysquare_register_modes(register: Callable[[Mode], None]) -> None:
+    # Imported here: every validate asks this plugin for its protected keys, and a
+    # scenario that judges nothing should not pay for the judge's mode.
+    from trysquare_judge.mode import JudgeMode
+
     register(JudgeMode())
 
 
@@ -52,3 +56,11 @@ def trysquare_protected_env(scenario_file: Path, config: Path | None) -> Mapping
     from trysquare_judge.providers import protected_keys
 
     return protected_keys(scenario_file, config)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "JudgeMode":
+        from trysquare_judge.mode import JudgeMode
+
+        return JudgeMode
+    raise AttributeError(f"module 'trysquare_judge' has no attribute {name!r}")

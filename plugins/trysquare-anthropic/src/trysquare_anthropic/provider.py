@@ -11,8 +11,6 @@ if TYPE_CHECKING:
     from trysquare_judge.providers import ProviderConfig
 
     from trysquare_anthropic.batch import AnthropicBatchClient
-
-    from trysquare_anthropic.batch import AnthropicBatchClient
     from trysquare_anthropic.connection import AnthropicConnection
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicOptions", "AnthropicProvider"]

@@ -32,11 +32,22 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-from trysquare.errors import RepoError
-from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
-from trysquare.plugin_api import child_environment, run_steps, tail, throwaway_folder
-from trysquare.repo import copy_tree, materialise_etalon
-from trysquare.scenario import ShellWordError, split_command
+from trysquare.api import (
+    Outcome,
+    RepoError,
+    ShellWordError,
+    TableSource,
+    Validation,
+    ValidationTask,
+    check_timeout,
+    child_environment,
+    copy_tree,
+    materialise_etalon,
+    run_steps,
+    split_command,
+    tail,
+    throwaway_folder,
+)
 
 from trysquare_hidden_tests.control import Control, at_base, control_key
 from trysquare_hidden_tests.harness import SetAsideError, copy_base, set_aside
@@ -118,7 +129,7 @@ class HiddenTestsValidation(Validation):
                 hasher.update(b"<unreadable>")
         return "sha256:" + hasher.hexdigest()
 
-    def evaluate(self, job: Job) -> Outcome:
+    def evaluate(self, task: ValidationTask) -> Outcome:
         hidden: list[tuple[str, bytes, int]] = []
         for destination, source in self.files:
             try:
@@ -128,23 +139,23 @@ class HiddenTestsValidation(Validation):
                     f"hidden file {source} for {destination} cannot be read "
                     f"({error.strerror or error})"
                 )
-        prepare = [split_command(step) for step in job.context.get("prepare") or ()]
-        repo = Path(job.context["repo"])
+        prepare = [split_command(step) for step in task.context.get("prepare") or ()]
+        repo = Path(task.context["repo"])
         try:
             # The base commit's tree, read from git's objects into trysquare's cache (nothing
             # from the clone's config runs): the test runner's settings come from it.
-            base = materialise_etalon(repo, str(job.context["base"]))
+            base = materialise_etalon(repo, str(task.context["base"]))
         except RepoError as error:
             return Outcome.invalid(f"the base commit's tree cannot be read: {error.message}")
         # The agent's test code runs here, inside trysquare's process tree: no judge key and
         # no secret-looking variable unless [task] pass_env names it; no pytest plugin loads
         # by itself (an installed one the agent's project declares would run first).
         env = {
-            **child_environment(passed=job.suite_pass_env, protected=job.protected_env),
+            **child_environment(passed=task.suite_pass_env, protected=task.protected_env),
             **HARNESS_ENV,
         }
         tried = self._attempt(
-            lambda dest: copy_tree(repo, dest), base, hidden, prepare, env, job
+            lambda dest: copy_tree(repo, dest), base, hidden, prepare, env, task
         )
         if tried.invalid is not None:
             return Outcome.invalid(tried.invalid, stderr=tried.stderr)
@@ -157,7 +168,7 @@ class HiddenTestsValidation(Validation):
         nobody = ""
         if not cases or any(test not in cases for test in listed):
             # No usable report, or listed tests missing from it: the agent's doing, or nobody's?
-            control = self._control(job, base, hidden, prepare, env)
+            control = self._control(task, base, hidden, prepare, env)
             stderr += _control_transcript(control)
             if control.ids is not None:
                 at_base = control.ids
@@ -212,7 +223,7 @@ class HiddenTestsValidation(Validation):
         hidden: Sequence[tuple[str, bytes, int]],
         prepare: Sequence[Sequence[str]],
         env: Mapping[str, str],
-        job: Job,
+        task: ValidationTask,
     ) -> _Attempt:
         """Copy a tree, give it base's test-runner settings, place the hidden files, run."""
         # Removed however deep a tree the agent's code left there (never a crash).
@@ -237,7 +248,7 @@ class HiddenTestsValidation(Validation):
             problem = _place(copy, hidden)
             if problem is not None:
                 return _Attempt(problem=problem, set_aside=set_aside_now)
-            return self._run(Path(scratch), copy, prepare, env, set_aside_now, job)
+            return self._run(Path(scratch), copy, prepare, env, set_aside_now, task)
 
     def _run(
         self,
@@ -246,7 +257,7 @@ class HiddenTestsValidation(Validation):
         prepare: Sequence[Sequence[str]],
         env: Mapping[str, str],
         set_aside_now: tuple[str, ...],
-        job: Job,
+        task: ValidationTask,
     ) -> _Attempt:
         deadline = time.monotonic() + self.timeout
         transcript = b""
@@ -262,8 +273,8 @@ class HiddenTestsValidation(Validation):
             "env": {**env, "TMPDIR": str(scratch)},  # scratch is all a confined suite may write
             "writable": [str(scratch)],
             # The agent's code: in the jail, which never shows the run's folder.
-            "jail": job.jail,
-            "guarded": [job.run.dir],
+            "jail": task.jail,
+            "guarded": [task.run.dir],
             "consequence": "so no test ran",
             "tail_lines": TAIL_LINES,
         }
@@ -313,7 +324,7 @@ class HiddenTestsValidation(Validation):
 
     def _control(
         self,
-        job: Job,
+        task: ValidationTask,
         base: Path,
         hidden: Sequence[tuple[str, bytes, int]],
         prepare: Sequence[Sequence[str]],
@@ -324,13 +335,13 @@ class HiddenTestsValidation(Validation):
                 "tree": base.name,  # materialise_etalon's folder is named by the tree's id
                 "validator": self.digest(),
                 "prepare": [list(step) for step in prepare],
-                "pass_env": sorted(job.suite_pass_env),
+                "pass_env": sorted(task.suite_pass_env),
             }
         )
 
         def run() -> Control:
             tried = self._attempt(
-                lambda dest: copy_base(base, dest), base, hidden, prepare, env, job
+                lambda dest: copy_base(base, dest), base, hidden, prepare, env, task
             )
             if tried.cases:
                 return Control(ids=frozenset(tried.cases), transcript=tried.stderr)

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trysquare.plugin_api import shown
+from trysquare.api import shown
 
 if TYPE_CHECKING:
-    from trysquare.plugin_api import Commands
+    from trysquare.api import Commands
 
 __all__ = ["register"]
 
@@ -30,8 +30,12 @@ def register(cli: Commands) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(handler=_batches)
-    parser.add_argument("scenario", type=Path, help="the scenario file (relative to the current directory)")
-    parser.add_argument("path", type=Path, help="the experiment folder (relative to the current directory)")
+    parser.add_argument(
+        "scenario", type=Path, help="the scenario file (relative to the current directory)"
+    )
+    parser.add_argument(
+        "path", type=Path, help="the experiment folder (relative to the current directory)"
+    )
     parser.add_argument(
         "--config", type=Path, metavar="FILE",
         help="trysquare.toml, relative to the current directory (default: the nearest above the scenario)",
@@ -40,9 +44,7 @@ def register(cli: Commands) -> None:
 
 
 def _batches(args: argparse.Namespace) -> int:
-    from trysquare.lock import experiment_lock
-    from trysquare.plugin_api import load_experiments
-    from trysquare.scenario import load_scenario
+    from trysquare.api import experiment_lock, load_experiments, load_scenario
 
     from trysquare_judge.batch import batch_client_for
     from trysquare_judge.batch.store import Store, StoreError, exists

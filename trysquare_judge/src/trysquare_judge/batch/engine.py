@@ -25,9 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from trysquare.gathering import Gathered, Gathering
-from trysquare.modes import Job, Outcome
-from trysquare.plugin_api import shown
+from trysquare.api import Gathered, Gathering, Outcome, ValidationTask, shown
 
 from trysquare_judge import scrub
 from trysquare_judge.batch import BatchAnswer, BatchClient, batch_client_for
@@ -35,7 +33,7 @@ from trysquare_judge.batch.store import Store, StoreError
 from trysquare_judge.providers import Message, ProviderError, ToolCall, Usage
 
 if TYPE_CHECKING:
-    from trysquare.runs import Run
+    from trysquare.api import Run
 
     from trysquare_judge.mode import JudgeValidation
 
@@ -138,8 +136,14 @@ def session_for(validation: JudgeValidation) -> Session | None:
     return _sessions.get(validation.name)
 
 
-def gather(validation: JudgeValidation, job: Job) -> Outcome:
-    """A task of a batch judge: queue the run's first request; its result is pending."""
+def gather(validation: JudgeValidation, task: ValidationTask) -> Outcome:
+    """A task of a batch judge: queue the run's first request; its result is pending.
+
+    The item is keyed by the digests the runner records beside the pending result (the
+    validator's digest, and the judge's own context identity: what it would send), so
+    the verdict collected later answers exactly that pending result."""
+    digest = validation.digest()
+    context_digest = validation.context_identity(task.context)
     session = _sessions.get(validation.name)
     if validation.name in _refused:
         return Outcome.invalid(
@@ -150,27 +154,27 @@ def gather(validation: JudgeValidation, job: Job) -> Outcome:
             f"judge '{validation.name}': batch judging runs inside `trysquare validate` with an "
             "executor that runs tasks in its own process (the local pool); nothing was sent"
         )
-    place = session.place(job.run)
+    place = session.place(task.run)
     if place is None:
         return Outcome.invalid(
-            f"judge '{validation.name}': {job.run.dir} is in no experiment validated"
+            f"judge '{validation.name}': {task.run.dir} is in no experiment validated"
         )
     store, run = place
-    key = item_key(run, validation.name, job.digest, job.context_digest)
+    key = item_key(run, validation.name, digest, context_digest)
     row = store.item(key)
     if row is not None and row["state"] in ACTIVE:
         return _pending(row, "still in flight: never sent twice")
     if row is not None and not session.gathering.rejudge and row["state"] in (*DECIDED, "ingested"):
         # Decided before (its result lost, or not written when trysquare ended): not paid again.
-        _write_transcript(session, job.run, row)
+        _write_transcript(session, task.run, row)
         return _outcome(row, session)
-    first = validation.first_request(job)
+    first = validation.first_request(task)
     if isinstance(first, Outcome):
         return first  # nothing to send (a piece not recorded, too large, no key)
     generation = 0 if row is None else int(row["generation"]) + 1
     store.queue(
         item_key=key, custom_id=custom_id(key, generation), validator=validation.name, run=run,
-        digest=job.digest, context_digest=job.context_digest,
+        digest=digest, context_digest=context_digest,
         conversation=[_message_record(m) for m in first.messages],
     )  # fmt: skip
     return Outcome(state="pending", notes=("queued for batch judging",))

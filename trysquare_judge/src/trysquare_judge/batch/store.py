@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from trysquare.plugin_api import machine_mac, machine_mac_holds
+from trysquare.api import machine_mac, machine_mac_holds
 
 __all__ = ["STORE_FILE", "Store", "StoreError"]
 
