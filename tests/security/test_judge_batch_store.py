@@ -15,6 +15,9 @@ from tests.judge.batchserver import BatchFake
 from tests.judge.chatserver import ChatServer, error
 from tests.judge.conftest import SCENARIO, JudgeLab
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare_judge.batch.store", "trysquare_judge.batch.engine")
+
 BATCH_SCENARIO = SCENARIO + "batch = true\n"
 
 
