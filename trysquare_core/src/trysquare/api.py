@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from trysquare.lock import experiment_lock, folder_lock, sweep_temps
     from trysquare.modes import (
         PIECES,
+        Gathered,
+        Gathering,
         LoadedScenario,
         Mode,
         Outcome,
@@ -117,8 +119,8 @@ _ELSEWHERE: dict[str, str] = {
     **dict.fromkeys(["JailPolicy"], "trysquare.jail"),
     **dict.fromkeys(["experiment_lock", "folder_lock", "sweep_temps"], "trysquare.lock"),
     **dict.fromkeys(
-        ["PIECES", "LoadedScenario", "Mode", "Outcome", "State", "TableSource", "Validation", "ValidationTask", "check_pieces",
-         "check_timeout"],
+        ["PIECES", "Gathered", "Gathering", "LoadedScenario", "Mode", "Outcome", "State", "TableSource",
+         "Validation", "ValidationTask", "check_pieces", "check_timeout"],
         "trysquare.modes",
     ),
     **dict.fromkeys(["keep_output", "parse_validator_output"], "trysquare.outputs"),
@@ -154,6 +156,8 @@ __all__ = [
     "DEFAULT_OUTPUT_CAP",
     "Executor",
     "Experiment",
+    "Gathered",
+    "Gathering",
     "JailPolicy",
     "Layout",
     "LoadedScenario",
@@ -213,6 +217,8 @@ __all__ = [
     "interrupted",
     "listed_as",
     "keep_output",
+    "machine_mac",
+    "machine_mac_holds",
     "load_experiments",
     "load_scenario",
     "materialise_etalon",
@@ -423,6 +429,22 @@ def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
     from trysquare import _atomic
 
     return _atomic.read_bytes(path, root=root)
+
+
+def machine_mac(value: Any) -> str:
+    """The MAC of ``value`` (canonical JSON) with this machine's signing key, the key results are
+    signed with: what a plugin records beside state it must know it wrote itself (the judge's
+    batch store), where the measured agent could have planted a forgery."""
+    from trysquare import _signing
+
+    return _signing.mac(value)
+
+
+def machine_mac_holds(tag: object, value: Any) -> bool:
+    """Whether ``tag`` is :func:`machine_mac` of ``value`` (compared in constant time)."""
+    from trysquare import _signing
+
+    return _signing.verifies(tag, value)
 
 
 def interrupted() -> bool:

@@ -9,9 +9,9 @@ the validation returns an :class:`Outcome`, which the runner records.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TextIO, TypeVar
 
 import attrs
 
@@ -21,9 +21,11 @@ from trysquare.errors import ScenarioError
 from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
-    from trysquare.run_records import Run
+    from trysquare.run_records import Experiment, Run
 
 __all__ = [
+    "Gathered",
+    "Gathering",
     "LoadedScenario",
     "Mode",
     "Outcome",
@@ -183,6 +185,17 @@ class Validation:
         """Score one run. Never raises for a bad run: returns an invalid outcome."""
         raise NotImplementedError
 
+    def resume_gathered(self, gathering: Gathering) -> Iterable[Gathered]:
+        """Before any task: collect work an earlier ``validate`` gathered and left in flight
+        (a judge's batches), yielding each result to record (see :mod:`trysquare.gathering`).
+        A validation that scores each run in its own task yields nothing (the default)."""
+        return ()
+
+    def send_gathered(self, gathering: Gathering) -> Iterable[Gathered]:
+        """After every task: send what the tasks gathered (their outcomes were pending) and,
+        unless ``gathering.wait`` is false, wait for it, yielding each result to record."""
+        return ()
+
 
 class Mode(Protocol):
     """A validator mode, registered through ``trysquare_register_modes``."""
@@ -292,6 +305,48 @@ class Outcome:
     def invalid(cls, error: str, *, stderr: bytes | None = None, **kwargs: Any) -> Outcome:
         """A result that could not be produced, with its cause (never a negative)."""
         return cls(state="invalid", error=error, stderr=stderr, **kwargs)
+
+
+# The two records of a gathering validation live here, beside Validation which names them,
+# rather than in trysquare.gathering: that module records what they carry (results, plugins),
+# and modes importing it would join it to the core's import circle.
+
+
+@attrs.frozen(kw_only=True)
+class Gathering:
+    """What a gathering validation is handed at each of its two moments
+    (:meth:`Validation.resume_gathered`, :meth:`Validation.send_gathered`)."""
+
+    experiments: Sequence[Experiment]
+    """The experiments validated: their ``.trysquare/`` folders hold a mode's own state."""
+    runs: Sequence[Run]
+    """The runs this command covers (after ``--cell`` / ``--run``): nothing else is recorded."""
+    wait: bool
+    """``False`` under ``--no-wait``: send, and return without waiting for the answers."""
+    rejudge: bool
+    """``--rejudge``: verdicts are asked for again."""
+    out: TextIO
+    """Where progress lines go."""
+    should_stop: Callable[[], bool]
+    """True once the command is interrupted: stop waiting, leave the work recorded."""
+    pending: list[str] = attrs.field(factory=list)
+    """Sentences for the closing line about work left in flight (a mode appends them)."""
+
+
+@attrs.frozen(kw_only=True)
+class Gathered:
+    """One result a gathering validation produced, for the runner to record."""
+
+    run: Run
+    """The run it belongs to."""
+    outcome: Outcome
+    """The result itself, as :meth:`Validation.evaluate` would return it."""
+    digest: str
+    """The validator's digest the work was asked under (as recorded in the pending result)."""
+    context_digest: str
+    """The context digest the work was asked under (as recorded in the pending result)."""
+    duration: float = 0.0
+    """Seconds the work took, as the result records it."""
 
 
 def _jsonable(_: Any, __: Any, value: Any) -> Any:

@@ -28,3 +28,5 @@ class ValidateOptions:
     require_isolation: bool = False  # --require-isolation: never run the agent's code unjailed
     # --fail-on: "unjudged" / "pending" metrics make the exit code 1 too
     fail_on: tuple[str, ...] = ()
+    # --no-wait: work sent in batches (a batch judge) is left in flight, collected later
+    wait: bool = True

@@ -416,6 +416,8 @@ def usage_of(result: Mapping[str, Any]) -> dict[str, Any] | None:
     for key in ("provider", "model"):
         value = usage.get(key)
         clean[key] = value if isinstance(value, str) else None
+    if usage.get("batch") is True:  # bought through a batch API, at its price
+        clean["batch"] = True
     return clean
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, Literal, TextIO, TypeVar
 
 from trysquare import _inflight, _process, _spill, clone_guard, plugins, result_guard, results
 from trysquare._pool import bounded_map, io_workers
@@ -36,8 +36,9 @@ from trysquare._shown import shown
 from trysquare._stop import StopState
 from trysquare.errors import RunError, UsageError
 from trysquare.execute import PlannedTask, TaskResult, write_problem
+from trysquare.gathering import gather
 from trysquare.lock import experiment_lock
-from trysquare.modes import Validation
+from trysquare.modes import Gathering, Validation
 from trysquare.options import ValidateOptions
 from trysquare._planned_tasks import PlannedTasks
 from trysquare.planning import RunPlan, plan_runs
@@ -125,6 +126,13 @@ class _ValidateRun:
         with _locks(experiments), _spill.Spill() as spill:
             flight = self._settle_what_ended(experiments)
             self._before_planning(all_runs)
+            gathering = Gathering(
+                experiments=experiments, runs=all_runs, wait=options.wait, rejudge=options.rejudge,
+                out=out, should_stop=stop.user_asked,
+            )  # fmt: skip
+            # What an earlier validate sent in batches and left in flight: collected first, so
+            # that planning finds those results recorded.
+            collected = self._gather(gathering, "resume_gathered")
             # Before any validator can start: no result file is touched by planning.
             ledger = result_guard.ResultWatch(all_runs, [v.name for v in validations])
             tasks = PlannedTasks(
@@ -145,12 +153,21 @@ class _ValidateRun:
                 flight.close(interrupted=stop.user_asked(), complete=stop.complete)
             finally:
                 tasks.close()
+            if not stop.user_asked():
+                collected += self._gather(gathering, "send_gathered")
+            summary.in_flight.extend(gathering.pending)
             unbuilt = tasks.unbuilt
             summary.skipped_runs.extend(unbuilt)
             # A result not signed here was not reused, run again or not: it is not "unchanged".
             not_reused = _say_unsigned(tasks.plans, out)
             # A run whose tasks could not be built reused nothing: it is not "unchanged".
-            summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks) - not_reused)
+            # Results collected (before planning, or after the tasks for runs they did not
+            # cover) were recorded now: not reused.
+            planned = {(p.run.dir, v.name) for p in tasks.plans for v in validations if p.plans(v.name)}
+            recorded_now = {(run.dir, name) for run, name in collected} - planned
+            summary.reused = max(
+                0, len(tasks.plans) * len(validations) - len(tasks) - not_reused - len(recorded_now)
+            )
             summary.interrupted = stop.user_asked()
             if stop.first_invalid:
                 summary.not_started = len(tasks) - summary.executed
@@ -170,6 +187,15 @@ class _ValidateRun:
             _record_ended(marker, self.validations, self.out, self.stop)
             flight.settle(marker)
         return flight
+
+    def _gather(
+        self, gathering: Gathering, moment: Literal["resume_gathered", "send_gathered"]
+    ) -> list[tuple[Run, str]]:
+        """Each gathering validation's ``moment`` (see :mod:`trysquare.gathering`), its results
+        recorded and counted as executed; returned as (run, validator) pairs."""
+        recorded = gather(self.validations, gathering, moment)
+        self.summary.executed += len({(run.dir, name) for run, name in recorded})
+        return recorded
 
     def _before_planning(self, runs: Sequence[Run]) -> None:
         """Each mode's lines about these runs (the judge's blinding), then its preparation."""

@@ -50,6 +50,8 @@ class Summary:
     pending_metrics: int = 0
     # Results kept because asking again failed (--rejudge in an outage): what failed.
     kept_after: list[str] = attrs.field(factory=list)
+    # Work left in flight (a batch judge under --no-wait): one sentence each.
+    in_flight: list[str] = attrs.field(factory=list)
     # Per cell and criterion: [judged values, unjudged values].
     judged: dict[tuple[str, str], list[int]] = attrs.field(factory=dict)
 
@@ -183,4 +185,6 @@ class Summary:
             line += f"; stopped at the first invalid result (-x): {self.not_started} task(s) not run"
         if self.stopped:
             line += f"; stopped early: {self.stopped}"
+        for sentence in self.in_flight:
+            line += f"; {sentence}"
         return shown(line)

@@ -12,13 +12,14 @@ from trysquare_judge.builtin import trysquare_register_judge_providers
 if TYPE_CHECKING:
     import pluggy
 
-    from trysquare.api import Mode
+    from trysquare.api import Commands, Mode
     from trysquare_judge.mode import JudgeMode
 
 __all__ = [
     "JudgeMode",
     "trysquare_add_hookspecs",
     "trysquare_protected_env",
+    "trysquare_register_commands",
     "trysquare_register_judge_providers",
 ]
 
@@ -29,6 +30,14 @@ def trysquare_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
     from trysquare_judge import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
+
+
+@hookimpl
+def trysquare_register_commands(cli: Commands) -> None:
+    # `trysquare batches`: what a batch judge has in flight, and cancelling it.
+    from trysquare_judge.batch.command import register
+
+    register(cli)
 
 
 @hookimpl

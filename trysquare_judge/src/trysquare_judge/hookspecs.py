@@ -30,7 +30,10 @@ def trysquare_register_judge_providers(register: Callable[[Provider], None]) -> 
         plus the exchanges for the transcript, never a key). It retries what is
         worth retrying within ``config.max_concurrency`` requests in flight, and
         raises ``ProviderError`` when it gives up. A name registered by two
-        plugins is refused, naming both.
+        plugins is refused, naming both. A provider that also has a batch API
+        declares it with ``batch_client(config)``, returning a
+        :class:`trysquare_judge.batch.BatchClient` (``batch = true`` on a judge
+        is refused for a type without one).
 
     Example::
 

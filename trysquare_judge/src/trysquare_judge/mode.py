@@ -53,7 +53,9 @@ from trysquare_judge.verdict import (
 )
 
 if TYPE_CHECKING:
-    from trysquare.api import LoadedScenario, Run
+    from collections.abc import Iterable
+
+    from trysquare.api import Gathered, Gathering, LoadedScenario, Run
 
 __all__ = ["JudgeMode", "JudgeValidation"]
 
@@ -80,6 +82,7 @@ class _JudgeTable:
     name: str = ""
     max_turns: int = DEFAULT_MAX_TURNS
     max_piece_bytes: int = DEFAULT_MAX_PIECE_BYTES
+    batch: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -97,6 +100,8 @@ class JudgeValidation(Validation):
     # Not part of the digest: raising the cap must not re-pay every verdict already given
     # (the runs it left unjudged are asked again with --rejudge).
     max_piece_bytes: int = DEFAULT_MAX_PIECE_BYTES
+    # Not part of the digest either: a verdict is the same verdict, by batch or not.
+    batch: bool = False
 
     # pass_env too: the suite's settings are no business of the judge, and a context
     # that gains them must not make a paid verdict stale.
@@ -190,6 +195,10 @@ class JudgeValidation(Validation):
         if planted is not None:
             # Refused before anything is sent: the transcript could not be kept after paying.
             return Outcome.invalid(f"judge '{self.name}': {planted}; nothing was sent to the judge")
+        if self.batch:
+            from trysquare_judge.batch import engine
+
+            return engine.gather(self, task)
         transcript: dict[str, Any] = {
             "validator": self.name,
             "provider": self.provider,
@@ -219,6 +228,24 @@ class JudgeValidation(Validation):
             _write_transcript(task.archive, scrub.scrub_value(transcript, keys), root=task.run.dir)
         return outcome
 
+    # -- batch judging (batch = true) ------------------------------------------------------
+
+    def resume_gathered(self, gathering: Gathering) -> Iterable[Gathered]:
+        if not self.batch:
+            return ()
+        from trysquare_judge.batch import engine
+
+        session = engine.begin(self, gathering)
+        return () if session is None else engine.collect(session, wait=False, last=False)
+
+    def send_gathered(self, gathering: Gathering) -> Iterable[Gathered]:
+        if not self.batch:
+            return ()
+        from trysquare_judge.batch import engine
+
+        session = engine.session_for(self)
+        return () if session is None else engine.collect(session, wait=gathering.wait, last=True)
+
     def usage_record(self, spent: Sequence[Usage]) -> dict[str, Any]:
         """What this conversation spent, and the price in force for the provider that answered.
 
@@ -243,8 +270,9 @@ class JudgeValidation(Validation):
             "price_output": None if endpoint is None else endpoint.price_output,
         }
 
-    def _converse(self, task: ValidationTask, exchanges: list[Mapping[str, Any]], spent: list[Usage]) -> Outcome:
-        assert self.endpoint is not None
+    def first_request(self, task: ValidationTask) -> ChatRequest | Outcome:
+        """The conversation's first request for ``task``'s run, or the outcome that stands
+        instead when nothing may be sent (a piece not recorded or over the cap: unjudged)."""
         texts: dict[str, str] = {}
         for piece in self.pieces:
             if task.context.get(piece) is None:
@@ -260,24 +288,34 @@ class JudgeValidation(Validation):
                     f"{self.max_piece_bytes:,}; nothing was sent to the judge"
                 )
             texts[piece] = text
+        assert self.endpoint is not None
         if self.endpoint.api_key_env and self.endpoint.api_key_env not in os.environ:
             return Outcome.invalid(
                 f"judge provider '{self.provider}': the variable {self.endpoint.api_key_env} is not set"
             )
-        schema = verdict_schema(self.metrics)
-        tool = ToolSpec(TOOL_NAME, TOOL_DESCRIPTION, schema)
+        return self.request((Message(role="user", content=prompt.user_message(texts, self.pieces)),))
+
+    def request(self, messages: Sequence[Message]) -> ChatRequest:
+        """The request carrying ``messages`` (the conversation so far) to this judge."""
+        tool = ToolSpec(TOOL_NAME, TOOL_DESCRIPTION, verdict_schema(self.metrics))
         system = prompt.system_message(self.rubric_text, self.metrics)
-        messages: list[Message] = [Message(role="user", content=prompt.user_message(texts, self.pieces))]
+        return ChatRequest(
+            model=self.model, thinking=self.thinking, system=system, messages=tuple(messages), tool=tool
+        )
+
+    def _converse(self, task: ValidationTask, exchanges: list[Mapping[str, Any]], spent: list[Usage]) -> Outcome:
+        assert self.endpoint is not None
+        first = self.first_request(task)
+        if isinstance(first, Outcome):
+            return first
+        messages: list[Message] = list(first.messages)
         try:
             connection = connection_for(self.endpoint)
         except ProviderError as error:
             return Outcome.invalid(f"judge provider '{self.provider}': {error.message}")
         last_error: str | None = None
         for _ in range(self.max_turns):
-            request = ChatRequest(
-                model=self.model, thinking=self.thinking, system=system,
-                messages=tuple(messages), tool=tool,
-            )
+            request = self.request(messages)
             try:
                 reply = connection.complete(request)
             except ReplyTooLarge as error:
@@ -438,6 +476,15 @@ class JudgeMode:
             raise source.refuse("rubric", f"'{raw.rubric}' is empty")
         endpoint = resolve_provider(raw.provider, source.file, source.refuse, source.config)
         validator_for(raw.metrics)  # built now, so the first verdict does not pay for it
+        if raw.batch:
+            from trysquare_judge.batch import supports_batches
+            from trysquare_judge.providers import provider_types
+
+            if not supports_batches(provider_types().get(endpoint.type)):
+                raise source.refuse(
+                    "batch", f"provider type '{endpoint.type}' (provider '{raw.provider}') declares no "
+                    "batch support; remove batch = true, or use a provider type that has a batch API",
+                )
         return JudgeValidation(
             mode=raw.mode,
             name=raw.name,
@@ -451,6 +498,7 @@ class JudgeMode:
             max_piece_bytes=raw.max_piece_bytes,
             rubric_text=rubric_text,
             endpoint=endpoint,
+            batch=raw.batch,
         )
 
 

@@ -10,6 +10,7 @@ import attrs
 if TYPE_CHECKING:
     from trysquare_judge.providers import ProviderConfig
 
+    from trysquare_anthropic.batch import AnthropicBatchClient
     from trysquare_anthropic.connection import AnthropicConnection
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicOptions", "AnthropicProvider"]
@@ -45,3 +46,9 @@ class AnthropicProvider:
         from trysquare_anthropic.connection import AnthropicConnection
 
         return AnthropicConnection(config)
+
+    def batch_client(self, config: ProviderConfig) -> AnthropicBatchClient:
+        """The Message Batches API of the endpoint (``batch = true`` on a judge)."""
+        from trysquare_anthropic.batch import AnthropicBatchClient
+
+        return AnthropicBatchClient(config)

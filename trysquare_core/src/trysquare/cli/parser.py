@@ -124,6 +124,11 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
         'as [task] isolation = "required" does (exit 2 where the jail cannot start)',
     )
     validate.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    validate.add_argument(
+        "--no-wait", action="store_true",
+        help="send batch judges' requests and return (exit 0, results pending); a later "
+        "validate collects them",
+    )
     validate.add_argument("--executor", default="local", metavar="NAME")
     validate.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE")
     add_selection_options(validate)

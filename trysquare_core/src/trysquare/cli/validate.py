@@ -51,6 +51,7 @@ def _validate(args: argparse.Namespace) -> int:
         exitfirst=args.exitfirst,
         fail_on=tuple(dict.fromkeys(args.fail_on)),
         require_isolation=args.require_isolation,
+        wait=not args.no_wait,
     )
     _say_isolation(scenario, required=args.require_isolation)
 

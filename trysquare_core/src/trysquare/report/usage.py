@@ -97,11 +97,18 @@ def usage_table(layout: _Owners, rows: Sequence[Row], order: Sequence[str]) -> l
     spent: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
     for row in rows:
         for validator, usage in (row.get("usage") or {}).items():
-            spent.setdefault(validator, {}).setdefault(row["cell"], []).append(usage)
+            # Verdicts bought through a batch API (at its price) are shown apart from the others.
+            label = f"{validator} (batch)" if usage.get("batch") else validator
+            spent.setdefault(label, {}).setdefault(row["cell"], []).append(usage)
     if not spent:
         return []
     ranked = list(dict.fromkeys(layout.owners.values()))
-    validators = sorted(spent, key=lambda v: (ranked.index(v) if v in ranked else len(ranked), v))
+
+    def rank(label: str) -> tuple[int, str]:
+        owner = label.removesuffix(" (batch)")
+        return (ranked.index(owner) if owner in ranked else len(ranked), label)
+
+    validators = sorted(spent, key=rank)
     table: list[dict[str, Any]] = []
     for validator in validators:
         by_cell = spent[validator]

@@ -58,6 +58,8 @@ CONFIG_FILE = "trysquare.toml"
 # kilobytes; an endpoint that sends more is never read whole, stored or judged.
 DEFAULT_MAX_REPLY_BYTES = 1024 * 1024
 HOOK = "trysquare_register_judge_providers"
+DEFAULT_POLL_INTERVAL = 30.0  # seconds: a batch takes minutes to hours
+DEFAULT_BATCH_DISCOUNT = 0.5  # OpenAI's and Anthropic's batch APIs charge half
 Thinking = Literal["off", "low", "medium", "high"]
 THINKING: tuple[str, ...] = ("off", "low", "medium", "high")
 TOOL_CHOICES: tuple[str, ...] = ("named", "required", "auto")
@@ -166,6 +168,12 @@ class ProviderConfig:
     """US dollars per million output tokens; ``None``: no price declared."""
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     """The most bytes of one reply's body (decoded) read; more raises :class:`ReplyTooLarge`."""
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    """Batch judging: seconds before the second look at a batch in flight; each later wait
+    is half again as long, up to ten minutes (or this, when longer)."""
+    batch_discount: float = DEFAULT_BATCH_DISCOUNT
+    """Batch judging: the fraction of ``price_input`` / ``price_output`` a batch verdict's
+    tokens cost (the providers' batch APIs charge half)."""
     source: str = ""
     """Where it was read (``trysquare.toml [providers.NAME]``), for messages; not identity."""
     options: Any = None
@@ -322,6 +330,8 @@ class _Section:
     price_input: float | None = None
     price_output: float | None = None
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    batch_discount: float = DEFAULT_BATCH_DISCOUNT
     options: dict[str, Any] | None = None
 
 
@@ -418,6 +428,10 @@ def _checked(
         raise refuse("retry_backoff", "must be 0 or more seconds")
     if section.max_reply_bytes < 1:
         raise refuse("max_reply_bytes", "must be a positive number of bytes")
+    if not math.isfinite(section.poll_interval) or section.poll_interval < 0:
+        raise refuse("poll_interval", "must be a finite number of seconds, 0 or more")
+    if not math.isfinite(section.batch_discount) or not 0 <= section.batch_discount <= 1:
+        raise refuse("batch_discount", "must be a fraction of the price, between 0 and 1")
     if section.tool_choice not in TOOL_CHOICES:
         raise refuse("tool_choice", f"must be one of {', '.join(TOOL_CHOICES)}, not '{section.tool_choice}'")
     if section.api_key_env is not None and not section.api_key_env.strip():

@@ -30,6 +30,8 @@ from trysquare_judge.providers import (
 if TYPE_CHECKING:
     import httpx
 
+    from trysquare_judge.providers.openai_batch import OpenAIBatchClient
+
 # httpx (and what it pulls in) is imported by trysquare_judge.providers.http when a
 # provider connects: registering this type, which every validate does to learn the
 # keys to withhold from validators, must not pay for it.
@@ -46,6 +48,12 @@ class OpenAIProvider:
 
     def connect(self, config: ProviderConfig) -> OpenAIConnection:
         return OpenAIConnection(config)
+
+    def batch_client(self, config: ProviderConfig) -> OpenAIBatchClient:
+        """The Batch API of the endpoint (``/v1/files`` and ``/v1/batches``)."""
+        from trysquare_judge.providers.openai_batch import OpenAIBatchClient
+
+        return OpenAIBatchClient(config, OpenAIConnection(config))
 
 
 class OpenAIConnection:
@@ -110,15 +118,23 @@ def _reply(response: httpx.Response, exchanges: tuple[Mapping[str, Any], ...], k
     from trysquare_judge.providers.http import snippet
 
     try:
-        message = response.json()["choices"][0]["message"]
-        if not isinstance(message, dict):
-            raise TypeError("message is not an object")
+        content, calls = read_completion(response.json())
     except (ValueError, KeyError, IndexError, TypeError) as error:
         raise ProviderError(
             f"unreadable reply from {response.url} ({type(error).__name__}: {error}): "
             f"{snippet(response, key)}",
             exchanges,
         ) from None
+    return ChatReply(content=content, tool_calls=calls, exchanges=exchanges, usage=usage_of(response.json()))
+
+
+def read_completion(data: Any) -> tuple[str, tuple[ToolCall, ...]]:
+    """``(text, tool calls)`` of a chat completion's first choice (a reply, or a batch's
+    response body); ``ValueError``, ``KeyError``, ``IndexError`` or ``TypeError`` when it is
+    not one."""
+    message = data["choices"][0]["message"]
+    if not isinstance(message, dict):
+        raise TypeError("message is not an object")
     calls = []
     for number, call in enumerate(message.get("tool_calls") or [], start=1):
         function = (call or {}).get("function") or {}
@@ -132,12 +148,7 @@ def _reply(response: httpx.Response, exchanges: tuple[Mapping[str, Any], ...], k
             arguments=arguments,
         ))
     content = message.get("content")
-    return ChatReply(
-        content=content if isinstance(content, str) else "",
-        tool_calls=tuple(calls),
-        exchanges=exchanges,
-        usage=usage_of(response.json()),
-    )
+    return (content if isinstance(content, str) else ""), tuple(calls)
 
 
 def usage_of(data: Any) -> Usage:
