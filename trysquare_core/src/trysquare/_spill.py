@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 import threading
-from typing import Any
+from typing import Any, Self
 
 __all__ = ["Spill", "Tampered"]
 
@@ -36,7 +36,7 @@ class Spill:
         self._digests = bytearray()
         self._growing = threading.Lock()
 
-    def __enter__(self) -> Spill:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -24,7 +24,7 @@ import tempfile
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Self, TYPE_CHECKING
 
 from trysquare import _suitecache
 from trysquare._process import kill_groups, owned_groups
@@ -64,7 +64,7 @@ class SuiteService:
     def environment(self) -> dict[str, str]:
         return {SOCKET_ENV: self.path}
 
-    def __enter__(self) -> SuiteService:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -53,6 +53,7 @@ to move out first should it grow.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from fnmatch import fnmatchcase
@@ -613,7 +614,7 @@ def _json_value(name: str, value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if not math.isfinite(value):
             raise _ValidatorBug(f"metric {name!r} is {value}, which JSON cannot carry")
         return value
     if isinstance(value, (set, frozenset)):
@@ -760,7 +761,7 @@ class _Validator:
             if error.__cause__ is not None:
                 _print_traceback(error.__cause__)
             return 1
-        except Exception as error:  # a bug must not read as a measurement
+        except Exception as error:  # noqa: BLE001 - a bug must not read as a measurement
             _print_traceback(error)
             print(f"{program}: {self.name}() failed: {type(error).__name__}: {error}", file=sys.stderr)
             return 1

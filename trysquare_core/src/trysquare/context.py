@@ -359,7 +359,7 @@ def dump_context(context: Mapping[str, Any]) -> str:
     """
     text = _atomic.dump_json(context)
     # Surrogates occur only inside JSON strings: escaping them there is exact.
-    return _SURROGATE.sub(lambda found: "\\u%04x" % ord(found.group()), text)
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def context_digest(

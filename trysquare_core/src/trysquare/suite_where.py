@@ -49,10 +49,12 @@ def suite_lines(test_command: str | None) -> list[str]:
         return [where]
     return [
         where,
-        f"! suite: {program} is trysquare's own environment ({sys.prefix}): the suite would "
-        "run with trysquare's interpreter and packages, and test a copy installed there "
-        "rather than the clone; point test_command at the project's environment "
-        "(e.g. test_command = \"/path/to/project/.venv/bin/python -m pytest\")",
+        (
+            f"! suite: {program} is trysquare's own environment ({sys.prefix}): the suite would "
+            "run with trysquare's interpreter and packages, and test a copy installed there "
+            "rather than the clone; point test_command at the project's environment "
+            "(e.g. test_command = \"/path/to/project/.venv/bin/python -m pytest\")"
+        ),
     ]
 
 

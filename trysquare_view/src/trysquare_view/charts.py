@@ -39,8 +39,8 @@ def _num(value: float | None) -> str:
 
 def _score_table(report: Mapping[str, Any]) -> str:
     booleans = report["metrics"]["boolean"]
-    out = ['<h2 id="scores">Scores</h2><table id="score-table"><thead><tr><th>cell</th><th>runs</th>'
-           "<th>invalid</th><th>publishable</th>"]
+    out = [('<h2 id="scores">Scores</h2><table id="score-table"><thead><tr><th>cell</th><th>runs</th>'
+            "<th>invalid</th><th>publishable</th>")]
     out += [f"<th>{esc(m)}</th>" for m in booleans]
     out.append("</tr></thead><tbody>")
     for cell in report["cells"]:
@@ -98,10 +98,10 @@ def _proportion_chart(report: Mapping[str, Any], metric: str) -> str:
     cells = report["cells"]
     row_h, left, x0, x1 = 24, 8, 190, 560
     height = 20 + row_h * len(cells) + 24
-    out = [f'<figure class="chart" data-metric="{esc(metric)}"><figcaption>{esc(metric)}: proportion '
-           f'true per cell, 95% Wilson interval</figcaption><svg role="img" width="680" '
-           f'height="{height}" viewBox="0 0 680 {height}" xmlns="http://www.w3.org/2000/svg">'
-           f"<title>{esc(metric)}</title>"]
+    out = [(f'<figure class="chart" data-metric="{esc(metric)}"><figcaption>{esc(metric)}: proportion '
+            f'true per cell, 95% Wilson interval</figcaption><svg role="img" width="680" '
+            f'height="{height}" viewBox="0 0 680 {height}" xmlns="http://www.w3.org/2000/svg">'
+            f"<title>{esc(metric)}</title>")]
     bottom = 10 + row_h * len(cells)
     out.append(_axis(x0, x1, 6, bottom, [0, 0.25, 0.5, 0.75, 1], 0, 1))
     for i, cell in enumerate(cells):

@@ -323,9 +323,9 @@ def _usage(report: Mapping[str, Any]) -> str:
     usage = report.get("usage") or ()
     if not usage:
         return ""
-    out = ['<h2 id="usage">Usage and cost</h2><table id="usage-table"><thead><tr><th>validator</th>'
-           "<th>cell</th><th>results</th><th>requests</th><th>input tokens</th><th>of which cached</th>"
-           "<th>output tokens</th><th>cost (USD)</th></tr></thead><tbody>"]
+    out = [('<h2 id="usage">Usage and cost</h2><table id="usage-table"><thead><tr><th>validator</th>'
+            "<th>cell</th><th>results</th><th>requests</th><th>input tokens</th><th>of which cached</th>"
+            "<th>output tokens</th><th>cost (USD)</th></tr></thead><tbody>")]
     for item in usage:
         total = item["cell"] is None or item["validator"] is None
         validator = "all validators" if item["validator"] is None else esc(item["validator"])
@@ -413,10 +413,10 @@ def build_page(
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>trysquare: {esc(report['scenario'])}</title><style>{STYLE}</style></head>",
         f'<body data-lazy="{int(lazy)}"><h1>{esc(report["scenario"])}</h1>',
-        f'<p id="summary">{report["runs"]} run(s) in {len(report["cells"])} cell(s); '
-        f'<b class="{"pub" if report["publishable"] else "nopub"}">{verdict}</b>.</p>',
-        '<nav><a href="#scores">scores</a> \u00b7 <a href="#charts">charts</a> \u00b7 '
-        '<a href="#gaps">gaps</a> \u00b7 '
+        (f'<p id="summary">{report["runs"]} run(s) in {len(report["cells"])} cell(s); '
+         f'<b class="{"pub" if report["publishable"] else "nopub"}">{verdict}</b>.</p>'),
+        ('<nav><a href="#scores">scores</a> \u00b7 <a href="#charts">charts</a> \u00b7 '
+         '<a href="#gaps">gaps</a> \u00b7 ')
         + ('<a href="#usage">usage</a> \u00b7 ' if report.get("usage") else "")
         + '<a href="#runs">runs</a> \u00b7 <a href="#notes">notes</a></nav>',
         _score_table(report),

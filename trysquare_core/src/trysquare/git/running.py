@@ -133,7 +133,7 @@ def _git_many(git_dir: Path, repo: Path, *calls: Sequence[str]) -> list[bytes]:
     def work(index: int) -> None:
         try:
             results[index] = _run(git_dir, repo, repo, calls[index])
-        except BaseException as error:  # re-raised below, in the caller's thread
+        except BaseException as error:  # noqa: BLE001 - re-raised below, in the caller's thread
             results[index] = error
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(1, len(calls))]

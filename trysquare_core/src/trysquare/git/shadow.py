@@ -10,6 +10,8 @@ refs for the few commands that must resolve a name.
 
 from __future__ import annotations
 
+from typing import Self
+
 import hashlib
 import os
 import re
@@ -189,7 +191,7 @@ class _Refs:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
 
-    def __enter__(self) -> _Refs:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_: object) -> None:

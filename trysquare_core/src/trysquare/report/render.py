@@ -213,8 +213,8 @@ def render_md(report: Report) -> str:
         lines += ["", "### Notes", ""] + _capped([md(note) for note in report["notes"]], indent="")
     if report.get("by_run"):
         lines += ["", "### By run", "",
-                  "Each run with an invalid result or an unjudged or pending metric, and why "
-                  "(`trysquare report --runs` lists them all)."]
+                  ("Each run with an invalid result or an unjudged or pending metric, and why "
+                   "(`trysquare report --runs` lists them all).")]
         lines += _by_run_md(report, capped=True)
     return "\n".join(lines) + "\n"
 
@@ -417,9 +417,9 @@ def _usage_md(report: Report) -> list[str]:
     header = ["validator", "cell", "results", "requests", "input tokens", "of which cached",
               "output tokens", "cost (USD)"]
     return ["", "### Usage and cost", "",
-            "What the judge providers reported: requests include retries and failed attempts; "
-            "invalid and unjudged results count. Costs use the price recorded with each result "
-            "(`price_input` / `price_output` of the provider that judged it, per million tokens).",
+            ("What the judge providers reported: requests include retries and failed attempts; "
+             "invalid and unjudged results count. Costs use the price recorded with each result "
+             "(`price_input` / `price_output` of the provider that judged it, per million tokens)."),
             "", *_table(header, rows)]
 
 

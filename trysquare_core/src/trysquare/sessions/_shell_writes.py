@@ -349,9 +349,13 @@ def _strip_redirections(words: list[str]) -> tuple[list[str], list[str]]:
     redirect: str | None = None
     for word in words:
         if redirect is not None:
-            if redirect in _REDIRECT_WRITES and not word.isdigit() and word != "-":
-                if not word.startswith("/dev/"):
-                    written.append(word)
+            if (
+                redirect in _REDIRECT_WRITES
+                and not word.isdigit()
+                and word != "-"
+                and not word.startswith("/dev/")
+            ):
+                written.append(word)
             redirect = None
             continue
         if word in _REDIRECTS:
