@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -331,7 +332,10 @@ def run_suite(
     def copy_run(scratch: str) -> Path:
         return repo_module.copy_tree(Path(repo), Path(scratch) / "repo")
 
-    verdict, settled = _run_steps_on(
+    verdict, settled = _on_the_prepared_tree(
+        Path(repo), steps, shown, env=env, timeout=timeout, jail=policy,
+        guarded=[Path(repo), *guarded],
+    ) or _run_steps_on(
         copy_run, steps, shown, env=env, timeout=timeout, jail=policy, guarded=[Path(repo), *guarded]
     )
     if settled or base is None:
@@ -353,6 +357,53 @@ def run_suite(
     return Metric.unjudged(f"(so at base too) {verdict.reason}")
 
 
+_NOBODY_JUDGED = "so nobody judged the suite"
+
+
+def _on_the_prepared_tree(
+    repo: Path,
+    steps: Sequence[tuple[str, Sequence[str]]],
+    shown: str,
+    *,
+    env: dict[str, str],
+    timeout: float,
+    jail: JailPolicy,
+    guarded: Sequence[str | Path],
+) -> tuple[Metric, bool] | None:
+    """The suite run on a copy of the run's shared prepared tree (:mod:`trysquare._prepared`:
+    ``prepare`` once per run within a ``validate``, hidden tests reading the same tree), or
+    ``None`` when the tree is not shared here (or its copy failed): prepare your own."""
+    from trysquare import _prepared
+    from trysquare.assay import Metric
+
+    if len(steps) < 2:
+        return None
+    started = time.monotonic()
+    shared = _prepared.shared_prepare(
+        repo, steps[:-1], env=env, timeout=timeout, jail=jail, guarded=guarded,
+        tail_lines=TAIL_LINES,
+    )
+    if shared is None:
+        return None
+    problem = shared.problem_for(_NOBODY_JUDGED)
+    if problem is not None:
+        last = shared.last
+        hint = "" if last is None else _confinement_hint(output_text(last), shared.origin)
+        return Metric.unjudged(problem + hint), last is not None and last.timed_out
+
+    def copy_prepared(scratch: str) -> Path:
+        return _prepared.copy_prepared(shared, Path(scratch) / "repo")
+
+    left = max(timeout - (time.monotonic() - started), 0.0)
+    try:
+        return _run_steps_on(
+            copy_prepared, steps[-1:], shown, env=env, timeout=left, jail=jail, guarded=guarded,
+            shown_as=shared.origin,
+        )
+    except OSError:
+        return None  # the prepared tree could not be copied: this suite prepares its own
+
+
 def _run_steps_on(
     make_copy: Callable[[str], Path],
     steps: Sequence[tuple[str, Sequence[str]]],
@@ -362,17 +413,20 @@ def _run_steps_on(
     timeout: float,
     jail: JailPolicy,
     guarded: Sequence[str | Path],
+    shown_as: str | None = None,
 ) -> tuple[Metric, bool]:
     """The verdict of the steps on a fresh copy, and whether it is settled: ``False`` when
     the suite ran nothing (it could not start, prepare failed, it ran no test), which a
-    control at base may decide; a timeout is settled (unjudged: no control decides it)."""
+    control at base may decide; a timeout is settled (unjudged: no control decides it).
+    ``shown_as``: the path the jail shows the scratch folder at (a prepared tree's own)."""
     from trysquare.assay import Metric
 
     from trysquare._scratch import throwaway_folder
 
     # Removed however deep a tree the agent's code left in it (never a crash into "unjudged").
     with throwaway_folder("trysquare-tests-") as scratch:
-        env = {**env, "TMPDIR": scratch}
+        seen_as = scratch if shown_as is None else shown_as
+        env = {**env, "TMPDIR": seen_as}
         copy = make_copy(scratch)
         done = run_steps(
             steps, cwd=copy, timeout=timeout, env=env,
@@ -381,9 +435,10 @@ def _run_steps_on(
             sandbox=Sandbox([scratch]),
             jail=jail,
             guarded=guarded,
-            consequence="so nobody judged the suite",
+            consequence=_NOBODY_JUDGED,
+            shown_as=shown_as,
         )
-    hint = "" if done.last is None else _confinement_hint(output_text(done.last), scratch)
+    hint = "" if done.last is None else _confinement_hint(output_text(done.last), seen_as)
     if done.problem is not None or done.last is None:
         timed_out = done.last is not None and done.last.timed_out
         return Metric.unjudged((done.problem or "there was no suite to run") + hint), timed_out

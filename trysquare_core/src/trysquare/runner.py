@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from trysquare import _inflight, _spill, guard, plugins, results
+from trysquare import _inflight, _prepared, _spill, guard, plugins, results
 from trysquare._pool import bounded_map, io_workers
 from trysquare._shown import shown
 from trysquare.errors import RunError, UsageError
@@ -134,7 +134,9 @@ def validate(
             overlapped=_may_overlap_planning(executor, validations),
         )
         try:
-            _execute(executor, tasks, options, summary, out, should_stop, ledger, flight)
+            # One prepared tree per run, shared by run.tests() and hidden tests (prepare once).
+            with _prepared.sharing():
+                _execute(executor, tasks, options, summary, out, should_stop, ledger, flight)
         except BaseException:
             flight.close(interrupted=True, complete=False)  # it ended trysquare's work
             raise
@@ -549,8 +551,10 @@ def _execute(
                 _notify(observers, result)
                 if options.exitfirst and result.outcome.state == "invalid" and not _first_invalid.is_set():
                     _stop_at_first_invalid()
-                if tasks.overlapped and (plan := tasks.task_back(task.run)) is not None:
-                    early.submit(check_early, plan)
+                if (plan := tasks.task_back(task.run)) is not None:
+                    _prepared.release(task.run.repo)  # its validations are all back
+                    if tasks.overlapped:
+                        early.submit(check_early, plan)
         finally:
             early.shutdown(wait=True)
             if progress is not None:
