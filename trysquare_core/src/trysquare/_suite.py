@@ -69,6 +69,7 @@ _NODE = re.compile(r"^(?:#|\u2139) tests (\d+)[ \t\r]*$", re.M)
 # tab ("ok  \tpkg\t0.01s"), which keeps TAP's "ok 1 - name" and jest's
 # "FAIL src/a.test.js" out.
 _GO_TEST = re.compile(r"^--- (?:PASS|FAIL): ", re.M)
+_GO_VERBOSE = re.compile(r"^=== RUN ", re.M)
 _GO_PACKAGE_OK = re.compile(r"^ok {0,3}\t\S+\t.*$", re.M)
 _GO_PACKAGE_FAIL = re.compile(r"^FAIL\t\S+.*$", re.M)
 _GO_NO_TESTS = re.compile(r"^\? {0,3}\t\S+\t\[no test files\]", re.M)
@@ -157,7 +158,10 @@ def _mocha(text: str) -> int | None:
 
 
 def _go(text: str) -> int | None:
-    tests = len(_GO_TEST.findall(text))
+    # Per-test lines count only under -v (`=== RUN` lines): without it go still prints a
+    # `--- FAIL:` line for each failing test and nothing for the passing ones, so a count
+    # of those would say "1 test ran" of many.
+    tests = len(_GO_TEST.findall(text)) if _GO_VERBOSE.search(text) else 0
     if tests:
         return tests
     # Without -v only packages are reported: each `ok` (unless it ran nothing) or
