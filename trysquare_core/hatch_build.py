@@ -15,7 +15,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SHIPPED = ("scenario.toml", "validator.py", "demo")
+SHIPPED = ("scenario.toml", "validator.py", "demo", "node")
 
 
 class ExamplesHook(BuildHookInterface):

@@ -78,6 +78,10 @@ def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="build the shipped example matrix, validate it, print its report")
     demo.add_argument("dir", nargs="?", default="trysquare-demo", help="where to build it (default: ./trysquare-demo)")
     demo.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    demo.add_argument(
+        "--node", action="store_true",
+        help="the Node example instead (examples/node: node --test, a validator in JavaScript)",
+    )
     demo.set_defaults(handler=_demo)
 
     validate = commands.add_parser("validate", help="run validators over runs and record their metrics")
@@ -1071,4 +1075,4 @@ def _say_isolation(scenario: Any, *, required: bool) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from trysquare.demo import run_demo
 
-    return run_demo(Path(args.dir), progress=not args.no_progress)
+    return run_demo(Path(args.dir), progress=not args.no_progress, node=args.node)
