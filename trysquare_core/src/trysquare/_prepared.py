@@ -232,10 +232,15 @@ def _build(
 ) -> SharedTree:
     from trysquare import repo as repo_module
     from trysquare._process import output_text, run_steps, tail
+    from trysquare._scratch import remove_tree
     from trysquare.sandbox import Sandbox
 
     origin = tempfile.mkdtemp(prefix="trysquare-prepared-")
-    tree = repo_module.copy_tree(Path(repo), Path(origin) / "repo")
+    try:
+        tree = repo_module.copy_tree(Path(repo), Path(origin) / "repo")
+    except BaseException:
+        remove_tree(origin)
+        raise
     before = folders_of(tree)
     done = run_steps(
         [(label, list(argv)) for label, argv in steps],

@@ -152,7 +152,11 @@ class HiddenTestsValidation(Validation):
         prepare_env = child_environment(passed=job.suite_pass_env, protected=job.protected_env)
         env = {**prepare_env, **HARNESS_ENV}
         # prepare runs once per run: on a tree shared with run.tests() where validate shares one.
-        prepared = prepared_tree(job, prepare_env, timeout=self.timeout)
+        deadline = time.monotonic() + self.timeout  # prepare included, whoever ran it
+        try:
+            prepared = prepared_tree(job, prepare_env, timeout=self.timeout)
+        except (RepoError, OSError):
+            prepared = None  # this copy prepares its own, and says what went wrong
         if prepared is not None and prepared.problem is not None:
             tried = _Attempt(
                 problem=prepared.problem_for("so no test ran"), stderr=prepared.transcript
@@ -160,7 +164,7 @@ class HiddenTestsValidation(Validation):
         else:
             tried = self._attempt(
                 lambda dest: copy_tree(repo, dest), base, hidden, prepare, env, job,
-                prepare_env=prepare_env, prepared=prepared,
+                prepare_env=prepare_env, prepared=prepared, deadline=deadline,
             )
         if tried.invalid is not None:
             return Outcome.invalid(tried.invalid, stderr=tried.stderr)
@@ -232,25 +236,34 @@ class HiddenTestsValidation(Validation):
         *,
         prepare_env: Mapping[str, str],
         prepared: Any = None,
+        deadline: float | None = None,
     ) -> _Attempt:
         """Copy a tree and run ``prepare`` on it (or copy the run's shared ``prepared`` tree),
         then give it base's test-runner settings, place the hidden files, run the command.
 
         ``prepare`` runs before the hidden files are placed: the agent's install scripts
         never see them."""
-        deadline = time.monotonic() + self.timeout
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
         # Removed however deep a tree the agent's code left there (never a crash).
         with throwaway_folder("trysquare-hidden-") as scratch:
             shown_as: str | None = None
             transcript = b""
-            try:
-                if prepared is not None:
+            where = Path(scratch) / "repo"
+            if prepared is not None:
+                try:
                     copy = prepared.copy_to(Path(scratch) / "repo")
                     shown_as = prepared.origin
                     transcript = b"# prepare (run once for this run's validators):\n"
                     transcript += prepared.transcript
-                else:
-                    copy = make_copy(Path(scratch) / "repo")
+                except OSError:
+                    # The shared tree cannot be copied: prepare a copy of this run's own,
+                    # beside the one that failed half-way.
+                    prepared = None
+                    where = Path(scratch) / "own" / "repo"
+            try:
+                if prepared is None:
+                    copy = make_copy(where)
             except RepoError as error:
                 return _Attempt(
                     invalid=f"the measured repository cannot be copied: {error.message}"
@@ -263,7 +276,7 @@ class HiddenTestsValidation(Validation):
                 steps = [("prepare", list(step)) for step in prepare]
                 done = run_steps(
                     steps,
-                    timeout=self.timeout,
+                    timeout=max(deadline - time.monotonic(), 0.0),
                     **self._options(Path(scratch), copy, prepare_env, job, None),
                 )
                 transcript += done.transcript
