@@ -21,7 +21,7 @@ from trysquare.testing.builders import build_run
 from tests.helpers import write_scenario, write_script
 from tests.loopback import serve_in_background
 
-pytestmark = pytest.mark.skipif(
+JAILED = pytest.mark.skipif(
     not availability().available,
     reason="the jail cannot start here: without it every validator prepares its own copy",
 )
@@ -135,9 +135,17 @@ def result(experiment: Path, run: str, name: str) -> dict:
 FIXED = {"calc.py": "def add(a, b):\n    return a + b\n"}
 
 
+@pytest.mark.parametrize(
+    ("jail", "per_run"),
+    [pytest.param("on", 1, marks=JAILED), ("off", 2)],
+)
 def test_prepare_runs_once_per_run_for_the_suite_and_the_hidden_tests(
-    cli, site, tmp_path: Path
+    cli, site, tmp_path: Path, jail: str, per_run: int
 ) -> None:
+    """In the jail, once per run; without it (a copy cannot be shown at the path prepare
+    built it at), once per validator, as before. Never with the hidden file in the tree."""
+    if jail == "off":
+        cli.env["TRYSQUARE_JAIL"] = "off"  # the CLI's own environment, taken before the test
     heard: list[str] = []
     handler = type("Knocks", (_Knocks,), {"heard": heard})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -163,6 +171,5 @@ def test_prepare_runs_once_per_run_for_the_suite_and_the_hidden_tests(
         "fixed": ({"tests": True}, {"resolved": True, "f2p": 1.0, "p2p": 1.0}),
         "broken": ({"tests": False}, {"resolved": False, "f2p": 0.0, "p2p": 1.0}),
     }, (done.stdout, done.stderr)
-    # Once per run, never with the hidden test file in the tree.
-    assert sorted(heard) == ["/prepare?hidden=0", "/prepare?hidden=0"], heard
+    assert heard == ["/prepare?hidden=0"] * (per_run * len(runs)), heard
     assert done.returncode == 0, done.stdout + done.stderr
