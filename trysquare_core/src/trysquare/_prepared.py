@@ -297,11 +297,16 @@ def copy_prepared(shared: SharedTree, dest: Path) -> Path:
     only — a FIFO, socket or device the agent's ``prepare`` left is not copied (opening one
     could block for ever). Iterative, so a tree of any depth is copied or refused with an
     ``OSError``, never a crash."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from trysquare._pool import io_workers
+
     source = os.fsencode(shared.tree)
     target = os.fsencode(dest)
     os.mkdir(target, 0o755)
+    files: list[tuple[bytes, bytes, os.stat_result]] = []
     pending: list[bytes] = [b""]
-    while pending:
+    while pending:  # folders and links first, in this thread; the files' bytes after
         relative = pending.pop()
         here = os.path.join(source, relative) if relative else source
         there = os.path.join(target, relative) if relative else target
@@ -314,7 +319,11 @@ def copy_prepared(shared: SharedTree, dest: Path) -> Path:
                 os.mkdir(dst, 0o755)
                 pending.append(os.path.join(relative, name) if relative else name)
             elif stat.S_ISREG(info.st_mode):
-                _copy_file(src, dst, info)
+                files.append((src, dst, info))
+    # Creating files is system-call bound: threads overlap it well (as repo.copy_tree does).
+    with ThreadPoolExecutor(max_workers=io_workers()) as pool:
+        for _ in pool.map(lambda entry: _copy_file(*entry), files, chunksize=64):
+            pass
     return dest
 
 
