@@ -1,4 +1,4 @@
-"""How fast trysquare.repo reads a measured clone, against plain git on the same tree.
+"""How fast trysquare.git reads a measured clone, against plain git on the same tree.
 
 Builds (in a temporary folder) a repository of ~20,000 files and touches ~200 of
 them the way an agent does — a commit after base, staged and unstaged edits,
@@ -28,10 +28,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 try:
-    from trysquare import repo as R
+    from trysquare.git import changes as git_changes
+    from trysquare.git import patch as git_patch
 except ImportError:  # run from a checkout without the workspace installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trysquare_core" / "src"))
-    from trysquare import repo as R
+    from trysquare.git import changes as git_changes
+    from trysquare.git import patch as git_patch
 
 GIT_ENV = {
     **os.environ,
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="trysquare-bench-") as scratch:
         repo, base = build(Path(scratch), n_files, args.touched)
-        touched, files = R.touched_and_files(repo, base)
+        touched, files = git_changes.touched_and_files(repo, base)
 
         def status() -> None:
             subprocess.run(
@@ -134,24 +136,24 @@ def main(argv: list[str] | None = None) -> int:
             )
 
         def ours() -> None:
-            R.changed_files(repo, base)
-            R.working_files(repo)
+            git_changes.changed_files(repo, base)
+            git_changes.working_files(repo)
 
         def combined() -> None:
-            R.touched_and_files(repo, base)
+            git_changes.touched_and_files(repo, base)
 
         def plain_diff() -> None:
             subprocess.run(["git", "-C", str(repo), "diff", base], check=True, capture_output=True)
 
         def patch() -> None:
-            R.diff_patch(repo, base)
+            git_patch.diff_patch(repo, base)
 
         def plain_both() -> None:
             status()
             plain_diff()
 
         def whole() -> None:
-            R.context_facts(repo, base, io.BytesIO())
+            git_patch.context_facts(repo, base, io.BytesIO())
 
         t = best(
             {

@@ -8,11 +8,18 @@ plain shell loop; the ratio is what trysquare's runner adds on top. Prints:
     validate.replay.jobs2: 0.61x (...)
     validate.startup.confined: 1.04x (python -c pass started plainly ...)
 
+Then the same over an assay validator (``@validator``, what ``trysquare init`` writes), the
+loops calling it on the same contexts: warm (served by a warm server, one fork per run) and
+cold (``warm = false``) at ``--jobs 1`` against a serial loop and at ``--jobs 2`` against an
+``xargs -P2`` loop; rounds interleaved, medians printed:
+
+    validate.assay.warm.jobs1: 0.45x (serial loop 7.10 s over 200 runs; trysquare 3.20 s)
+
 The last figure is what starting a validator confined (Landlock where the kernel
 offers it, strays ended) costs against starting the same ``python -c pass`` with
 ``subprocess.run``.
 
-Usage: python benchmarks/bench_validate.py [--quick] [--runs N]
+Usage: python benchmarks/bench_validate.py [--quick] [--runs N] [--rounds N]
 """
 
 from __future__ import annotations
@@ -31,6 +38,20 @@ TRIVIAL = f"""#!{sys.executable}
 import json, sys
 context = json.load(open(sys.argv[1]))
 print(json.dumps({{"metrics": {{"changed": bool(context["touched"])}}}}))
+"""
+
+
+ASSAY = f"""#!{sys.executable}
+from trysquare.assay import Assay, validator
+
+
+@validator
+def evaluate(run: Assay) -> dict:
+    return {{"changed": bool(run.touched)}}
+
+
+if __name__ == "__main__":
+    raise SystemExit(evaluate.cli())
 """
 
 
@@ -57,6 +78,55 @@ def shell_loop(experiment: Path, script: Path) -> float:
     started = time.perf_counter()
     subprocess.run(["sh", "-c", loop], check=True)
     return time.perf_counter() - started
+
+
+def xargs_loop(experiment: Path, script: Path, jobs: int) -> float:
+    listing = experiment / "contexts.txt"
+    if not listing.exists():
+        contexts = sorted(experiment.glob("runs/*/validation/script/context.json"))
+        listing.write_text("".join(f"{c}\n" for c in contexts))
+    started = time.perf_counter()
+    with listing.open() as given:
+        subprocess.run(["xargs", f"-P{jobs}", "-n1", str(script)], stdin=given, check=True,
+                       stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def assay(root: Path, count: int, rounds: int) -> None:
+    """Warm and cold against the two loops, over an assay validator; medians of interleaved rounds."""
+    import statistics
+
+    root.mkdir()
+    scenario, experiment = build_matrix(root, count, "assay_validator.py", ASSAY)
+    cold = scenario.with_name("cold.toml")
+    cold.write_text(scenario.read_text() + "warm = false\n")
+    script = scenario.parent / "assay_validator.py"
+    trysquare("validate", scenario, experiment, "--no-progress")  # build and archive contexts
+    figures: dict[str, list[float]] = {}
+    measures = {
+        "loop.serial": lambda: shell_loop(experiment, script),
+        "loop.xargs2": lambda: xargs_loop(experiment, script, 2),
+        **{
+            f"{kind}.jobs{jobs}": (
+                lambda toml=toml, jobs=jobs: trysquare(
+                    "validate", toml, experiment, "--replay", "--force", "--no-progress",
+                    "--jobs", str(jobs),
+                )
+            )
+            for kind, toml in (("warm", scenario), ("cold", cold))
+            for jobs in (1, 2)
+        },
+    }
+    for _ in range(rounds):
+        for name, measure in measures.items():
+            figures.setdefault(name, []).append(measure())
+    median = {name: statistics.median(taken) for name, taken in figures.items()}
+    for kind in ("warm", "cold"):
+        for jobs, loop, said in ((1, "loop.serial", "serial loop"), (2, "loop.xargs2", "xargs -P2 loop")):
+            took = median[f"{kind}.jobs{jobs}"]
+            print(f"validate.assay.{kind}.jobs{jobs}: {took / median[loop]:.2f}x ({said} "
+                  f"{median[loop]:.2f} s over {count} runs; trysquare {took:.2f} s; "
+                  f"median of {rounds} interleaved rounds)")
 
 
 def startup(count: int, scratch: Path) -> None:
@@ -89,10 +159,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--runs", type=int)
+    parser.add_argument("--rounds", type=int)
+    parser.add_argument("--assay-only", action="store_true", help="only the assay validator's figures")
     args = parser.parse_args()
     count = args.runs or (40 if args.quick else 200)
     with tempfile.TemporaryDirectory() as temp:
         os.environ["XDG_CACHE_HOME"] = str(Path(temp) / "cache")
+        if args.assay_only:
+            assay(Path(temp) / "assay", count, args.rounds or (2 if args.quick else 4))
+            return
         scenario, experiment = build(Path(temp), count)
         trysquare("validate", scenario, experiment, "--no-progress")  # build and archive contexts
         script = scenario.parent / "trivial.py"
@@ -105,6 +180,7 @@ def main() -> None:
             )
             print(f"validate.replay.jobs{jobs}: {took / baseline:.2f}x "
                   f"(baseline shell loop {baseline:.2f} s over {count} runs; trysquare {took:.2f} s)")
+        assay(Path(temp) / "assay", count, args.rounds or (2 if args.quick else 4))
         startup(count // 4, Path(temp))
 
 

@@ -39,7 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trysquare import _atomic, repo
+from trysquare import _atomic
+from trysquare.git.patch import diff_patch
 from trysquare.testing import RunBuilder
 
 BUDGET_1K = 10_000_000
@@ -70,7 +71,7 @@ def build(root: Path, count: int) -> tuple[Any, Path]:
     clone.base({"a.py": lines, "b.py": "b = 1\n"})
     clone.repo.write("a.py", lines.replace("= 3", "= 33").replace("= 40", "= 44") + "tail = 1\n")
     assert clone.base_commit is not None
-    patch = repo.diff_patch(clone.repo.path, clone.base_commit)
+    patch = diff_patch(clone.repo.path, clone.base_commit)
     experiment = root / "exp"
     template = experiment / "runs" / "r00000"
     template.mkdir(parents=True)

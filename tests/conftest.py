@@ -127,6 +127,7 @@ class CliProcess:
             capture_output=True,
             text=True,
             timeout=timeout,
+            check=False,
         )
 
 

@@ -9,7 +9,7 @@ import sys
 HEAVY = [
     "pluggy", "attrs", "attr", "cattrs", "httpx", "rich", "subprocess", "pathlib", "tempfile",
     "trysquare.plugins", "trysquare.hookspecs", "trysquare.sessions", "trysquare._suite",
-    "trysquare._process", "trysquare.repo", "trysquare.scenario",
+    "trysquare._process", "trysquare.git", "trysquare.scenario",
 ]
 
 

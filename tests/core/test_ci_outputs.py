@@ -156,7 +156,7 @@ def test_render_junit_escapes_what_xml_cannot_hold() -> None:
     assert case.attrib["classname"] == shown and case.attrib["name"] == f"{shown}::v"
     assert case.find("failure").attrib["message"] == shown
     assert case.find("system-err").text == shown
-    pending = [c for c in root.iter("testcase") if c.attrib["name"] == "p::v"][0]
+    pending = next(c for c in root.iter("testcase") if c.attrib["name"] == "p::v")
     assert pending.find("skipped").attrib["type"] == "pending"
 
 

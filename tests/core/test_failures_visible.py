@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from trysquare import cli as cli_module
+from trysquare.cli.validate import _say_verdicts_kept
 from trysquare.failures import stderr_tail
 
 from tests.helpers import write_scenario, write_script
@@ -77,10 +77,10 @@ def test_force_says_judge_verdicts_were_kept() -> None:
     script = SimpleNamespace(name="script", costly=False)
     scenario = SimpleNamespace(validations=(script, judge))
     out = io.StringIO()
-    cli_module._say_verdicts_kept(scenario, [], out)
+    _say_verdicts_kept(scenario, [], out)
     assert "kept the up-to-date verdicts of 'judge'" in out.getvalue() and "--rejudge" in out.getvalue()
     out = io.StringIO()
-    cli_module._say_verdicts_kept(scenario, ["script"], out)
+    _say_verdicts_kept(scenario, ["script"], out)
     assert out.getvalue() == ""
 
 

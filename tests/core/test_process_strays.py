@@ -20,8 +20,8 @@ def test_descendants_match_the_whole_process_table_restricted_to_ours() -> None:
     # A child that starts a grandchild and waits: two generations below us.
     child = subprocess.Popen(
         [sys.executable, "-c",
-         "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']);"
-         " print(p.pid, flush=True); time.sleep(30)"],
+         ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']);"
+          " print(p.pid, flush=True); time.sleep(30)")],
         stdout=subprocess.PIPE,
     )
     try:

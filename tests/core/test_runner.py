@@ -65,7 +65,7 @@ def result(experiment: Path, run_id: str) -> dict:
 
 def test_every_run_is_scored_and_a_failing_one_does_not_stop_the_others(matrix) -> None:
     summary, out = run_validate(*matrix, jobs=2)
-    scenario, experiment = matrix
+    _, experiment = matrix
     assert result(experiment, "a1")["metrics"] == {"changed": True}
     assert result(experiment, "a2")["state"] == "valid"
     broken = result(experiment, "b1")

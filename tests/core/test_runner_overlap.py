@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from trysquare import executors, planning, runner
+from trysquare import _planned_tasks, executors, planning, runner
 from trysquare.modes import Validation
 from trysquare.runner import ValidateOptions, validate
 from trysquare.runs import discover
@@ -116,7 +116,7 @@ def test_items_built_ahead_come_in_order_and_an_error_where_it_arose() -> None:
         yield from range(5)
         raise ValueError("the sixth could not be built")
 
-    taken = runner._built_ahead(items(), 2, closing)
+    taken = _planned_tasks.built_ahead(items(), 2, closing)
     assert [next(taken) for _ in range(5)] == [0, 1, 2, 3, 4]
     with pytest.raises(ValueError, match="sixth"):
         next(taken)
@@ -131,7 +131,7 @@ def test_items_built_ahead_stop_being_built_once_closed() -> None:
             built.append(n)
             yield n
 
-    taken = runner._built_ahead(items(), 2, closing)
+    taken = _planned_tasks.built_ahead(items(), 2, closing)
     assert next(taken) == 0
     closing.set()
     time.sleep(0.3)

@@ -7,11 +7,12 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import attrs
 import pytest
 
 from trysquare import modes, runner, scenario as scenarios
 from trysquare.errors import ScenarioError
-from trysquare.execute import TaskResult, execute_task
+from trysquare.execute import PlannedTask, TaskResult, execute_task
 from trysquare.modes import ValidationTask
 from trysquare.runs import discover
 from trysquare.scenario import load_scenario
@@ -54,17 +55,27 @@ def _one_task(tmp_path: Path) -> ValidationTask:
     return tasks[0]
 
 
-def test_one_task_type_under_its_old_names() -> None:
-    assert modes.Job is ValidationTask
-    assert runner.Task is ValidationTask  # kept importable for old callers
-    assert "Task" not in runner.__all__
+def test_one_task_type_and_no_old_names() -> None:
+    assert not hasattr(modes, "Job")
+    assert not hasattr(runner, "Task")
+    assert not hasattr(runner, "LOCK_FILE")  # the lock lives in trysquare.lock alone
     # The scenario's [task] table is another thing, and another class.
     assert scenarios.Task is not ValidationTask
 
 
+def test_a_mode_is_handed_no_runner_bookkeeping(tmp_path: Path) -> None:
+    planned = _one_task(tmp_path)
+    assert isinstance(planned, PlannedTask) and isinstance(planned.task, ValidationTask)
+    handed = {field.name for field in attrs.fields(ValidationTask)}
+    kept = {"clone_before", "digest", "context_digest", "declared_elsewhere", "rerun_suite"}
+    assert handed & kept == set()
+    assert kept <= {field.name for field in attrs.fields(PlannedTask)}
+    assert planned.run is planned.task.run and planned.validation is planned.task.validation
+
+
 def test_execute_task_returns_the_record_it_wrote(tmp_path: Path) -> None:
     task = _one_task(tmp_path)
-    assert task.archive == task.run.validation_dir / "check"
+    assert task.task.archive == task.run.validation_dir / "check"
     result = execute_task(task)
     assert isinstance(result, TaskResult) and result.recorded
     written = json.loads((task.run.validation_dir / "check.json").read_text(encoding="utf-8"))
@@ -76,13 +87,13 @@ def test_execute_task_returns_the_record_it_wrote(tmp_path: Path) -> None:
     assert (task.run.validation_dir / "check.stderr").read_text() == "looked\n"
 
 
-def test_a_document_from_an_older_executor_becomes_the_same_record(tmp_path: Path) -> None:
+def test_a_document_sent_back_from_afar_becomes_the_same_record(tmp_path: Path) -> None:
     task = _one_task(tmp_path)
     result = execute_task(task)
     assert result is not None
-    again = runner._as_result((task, json.loads(json.dumps(result.document))))
+    again = TaskResult.from_document(task, json.loads(json.dumps(result.document)))
     assert again.outcome == result.outcome
-    assert again.recorded
+    assert again.recorded and not again.no_space_left
 
 
 def test_from_document_is_strict_and_names_the_validator(tmp_path: Path) -> None:
@@ -96,7 +107,9 @@ def test_from_document_is_strict_and_names_the_validator(tmp_path: Path) -> None
     with pytest.raises(ScenarioError, match="validator 'check'.*metrics"):
         TaskResult.from_document(task, {**good, "metrics": ["changed"]})
     unrecorded = TaskResult.from_document(task, {**good, "state": "invalid", "error": "disk", "unrecorded": True})
-    assert not unrecorded.recorded
+    assert not unrecorded.recorded and not unrecorded.no_space_left
+    full = {**good, "state": "invalid", "error": "no space", "unrecorded": True, "no_space_left": True}
+    assert TaskResult.from_document(task, full).no_space_left
 
 
 def test_observers_are_told_the_recorded_outcome(tmp_path: Path) -> None:

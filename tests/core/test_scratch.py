@@ -1,4 +1,4 @@
-"""Scratch folders (``plugin_api.scratch_folder``): empty and private for each task, reused only
+"""Scratch folders (``api.scratch_folder``): empty and private for each task, reused only
 when that cannot let one task's leftovers or processes reach the next."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trysquare import _scratch
-from trysquare.plugin_api import scratch_folder
+from trysquare.api import scratch_folder
 
 pytestmark = pytest.mark.fast
 

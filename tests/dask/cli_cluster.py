@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 DASK = str(Path(sys.executable).with_name("dask"))
 
@@ -73,7 +73,7 @@ class CommandLineCluster:
         self.processes.append(process)
         return process
 
-    def __enter__(self) -> CommandLineCluster:
+    def __enter__(self) -> Self:
         self.folder.mkdir(parents=True, exist_ok=True)
         scheduler_file = self.folder / "scheduler.json"
         try:

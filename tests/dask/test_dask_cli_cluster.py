@@ -93,3 +93,21 @@ def test_an_interrupted_validate_kills_the_validators_on_workers_and_starts_no_o
     again = cli("validate", m.scenario, m.exp, "--no-progress", "--only", "score", "--jobs", "2")
     assert again.returncode == 0, again.stdout + again.stderr
     assert sorted(run for run, _ in m.results()) == ["q1", *slow]
+
+
+def test_tasks_on_a_cluster_with_no_worker_end_validate_saying_so(
+    cli_process, matrix, tmp_path: Path
+) -> None:
+    """Tasks submitted to a scheduler without workers would wait there for ever, and validate
+    with them: after ``worker_wait`` seconds with no worker it stops, exit 2, nothing recorded.
+    (A real process with a deadline: without the clock, the wait would never end.)"""
+    m: Matrix = matrix(["r1", "r2"])
+    with CommandLineCluster(tmp_path / "cluster", workers=0) as cluster:
+        done = cli_process("validate", m.scenario, m.exp, "--no-progress", "--only", "score",
+                           "--executor", "dask", "--executor-option", f"address={cluster.address}",
+                           "--executor-option", "worker_wait=1", timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (f"dask: the cluster at {cluster.address} has had no worker for 1 s while 2 tasks "
+            "waited; nothing was recorded for them") in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not list(m.exp.glob("runs/*/validation/score.json"))

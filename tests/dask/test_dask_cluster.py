@@ -204,9 +204,10 @@ def test_a_recorded_result_is_released_on_the_cluster(matrix) -> None:
         executor = DaskRun(parse_options({"scheduler": cluster.scheduler_address}))
         documents = []
         recorded: set[str] = set()  # the key suffixes of the tasks handed back: "-<number>"
-        for task, document in executor.run(tasks, should_stop=lambda: False):
-            documents.append(document)
-            recorded.add(f"-{next(i for i, t in enumerate(tasks) if t is task)}")
+        for result in executor.run(tasks, should_stop=lambda: False):
+            task = result.task
+            documents.append(result.document)
+            recorded.add(f"-{next(i for i, t in enumerate(tasks) if t.task is task)}")
 
             def still_kept() -> list[str]:
                 # A later task may have finished meanwhile and wait to be collected: only the

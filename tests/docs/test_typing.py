@@ -20,6 +20,7 @@ def test_mypy_is_clean_over_every_distribution() -> None:
         capture_output=True,
         text=True,
         timeout=600,
+        check=False,
     )
     assert result.returncode == 0, f"mypy found type errors:\n{result.stdout}{result.stderr}"
     assert "Success: no issues found" in result.stdout

@@ -128,7 +128,7 @@ def test_only_runs_with_something_pending_unless_all(cli, matrix: Matrix) -> Non
     from tests.form.conftest import fill
 
     form, _ = export(cli, matrix, "FORM.toml", "--seed", "1")
-    done_id = sorted(matrix.runs)[0]
+    done_id = min(matrix.runs)
     opaque = matrix.opaque_of(form)[done_id]
     fill(form, opaque, "readable_in_class = true", "note_usable_human = false")
     assert cli("form", "ingest", matrix.scenario, matrix.root, form, "--by", "ana").returncode == 0

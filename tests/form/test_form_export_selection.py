@@ -13,7 +13,7 @@ def test_export_only_the_chosen_runs(cli, matrix: Matrix) -> None:
     assert exported == {run for run, cell in matrix.runs.items() if cell.startswith("quokkacell / ")}
     assert len(exported) == 4
 
-    one = sorted(matrix.runs)[0]
+    one = min(matrix.runs)
     done = cli("form", "export", matrix.scenario, matrix.root, "-o", matrix.out / "one.toml", "--run", one)
     assert done.returncode == 0, done.stderr
     assert [entry["id"] for entry in matrix.key(matrix.out / "one.toml")["runs"].values()] == [one]

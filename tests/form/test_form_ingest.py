@@ -103,7 +103,7 @@ def test_a_partly_filled_form_merges_what_is_there_and_leaves_the_rest_pending(c
 def test_each_bad_entry_is_refused_alone_and_a_measured_metric_is_never_overwritten(cli, validated: Matrix) -> None:
     matrix = validated
     form = export(cli, matrix)
-    target = sorted(matrix.runs)[0]
+    target = min(matrix.runs)
     script_before = (matrix.run_dir(target) / "validation" / "script.json").read_bytes()
     assert json.loads(script_before)["metrics"]["delivered"] is True
     ids = matrix.opaque_of(form)
@@ -143,7 +143,7 @@ def test_each_bad_entry_is_refused_alone_and_a_measured_metric_is_never_overwrit
 def test_correcting_a_manual_value_keeps_the_history(cli, validated: Matrix) -> None:
     matrix = validated
     form = export(cli, matrix)
-    target = sorted(matrix.runs)[-1]
+    target = max(matrix.runs)
     opaque = matrix.opaque_of(form)[target]
     fill(form, opaque, "readable_in_class = true")
     assert ingest(cli, matrix, form, "--by", "ana").returncode == 0
@@ -225,7 +225,7 @@ def test_pending_runs_are_reported_as_pending_not_invalid(cli, validated: Matrix
 def test_a_form_that_does_not_parse_is_one_sentence_naming_the_line(cli, validated: Matrix) -> None:
     matrix = validated
     form = export(cli, matrix)
-    opaque = matrix.opaque_of(form)[sorted(matrix.runs)[0]]
+    opaque = matrix.opaque_of(form)[min(matrix.runs)]
     fill(form, opaque, "readable_in_class = tru")
     line = form.read_text().splitlines().index("readable_in_class = tru") + 1
     done = ingest(cli, matrix, form, "--by", "ana")
@@ -234,10 +234,10 @@ def test_a_form_that_does_not_parse_is_one_sentence_naming_the_line(cli, validat
     assert len(message.splitlines()) == 1
     assert message.startswith(f"trysquare: {form}: not valid TOML")
     assert f"line {line}" in message
-    assert matrix.result(sorted(matrix.runs)[0]) == json.loads(
-        (matrix.run_dir(sorted(matrix.runs)[0]) / "validation" / "human.json").read_text()
+    assert matrix.result(min(matrix.runs)) == json.loads(
+        (matrix.run_dir(min(matrix.runs)) / "validation" / "human.json").read_text()
     )
-    assert matrix.result(sorted(matrix.runs)[0])["metrics"] == {}
+    assert matrix.result(min(matrix.runs))["metrics"] == {}
 
 
 def test_a_form_without_its_key_is_refused(cli, validated: Matrix) -> None:
@@ -252,7 +252,7 @@ def test_a_form_without_its_key_is_refused(cli, validated: Matrix) -> None:
 def test_by_defaults_to_the_login_name(cli, validated: Matrix) -> None:
     matrix = validated
     form = export(cli, matrix)
-    target = sorted(matrix.runs)[0]
+    target = min(matrix.runs)
     fill(form, matrix.opaque_of(form)[target], "readable_in_class = true")
     done = ingest(cli, matrix, form, env={"LOGNAME": "carla-from-env", "USER": "carla-from-env"})
     assert done.returncode == 0, done.stdout + done.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trysquare.errors import ScenarioError
-from trysquare.modes import Job
+from trysquare.modes import ValidationTask
 from trysquare.scenario import load_scenario
 from trysquare_form.mode import FormMode, FormValidation
 
@@ -39,8 +39,8 @@ def test_pieces_are_refused_at_load(tmp_path: Path, pieces: str, message: str) -
         load(tmp_path, pieces)
 
 
-def job(validation: FormValidation, previous: dict | None) -> Job:
-    return Job(
+def task(validation: FormValidation, previous: dict | None) -> ValidationTask:
+    return ValidationTask(
         run=None,  # type: ignore[arg-type] - the form reads nothing of the run
         validation=validation,
         context={},
@@ -52,8 +52,8 @@ def job(validation: FormValidation, previous: dict | None) -> Job:
 
 def test_evaluate_keeps_the_humans_values(tmp_path: Path) -> None:
     form = load(tmp_path, '["diff"]')
-    assert form.evaluate(job(form, None)).state == "pending"
-    assert form.evaluate(job(form, None)).metrics == {}
+    assert form.evaluate(task(form, None)).state == "pending"
+    assert form.evaluate(task(form, None)).metrics == {}
     origin = {"by": "ana", "at": "2026-01-02T03:04:05+00:00"}
     previous = {
         "metrics": {"clear": False, "usable": True, "dropped": True},
@@ -61,7 +61,7 @@ def test_evaluate_keeps_the_humans_values(tmp_path: Path) -> None:
         "provenance": {"clear": origin, "usable": origin, "dropped": origin},
         "state": "valid",
     }
-    outcome = form.evaluate(job(form, previous))
+    outcome = form.evaluate(task(form, previous))
     # A metric no longer declared is left out; the history still holds it.
     assert dict(outcome.metrics) == {"clear": False, "usable": True}
     assert dict(outcome.reasons) == {"clear": "too terse"}
@@ -69,8 +69,8 @@ def test_evaluate_keeps_the_humans_values(tmp_path: Path) -> None:
     assert outcome.state == "valid"
 
     partial = {"metrics": {"clear": True}, "provenance": {"clear": origin}, "state": "pending"}
-    outcome = form.evaluate(job(form, partial))
+    outcome = form.evaluate(task(form, partial))
     assert dict(outcome.metrics) == {"clear": True}
     assert outcome.state == "pending"
     # A value without provenance did not come from a form: it is not carried.
-    assert form.evaluate(job(form, {"metrics": {"clear": True}})).metrics == {}
+    assert form.evaluate(task(form, {"metrics": {"clear": True}})).metrics == {}

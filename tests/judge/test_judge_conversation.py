@@ -102,7 +102,7 @@ def test_an_invalid_call_is_corrected_on_the_second_turn(lab: JudgeLab) -> None:
     done = lab.validate()
     assert done.returncode == 0, done.stdout
     assert lab.result()["metrics"] == GOOD
-    first, second = lab.server.received
+    _, second = lab.server.received
     call = second.messages[2]["tool_calls"][0]
     answer = second.messages[3]
     assert answer["role"] == "tool" and answer["tool_call_id"] == call["id"]

@@ -30,9 +30,9 @@ HOSTILE = {
     "huge-output": ("import sys\nchunk = b'x' * (1 << 20)\nfor _ in range(300):\n    sys.stdout.buffer.write(chunk)\n",
                     "printed more than the output cap"),
     "forked-child-holds-stdout": (
-        "import json, subprocess, sys\n"
-        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        "print(json.dumps({'metrics': {'x': True}}))\n",
+        ("import json, subprocess, sys\n"
+         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+         "print(json.dumps({'metrics': {'x': True}}))\n"),
         None,  # valid: the child is reaped with its group and cannot hang the runner
     ),
 }

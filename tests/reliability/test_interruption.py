@@ -111,7 +111,7 @@ def test_signal_keeps_finished_results_and_resumes(cli, make_run, tmp_path: Path
     process = start_validate(cli, scenario, experiment)
     wait_for_results(experiment, 2)
     process.send_signal(signum)
-    stdout, stderr = process.communicate(timeout=60)
+    _, stderr = process.communicate(timeout=60)
     assert process.returncode == code, stderr
     assert "interrupted:" in stderr and "finished and were kept" in stderr
     recorded = sorted(experiment.glob("runs/*/validation/slow.json"))

@@ -35,8 +35,8 @@ names = st.one_of(
 )
 session_lines = st.lists(st.one_of(
     st.sampled_from([b"\xff\xfe not utf-8", b"[" * 3000, b"{" * 3000, b'{"type": "message"}', b"null", b"",
-                     b'{"type":"message","id":"x","parentId":null,"message":{"role":"assistant",'
-                     b'"content":[{"type":"text","text":"Done \\ud83d"}]}}']),
+                     (b'{"type":"message","id":"x","parentId":null,"message":{"role":"assistant",'
+                      b'"content":[{"type":"text","text":"Done \\ud83d"}]}}')]),
     st.binary(max_size=40),
 ), max_size=5)
 run_tomls = st.one_of(

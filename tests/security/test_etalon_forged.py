@@ -10,9 +10,10 @@ import zlib
 from pathlib import Path
 
 import pytest
+from trysquare.errors import RepoError
+from trysquare.git.etalon import materialise_etalon
 
 from tests.security.guard_fixtures import build_run
-from trysquare import repo as repo_module
 
 
 def test_a_base_blob_the_agent_rewrote_in_its_object_store_never_reaches_the_etalon(
@@ -32,7 +33,7 @@ def test_a_base_blob_the_agent_rewrote_in_its_object_store_never_reaches_the_eta
     os.chmod(loose, 0o644)
     loose.write_bytes(zlib.compress(b"blob %d\0" % len(forged) + forged))
     try:
-        etalon = repo_module.materialise_etalon(clone, run.base_commit, cache=tmp_path / "etalons")
+        etalon = materialise_etalon(clone, run.base_commit, cache=tmp_path / "etalons")
     except Exception:  # noqa: BLE001 - refusing the forged store is a right answer too
         return
     assert (etalon / "counter.py").read_text() == "x = 1\n"
@@ -59,8 +60,8 @@ def test_a_base_tree_the_agent_rewrote_in_its_object_store_is_refused_by_name(
     forged = b"100644 counter.py\0" + bytes.fromhex(planted)
     os.chmod(loose, 0o644)
     loose.write_bytes(zlib.compress(b"tree %d\0" % len(forged) + forged))
-    with pytest.raises(repo_module.RepoError) as refused:
-        repo_module.materialise_etalon(clone, run.base_commit, cache=tmp_path / "etalons")
+    with pytest.raises(RepoError) as refused:
+        materialise_etalon(clone, run.base_commit, cache=tmp_path / "etalons")
     assert subtree in refused.value.message and "does not hold what its id names" in refused.value.message
     assert not list((tmp_path / "etalons").glob("*/src/counter.py"))
 
@@ -86,6 +87,6 @@ def test_a_base_commit_rewritten_to_name_another_tree_is_refused(tmp_path: Path)
     forged = b"tree " + tree.encode() + b"\n" + body.split(b"\n", 1)[1]
     os.chmod(loose, 0o644)
     loose.write_bytes(zlib.compress(b"commit %d\0" % len(forged) + forged))
-    with pytest.raises(repo_module.RepoError):
-        repo_module.materialise_etalon(clone, run.base_commit, cache=tmp_path / "etalons")
+    with pytest.raises(RepoError):
+        materialise_etalon(clone, run.base_commit, cache=tmp_path / "etalons")
     assert not list((tmp_path / "etalons").glob("*/counter.py"))

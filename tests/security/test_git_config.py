@@ -17,7 +17,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from trysquare import repo as R
+from trysquare.git.changes import changed_files, touched_and_files, working_files, worktree_status
+from trysquare.git.etalon import materialise_etalon
+from trysquare.git.patch import diff_patch
+from trysquare.git.refs import resolve_commit
+from trysquare.git.suite_copy import copy_tree
 from trysquare.testing import GitRepo
 
 BASE = {
@@ -60,21 +64,21 @@ class Pair:
             self.hostile.git("config", key, value)
 
     def facts(self, g: GitRepo) -> tuple[object, ...]:
-        touched, files = R.touched_and_files(g.path, self.base)
+        touched, files = touched_and_files(g.path, self.base)
         return (
             sorted(touched),
             sorted(files),
-            R.diff_patch(g.path, self.base),
-            sorted(R.changed_files(g.path, "etalon-v1")),
-            sorted(R.working_files(g.path)),
-            sorted(R.worktree_status(g.path).items()),
-            R.resolve_commit(g.path, "etalon-v1"),
+            diff_patch(g.path, self.base),
+            sorted(changed_files(g.path, "etalon-v1")),
+            sorted(working_files(g.path)),
+            sorted(worktree_status(g.path).items()),
+            resolve_commit(g.path, "etalon-v1"),
         )
 
     def check(self) -> None:
         hostile = self.facts(self.hostile)
-        etalon = R.materialise_etalon(self.hostile.path, "etalon-v1", self.tmp / "etalons")
-        copy = R.copy_tree(self.hostile.path, Path(tempfile.mkdtemp(dir=self.tmp)) / "copy")
+        etalon = materialise_etalon(self.hostile.path, "etalon-v1", self.tmp / "etalons")
+        copy = copy_tree(self.hostile.path, Path(tempfile.mkdtemp(dir=self.tmp)) / "copy")
         assert not self.marker.exists(), self.marker.read_text()
         assert hostile == self.facts(self.clean)
         assert {"counter.py", "evil.py", "tests/test_counter.py"} <= set(hostile[0])
@@ -223,7 +227,7 @@ def test_forged_index(pair: Pair) -> None:
 def test_gitignore_edited_to_hide_a_file(pair: Pair) -> None:
     pair.hostile.ignore("evil.py")
     pair.clean.ignore("evil.py")  # the edit itself is the agent's work, seen in both
-    touched, files = R.touched_and_files(pair.hostile.path, pair.base)
+    touched, files = touched_and_files(pair.hostile.path, pair.base)
     assert "evil.py" in touched and ".gitignore" in touched and "evil.py" in files
     pair.check()
 

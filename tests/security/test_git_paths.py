@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 from trysquare import context as contexts
-from trysquare import repo as R
 from trysquare.errors import RepoError, RunError
+from trysquare.git.changes import changed_files, touched_and_files
+from trysquare.git.patch import diff_patch
 from trysquare.runs import load_run
 from trysquare.testing import GitRepo, RunBuilder
 
@@ -54,11 +55,11 @@ def test_sixty_thousand_paths_removed_from_the_index(tmp_path: Path) -> None:
         os.mkdir(g.path / os.fsdecode(folder))
     for name in names:
         os.close(os.open(g.path / os.fsdecode(name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-    touched, files = R.touched_and_files(g.path, base)
+    touched, files = touched_and_files(g.path, base)
     assert touched == set() and len(files) == 60_000
-    assert R.diff_patch(g.path, base) == ""
+    assert diff_patch(g.path, base) == ""
     g.write("d00/file_0000_with_a_longish_name.txt", "changed\n")
-    assert R.changed_files(g.path, base) == {"d00/file_0000_with_a_longish_name.txt"}
+    assert changed_files(g.path, base) == {"d00/file_0000_with_a_longish_name.txt"}
 
 
 def deep_folder(root: Path, depth: int, name: str = "d" * 20) -> bytes:
@@ -93,7 +94,7 @@ def test_five_hundred_nested_folders(tmp_path: Path) -> None:
     g = GitRepo.init(tmp_path / "clone", BASE)
     deep_folder(g.path, 500, name="d")  # short names: 1000 bytes, but very deep
     try:
-        touched = R.changed_files(g.path, "HEAD")
+        touched = changed_files(g.path, "HEAD")
     except RepoError as error:
         assert "could not read part of" in error.message
     else:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trysquare import repo as R
+from trysquare.git.suite_copy import copy_tree
 from trysquare.testing import GitRepo
 
 TWO_GB = 2 * 1024**3
@@ -66,7 +66,7 @@ def test_the_suite_copy_keeps_a_sparse_file_sparse(tmp_path: Path) -> None:
         handle.seek(TWO_GB // 2)
         handle.write(b"middle\n")
     os.truncate(big, TWO_GB)
-    copy = R.copy_tree(g.path, tmp_path / "copy") / "data.bin"
+    copy = copy_tree(g.path, tmp_path / "copy") / "data.bin"
     info = os.stat(copy)
     assert info.st_size == TWO_GB
     assert info.st_blocks * 512 < 16 * 1024 * 1024  # holes stayed holes

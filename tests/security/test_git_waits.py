@@ -20,8 +20,12 @@ from pathlib import Path
 
 import pytest
 from trysquare import context as contexts
-from trysquare import repo as R
 from trysquare.errors import RepoError, RunError
+from trysquare.git import shadow
+from trysquare.git.changes import changed_files
+from trysquare.git.etalon import materialise_etalon
+from trysquare.git.patch import diff_patch
+from trysquare.git.running import GIT_TIMEOUT_VARIABLE
 from trysquare.runs import load_run
 from trysquare.testing import RunBuilder, build_run
 
@@ -100,7 +104,7 @@ PLACES: dict[str, Callable[[RunBuilder], Path]] = {
 def test_a_fifo_where_git_opens_a_file_is_refused_by_name(
     tmp_path: Path, place: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "600")  # refused at once, not by the deadline
+    monkeypatch.setenv(GIT_TIMEOUT_VARIABLE, "600")  # refused at once, not by the deadline
     run = finished(tmp_path)
     if place == "pack index":
         (run.repo.path / f".git/objects/pack/{PACK}.pack").write_bytes(b"")
@@ -152,7 +156,7 @@ ALTERNATES: dict[str, Callable[[RunBuilder, Path], tuple[bytes, Path]]] = {
 
 @pytest.mark.parametrize("how", list(ALTERNATES))
 def test_an_alternate_store_is_found_as_git_finds_it(tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "600")
+    monkeypatch.setenv(GIT_TIMEOUT_VARIABLE, "600")
     run = finished(tmp_path)
     listing, store = ALTERNATES[how](run, tmp_path)
     for stripped in ("sp", "cr"):
@@ -189,12 +193,12 @@ def test_a_folder_reached_deep_first_is_still_listed_where_git_opens_it(tmp_path
 
 
 def test_a_fifo_planted_after_the_shadow_was_built_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "600")
+    monkeypatch.setenv(GIT_TIMEOUT_VARIABLE, "600")
     run = finished(tmp_path)
     first = facts_of(run)
     assert not isinstance(first, BaseException), first
     run.repo.tag("base-v1")
-    assert within(WAIT, lambda: R.changed_files(run.repo.path, "base-v1")) == {"counter.py", "sub/b.py"}
+    assert within(WAIT, lambda: changed_files(run.repo.path, "base-v1")) == {"counter.py", "sub/b.py"}
     (run.repo.path / ".git/objects/pack").mkdir(exist_ok=True)
     fifo = fifo_at(run.repo.path / f".git/objects/pack/{PACK}.idx")
     (run.repo.path / f".git/objects/pack/{PACK}.pack").write_bytes(b"")
@@ -203,7 +207,7 @@ def test_a_fifo_planted_after_the_shadow_was_built_is_refused(tmp_path: Path, mo
     assert f"{fifo} is a FIFO" in got.message
     # A base named by a tag is read from the clone's files, and its cached shadow taken
     # as built: the same look again.
-    named = within(WAIT, lambda: R.changed_files(run.repo.path, "base-v1"))
+    named = within(WAIT, lambda: changed_files(run.repo.path, "base-v1"))
     assert isinstance(named, RepoError), named
     assert f"{fifo} is a FIFO" in named.message
 
@@ -213,15 +217,15 @@ def test_an_etalon_read_that_fails_while_git_waits_ends_at_once(
 ) -> None:
     # One blob missing (git says so: the read fails), the next a FIFO git then waits on:
     # the failed read must stop git, not wait for it (no deadline would come in time).
-    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "600")
-    monkeypatch.setattr(R, "_check_object_store", lambda objects: None)
+    monkeypatch.setenv(GIT_TIMEOUT_VARIABLE, "600")
+    monkeypatch.setattr(shadow, "_check_object_store", lambda objects: None)
     run = finished(tmp_path)
     tree = git_of(run, "rev-parse", "HEAD^{tree}")
     loose(run, "HEAD:counter.py").chmod(0o644)
     loose(run, "HEAD:counter.py").unlink()
     fifo_at(loose(run, "HEAD:sub/a.py"))
     started = time.monotonic()
-    got = within(WAIT, lambda: R.materialise_etalon(run.repo.path, tree, tmp_path / "etalons"))
+    got = within(WAIT, lambda: materialise_etalon(run.repo.path, tree, tmp_path / "etalons"))
     assert isinstance(got, RepoError), got
     assert "git cat-file could not read 'counter.py'" in got.message
     assert time.monotonic() - started < 10
@@ -233,7 +237,7 @@ def test_a_wait_nothing_names_beforehand_ends_at_the_deadline(
 ) -> None:
     # git's walk for new files asks every folder with a .git whether it is a repository:
     # it reads that .git/HEAD, here a FIFO. Nothing lists it before git finds it.
-    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "1")
+    monkeypatch.setenv(GIT_TIMEOUT_VARIABLE, "1")
     run = finished(tmp_path)
     nested = run.repo.path / "vendored"
     subprocess.run(["git", "init", "-q", str(nested)], check=True)
@@ -241,7 +245,7 @@ def test_a_wait_nothing_names_beforehand_ends_at_the_deadline(
     started = time.monotonic()
     got = facts_of(run)
     assert isinstance(got, RunError), got
-    assert "did not finish within 1 s" in got.message and R.GIT_TIMEOUT_VARIABLE in got.message
+    assert "did not finish within 1 s" in got.message and GIT_TIMEOUT_VARIABLE in got.message
     assert time.monotonic() - started < 15
 
 
@@ -251,18 +255,18 @@ def test_the_streamed_reads_have_the_deadline_too(
 ) -> None:
     # With the object store's check taken away, a FIFO blob holds `diff-files -p` (the
     # patch) and `cat-file --batch` (an etalon tree): the deadline must stop both.
-    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, "1")
-    monkeypatch.setattr(R, "_check_object_store", lambda objects: None)
+    monkeypatch.setenv(GIT_TIMEOUT_VARIABLE, "1")
+    monkeypatch.setattr(shadow, "_check_object_store", lambda objects: None)
     run = finished(tmp_path)
     if what == "patch":
         base = run.repo.head()
         fifo_at(loose(run, "HEAD:counter.py"))
-        got = within(WAIT, lambda: R.diff_patch(run.repo.path, base))
+        got = within(WAIT, lambda: diff_patch(run.repo.path, base))
         command = "diff-files"
     else:
         tree = git_of(run, "rev-parse", "HEAD^{tree}")
         fifo_at(loose(run, "HEAD:sub/a.py"))
-        got = within(WAIT, lambda: R.materialise_etalon(run.repo.path, tree, tmp_path / "etalons"))
+        got = within(WAIT, lambda: materialise_etalon(run.repo.path, tree, tmp_path / "etalons"))
         command = "cat-file"
     assert isinstance(got, RepoError), got
     assert f"git {command} did not finish within 1 s" in got.message
@@ -273,11 +277,11 @@ def test_a_deadline_that_is_no_number_of_seconds_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     run = finished(tmp_path)
-    monkeypatch.setenv(R.GIT_TIMEOUT_VARIABLE, value)
+    monkeypatch.setenv(GIT_TIMEOUT_VARIABLE, value)
     with pytest.raises(RepoError) as refused:
-        R.diff_patch(run.repo.path, run.repo.head())
+        diff_patch(run.repo.path, run.repo.head())
     assert refused.value.message == (
-        f"{R.GIT_TIMEOUT_VARIABLE} must be a number of seconds above 0, not {value!r}"
+        f"{GIT_TIMEOUT_VARIABLE} must be a number of seconds above 0, not {value!r}"
     )
 
 

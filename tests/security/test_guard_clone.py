@@ -86,7 +86,7 @@ def test_guard_setsid_grandchild_writing_after_the_validator_exits(tmp_path: Pat
     while not stray.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert stray.exists()  # nothing prevented it: detection only
-    summary, out = run_validate(scenario_path, experiment, force=True)
+    _, out = run_validate(scenario_path, experiment, force=True)
     recorded = result(run)
     assert recorded["state"] == "invalid" and "added stray.txt" in recorded["error"], out
     # Never read as the agent's work: the context keeps what was recorded... and stays refused.
@@ -100,7 +100,7 @@ def test_guard_suite_editing_the_etalon_cache(tmp_path: Path) -> None:
     folder = tmp_path / "s"
     write_script(folder, "suite.py", SUITE_VALIDATOR)
     scenario_path = write_scenario(folder, SUITE_SCENARIO)
-    summary, out = run_validate(scenario_path, run.path.parents[1])
+    _, out = run_validate(scenario_path, run.path.parents[1])
     recorded = json.loads((run.path / "validation" / "suite.json").read_text())
     assert recorded["state"] == "invalid", out
     assert "the etalon checkout" in recorded["error"] and "added planted.py" in recorded["error"]
@@ -113,7 +113,7 @@ def test_guard_a_planted_work_record_cannot_hide_work(tmp_path: Path) -> None:
     planted.parent.mkdir(parents=True)
     planted.write_text(json.dumps({"version": 1, "base": None, "touched": {}, "git": {}, "root": [0, 0],
                                    "picture": {}}))
-    summary, out = run_validate(scenario(tmp_path / "s", ""), run.path.parents[1])
+    run_validate(scenario(tmp_path / "s", ""), run.path.parents[1])
     recorded = result(run)
     assert recorded["state"] == "invalid"
     assert "counter.py" in recorded["error"] and "notes.txt" in recorded["error"]

@@ -86,6 +86,7 @@ def validate(cli_process, scenario: Path, root: Path) -> subprocess.CompletedPro
         [sys.executable, "-m", "trysquare", "validate", str(scenario), str(root), "--no-progress",
          "--jobs", "2"],
         env=cli_process.env, capture_output=True, text=True, timeout=120, start_new_session=True,
+        check=False,
     )
 
 

@@ -70,7 +70,7 @@ timeout = 120
 
 
 def _validate(tmp_path: Path) -> dict:
-    summary, out = run_validate(tmp_path / "s" / "scenario.toml", tmp_path / "exp")
+    _, out = run_validate(tmp_path / "s" / "scenario.toml", tmp_path / "exp")
     recorded = json.loads((tmp_path / "exp" / "runs" / "r1" / "validation" / "suite.json").read_text())
     assert recorded["state"] == "valid", (out, recorded)
     return recorded

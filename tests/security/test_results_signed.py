@@ -76,7 +76,7 @@ def row(root: Path, run_id: str) -> dict[str, Any]:
 def test_agent_runs_trysquare_on_its_own_folder_edits_metrics_and_deletes_its_records(
     tmp_path: Path, cli, cli_process
 ) -> None:
-    scenario, root, good, agent = two_runs(tmp_path)
+    scenario, root, _, agent = two_runs(tmp_path)
     # During its session the agent runs trysquare on its own run, in a container laid out
     # as the experimenter's machine (same paths: every digest will match what the real
     # validate computes) but with its own trysquare key; then it improves the numbers and
@@ -102,7 +102,7 @@ def test_agent_runs_trysquare_on_its_own_folder_edits_metrics_and_deletes_its_re
 
 
 def test_a_result_edited_between_two_validates_is_named_and_not_reused(tmp_path: Path, cli) -> None:
-    scenario, root, good, agent = two_runs(tmp_path)
+    scenario, root, _, agent = two_runs(tmp_path)
     first = cli("validate", scenario, root, "--no-progress")
     assert first.returncode == 0, first.stderr
     # A process the agent left behind edits its result between two validates.
@@ -145,7 +145,7 @@ def test_a_planted_history_line_is_never_shown_as_a_result(tmp_path: Path, cli) 
     """A line appended to the history by the agent: the viewer names it, never its numbers."""
     from trysquare_view.panel import run_panel
 
-    scenario, root, good, agent = two_runs(tmp_path)
+    scenario, root, _, agent = two_runs(tmp_path)
     assert cli("validate", scenario, root, "--no-progress").returncode == 0
     assert cli("validate", scenario, root, "--no-progress", "--force").returncode == 0
     history = agent / "validation" / "score.history.jsonl"
@@ -167,7 +167,7 @@ def test_a_result_signed_with_another_key_before_the_first_validate(tmp_path: Pa
     well-formed, genuinely signed result, with a key that is not this machine's."""
     from trysquare_view.panel import run_panel
 
-    scenario, root, good, agent = two_runs(tmp_path)
+    scenario, root, _, agent = two_runs(tmp_path)
     (agent / "repo" / "feature.py").write_text("x = 1\n", encoding="utf-8")
     elsewhere = {"XDG_CACHE_HOME": str(tmp_path / "agent")}
     made = cli("validate", scenario, agent, "--no-progress", env=elsewhere)
@@ -227,7 +227,7 @@ print(json.dumps({"metrics": metrics, "reasons": {"delivered": f"key={key}"}}))
 def test_code_that_read_the_signing_key_never_gets_it_into_a_record(tmp_path: Path, cli) -> None:
     """Where the key is readable to what a validation runs (no jail), what it prints of the
     key is replaced by *** in the result, its history and the stderr file."""
-    scenario, root, good, agent = two_runs(tmp_path)
+    scenario, root, _, agent = two_runs(tmp_path)
     write_script(scenario.parent, "score.py", LEAKER)
     done = cli("validate", scenario, root, "--no-progress")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -241,7 +241,7 @@ def test_code_that_read_the_signing_key_never_gets_it_into_a_record(tmp_path: Pa
 def test_an_experiment_copied_from_another_machine_is_not_signed_here_until_revalidated_or_trusted(
     tmp_path: Path, cli, cli_process
 ) -> None:
-    scenario, root, good, agent = two_runs(tmp_path)
+    scenario, root, _, _ = two_runs(tmp_path)
     # Validated on another machine laid out as this one (same paths), with its own key.
     key = Path(os.environ["XDG_CACHE_HOME"]) / "trysquare" / "suite.key"
     ours = key.read_bytes()

@@ -19,7 +19,7 @@ from tests.helpers import write_scenario, write_script
 from tests.security.guard_fixtures import attempts, build_run, result, run_validate, scenario
 from tests.security.test_guard_clone import PLANTING_TEST, SUITE_SCENARIO, SUITE_VALIDATOR
 from trysquare import sandbox
-from trysquare.guard import stat_picture
+from trysquare.clone_guard import stat_picture
 
 pytestmark = pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="this kernel offers no Landlock")
 
@@ -103,7 +103,7 @@ def test_sandbox_suite_editing_the_etalon_cache(tmp_path: Path, monkeypatch: pyt
     run.repo.write("tests/test_plant.py", PLANTING_TEST)
     folder = tmp_path / "s"
     write_script(folder, "suite.py", SUITE_VALIDATOR)
-    summary, out = run_validate(write_scenario(folder, SUITE_SCENARIO), run.path.parents[1])
+    _, out = run_validate(write_scenario(folder, SUITE_SCENARIO), run.path.parents[1])
     recorded = json.loads((run.path / "validation" / "suite.json").read_text())
     # The agent's test passes only when every planting write failed.
     assert recorded["state"] == "valid" and recorded["metrics"] == {"tests": True}, (out, recorded)

@@ -173,14 +173,14 @@ class TestShellEffects:
         ],
     )
     def test_writes(self, command: str, writes: tuple[str, ...]) -> None:
-        from trysquare.sessions._shell import shell_effects
+        from trysquare.sessions._shell_writes import shell_effects
 
         effects = shell_effects(command)
         assert effects.writes == writes
         assert effects.unclear is None
 
     def test_an_unknown_program_keeps_what_it_was_given(self) -> None:
-        from trysquare.sessions._shell import shell_effects
+        from trysquare.sessions._shell_writes import shell_effects
 
         effects = shell_effects("python3 - <<'EOF'\nopen('src/a.js', 'w').write('x')\nEOF")
         assert effects.writes == () and "a.js" in effects.mentions
@@ -189,7 +189,7 @@ class TestShellEffects:
         "command", ["git stash", "git checkout main", "patch -p1 < fix.diff", "find . -delete"]
     )
     def test_unclear(self, command: str) -> None:
-        from trysquare.sessions._shell import shell_effects
+        from trysquare.sessions._shell_writes import shell_effects
 
         assert shell_effects(command).unclear is not None
 
@@ -254,7 +254,7 @@ class TestPackageManagers:
         ],
     )
     def test_writes(self, command: str, writes: tuple[str, ...]) -> None:
-        from trysquare.sessions._shell import shell_effects
+        from trysquare.sessions._shell_writes import shell_effects
 
         effects = shell_effects(command)
         assert effects.writes == writes
@@ -262,7 +262,7 @@ class TestPackageManagers:
 
     @pytest.mark.parametrize("command", ["npm test", "npm run lint -- --fix", "yarn build"])
     def test_a_script_stays_an_unknown_program(self, command: str) -> None:
-        from trysquare.sessions._shell import shell_effects
+        from trysquare.sessions._shell_writes import shell_effects
 
         effects = shell_effects(command)
         assert effects.writes == () and "package.json" not in effects.mentions

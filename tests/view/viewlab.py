@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
-from trysquare import _atomic, repo
+from trysquare import _atomic
+from trysquare.git.patch import diff_patch
 from trysquare.testing import RunBuilder, write_result
 
 from tests.helpers import write_scenario, write_script
@@ -107,7 +107,7 @@ def _run(root: Path, run_id: str, cell: str, repetition: int, changes: Mapping[s
     builder.repo.write_files(changes)
     folder = builder.finish(response=response)
     assert builder.base_commit is not None
-    _atomic.write_text(folder / "diff.patch", repo.diff_patch(builder.repo.path, builder.base_commit))
+    _atomic.write_text(folder / "diff.patch", diff_patch(builder.repo.path, builder.base_commit))
     return folder
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 # Not `from typing import TYPE_CHECKING`: importing typing costs every validator start-up.
 TYPE_CHECKING = False
 
-__version__ = "0.1.0"
+from trysquare._version import __version__
 
 if TYPE_CHECKING:
     from pluggy import HookimplMarker

@@ -30,7 +30,7 @@ import attrs
 
 from trysquare import _atomic, _signing
 from trysquare._shown import shown
-from trysquare.modes import ValidationTask
+from trysquare.execute import PlannedTask
 from trysquare.runs import Experiment, Run
 
 __all__ = ["ENDS_ALLOWED", "FOLDER", "Deferred", "InFlight", "Marker"]
@@ -120,7 +120,7 @@ class InFlight:
             context_digest=context_digest if isinstance(context_digest, str) else None,
         )
 
-    def suspect(self, task: ValidationTask) -> bool:
+    def suspect(self, task: PlannedTask) -> bool:
         """Whether trysquare ended while ``task``'s validation last ran."""
         return _key(task.run, task.validation.name) in self.found
 
@@ -154,7 +154,7 @@ class InFlight:
 
     # -- this validate's own ------------------------------------------------------------
 
-    def start(self, task: ValidationTask) -> None:
+    def start(self, task: PlannedTask) -> None:
         """Say that ``task``'s validator is about to start: written before it does."""
         run, name = task.run, task.validation.name
         where = self._where.get(run.dir)
@@ -226,14 +226,14 @@ class InFlight:
             _remove(_path(where[0], where[1], name), where[0])
 
 
-class Deferred(Collection[ValidationTask]):
+class Deferred(Collection[PlannedTask]):
     """The planned tasks as an executor takes them, each marked in flight as it is taken;
     those during which trysquare last ended come last, each alone when ``alone`` (the
     executor runs tasks in this process, so waiting here holds nothing up)."""
 
     def __init__(
         self,
-        tasks: Collection[ValidationTask],
+        tasks: Collection[PlannedTask],
         flight: InFlight,
         *,
         alone: bool,
@@ -250,8 +250,8 @@ class Deferred(Collection[ValidationTask]):
     def __contains__(self, task: object) -> bool:
         return task in self.tasks
 
-    def __iter__(self) -> Iterator[ValidationTask]:
-        later: list[ValidationTask] = []
+    def __iter__(self) -> Iterator[PlannedTask]:
+        later: list[PlannedTask] = []
         for task in self.tasks:
             if self.flight.suspect(task):
                 later.append(task)

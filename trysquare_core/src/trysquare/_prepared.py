@@ -230,14 +230,14 @@ def _build(
     guarded: Sequence[str | Path],
     tail_lines: int,
 ) -> SharedTree:
-    from trysquare import repo as repo_module
     from trysquare._process import output_text, run_steps, tail
     from trysquare._scratch import remove_tree
+    from trysquare.git.suite_copy import copy_tree
     from trysquare.sandbox import Sandbox
 
     origin = tempfile.mkdtemp(prefix="trysquare-prepared-")
     try:
-        tree = repo_module.copy_tree(Path(repo), Path(origin) / "repo")
+        tree = copy_tree(Path(repo), Path(origin) / "repo")
     except BaseException:
         remove_tree(origin)
         raise

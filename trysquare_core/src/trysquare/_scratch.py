@@ -1,9 +1,9 @@
 """Scratch folders for validators: empty and private when handed out, reused once emptied.
 
 A script validator runs in a scratch folder of its own (its working directory
-and ``TMPDIR``). Creating and removing a folder costs about a millisecond on
-ext4 (journalled allocation), as much as the rest of a task's bookkeeping, so a
-folder a task left empty — or that is emptied after it — serves the next task.
+and ``TMPDIR``). Creating and removing a folder goes through the filesystem's journal
+and weighs as much as the rest of a task's bookkeeping, so a folder a task left empty —
+or that is emptied after it — serves the next task.
 
 A folder is reused only where nothing a validator started outlives it (Linux,
 sandbox not switched off: :func:`trysquare._process.run_process` ends strays), so

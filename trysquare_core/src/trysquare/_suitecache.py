@@ -1,7 +1,7 @@
 """The suite is paid once: ``run.tests()`` outcomes recorded per run, keyed by what decides them.
 
 What the suite sees is the clone's files (tracked + untracked-not-ignored: exactly
-what :func:`trysquare.repo.copy_tree` copies), the scenario's ``test_command``,
+what :func:`trysquare.git.suite_copy.copy_tree` copies), the scenario's ``test_command``,
 ``prepare`` and ``pass_env``, and the etalon. The key is a digest of those; the
 clone's part is the agent's work as the guard recorded it at first measurement
 (the base commit and a content hash per touched path, ``.trysquare/work.json``)
@@ -35,7 +35,7 @@ from trysquare import _atomic, _signing
 from trysquare.jail import JailPolicy, jail_key
 
 if TYPE_CHECKING:
-    from trysquare.modes import ValidationTask as Task
+    from trysquare.execute import PlannedTask as Task
 
 __all__ = ["reusable", "store", "suite_key", "task_key"]
 
@@ -125,7 +125,7 @@ def task_key(task: Task) -> str | None:
 
     Only a clone the guard has just found equal to its recorded work gets a key.
     """
-    if "test_command" not in task.context:
+    if "test_command" not in task.task.context:
         return None
     if task.clone_before is None or task.clone_before.problem is not None:
         return None
@@ -136,14 +136,14 @@ def task_key(task: Task) -> str | None:
         return None  # the cache is an economy, never a reason to fail a run
     if not isinstance(work, dict) or not isinstance(work.get("touched"), dict):
         return None
-    return suite_key(work, task.context, tuple(task.suite_pass_env), jail=task.jail)
+    return suite_key(work, task.task.context, tuple(task.task.suite_pass_env), jail=task.task.jail)
 
 
 def store(task: Task, key: str, value: bool, reason: str) -> None:
     """Keep a judged outcome, signed, for a clone that is still its recorded work."""
-    from trysquare import guard
+    from trysquare import clone_guard
 
-    if task.clone_before is None or guard.clone_changes(task.run, task.clone_before) is not None:
+    if task.clone_before is None or clone_guard.clone_changes(task.run, task.clone_before) is not None:
         return
     at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     entry: dict[str, Any] = {"value": value, "reason": reason, "at": at}

@@ -31,7 +31,7 @@ from trysquare._process import kill_groups, owned_groups
 from trysquare._suiteslot import SOCKET_ENV
 
 if TYPE_CHECKING:
-    from trysquare.modes import ValidationTask as Task
+    from trysquare.execute import PlannedTask
 
 __all__ = ["SuiteService"]
 
@@ -42,9 +42,10 @@ _REQUEST_CAP = 4096
 class SuiteService:
     """The door one validator process asks the suite through (a context manager)."""
 
-    def __init__(self, task: Task) -> None:
-        self.task = task
-        self.key = _suitecache.task_key(task)
+    def __init__(self, planned: PlannedTask) -> None:
+        self.planned = planned
+        self.task = planned.task
+        self.key = _suitecache.task_key(planned)
         self.notes: list[str] = []
         # Set when running the suite failed inside trysquare: the task is then invalid.
         self.crash: str | None = None
@@ -132,7 +133,7 @@ class SuiteService:
 
     def _decide(self, timeout: float) -> dict[str, Any]:
         task = self.task
-        reused = None if self.key is None else _suitecache.reusable(task, self.key)
+        reused = None if self.key is None else _suitecache.reusable(self.planned, self.key)
         if reused is not None:
             self.notes.append(
                 f"run.tests() reused the suite's outcome recorded at {reused['at']} for this "
@@ -156,7 +157,7 @@ class SuiteService:
         if self._closed.is_set():
             return {"value": None, "reason": "the validator ended before the suite did"}
         if verdict.judged and self.key is not None:
-            _suitecache.store(task, self.key, bool(verdict.value), verdict.reason or "")
+            _suitecache.store(self.planned, self.key, bool(verdict.value), verdict.reason or "")
         return {"value": verdict.value if verdict.judged else None, "reason": verdict.reason or ""}
 
 

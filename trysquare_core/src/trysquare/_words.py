@@ -1,17 +1,40 @@
-"""Splitting a command into words the way a POSIX shell would, without a shell.
+"""Splitting shell text into words without a shell: the one place trysquare does it.
+
+Two policies over the same quoting rules, for two kinds of command:
+
+- :func:`split_command`, for a command trysquare *runs* (``test_command``,
+  ``prepare``, ``run.tests()``): quotes, backslashes and line continuations work as
+  in a POSIX shell, and anything that only means something to a shell is refused
+  with the offending word named.
+- :func:`shell_words`, :func:`simple_commands` and :func:`commands_with_bodies`, for a
+  command an *agent* ran, read from its session log and never run: operators are kept
+  as words (so a script splits into simple commands), nothing is refused, and an
+  unbalanced quote is the only thing that stops a line.
+
+On a command :func:`split_command` accepts, both give the same words except in three
+places where the reading policy is deliberately plainer: any whitespace separates
+words (``\r`` too), a backslash-newline is an unbalanced quote rather than a
+continuation, and a backslash inside double quotes is kept
+(``tests/core/test_words.py`` holds both to that).
 
 This module is imported by ``trysquare.assay``, so it stays dependency-free.
-``split_command`` is the one rule: the scenario loader vets ``test_command`` and
-``prepare`` with it, and ``run.tests()`` runs what it returns.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["ShellWordError", "split_command"]
+__all__ = [
+    "ASSIGNMENT",
+    "ShellWordError",
+    "commands_with_bodies",
+    "shell_words",
+    "simple_commands",
+    "split_command",
+]
 
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+# A leading NAME= (an environment assignment before a command).
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 # Unquoted characters that make a shell do something other than pass a word on.
 _OPERATORS = {
     "|": "a pipe '|'",
@@ -149,7 +172,7 @@ def split_command(command: str) -> list[str]:
             brace_open = True
         if ch == "}" and brace_open:
             raise _refuse("a brace expansion '{...}'")
-        if ch == "=" and not words and unquoted_prefix == len(word) and _ASSIGNMENT.fullmatch(
+        if ch == "=" and not words and unquoted_prefix == len(word) and ASSIGNMENT.fullmatch(
             "".join(word) + "="
         ):
             raise _refuse(f"a leading assignment '{''.join(word)}=...'")
@@ -175,3 +198,115 @@ def _describe_dollar(command: str, i: int) -> str:
     if match:
         return f"a variable '${match.group(0)}'"
     return "a '$'"
+
+
+# --- commands an agent ran: read for what they name, never run -------------------------
+
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"})
+
+
+_TOKEN = re.compile(
+    r"""(?P<op>&&|\|\||;;|\|&|<<<|<<|>>|>&|<&|&>|[;&|()<>])"""
+    r"""|(?P<word>(?:'[^']*'|"(?:[^"\\]|\\.)*"|\\.|[^\s;&|()<>'"\\])+)"""
+    r"""|(?P<space>\s+)|(?P<bad>['"\\])"""
+)
+
+
+_UNQUOTE = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)""")
+
+
+def _unquote(word: str) -> str:
+    if "'" not in word and '"' not in word and "\\" not in word:
+        return word
+    return _UNQUOTE.sub(lambda m: m.group(1) or m.group(2) or m.group(3) or "", word)
+
+
+def shell_words(line: str) -> list[str]:
+    """Shell words and operators of one line, quotes removed; an unbalanced quote raises."""
+    words: list[str] = []
+    for match in _TOKEN.finditer(line):
+        kind = match.lastgroup
+        if kind == "op":
+            words.append(match.group())
+        elif kind == "word":
+            words.append(_unquote(match.group()))
+        elif kind == "bad":
+            raise ValueError("unbalanced quote")
+    return words
+
+
+def simple_commands(script: str) -> list[list[str]]:
+    """The script's simple commands as word lists; heredoc bodies are not commands."""
+    commands: list[list[str]] = []
+    heredocs: list[str] = []
+    for line in script.splitlines():
+        if heredocs:
+            if line.strip() == heredocs[0]:
+                heredocs.pop(0)
+            continue
+        try:
+            words = shell_words(line)
+        except ValueError:  # an unbalanced quote: half a command
+            continue
+        for position, word in enumerate(words[:-1]):
+            if word == "<<":
+                heredocs.append(words[position + 1].lstrip("-"))
+        current: list[str] = []
+        for word in words:
+            if word in _SEPARATORS:
+                if current:
+                    commands.append(current)
+                current = []
+            else:
+                current.append(word)
+        if current:
+            commands.append(current)
+    return commands
+
+
+def commands_with_bodies(script: str) -> list[tuple[list[str], str]] | None:
+    """Simple commands as (words, heredoc body); ``None`` when a quote never closes.
+
+    A quote may span lines (``python -c "..."`` over several): those lines are
+    joined before they are split. Heredoc bodies are data, kept with the command
+    that reads them, never split into commands.
+    """
+    commands: list[tuple[list[str], str]] = []
+    heredocs: list[tuple[str, list[str], int]] = []
+    pending = ""
+    for line in script.splitlines():
+        if heredocs and not pending:
+            delimiter, body, owner = heredocs[0]
+            if line.strip() == delimiter:
+                heredocs.pop(0)
+                commands[owner] = (commands[owner][0], "\n".join(body))
+            else:
+                body.append(line)
+            continue
+        text = pending + "\n" + line if pending else line
+        try:
+            words = shell_words(text)
+        except ValueError:
+            pending = text
+            continue
+        pending = ""
+        current: list[str] = []
+        for position, word in enumerate(words):
+            if word.startswith("#") and not current:
+                break  # a comment: the rest of the line is not a command
+            if word in _SEPARATORS:
+                if current:
+                    commands.append((current, ""))
+                current = []
+                continue
+            current.append(word)
+            if word == "<<" and position + 1 < len(words):
+                # The command being built gets the next index once it is appended.
+                heredocs.append((words[position + 1].lstrip("-"), [], len(commands)))
+        if current:
+            commands.append((current, ""))
+    if pending:
+        return None
+    for _, body, owner in heredocs:  # a body never closed runs to the end
+        commands[owner] = (commands[owner][0], "\n".join(body))
+    return commands

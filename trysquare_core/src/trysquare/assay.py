@@ -1,5 +1,8 @@
 """Writing a validator in Python: four names, and the error contract with them.
 
+(It is over 600 lines because a validator imports this one module at every start: what it
+reads of a run stays in one file, loaded once, with nothing of the engine.)
+
 >>> from trysquare.assay import Assay, Metric, validator
 >>> @validator
 ... def evaluate(run: Assay) -> dict:
@@ -39,6 +42,12 @@ exits 1, which makes the run invalid rather than quietly wrong.
 Import cost matters (it is paid once per validator run), so only ``json``,
 ``os``, ``sys`` and ``fnmatch`` are loaded here; ``pathlib``, ``subprocess`` and
 the session readers wait until something needs them.
+
+Why one module of this length: it is the whole contract a validator author imports,
+read as one page (the four names, what a metric may be, how a run is refused), and
+every validator run pays its import, one file rather than a package's several. The
+printing of results (``_Validator`` and what it calls, the end of the file) is the part
+to move out first should it grow.
 """
 
 from __future__ import annotations
@@ -474,11 +483,12 @@ class Assay:
             # Started by hand: this process runs the suite in the jail itself. Secret-looking
             # variables the scenario lets the suite see are handed on; nothing else.
             passed = [n for n in self._context.get("pass_env") or () if isinstance(n, str)]
-            verdict = run_suite(
+            found = run_suite(
                 self.repo, command, self.prepare, timeout=timeout, pass_env=passed,
                 jail=policy_from_context(self._context),
                 base=str(self._context["base"]) if self._context.get("base") else None,
             )
+            verdict = Metric.unjudged(found.reason) if found.value is None else Metric(found.value, found.reason)
         self._cache["tests"] = verdict
         return verdict
 

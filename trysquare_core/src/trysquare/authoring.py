@@ -112,13 +112,13 @@ def score_once(scenario: Scenario, run: Run, validation: Validation) -> Scored:
     ``validation.check_runs`` makes. Raises :class:`RunError` when the run's
     context cannot be built.
     """
-    from trysquare import _atomic, guard, results
+    from trysquare import _atomic, clone_guard, results
     from trysquare import context as contexts
-    from trysquare.execute import execute_task
+    from trysquare.execute import PlannedTask, execute_task
     from trysquare.modes import ValidationTask
 
     facts = contexts.gather_facts(run)
-    clone_before = guard.picture_clone(run, facts)
+    clone_before = clone_guard.picture_clone(run, facts)
     context = contexts.build_context(scenario, run, validation, facts)
     text = contexts.dump_context(context)
     context_path = results.archive_dir(run, validation.name) / "context.json"
@@ -127,26 +127,37 @@ def score_once(scenario: Scenario, run: Run, validation: Validation) -> Scored:
         _atomic.write_text(context_path, text, root=run.dir)
     except _atomic.UnsafePath as unsafe:
         raise RunError(f"{run.label}: {unsafe}") from None
+    context_digest = contexts.context_digest(text, context, root=run.dir, validation=validation)
+    digest = validation.digest()
+    previous = results.read_result(run, validation.name)
+    recorded = (previous or {}).get("validator")
     task = ValidationTask(
         run=run,
         validation=validation,
         context=context,
         context_path=context_path,
-        context_digest=contexts.context_digest(text, context, root=run.dir, validation=validation),
-        digest=validation.digest(),
-        previous=results.read_result(run, validation.name),
-        declared_elsewhere={
-            m: v.name for m, v in scenario.declared_metrics.items() if v.name != validation.name
-        },
-        clone_before=clone_before,
+        previous=previous,
+        previous_current=previous is not None
+        and previous.get("context_digest") == context_digest
+        and isinstance(recorded, Mapping)
+        and recorded.get("digest") == digest,
         protected_env=frozenset(scenario.protected_env),
         suite_pass_env=scenario.task.pass_env,
         jail=scenario.task.jail,
     )
-    result = execute_task(task)
+    planned = PlannedTask(
+        task=task,
+        digest=digest,
+        context_digest=context_digest,
+        declared_elsewhere={
+            m: v.name for m, v in scenario.declared_metrics.items() if v.name != validation.name
+        },
+        clone_before=clone_before,
+    )
+    result = execute_task(planned)
     assert result is not None  # only an interruption records nothing
     document = result.document
-    changes = None if clone_before is None else guard.clone_changes(run, clone_before)
+    changes = None if clone_before is None else clone_guard.clone_changes(run, clone_before)
     stderr_path = run.validation_dir / f"{validation.name}.stderr"
     try:
         stderr = _atomic.read_bytes(stderr_path, root=run.dir).decode("utf-8", "replace")
@@ -166,7 +177,7 @@ def _scratch_run(run: Run, scratch: Path, name: str) -> Run:
     """
     from trysquare import _atomic
     from trysquare.context import RESPONSE_FILE
-    from trysquare.guard import WORK_FILE
+    from trysquare.clone_guard import WORK_FILE
     from trysquare.runs import BASE_PIN
 
     scratch.mkdir()

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Commands"]
+__all__ = ["Commands", "add_selection_options"]
 
 
 class Commands:
@@ -58,3 +58,21 @@ class Commands:
         for name, options, parser in self._staged:
             # `parents=` copies the staged arguments and defaults (argparse's public way).
             subparsers.add_parser(name, parents=[parser], **options)
+
+
+def add_selection_options(parser: argparse.ArgumentParser, *, files_note: bool = False) -> None:
+    """Add ``--cell GLOB`` and ``--run GLOB`` to a command, as ``validate`` and ``report`` have them.
+
+    Read them back with :class:`trysquare.api.Selection`; ``files_note`` says in the
+    help that files covering every run (``measures.json``) are still written whole.
+    """
+    note = "; measures.json and synthesis.md still cover every run" if files_note else ""
+    parser.add_argument(
+        "--cell", action="append", default=[], metavar="GLOB",
+        help="only runs whose cell matches this fnmatch glob (repeatable; a glob matching "
+        f"nothing is an error){note}",
+    )  # fmt: skip
+    parser.add_argument(
+        "--run", action="append", default=[], metavar="GLOB",
+        help="only runs whose id matches this fnmatch glob (repeatable; a glob matching nothing is an error)",
+    )  # fmt: skip

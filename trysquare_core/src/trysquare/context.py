@@ -2,7 +2,7 @@
 
 The facts every mode shares — ``touched``, ``files``, ``diff.patch`` and
 ``response.md`` — are computed here and nowhere else; ``touched`` itself comes
-from :func:`trysquare.repo.changed_files`.
+from :func:`trysquare.git.changes.changed_files`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from typing import Any
 
 import attrs
 
-from trysquare import _atomic, repo
+from trysquare import _atomic
 from trysquare.errors import RepoError, RunError
-# The clone guard lives in trysquare.guard; its names stay importable from here.
-from trysquare.guard import ClonePicture, clone_changes, picture_clone
+from trysquare.git.etalon import materialise_etalon
+from trysquare.git.patch import context_facts
+from trysquare.git.refs import resolve_commit
+
 from trysquare.jail import JailPolicy
 from trysquare.modes import Validation
 from trysquare.runs import Run
@@ -28,15 +30,12 @@ from trysquare.scenario import Scenario
 
 __all__ = [
     "CORE_KEYS",
-    "ClonePicture",
     "RunFacts",
     "build_context",
-    "clone_changes",
     "context_digest",
     "diff_size",
     "dump_context",
     "gather_facts",
-    "picture_clone",
     "preflight",
     "write_session_facts",
 ]
@@ -79,13 +78,13 @@ def gather_facts(run: Run) -> RunFacts:
         # Streamed to disk: a 2 GB file in the clone must not become 2 GB of memory.
         _atomic.write_stream(
             diff_path,
-            lambda out: walked.append(repo.context_facts(run.repo, base_commit, out, run.excluded)),
+            lambda out: walked.append(context_facts(run.repo, base_commit, out, run.excluded)),
             root=run.dir,
         )
         (touched, files), = walked
         checkout = None
         if run.etalon is not None:
-            checkout = run.etalon.checkout or repo.materialise_etalon(run.repo, run.etalon.tag)
+            checkout = run.etalon.checkout or materialise_etalon(run.repo, run.etalon.tag)
     except RepoError as error:
         raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
     except _atomic.UnsafePath as unsafe:
@@ -111,7 +110,7 @@ def _pin_base(run: Run) -> None:
     if read_pinned_base(run.dir) is None:
         pin: dict[str, Any] = {"base": run.base_commit, "rev": run.base}
         if run.etalon is not None and run.etalon.checkout is None:
-            pin["etalon"] = repo.resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
+            pin["etalon"] = resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
             pin["etalon_tag"] = run.etalon.tag
         try:
             _atomic.write_json(run.dir / BASE_PIN, pin, root=run.dir)
@@ -137,7 +136,7 @@ def preflight(run: Run) -> None:
                 raise RunError(f"{where}: etalon checkout {run.etalon.checkout} is not a folder")
         else:
             try:
-                etalon = repo.resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
+                etalon = resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
             except RepoError as error:
                 raise RunError(f"{where}: {error.message}") from None
             _check_pinned_etalon(run, etalon)

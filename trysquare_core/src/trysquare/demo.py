@@ -50,7 +50,7 @@ def _git(repo: Path, *args: str) -> None:
         "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
         "PATH": __import__("os").environ.get("PATH", "/usr/bin:/bin"),
     }
-    done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True)
+    done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise UsageError(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip()}")
 

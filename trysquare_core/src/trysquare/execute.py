@@ -10,20 +10,65 @@ are the ones the local pool writes.
 
 from __future__ import annotations
 
-import errno
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from trysquare import _atomic, _convert, results
+from trysquare._stop import is_no_space
 from trysquare._suiteservice import SuiteService
-from trysquare.modes import Outcome, State, ValidationTask
+from trysquare.modes import Outcome, State, Validation, ValidationTask
 
-__all__ = ["Evaluated", "TaskResult", "evaluate_task", "execute_task", "record_task"]
+if TYPE_CHECKING:
+    from trysquare.clone_guard import ClonePicture
+    from trysquare.runs import Run
+
+__all__ = [
+    "Evaluated",
+    "PlannedTask",
+    "TaskResult",
+    "evaluate_task",
+    "execute_task",
+    "record_invalid",
+    "record_task",
+    "write_problem",
+]
+
+
+@attrs.frozen
+class PlannedTask:
+    """The runner's record of one task: the :class:`ValidationTask` a mode is handed, and
+    what the runner checks and records around its validator.
+
+    An executor carries it, unopened, to :func:`execute_task` (locally or on a cluster
+    worker); it reads ``task`` (or ``run`` and ``validation``) and nothing else.
+    """
+
+    task: ValidationTask
+    """What the validator's mode is handed."""
+    digest: str = ""
+    """The validator's digest, recorded beside the outcome (an unchanged pair is reused)."""
+    context_digest: str = ""
+    """The context's digest, recorded beside the outcome."""
+    declared_elsewhere: Mapping[str, str] = attrs.field(factory=dict)
+    """Which validator declares each metric (its own included): a stray metric another one
+    declares is dropped, the declarer wins. One mapping shared by every task."""
+    clone_before: ClonePicture | None = None
+    """The measured clone before validation, to catch a validator writing into it; ``None``
+    when the clone is not there to look at."""
+    rerun_suite: bool = False
+    """``--rerun-suite``: no recorded suite outcome is reused."""
+
+    @property
+    def run(self) -> Run:
+        return self.task.run
+
+    @property
+    def validation(self) -> Validation:
+        return self.task.validation
 
 
 @attrs.frozen
@@ -49,15 +94,18 @@ class TaskResult:
     # False when the run's folder refused the write (a symlink, a full disk): the
     # document then holds the invalid state and why, and is in no file.
     recorded: bool = True
+    # The refused write met a full disk: the validate this task belongs to starts no other.
+    no_space_left: bool = False
 
     @classmethod
-    def from_document(cls, task: ValidationTask, document: Mapping[str, Any]) -> TaskResult:
-        """The record for a result document that arrived as a dict (an executor written
-        before this record existed, or one that returns plain JSON from afar).
+    def from_document(cls, planned: PlannedTask, document: Mapping[str, Any]) -> TaskResult:
+        """The record for a result document that arrived as plain JSON from afar (a cluster
+        worker sends back the document :func:`record_task` wrote, not the record).
 
         Structured by trysquare's strict converter: a document whose metrics,
         state or reasons are not what a result holds is refused (``ScenarioError``).
         """
+        task = planned.task
         fields = {f.name for f in attrs.fields(_RecordedOutcome)}
         found = _convert.structure(
             {k: v for k, v in document.items() if k in fields},
@@ -74,10 +122,16 @@ class TaskResult:
             notes=found.notes,
             kept_after=found.kept_after,
         )
-        return cls(task, outcome, document, recorded=not document.get("unrecorded"))
+        return cls(
+            task,
+            outcome,
+            document,
+            recorded=not document.get("unrecorded"),
+            no_space_left=bool(document.get("no_space_left")),
+        )
 
 
-def execute_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lambda: False) -> TaskResult | None:
+def execute_task(task: PlannedTask, *, interrupted: Callable[[], bool] = lambda: False) -> TaskResult | None:
     """Evaluate one task and record its result atomically; return what was recorded.
 
     Any executor runs exactly this, so a result written on a cluster worker is
@@ -93,19 +147,20 @@ def execute_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lamb
 class Evaluated:
     """A task evaluated and not yet recorded (:func:`evaluate_task`)."""
 
-    task: ValidationTask
+    task: PlannedTask
     outcome: Outcome
     refused: bool  # the clone was refused before validation: nothing ran on it
     duration: float
 
 
-def evaluate_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lambda: False) -> Evaluated | None:
+def evaluate_task(planned: PlannedTask, *, interrupted: Callable[[], bool] = lambda: False) -> Evaluated | None:
     """The first half of :func:`execute_task`: run the validator (``None`` when interrupted).
 
     The local pool records in its own thread while the next validator starts.
     """
     started = time.monotonic()
-    refusal = None if task.clone_before is None else task.clone_before.problem
+    task = planned.task
+    refusal = None if planned.clone_before is None else planned.clone_before.problem
     refused = refusal is not None
     try:
         if refusal is not None:
@@ -123,7 +178,7 @@ def evaluate_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lam
             outcome = task.validation.evaluate(task)
         else:
             # run.tests() inside the validator asks this service: the suite runs in the jail.
-            with SuiteService(task) as suite:
+            with SuiteService(planned) as suite:
                 job = attrs.evolve(task, environment={**task.environment, **suite.environment})
                 outcome = task.validation.evaluate(job)
             if suite.crash is not None:
@@ -136,18 +191,19 @@ def evaluate_task(task: ValidationTask, *, interrupted: Callable[[], bool] = lam
         )
     if interrupted():
         return None
-    return Evaluated(task, _drop_foreign_metrics(outcome, task), refused, time.monotonic() - started)
+    return Evaluated(planned, _drop_foreign_metrics(outcome, planned), refused, time.monotonic() - started)
 
 
 def record_task(evaluated: Evaluated) -> TaskResult:
     """The second half of :func:`execute_task`: write the result atomically, return the record."""
-    task, outcome = evaluated.task, evaluated.outcome
+    planned, outcome = evaluated.task, evaluated.outcome
+    task = planned.task
     document = results.result_document(
         task.validation,
         outcome,
-        digest=task.digest,
+        digest=planned.digest,
         # A refused clone's result is never reused: the next validate decides afresh.
-        context_digest=None if evaluated.refused else task.context_digest,
+        context_digest=None if evaluated.refused else planned.context_digest,
         duration=evaluated.duration,
     )
     try:
@@ -156,23 +212,24 @@ def record_task(evaluated: Evaluated) -> TaskResult:
         # This run's folder refused the write (a symlink, a full disk): its task
         # is invalid, said by path; the matrix goes on (or stops cleanly on ENOSPC).
         problem = f"{task.run.label}: the result could not be recorded: {write_problem(error)}"
+        full = is_no_space(error)
         document = {**document, "metrics": {}, "reasons": {}, "state": "invalid", "error": problem,
-                    "unrecorded": True}
-        return TaskResult(task, Outcome.invalid(problem), document, recorded=False)
+                    "unrecorded": True, **({"no_space_left": True} if full else {})}
+        return TaskResult(task, Outcome.invalid(problem), document, recorded=False, no_space_left=full)
     # The stderr is in its file; the record travels (to observers, from a worker) without it.
     return TaskResult(task, attrs.evolve(outcome, stderr=None), document)
 
 
-# Set when a write met a full disk: no further task starts, and validate exits 1.
-disk_full = threading.Event()
-# Set by -x at the first invalid result: no further task starts.
-first_invalid = threading.Event()
+def record_invalid(task: PlannedTask, error: str) -> TaskResult:
+    """Record ``task`` invalid for ``error`` without running its validator (a cluster that
+    could not run it): the result file says why, as every invalid result does."""
+    return record_task(Evaluated(task, Outcome.invalid(error), refused=False, duration=0.0))
 
 
 def write_problem(error: OSError) -> str:
-    """One phrase for a failed read or write of one run's data; notes a full disk."""
-    if error.errno == errno.ENOSPC:
-        disk_full.set()
+    """One phrase for a failed read or write of one run's data (a full disk said as such;
+    the caller's :class:`trysquare._stop.StopState` decides what a full disk stops)."""
+    if is_no_space(error):
         where = f" ({error.filename})" if error.filename else ""
         return f"no space left on device{where}"
     if isinstance(error, _atomic.UnsafePath):
@@ -181,7 +238,7 @@ def write_problem(error: OSError) -> str:
     return f"{text} ({error.filename})" if error.filename else text
 
 
-def _drop_foreign_metrics(outcome: Outcome, task: ValidationTask) -> Outcome:
+def _drop_foreign_metrics(outcome: Outcome, task: PlannedTask) -> Outcome:
     own = task.validation.name
     foreign = [m for m in outcome.metrics if task.declared_elsewhere.get(m, own) != own]
     if not foreign:

@@ -4,8 +4,7 @@ An executor takes planned tasks (each a run × validator with its context
 archived) and yields a :class:`trysquare.execute.TaskResult` as each finishes:
 what :func:`trysquare.execute.execute_task` recorded. The tasks are a collection
 to iterate once, in order: ``len()`` is their number, and each is built when it
-is reached, so an executor takes them no faster than it can start them. (An executor that yields
-``(task, document)`` pairs, as they once did, still works.)
+is reached, so an executor takes them no faster than it can start them.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from trysquare.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from trysquare.execute import TaskResult
-    from trysquare.modes import ValidationTask as Task
+    from trysquare.execute import PlannedTask as Task
 
 __all__ = ["Executor", "LocalExecutor", "execute_stoppable", "get"]
 
@@ -64,6 +63,9 @@ def execute_stoppable(
 
 
 class Executor(Protocol):
+    """Where validation tasks run, registered through ``trysquare_register_executors``: a
+    ``name`` (what ``--executor`` names) and ``configure`` giving a :class:`RunningExecutor`."""
+
     name: str
 
     def configure(self, options: Mapping[str, str], *, jobs: int) -> RunningExecutor:
@@ -72,9 +74,14 @@ class Executor(Protocol):
 
 
 class RunningExecutor(Protocol):
+    """A configured executor: runs the tasks and yields each :class:`TaskResult` as it is
+    recorded (what :func:`trysquare.execute.execute_task` returned); starts no task once
+    ``should_stop()`` is true."""
+
     def run(
         self, tasks: Collection[Task], *, should_stop: Callable[[], bool]
     ) -> Iterable[TaskResult]:
+        """Run ``tasks`` (iterated once, in order; ``len()`` is their number)."""
         ...
 
 

@@ -9,7 +9,7 @@ what the spec names). Each hook has a section in ``docs/plugins.md``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pluggy
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from trysquare.executors import Executor
 
     from trysquare.modes import Mode, Outcome, Validation
-    from trysquare.plugin_api import Commands
+    from trysquare.commands import Commands
     from trysquare.report.formats import ReportFormat
     from trysquare.runs import Run
     from trysquare.sessions import SessionFormat
@@ -28,6 +28,31 @@ PROJECT_NAME = "trysquare"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+_Spec = TypeVar("_Spec", bound=Callable[..., Any])
+# The attribute listed_as sets on a registry hookspec; read by trysquare.plugins.
+LISTED_AS = "trysquare_listed_as"
+
+
+def listed_as(column: str, kind: str) -> Callable[[_Spec], _Spec]:
+    """Mark a registry hookspec (``trysquare_register_X(register)``) as one ``trysquare
+    plugins`` lists: what each plugin registers through it shows under ``column`` (one of
+    the columns of ``trysquare plugins --json``), and a name refused because another plugin
+    has it is called a ``kind``. Put it above ``@hookspec``; a plugin adding its own registry
+    hook marks it the same way, so the core never names another plugin's hook.
+
+    Example::
+
+        @listed_as("providers", "provider")
+        @hookspec
+        def trysquare_register_my_providers(register): ...
+    """
+
+    def mark(spec: _Spec) -> _Spec:
+        setattr(spec, LISTED_AS, (column, kind))
+        return spec
+
+    return mark
 
 
 @hookspec(historic=True)
@@ -50,6 +75,7 @@ def trysquare_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
     """
 
 
+@listed_as("modes", "mode")
 @hookspec
 def trysquare_register_modes(register: Callable[[Mode], None]) -> None:
     """Register validator modes: what a ``[[validation]]`` table's ``mode`` names.
@@ -67,6 +93,7 @@ def trysquare_register_modes(register: Callable[[Mode], None]) -> None:
     """
 
 
+@listed_as("session_formats", "session format")
 @hookspec
 def trysquare_register_session_formats(register: Callable[[SessionFormat], None]) -> None:
     """Register readers of agent session logs (``session_format`` in ``run.toml``).
@@ -126,7 +153,7 @@ def trysquare_metrics_collected(run: Run, validation: Validation, outcome: Outco
 def trysquare_register_commands(cli: Commands) -> None:
     """Add subcommands to the ``trysquare`` command line.
 
-    :param cli: a :class:`trysquare.plugin_api.Commands`. ``cli.add(name,
+    :param cli: a :class:`trysquare.api.Commands`. ``cli.add(name,
         handler, help=...)`` returns the command's ``argparse.ArgumentParser``
         for its arguments; ``handler`` receives the parsed ``argparse.Namespace``
         and returns an exit code. The commands join the command line once the
@@ -141,6 +168,7 @@ def trysquare_register_commands(cli: Commands) -> None:
     """
 
 
+@listed_as("executors", "executor")
 @hookspec
 def trysquare_register_executors(register: Callable[[Executor], None]) -> None:
     """Register executors: where ``trysquare validate --executor NAME`` runs its tasks.
@@ -148,7 +176,7 @@ def trysquare_register_executors(register: Callable[[Executor], None]) -> None:
     :param register: call it once per executor. An executor has a ``name`` and
         a ``configure(options, jobs=...)`` returning an object whose
         ``run(tasks, should_stop=...)`` yields ``(task, document)`` as each task
-        finishes, each task recorded by :func:`trysquare.runner.execute_task`
+        finishes, each task recorded by :func:`trysquare.api.execute_task`
         (the protocols are :class:`trysquare.executors.Executor` and
         :class:`trysquare.executors.RunningExecutor`).
         The built-in ``local`` executor is a bounded thread pool.
@@ -182,6 +210,7 @@ def trysquare_protected_env(scenario_file: Path, config: Path | None) -> Mapping
     """
 
 
+@listed_as("report_formats", "report format")
 @hookspec
 def trysquare_register_report_formats(register: Callable[[ReportFormat], None]) -> None:
     """Register report formats: what ``trysquare report --format NAME`` writes.

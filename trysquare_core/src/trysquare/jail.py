@@ -173,7 +173,7 @@ def _probe() -> Availability:
 
 
 def availability() -> Availability:
-    """The jail's availability on this machine (probed once per process; ~10 ms)."""
+    """The jail's availability on this machine (probed once per process: it starts a process)."""
     if switched_off():
         return Availability(False, None, "", f"{SWITCH}=off")
     return _probe()

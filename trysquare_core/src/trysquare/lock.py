@@ -23,17 +23,24 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from trysquare import _atomic
 from trysquare.errors import LockedError, RunError
 
-if TYPE_CHECKING:
-    from trysquare.runs import Run
-
-__all__ = ["LOCK_FILE", "experiment_lock", "folder_lock", "sweep_temps"]
+__all__ = ["LOCK_FILE", "RunFolder", "experiment_lock", "folder_lock", "sweep_temps"]
 
 LOCK_FILE = Path(".trysquare") / "validate.lock"
+
+
+class RunFolder(Protocol):
+    """What the lock reads of a run (a :class:`trysquare.runs.Run`): its folder. Named here
+    by shape, so that the lock stays below the runs it guards."""
+
+    @property
+    def dir(self) -> Path: ...
+
+
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # Locks this process holds (several experiments in one command): never "another command".
@@ -41,7 +48,7 @@ _held_here: set[Path] = set()
 
 
 @contextmanager
-def experiment_lock(root: Path, runs: Iterable[Run] = (), *, command: str = "validate") -> Iterator[None]:
+def experiment_lock(root: Path, runs: Iterable[RunFolder] = (), *, command: str = "validate") -> Iterator[None]:
     """Hold the lock on ``root`` (and see that nothing overlapping is held) while working.
 
     ``command`` ("validate", "form ingest") is written in the lock file, so that
@@ -131,7 +138,7 @@ def _holder_of(lock_path: Path) -> str:
         os.close(fd)
 
 
-def _overlapping_locks(root: Path, runs: Iterable[Run]) -> Iterator[Path]:
+def _overlapping_locks(root: Path, runs: Iterable[RunFolder]) -> Iterator[Path]:
     """Existing lock files of every folder above ``root`` or between it and a run."""
     folders = {os.fspath(parent) for parent in root.parents}
     top = os.fspath(root)

@@ -21,11 +21,10 @@ from trysquare.errors import ScenarioError
 from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
-    from trysquare.guard import ClonePicture
     from trysquare.runs import Run
     from trysquare.scenario import Scenario
 
-__all__ = ["Job", "Mode", "Outcome", "State", "TableSource", "Validation", "ValidationTask", "check_timeout"]
+__all__ = ["Mode", "Outcome", "State", "TableSource", "Validation", "ValidationTask", "check_timeout"]
 
 State = Literal["valid", "invalid", "pending"]
 T = TypeVar("T")
@@ -112,7 +111,7 @@ class Validation:
     # through ``run.tests()``: validate says before it starts where that code will run.
     runs_the_agents_code: ClassVar[bool] = False
     """Every process this validator starts is confined (``writable=`` of
-    :func:`trysquare.plugin_api.run_process` / ``run_steps``), or it starts none. Where
+    :func:`trysquare.api.run_process` / ``run_steps``), or it starts none. Where
     Landlock enforces that, validate starts its tasks while later runs are still planned
     (nothing it runs can write into a clone not yet pictured); a mode that leaves this
     ``False`` keeps every clone pictured before its first task."""
@@ -148,7 +147,7 @@ class Validation:
         """
         return None
 
-    def evaluate(self, job: Job) -> Outcome:
+    def evaluate(self, task: ValidationTask) -> Outcome:
         """Score one run. Never raises for a bad run: returns an invalid outcome."""
         raise NotImplementedError
 
@@ -172,15 +171,16 @@ def _archive_of(task: ValidationTask) -> Path:
 class ValidationTask:
     """One run × one validation, its context already built and archived.
 
-    The one record for this through trysquare: the runner plans it, an executor
-    runs it (:func:`trysquare.execute.execute_task`), and a mode's
-    :meth:`Validation.evaluate` reads it (``Job`` is its older name).
+    What a mode's :meth:`Validation.evaluate` is handed. The runner plans it inside a
+    record of its own (:class:`trysquare.execute.PlannedTask`, with what it checks and
+    records around the validator), which an executor carries to
+    :func:`trysquare.execute.execute_task`.
 
     ``run`` is the :class:`trysquare.runs.Run` (its folder, clone, ids);
     ``context`` the mapping the validator is handed (the context keys, see
     ``docs/api.md``), also archived at ``context_path`` (what a script is
     given). ``archive`` (``validation/<name>/``) is where a mode keeps evidence:
-    write there through the no-follow writers of :mod:`trysquare.plugin_api`,
+    write there through the no-follow writers of :mod:`trysquare.api`,
     never by following a symlink. ``previous`` is the recorded result this one
     replaces (a form keeps its human answers from it). A child process running
     untrusted code gets ``protected_env`` removed whatever ``suite_pass_env`` passes.
@@ -196,11 +196,11 @@ class ValidationTask:
     """``validation/<name>/context.json``: the archived context, what a script is handed."""
     archive: Path = attrs.field(default=attrs.Factory(_archive_of, takes_self=True))
     """``validation/<name>/``: where a mode keeps evidence (a transcript), written through
-    the no-follow writers of :mod:`trysquare.plugin_api`."""
+    the no-follow writers of :mod:`trysquare.api`."""
     previous: Mapping[str, Any] | None = None
     """The recorded result this one would replace, if any (a form keeps its answers)."""
     protected_env: frozenset[str] = frozenset()
-    """Variables a child of this job must never get (a judge provider's key), whatever
+    """Variables a child of this task must never get (a judge provider's key), whatever
     ``pass_env`` says."""
     suite_pass_env: tuple[str, ...] = ()
     """Secret-looking variables the scenario's suite may see (``[task] pass_env``), from the
@@ -208,25 +208,13 @@ class ValidationTask:
     environment: Mapping[str, str] = attrs.field(factory=dict)
     """trysquare's own variables for a validator process it starts (where ``run.tests()``
     finds a recorded suite outcome and reports a fresh one): set by the runner."""
-    digest: str = ""
-    """The validator's digest, recorded beside the outcome (an unchanged pair is reused)."""
-    context_digest: str = ""
-    """The context's digest, recorded beside the outcome."""
-    declared_elsewhere: Mapping[str, str] = attrs.field(factory=dict)
-    """Which validator declares each metric (its own included): a stray metric another one
-    declares is dropped, the declarer wins. One mapping shared by every task."""
-    clone_before: ClonePicture | None = None
-    """The measured clone before validation, to catch a validator writing into it; ``None``
-    when the clone is not there to look at."""
-    rerun_suite: bool = False
-    """``--rerun-suite``: no recorded suite outcome is reused."""
+    previous_current: bool = False
+    """Whether ``previous`` was recorded by this same validator over this same context (so
+    it runs again only because ``--force``/``--rejudge`` asked): a judge keeps such a verdict
+    when asking again fails."""
     jail: JailPolicy = attrs.field(factory=JailPolicy)
     """The jail the agent's code runs in for this task (the scenario's ``[task]`` keys): hand
-    it to ``run_steps(..., jail=job.jail)`` when running the agent's tree."""
-
-
-# The name modes have always been handed; the same class.
-Job = ValidationTask
+    it to ``run_steps(..., jail=task.jail)`` when running the agent's tree."""
 
 
 @attrs.frozen

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from trysquare.modes import Job, Outcome
+from trysquare.modes import ValidationTask, Outcome
 
 __all__ = ["began", "keep_output", "parse_validator_output"]
 
@@ -128,7 +128,7 @@ def began(stdout: bytes) -> str:
     return f"; it began: {head!r}" + (" …" if len(data) > BEGAN_BYTES else "")
 
 
-def keep_output(job: Job, stdout: bytes, name: str = "stdout") -> None:
+def keep_output(task: ValidationTask, stdout: bytes, name: str = "stdout") -> None:
     """Keep a validator's output that could not be used as ``validation/<validator>/stdout``.
 
     It is the evidence beside an error that quotes only its first bytes. Written
@@ -138,7 +138,7 @@ def keep_output(job: Job, stdout: bytes, name: str = "stdout") -> None:
     from trysquare import _atomic
 
     try:
-        _atomic.write_bytes(job.archive / name, stdout, root=job.run.dir)
+        _atomic.write_bytes(task.archive / name, stdout, root=task.run.dir)
     except OSError:
         pass
 

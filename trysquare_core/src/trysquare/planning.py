@@ -24,10 +24,11 @@ from typing import Any
 
 import attrs
 
-from trysquare import _atomic, _spill, context as contexts, guard, results
+from trysquare import _atomic, _spill, clone_guard, context as contexts, results
 from trysquare._pool import bounded_map
 from trysquare.errors import RunError
-from trysquare.execute import disk_full, write_problem
+from trysquare._stop import StopState
+from trysquare.execute import PlannedTask, write_problem
 from trysquare.jail import JailPolicy
 from trysquare.modes import Validation, ValidationTask
 from trysquare.options import ValidateOptions
@@ -88,18 +89,18 @@ class RunPlan:
             record, _ = spill.load(self.kept)
         except _spill.Tampered as tampered:
             return f"trysquare's record of the clone before validation: {tampered}"
-        return None if record is None else guard.clone_problem(self.run, guard.ClonePicture.from_record(record))
+        return None if record is None else clone_guard.clone_problem(self.run, clone_guard.ClonePicture.from_record(record))
 
-    def tasks(self, spill: _spill.Spill) -> Iterator[ValidationTask]:
+    def tasks(self, spill: _spill.Spill) -> Iterator[PlannedTask]:
         """The run's tasks, each built whole now, from the files planning archived."""
         try:
             record, planned = spill.load(self.kept)
         except _spill.Tampered as tampered:
             problem = f"trysquare's record of this run's plan: {tampered}"
             # Each task is recorded invalid with why (execute_task refuses it).
-            record = guard.ClonePicture({}, (0, 0), problem).as_record()
+            record = clone_guard.ClonePicture({}, (0, 0), problem).as_record()
             planned = [(i, "", b"", None) for i in range(len(self.shared.validations)) if self.which >> i & 1]
-        picture = None if record is None else guard.ClonePicture.from_record(record)
+        picture = None if record is None else clone_guard.ClonePicture.from_record(record)
         for item in planned:
             yield _task(self, item, picture)
 
@@ -139,19 +140,25 @@ def iter_plans(
     pool: ThreadPoolExecutor,
     *,
     window: int = 16,
+    stop: StopState | None = None,
 ) -> Iterator[RunPlan | RunError]:
     """:func:`plan_runs` one run at a time, in the order of ``runs``: each run's plan, or
-    the error that says (by path) why it could not be read, as soon as it is decided."""
+    the error that says (by path) why it could not be read, as soon as it is decided.
+
+    ``stop`` is the validate's stop state: a full disk met here stops it, and once the disk
+    is full no further run is planned."""
     shared = _shared(scenario, validations, options)
+    stopping = StopState() if stop is None else stop
 
     def for_run(run: Run) -> RunPlan | RunError:
-        if disk_full.is_set():
+        if stopping.disk_full:
             return RunError(f"{run.label}: not validated: no space left on device", run_dir=run.dir)
         try:
             return _plan_run(scenario, run, shared, options, spill)
         except RunError as error:
             return RunError(error.message, run_dir=run.dir)
         except OSError as error:
+            stopping.note_write_failure(error)
             return RunError(f"{run.label}: {write_problem(error)}", run_dir=run.dir)
         except Exception as error:  # noqa: BLE001 - one run's data never fails the matrix
             return RunError(
@@ -182,7 +189,7 @@ def _plan_run(
     facts = None if options.replay else contexts.gather_facts(run)
     # Taken whatever the validators: a --replay can damage a clone as much as a first run.
     # Checked against the work recorded at first measurement (and recorded then).
-    picture = guard.picture_clone(run, facts)
+    picture = clone_guard.picture_clone(run, facts)
     refused = picture is not None and picture.problem is not None
     planned: list[_Planned] = []
     unsigned: list[tuple[str, str, bool]] = []
@@ -215,7 +222,7 @@ def _plan_run(
     return RunPlan(run, which, spill.keep((record, planned)), shared, unsigned=tuple(unsigned))
 
 
-def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> ValidationTask:
+def _task(plan: RunPlan, item: _Planned, picture: clone_guard.ClonePicture | None) -> PlannedTask:
     index, context_digest, context_sha, previous_sha = item
     run, validation = plan.run, plan.shared.validations[index]
     archive = results.archive_dir(run, validation.name)
@@ -225,22 +232,31 @@ def _task(plan: RunPlan, item: _Planned, picture: guard.ClonePicture | None) -> 
     problem = context_problem or previous_problem
     if problem is not None and (picture is None or picture.problem is None):
         # Not run: recorded invalid with why, as a refused clone is (execute_task).
-        picture = guard.ClonePicture({}, (0, 0) if picture is None else picture.root, problem)
-    return ValidationTask(
+        picture = clone_guard.ClonePicture({}, (0, 0) if picture is None else picture.root, problem)
+    digest = plan.shared.digests[validation.name]
+    recorded = (previous or {}).get("validator")
+    task = ValidationTask(
         run=run,
         validation=validation,
         context=context,
         context_path=context_path,
         archive=archive,
-        context_digest=context_digest,
-        digest=plan.shared.digests[validation.name],
         previous=previous,
-        declared_elsewhere=plan.shared.declarers,
-        clone_before=picture,
+        previous_current=previous is not None
+        and previous.get("context_digest") == context_digest
+        and isinstance(recorded, Mapping)
+        and recorded.get("digest") == digest,
         protected_env=plan.shared.protected_env,
         suite_pass_env=plan.shared.suite_pass_env,
-        rerun_suite=plan.shared.rerun_suite,
         jail=plan.shared.jail,
+    )
+    return PlannedTask(
+        task=task,
+        digest=digest,
+        context_digest=context_digest,
+        declared_elsewhere=plan.shared.declarers,
+        clone_before=picture,
+        rerun_suite=plan.shared.rerun_suite,
     )
 
 

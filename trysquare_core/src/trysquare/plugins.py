@@ -25,6 +25,7 @@ import attrs
 import pluggy
 
 from trysquare import hookspecs
+from trysquare.hookspecs import LISTED_AS
 
 if TYPE_CHECKING:
     import argparse
@@ -54,16 +55,6 @@ BUILTIN_MODULES = ("trysquare.sessions.builtin", "trysquare.executors", "trysqua
 # module above registers (a mode, provider, session or report format, executor) stays
 # theirs: another plugin registering it is refused that name, and keeps the rest.
 BUILTIN_DISTRIBUTIONS = ("trysquare-form", "trysquare-judge", "trysquare-script", "trysquare-view")
-
-# What `trysquare plugins` lists for each plugin, and the registry hook behind it.
-LISTED_REGISTRIES = {
-    "modes": "trysquare_register_modes",
-    "providers": "trysquare_register_judge_providers",
-    "session_formats": "trysquare_register_session_formats",
-    "executors": "trysquare_register_executors",
-    "report_formats": "trysquare_register_report_formats",
-}
-
 
 @attrs.frozen
 class PluginInfo:
@@ -323,18 +314,25 @@ def _collect(state: _State, hook_name: str) -> tuple[dict[str, tuple[Any, str]],
     return found, by_plugin
 
 
-_KINDS = {
-    "trysquare_register_modes": "mode",
-    "trysquare_register_judge_providers": "provider",
-    "trysquare_register_session_formats": "session format",
-    "trysquare_register_executors": "executor",
-    "trysquare_register_report_formats": "report format",
-}
+def listed_registries() -> dict[str, tuple[str, str]]:
+    """Every registry hook ``trysquare plugins`` lists, the core's and the plugins' own (those
+    whose spec is marked with :func:`trysquare.hookspecs.listed_as`): hook name to
+    ``(column, kind)``."""
+    manager = _get_state().manager
+    found: dict[str, tuple[str, str]] = {}
+    for hook_name, caller in sorted(vars(manager.hook).items()):
+        spec = getattr(caller, "spec", None)
+        listed = getattr(getattr(spec, "function", None), LISTED_AS, None)
+        if listed is not None:
+            found[hook_name] = listed
+    order = [field.name for field in attrs.fields(PluginInfo)]  # the columns' (refusals') order
+    rank = {hook: order.index(column) if column in order else len(order) for hook, (column, _) in found.items()}
+    return dict(sorted(found.items(), key=lambda item: (rank[item[0]], item[0])))
 
 
 def _refuse(state: _State, plugin_name: str, hook_name: str, name: str, owner: str) -> None:
     """Refuse one name a plugin registered that another has: a warning, and ``plugins`` says so."""
-    kind = _KINDS.get(hook_name, hook_name)
+    kind = listed_registries().get(hook_name, (hook_name, hook_name))[1]
     whose = "the built-in plugin" if owner in state.builtin else "plugin"
     sentence = f"{kind} '{name}' of '{plugin_name}' refused: {whose} '{owner}' registers it"
     if sentence in state.refusals.get(plugin_name, []):
@@ -493,7 +491,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser]) -
     """Let each plugin add its subcommands; a plugin that raises adds none.
 
     A plugin describes its commands on parsers of its own
-    (:class:`trysquare.plugin_api.Commands`); they join the command line only
+    (:class:`trysquare.api.Commands`); they join the command line only
     once its hook has returned, so a half-registered command never shows.
     """
     from trysquare.commands import Commands
@@ -539,8 +537,11 @@ def report_formats() -> dict[str, Any]:
 def infos() -> list[PluginInfo]:
     """Every plugin found: loaded ones with what they provide, broken ones with their error."""
     state = _get_state()
-    for hook_name in LISTED_REGISTRIES.values():
+    listed = listed_registries()
+    for hook_name in listed:
         registry(hook_name)
+    # The columns `trysquare plugins --json` has (its contract): a listed registry names one.
+    columns = {f.name for f in attrs.fields(PluginInfo) if str(f.type) == "tuple[str, ...]"} - {"hooks", "refused"}
     manager = state.manager
     result = []
     names = {_name(manager, p) for p in manager.get_plugins()} | set(state.failures)
@@ -552,7 +553,8 @@ def infos() -> list[PluginInfo]:
         ))
         provided = {
             column: tuple(sorted(state.registered_by.get(hook, {}).get(name, [])))
-            for column, hook in LISTED_REGISTRIES.items()
+            for hook, (column, _) in listed.items()
+            if column in columns
         }
         result.append(PluginInfo(
             name=name,
@@ -567,7 +569,7 @@ def infos() -> list[PluginInfo]:
 
 def _builtin_version(name: str) -> str | None:
     if name in BUILTIN_MODULES:
-        from trysquare import __version__
+        from trysquare._version import __version__
 
         return __version__
     return None

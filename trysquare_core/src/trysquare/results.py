@@ -56,6 +56,7 @@ def result_path(run: Run, name: str) -> Path:
 
 
 def archive_dir(run: Run, name: str) -> Path:
+    """``validation/<name>/``: where validator ``name`` keeps its evidence and context."""
     return run.validation_dir / name
 
 
@@ -216,6 +217,7 @@ def result_document(
     context_digest: str | None,
     duration: float,
 ) -> dict[str, Any]:
+    """The result file's document for ``outcome`` (unsigned: :func:`write_result` signs it)."""
     document: dict[str, Any] = {
         "metrics": dict(outcome.metrics),
         "reasons": dict(outcome.reasons),
@@ -267,7 +269,7 @@ def write_with_history(
     """Write ``document`` as JSON to ``path``, first appending the one it replaces to ``history``.
 
     Used for results and for a judge's transcripts; public as
-    :func:`trysquare.plugin_api.write_with_history`. ``compact``: one line, not indented.
+    :func:`trysquare.api.write_with_history`. ``compact``: one line, not indented.
     """
     path, history = Path(path), Path(history)
     if history.parent == path.parent:

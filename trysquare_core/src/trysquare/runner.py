@@ -8,8 +8,8 @@
 2. Execute: the executor takes the tasks, each built when it is reached, and
    yields what :func:`trysquare.execute.execute_task` recorded; progress and
    observers are told as each finishes.
-3. Check (:mod:`trysquare.guard`): result files written by anything but
-   trysquare, and clones written during validation, make their runs invalid
+3. Check (:mod:`trysquare.result_guard`, :mod:`trysquare.clone_guard`): result files
+   written by anything but trysquare, and clones written during validation, make their runs invalid
    (under Landlock each clone is checked once its run's tasks are back).
 4. Record: ``measures.json`` of each experiment, written row by row.
 
@@ -24,33 +24,29 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from trysquare import _inflight, _prepared, _spill, guard, plugins, results
+from trysquare import _inflight, _prepared, _process, _spill, clone_guard, plugins, result_guard, results
 from trysquare._pool import bounded_map, io_workers
 from trysquare._shown import shown
+from trysquare._stop import StopState
 from trysquare.errors import RunError, UsageError
-from trysquare.execute import TaskResult, disk_full as _disk_full, execute_task, first_invalid as _first_invalid
-from trysquare.execute import write_problem as _write_problem
-from trysquare.planning import RunPlan, iter_plans, plan_runs
-from trysquare.lock import LOCK_FILE, experiment_lock  # noqa: F401 - the lock's old home
-from trysquare.modes import Validation, ValidationTask
+from trysquare.execute import PlannedTask, TaskResult, write_problem
+from trysquare.lock import experiment_lock
+from trysquare.modes import Validation
 from trysquare.options import ValidateOptions
+from trysquare._planned_tasks import PlannedTasks
+from trysquare.planning import RunPlan, plan_runs
 from trysquare.progress import Progress
 from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
 from trysquare.summary import Summary
 
-__all__ = ["Summary", "TaskResult", "ValidateOptions", "ValidationTask", "execute_task", "validate"]
-
-# The runner's task has one type, the one modes are handed; this is its old name here.
-# ValidateOptions, Summary and execute_task, now in their own modules, are
-# re-exported here, where callers have always found them.
-Task = ValidationTask
+__all__ = ["Summary", "ValidateOptions", "plan", "select_validations", "validate"]
 
 T = TypeVar("T")
 
@@ -75,7 +71,7 @@ def plan(
     options: ValidateOptions,
     errors: list[RunError],
     pool: ThreadPoolExecutor,
-) -> list[ValidationTask]:
+) -> list[PlannedTask]:
     """Every task that must run, built whole (``validate`` builds each only when it runs)."""
     with _spill.Spill() as spill:
         plans, unbuilt = plan_runs(scenario, runs, validations, options, spill, pool)
@@ -95,77 +91,101 @@ def validate(
 
     Lines go to ``out``, by default the ``sys.stdout`` of the moment of the call.
     """
-    from trysquare import executors
+    return _ValidateRun(scenario, options, sys.stdout if out is None else out, should_stop).run(experiments)
 
-    if out is None:
-        out = sys.stdout
-    validations = select_validations(scenario, options.only)
-    executor = executors.get(options.executor, options.executor_options, jobs=options.jobs)
-    summary = Summary.over(scenario, validations, fail_on=options.fail_on)
-    _disk_full.clear()
-    _first_invalid.clear()
-    user_stop = should_stop
 
-    def stop_or_disk_full() -> bool:
-        return user_stop() or _disk_full.is_set() or _first_invalid.is_set()
+class _ValidateRun:
+    """One call of :func:`validate`: its options, its closing line and its stop state.
 
-    should_stop = stop_or_disk_full
+    Everything that stops this validate (the user, a full disk, ``-x``) is held here, never at
+    module level: two validates in one process stop each other in nothing.
+    """
 
-    for experiment in experiments:
-        summary.skipped_runs.extend(experiment.errors)
-    all_runs = [run for experiment in experiments for run in experiment.runs]
-    with _locks(experiments), _spill.Spill() as spill:
-        # What the last validate left running when trysquare ended (killed, interrupted).
-        flight = _inflight.InFlight(experiments, [v.name for v in validations])
-        flight.say(out)
-        for marker in flight.ended_too_often():
-            _record_ended(marker, validations, out)
-            flight.settle(marker)
-        for validation in validations:
-            for line in validation.check_runs(scenario, all_runs):  # e.g. the judge's blinding line
-                if not options.quiet or line.startswith("!"):  # -q keeps the warnings only
-                    print(shown(line), file=out)
-        for validation in validations:
-            _prepare(validation, out)
-        # Before any validator can start: no result file is touched by planning.
-        ledger = guard.ResultWatch(all_runs, [v.name for v in validations])
-        tasks = _PlannedTasks(
-            scenario, all_runs, validations, options, spill,
-            overlapped=_may_overlap_planning(executor, validations),
-        )
-        try:
-            # One prepared tree per run, shared by run.tests() and hidden tests (prepare once).
-            with _prepared.sharing():
-                _execute(executor, tasks, options, summary, out, should_stop, ledger, flight)
-        except BaseException:
-            flight.close(interrupted=True, complete=False)  # it ended trysquare's work
-            raise
-        else:
-            stopped = user_stop()
-            flight.close(
-                interrupted=stopped,
-                complete=not (stopped or _first_invalid.is_set() or _disk_full.is_set()),
-            )
-        finally:
-            tasks.close()
-        unbuilt = tasks.unbuilt
-        summary.skipped_runs.extend(unbuilt)
-        # A result not signed here was not reused, run again or not: it is not "unchanged".
-        not_reused = _say_unsigned(tasks.plans, out)
-        # A run whose tasks could not be built reused nothing: it is not "unchanged".
-        summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks) - not_reused)
-        summary.interrupted = user_stop()
-        if _first_invalid.is_set():
-            summary.not_started = len(tasks) - summary.executed
-        del tasks, ledger  # what follows reads the files, one run at a time
+    def __init__(
+        self, scenario: Scenario, options: ValidateOptions, out: TextIO, should_stop: Callable[[], bool]
+    ) -> None:
+        from trysquare import executors
+
+        self.scenario = scenario
+        self.options = options
+        self.out = out
+        self.validations = select_validations(scenario, options.only)
+        self.executor = executors.get(options.executor, options.executor_options, jobs=options.jobs)
+        self.summary = Summary.over(scenario, self.validations, fail_on=options.fail_on)
+        self.stop = StopState(should_stop)
+
+    def run(self, experiments: Sequence[Experiment]) -> Summary:
+        scenario, validations, options, summary, out = (
+            self.scenario, self.validations, self.options, self.summary, self.out,
+        )  # fmt: skip
+        stop = self.stop
         for experiment in experiments:
-            _record_measures(scenario, experiment, summary, unbuilt, out)
-    if _disk_full.is_set():
-        summary.stopped = "no space left on device; free some and run validate again"
-    return summary
+            summary.skipped_runs.extend(experiment.errors)
+        all_runs = [run for experiment in experiments for run in experiment.runs]
+        with _locks(experiments), _spill.Spill() as spill:
+            flight = self._settle_what_ended(experiments)
+            self._before_planning(all_runs)
+            # Before any validator can start: no result file is touched by planning.
+            ledger = result_guard.ResultWatch(all_runs, [v.name for v in validations])
+            tasks = PlannedTasks(
+                scenario, all_runs, validations, options, spill,
+                overlapped=_may_overlap_planning(self.executor, validations), stop=stop,
+            )  # fmt: skip
+            try:
+                # Warm servers serve Python validators only where tasks run here (the local
+                # pool); a cluster's workers start every validator cold. Stopped as validate ends.
+                from trysquare import _warm
+
+                warm = _warm.servers(enabled=getattr(self.executor, "runs_tasks_here", False))
+                # One prepared tree per run, shared by run.tests() and hidden tests (prepare once).
+                with warm, _prepared.sharing():
+                    _Execution(self, tasks, ledger, flight).run()
+            except BaseException:
+                flight.close(interrupted=True, complete=False)  # it ended trysquare's work
+                raise
+            else:
+                flight.close(interrupted=stop.user_asked(), complete=stop.complete)
+            finally:
+                tasks.close()
+            unbuilt = tasks.unbuilt
+            summary.skipped_runs.extend(unbuilt)
+            # A result not signed here was not reused, run again or not: it is not "unchanged".
+            not_reused = _say_unsigned(tasks.plans, out)
+            # A run whose tasks could not be built reused nothing: it is not "unchanged".
+            summary.reused = max(0, len(tasks.plans) * len(validations) - len(tasks) - not_reused)
+            summary.interrupted = stop.user_asked()
+            if stop.first_invalid:
+                summary.not_started = len(tasks) - summary.executed
+            del tasks, ledger  # what follows reads the files, one run at a time
+            for experiment in experiments:
+                _record_measures(scenario, experiment, summary, unbuilt, out, stop)
+        if stop.disk_full:
+            summary.stopped = "no space left on device; free some and run validate again"
+        return summary
+
+    def _settle_what_ended(self, experiments: Sequence[Experiment]) -> _inflight.InFlight:
+        """Say what the last validate left running when trysquare ended (killed,
+        interrupted), and record invalid what ended it too often."""
+        flight = _inflight.InFlight(experiments, [v.name for v in self.validations])
+        flight.say(self.out)
+        for marker in flight.ended_too_often():
+            _record_ended(marker, self.validations, self.out, self.stop)
+            flight.settle(marker)
+        return flight
+
+    def _before_planning(self, runs: Sequence[Run]) -> None:
+        """Each mode's lines about these runs (the judge's blinding), then its preparation."""
+        for validation in self.validations:
+            for line in validation.check_runs(self.scenario, runs):
+                if not self.options.quiet or line.startswith("!"):  # -q keeps the warnings only
+                    print(shown(line), file=self.out)
+        for validation in self.validations:
+            _prepare(validation, self.out)
 
 
-def _record_ended(marker: _inflight.Marker, validations: Sequence[Validation], out: TextIO) -> None:
+def _record_ended(
+    marker: _inflight.Marker, validations: Sequence[Validation], out: TextIO, stop: StopState
+) -> None:
     """Record invalid a validation during which trysquare ended too often: not retried."""
     from trysquare.modes import Outcome
 
@@ -185,7 +205,8 @@ def _record_ended(marker: _inflight.Marker, validations: Sequence[Validation], o
     try:
         results.write_result(marker.run, marker.name, document, None)
     except OSError as error:
-        print(f"trysquare: {shown(marker.run.label)}: {shown(_write_problem(error))}", file=out)
+        stop.note_write_failure(error)
+        print(f"trysquare: {shown(marker.run.label)}: {shown(write_problem(error))}", file=out)
 
 
 def _say_unsigned(plans: Sequence[RunPlan], out: TextIO) -> int:
@@ -215,7 +236,12 @@ def _prepare(validation: Validation, out: TextIO) -> None:
 
 
 def _record_measures(
-    scenario: Scenario, experiment: Experiment, summary: Summary, unbuilt: Sequence[RunError], out: TextIO
+    scenario: Scenario,
+    experiment: Experiment,
+    summary: Summary,
+    unbuilt: Sequence[RunError],
+    out: TextIO,
+    stop: StopState,
 ) -> None:
     """Write the experiment's ``measures.json`` and count its runs for the closing line."""
     current = {v.name: v.digest() for v in scenario.validations}
@@ -230,7 +256,8 @@ def _record_measures(
     try:
         results.write_measures(experiment.root, _counting(rows(), tally, uncounted))
     except OSError as error:
-        problem = _write_problem(error)
+        stop.note_write_failure(error)
+        problem = write_problem(error)
         print(shown(f"trysquare: {experiment.root / results.MEASURES_FILE} not written: {problem}"), file=out)
         summary.stopped = summary.stopped or problem
         tally = summary.fresh()  # the closing line still counts every run
@@ -253,188 +280,6 @@ def _may_overlap_planning(executor: Any, validations: Sequence[Validation]) -> b
         and all(v.confines_what_it_runs for v in validations)
         and sandbox_enabled()
     )
-
-
-class _PlannedTasks(Collection[ValidationTask]):
-    """The planned tasks, as executors take them, each built when it is reached.
-
-    Iterated once, in plan order (a run's tasks together). Planned whole before the
-    first task is taken; or, ``overlapped``, in a thread of its own while the first
-    tasks already run, the next task being built while one runs. ``len()`` is how
-    many; it waits for planning to end.
-    """
-
-    def __init__(
-        self,
-        scenario: Scenario,
-        runs: Sequence[Run],
-        validations: Sequence[Validation],
-        options: ValidateOptions,
-        spill: _spill.Spill,
-        *,
-        overlapped: bool,
-    ) -> None:
-        self.spill = spill
-        self.overlapped = overlapped
-        self.plans: list[RunPlan] = []
-        # Runs whose tasks are being taken: their plan and how many tasks are not back.
-        self._out: dict[Path, tuple[RunPlan, int]] = {}
-        self.unbuilt: list[RunError] = []
-        self._count = 0
-        self._ahead = max(options.jobs, 1) if overlapped else 0
-        self._changed = threading.Condition()
-        self._planned = False
-        self._failure: BaseException | None = None
-        self._closing = threading.Event()
-        self._planner: threading.Thread | None = None
-        if overlapped:
-            self._planner = threading.Thread(
-                target=self._plan, args=(scenario, runs, validations, options),
-                name="trysquare-planning", daemon=True,
-            )  # fmt: skip
-            self._planner.start()
-        else:
-            self._plan(scenario, runs, validations, options)
-            if self._failure is not None:
-                raise self._failure
-
-    def _plan(
-        self, scenario: Scenario, runs: Sequence[Run], validations: Sequence[Validation], options: ValidateOptions
-    ) -> None:
-        # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
-        # which bounds the validators. A replay runs no git: its planning is Python
-        # reading files already cached, and threads beyond --jobs only contend with the
-        # tasks for the interpreter (a 2,000-run replay planned first, on two cores:
-        # 31-35 s with one or two planning threads, 38 s with four).
-        builders = max(options.jobs, 1) if options.replay else max(options.jobs, io_workers())
-        try:
-            with ThreadPoolExecutor(max_workers=builders) as pool:
-                for outcome in iter_plans(
-                    scenario, runs, validations, options, self.spill, pool, window=2 * builders
-                ):
-                    with self._changed:
-                        if isinstance(outcome, RunError):
-                            self.unbuilt.append(outcome)
-                        else:
-                            self.plans.append(outcome)
-                            self._count += outcome.size
-                        self._changed.notify_all()
-            for error in self.unbuilt:
-                print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
-        except BaseException as error:  # noqa: BLE001 - raised where the tasks are taken
-            self._failure = error
-        finally:
-            with self._changed:
-                self._planned = True
-                self._changed.notify_all()
-
-    @property
-    def planned(self) -> bool:
-        """Whether every run is planned (``len()`` then answers at once)."""
-        with self._changed:
-            return self._planned
-
-    def wait_planned(self) -> None:
-        """Return once every run is planned; raise what stopped planning, if anything did."""
-        with self._changed:
-            while not self._planned:
-                self._changed.wait()
-        if self._failure is not None:
-            raise self._failure
-
-    def task_back(self, run: Run) -> RunPlan | None:
-        """Count one of ``run``'s tasks back; its plan once they all are, else None.
-
-        Only runs whose tasks are out are held here: a few at a time, not 10,000.
-        """
-        with self._changed:
-            entry = self._out.get(run.dir)
-            if entry is None:
-                return None
-            plan, left = entry
-            if left > 1:
-                self._out[run.dir] = (plan, left - 1)
-                return None
-            del self._out[run.dir]
-            return plan
-
-    def close(self) -> None:
-        """No task is built ahead any more; planning, if it still runs, is waited for."""
-        self._closing.set()
-        if self._planner is not None:
-            self._planner.join()
-
-    def __len__(self) -> int:
-        self.wait_planned()
-        return self._count
-
-    def _plans_as_decided(self) -> Iterator[RunPlan]:
-        index = 0
-        while True:
-            with self._changed:
-                while index == len(self.plans) and not self._planned:
-                    self._changed.wait()
-                if self._failure is not None:
-                    raise self._failure
-                if index == len(self.plans):
-                    return
-                run_plan = self.plans[index]
-                if run_plan.size:
-                    self._out[run_plan.run.dir] = (run_plan, run_plan.size)
-            index += 1
-            yield run_plan
-
-    def __iter__(self) -> Iterator[ValidationTask]:
-        built = (task for run_plan in self._plans_as_decided() for task in run_plan.tasks(self.spill))
-        if not self._ahead:
-            return built
-        return _built_ahead(built, self._ahead, self._closing)
-
-    def __contains__(self, task: object) -> bool:
-        if not isinstance(task, ValidationTask):
-            return False
-        self.wait_planned()
-        return any(run_plan.run == task.run and run_plan.plans(task.validation.name) for run_plan in self.plans)
-
-
-def _built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Iterator[T]:
-    """``items``, each taken from them in a thread of its own up to ``ahead`` before it is
-    asked for (building a task reads files: done while a validator runs, not between two)."""
-    import queue
-
-    waiting: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=ahead)
-    end = object()
-
-    def put(entry: tuple[bool, Any]) -> bool:
-        while not closing.is_set():
-            try:
-                waiting.put(entry, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def fill() -> None:
-        try:
-            for item in items:
-                if not put((True, item)):
-                    return
-            put((True, end))
-        except BaseException as error:  # noqa: BLE001 - raised where the item is asked for
-            put((False, error))
-
-    threading.Thread(target=fill, name="trysquare-task-builder", daemon=True).start()
-
-    def taken() -> Iterator[T]:
-        while True:
-            ok, item = waiting.get()
-            if not ok:
-                raise item
-            if item is end:
-                return
-            yield item
-
-    return taken()
 
 
 def _counting(
@@ -474,131 +319,174 @@ def _mark_failed_runs(
         yield row
 
 
-def _execute(
-    executor: Any,
-    tasks: _PlannedTasks,
-    options: ValidateOptions,
-    summary: Summary,
-    out: TextIO,
-    should_stop: Callable[[], bool],
-    ledger: guard.ResultWatch,
-    flight: _inflight.InFlight,
-) -> None:
-    """Run the tasks, showing progress and telling observers; then re-read each clone
-    that was validated, and every result file (only trysquare writes them).
+class _Execution:
+    """The tasks of one validate run, and what is done as each comes back: the ledger of
+    result files, progress, observers, ``-x``; then every validated clone checked.
 
     Each clone check is a stat walk of one clone. Where no validator can write into
     another run's clone (planning overlapped: Landlock), a run's clone is checked as
-    soon as its last task is back, beside the tasks still running; elsewhere every
-    check waits for the last task, which may have written into any clone.
+    soon as its last task is back, beside the tasks still running
+    (:class:`_EarlyChecks`); elsewhere every check waits for the last task, which may
+    have written into any clone.
     """
-    progress: Progress | None = None
-    waiting: list[tuple[str, str]] = []  # lines of tasks back before the total is known
-    observers = plugins.observe_outcome
-    # Runs checked early (by their spill record's number: one byte a run) and what was
-    # found where something was; no future is kept.
-    checked = bytearray()
-    found: dict[int, str] = {}
-    marking = threading.Lock()
 
-    def check(plan: RunPlan) -> str | None:
-        return plan.clone_changes(tasks.spill)
+    def __init__(
+        self, validate: _ValidateRun, tasks: PlannedTasks, ledger: result_guard.ResultWatch, flight: _inflight.InFlight
+    ) -> None:
+        self.executor = validate.executor
+        self.options = validate.options
+        self.summary = validate.summary
+        self.out = validate.out
+        self.stop = validate.stop
+        self.tasks = tasks
+        self.ledger = ledger
+        self.flight = flight
+        self.progress = _ProgressLines(tasks, validate.options, validate.out)
 
-    def check_early(plan: RunPlan) -> None:
-        problem = check(plan)
-        if problem is not None:
-            found[plan.kept] = problem
-        with marking:
-            if len(checked) <= plan.kept:
-                checked.extend(bytes(plan.kept + 1 - len(checked)))
-            checked[plan.kept] = 1
-
-    early = ThreadPoolExecutor(max_workers=io_workers(), thread_name_prefix="trysquare-check")
-    with ThreadPoolExecutor(max_workers=io_workers()) as pool:
+    def run(self) -> None:
+        early = _EarlyChecks(self.tasks)
         try:
-            # Each task is marked in flight as the executor takes it; those during which
-            # trysquare last ended come last, alone where the executor runs them here.
-            taken = _inflight.Deferred(
-                tasks, flight, alone=getattr(executor, "runs_tasks_here", False), stop=should_stop
-            )
-            for item in executor.run(taken, should_stop=should_stop):
-                result = _as_result(item)
-                task = result.task
-                flight.done(task.run, task.validation.name)
-                summary.executed += 1
-                kept = result.outcome.kept_after
-                if kept is not None:  # asked again, failed: the result kept, and said
-                    summary.kept_after.append(f"{task.run.id} {task.validation.name}: {kept}")
-                ledger.ran(task.run, task.validation.name)
-                if result.recorded:
-                    # A result that could not be written is not one to hold the file to.
-                    ledger.wrote(task.run, task.validation.name, result.document)
-                else:
-                    summary.unrecorded.setdefault(task.run.dir, []).append(
-                        {"validator": task.validation.name, "error": str(result.outcome.error)}
-                    )
-                # The total is known once planning ends (it may still run beside the first
-                # tasks): until then each line waits, as a few strings, and nothing else does.
-                if progress is None and tasks.planned:
-                    progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
-                    for waited in waiting:
-                        progress.say(*waited)
-                    waiting.clear()
-                if progress is None:
-                    waiting.append(Progress.describe(result))
-                else:
-                    progress.advance(result)
-                _notify(observers, result)
-                if options.exitfirst and result.outcome.state == "invalid" and not _first_invalid.is_set():
-                    _stop_at_first_invalid()
-                if (plan := tasks.task_back(task.run)) is not None:
-                    _prepared.release(task.run.repo)  # its validations are all back
-                    if tasks.overlapped:
-                        early.submit(check_early, plan)
+            for result in self._results():
+                self._take(result)
+                if (plan := self.tasks.task_back(result.task.run)) is not None:
+                    _prepared.release(result.task.run.repo)  # its validations are all back
+                    if self.tasks.overlapped:
+                        early.submit(plan)
         finally:
-            early.shutdown(wait=True)
-            if progress is not None:
-                progress.close()
-        tasks.wait_planned()  # an executor stopped early (-x, Ctrl-C) may leave planning running
-        if waiting:  # every task came back before planning ended
-            progress = Progress(len(tasks), options.progress, out, quiet=options.quiet)
-            for waited in waiting:
-                progress.say(*waited)
-            progress.close()
+            early.close()
+            self.progress.close()
+        self.tasks.wait_planned()  # an executor stopped early (-x, Ctrl-C) may leave planning running
+        self.progress.close_late()
         # After an interruption a worker may still record a task nobody waits for: no check then.
-        if not should_stop():
-            guard.refuse_forged(ledger.forged(), out)
+        if not self.stop.should_stop():
+            result_guard.refuse_forged(self.ledger.forged(), self.out)
+        self._check_clones(early)
 
-        # The rest a bounded number at a time (each picture is read back from the spill as
-        # its check starts); every problem is said in plan order.
+    def _results(self) -> Iterator[TaskResult]:
+        # Each task is marked in flight as the executor takes it; those during which
+        # trysquare last ended come last, alone where the executor runs them here.
+        taken = _inflight.Deferred(
+            self.tasks, self.flight, alone=getattr(self.executor, "runs_tasks_here", False),
+            stop=self.stop.should_stop,
+        )  # fmt: skip
+        return iter(self.executor.run(taken, should_stop=self.stop.should_stop))
+
+    def _take(self, result: TaskResult) -> None:
+        """Book one result: in flight no more, counted, held to its file, shown, observed."""
+        task, summary = result.task, self.summary
+        self.flight.done(task.run, task.validation.name)
+        summary.executed += 1
+        kept = result.outcome.kept_after
+        if kept is not None:  # asked again, failed: the result kept, and said
+            summary.kept_after.append(f"{task.run.id} {task.validation.name}: {kept}")
+        self.ledger.ran(task.run, task.validation.name)
+        if result.recorded:
+            # A result that could not be written is not one to hold the file to.
+            self.ledger.wrote(task.run, task.validation.name, result.document)
+        else:
+            summary.unrecorded.setdefault(task.run.dir, []).append(
+                {"validator": task.validation.name, "error": str(result.outcome.error)}
+            )
+            if result.no_space_left:
+                self.stop.note_disk_full()
+        self.progress.advance(result)
+        _notify(plugins.observe_outcome, result)
+        if self.options.exitfirst and result.outcome.state == "invalid" and self.stop.note_first_invalid():
+            # -x: no task starts after this one; validators still running are ended, as on
+            # Ctrl-C, and record nothing (their runs are validated next time).
+            _process.kill_all()
+
+    def _check_clones(self, early: _EarlyChecks) -> None:
+        """Re-read each validated clone not checked early, a bounded number at a time (each
+        picture is read back from the spill as its check starts); every problem is said in
+        plan order."""
+
         def late(plan: RunPlan) -> tuple[RunPlan, list[str], str | None]:
-            names = ledger.ran_names(plan.run)
+            names = self.ledger.ran_names(plan.run)
             if not names:
                 return plan, names, None
-            if plan.kept < len(checked) and checked[plan.kept]:
-                return plan, names, found.get(plan.kept)
-            return plan, names, check(plan)
+            checked, problem = early.found(plan)
+            return plan, names, problem if checked else plan.clone_changes(self.tasks.spill)
 
-        for plan, names, problem in bounded_map(pool, late, tasks.plans, window=2 * io_workers()):
-            if problem is not None:
-                guard.spoil(plan.run, names, problem, out)
-
-
-def _stop_at_first_invalid() -> None:
-    """-x: no task starts after this one; validators still running are ended, as
-    on Ctrl-C, and record nothing (their runs are validated next time)."""
-    from trysquare import _process
-
-    _first_invalid.set()
-    _process.kill_all()
+        with ThreadPoolExecutor(max_workers=io_workers()) as pool:
+            for plan, names, problem in bounded_map(pool, late, self.tasks.plans, window=2 * io_workers()):
+                if problem is not None:
+                    clone_guard.spoil(plan.run, names, problem, self.out)
 
 
-def _as_result(item: TaskResult | tuple[ValidationTask, Mapping[str, Any]]) -> TaskResult:
-    """An executor yields records; one written before they existed yields (task, document)."""
-    if isinstance(item, TaskResult):
-        return item
-    task, document = item
-    return TaskResult.from_document(task, document)
+class _EarlyChecks:
+    """Clones checked as soon as their run's last task is back (planning overlapped).
+
+    Runs checked are kept by their spill record's number (one byte a run), with what was
+    found where something was; no future is kept.
+    """
+
+    def __init__(self, tasks: PlannedTasks) -> None:
+        self.tasks = tasks
+        self._checked = bytearray()
+        self._found: dict[int, str] = {}
+        self._marking = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=io_workers(), thread_name_prefix="trysquare-check")
+
+    def submit(self, plan: RunPlan) -> None:
+        self._pool.submit(self._check, plan)
+
+    def _check(self, plan: RunPlan) -> None:
+        problem = plan.clone_changes(self.tasks.spill)
+        if problem is not None:
+            self._found[plan.kept] = problem
+        with self._marking:
+            if len(self._checked) <= plan.kept:
+                self._checked.extend(bytes(plan.kept + 1 - len(self._checked)))
+            self._checked[plan.kept] = 1
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def found(self, plan: RunPlan) -> tuple[bool, str | None]:
+        """Whether ``plan``'s clone was checked early, and what was found if so."""
+        if plan.kept < len(self._checked) and self._checked[plan.kept]:
+            return True, self._found.get(plan.kept)
+        return False, None
+
+
+class _ProgressLines:
+    """The progress display, started once the total is known.
+
+    Planning may still run beside the first tasks: until it ends each finished task's line
+    waits, as a few strings, and nothing else does.
+    """
+
+    def __init__(self, tasks: PlannedTasks, options: ValidateOptions, out: TextIO) -> None:
+        self.tasks = tasks
+        self.options = options
+        self.out = out
+        self._progress: Progress | None = None
+        self._waiting: list[tuple[str, str]] = []
+
+    def _start(self) -> Progress:
+        progress = Progress(len(self.tasks), self.options.progress, self.out, quiet=self.options.quiet)
+        for waited in self._waiting:
+            progress.say(*waited)
+        self._waiting.clear()
+        return progress
+
+    def advance(self, result: TaskResult) -> None:
+        if self._progress is None and self.tasks.planned:
+            self._progress = self._start()
+        if self._progress is None:
+            self._waiting.append(Progress.describe(result))
+        else:
+            self._progress.advance(result)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.close()
+
+    def close_late(self) -> None:
+        """Every task came back before planning ended: their lines, now the total is known."""
+        if self._waiting:
+            self._start().close()
 
 
 def _notify(observers: Any, result: TaskResult) -> None:

@@ -11,16 +11,18 @@ import functools
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, overload
 
 import attrs
 
-from trysquare import _convert, repo
+from trysquare import _convert
 from trysquare._pool import bounded_map, io_workers
 from trysquare.errors import RepoError, RunError, ScenarioError
+from trysquare.git.dotgit import is_git_repo
+from trysquare.git.refs import missing_at, resolve_commit
 
 __all__ = ["Etalon", "Experiment", "Run", "discover", "load_run", "RUN_FILE"]
 
@@ -235,14 +237,14 @@ def _resolved(path: Path) -> Path:
 
 
 def _base_commit(run_file: Path, repo_path: Path, table: _RunFile) -> str:
-    if not repo_path.is_dir() or not repo.is_git_repo(repo_path):
+    if not repo_path.is_dir() or not is_git_repo(repo_path):
         raise RunError(f"{run_file}: repo '{table.repo}' is not a git repository")
     clone, folder = repo_path.resolve(), run_file.parent.resolve()
     # trysquare's own files in the run folder must never become the agent's work.
     if clone == folder or clone in folder.parents:
         where = "is the run folder" if clone == folder else "contains the run folder"
         raise RunError(f"{run_file}: repo '{table.repo}' {where}; the clone must be a folder of its own")
-    commit = repo.resolve_commit(repo_path, table.base)
+    commit = resolve_commit(repo_path, table.base)
     pinned = read_pinned_base(run_file.parent)
     if pinned is not None and pinned.get("base") != commit:
         raise RunError(
@@ -335,7 +337,7 @@ def _check_given(run_file: Path, repo_path: Path, table: _RunFile, base_commit: 
     for given in table.given:
         if "\n" in given or not _inside((repo_path / given).resolve(), clone):
             raise RunError(f"{run_file}: given '{given}' resolves outside the clone")
-    missing = repo.missing_at(repo_path, base_commit, table.given)
+    missing = missing_at(repo_path, base_commit, table.given)
     if missing:
         raise RunError(
             f"{run_file}: given '{missing[0]}' does not exist at base {base_commit}; a given "
@@ -508,3 +510,32 @@ def run_toml(fields: dict[str, Any]) -> str:
     import tomli_w
 
     return tomli_w.dumps({k: v for k, v in fields.items() if v is not None})
+
+
+def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Experiment]:
+    """The experiments below ``paths``, as every command reads them (plugin commands too).
+
+    Unreadable run folders are reported on stderr and skipped; no run at all is a
+    :class:`trysquare.errors.NoRunsError` (exit 2); runs that all failed to read,
+    a :class:`trysquare.errors.RunError` (exit 1).
+    """
+    from trysquare._shown import shown
+    from trysquare.errors import NoRunsError
+
+    try:
+        experiments = discover(paths, replay=replay)
+    except RunError as error:
+        raise NoRunsError(error.message) from None
+    for experiment in experiments:
+        for unreadable in experiment.errors:
+            print(f"trysquare: skipped: {shown(unreadable.message)}", file=sys.stderr)
+    if not any(experiment.runs for experiment in experiments):
+        where = ", ".join(str(p) for p in paths)
+        count = sum(len(experiment.errors) for experiment in experiments)
+        if count:
+            # Runs were there and could not be used: the work fell short (1), not a usage slip (2).
+            raise RunError(
+                shown(f"no run under {where} could be used: {count} run folder(s) could not be read")
+            )
+        raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
+    return experiments

@@ -15,7 +15,8 @@ and exec, nothing run between them), and a threaded parent cannot deadlock it.
 
 Elsewhere (no Landlock, another OS, or ``TRYSQUARE_SANDBOX=off``, a switch for
 tests and debugging) nothing is prevented and trysquare relies on detection
-(:mod:`trysquare.guard`). :func:`protection_line` says which is in force.
+(:mod:`trysquare.clone_guard`, :mod:`trysquare.result_guard`). :func:`protection_line` says
+which is in force.
 Dependency-free: :mod:`trysquare._process` imports it.
 """
 

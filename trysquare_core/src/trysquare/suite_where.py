@@ -101,8 +101,8 @@ def dependency_lines(
     scenario declares a suite and no ``prepare``: the suite's copy never carries it."""
     if not test_command or prepare:
         return []
-    from trysquare import repo
     from trysquare.errors import RepoError
+    from trysquare.git.changes import working_files
 
     found: dict[str, list[Path]] = {}
     for clone in clones:
@@ -110,7 +110,7 @@ def dependency_lines(
             if not (clone / folder).is_dir():
                 continue
             try:
-                carried = any(path.startswith(folder + "/") for path in repo.working_files(clone))
+                carried = any(path.startswith(folder + "/") for path in working_files(clone))
             except RepoError:
                 continue  # the run is refused elsewhere, naming why
             if not carried:

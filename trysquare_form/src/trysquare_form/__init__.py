@@ -15,12 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trysquare import hookimpl
-from trysquare.modes import Mode
+from trysquare.api import Mode, hookimpl
 from trysquare_form.mode import FormMode, FormValidation
 
 if TYPE_CHECKING:
-    from trysquare.plugin_api import Commands
+    from trysquare.api import Commands
     from trysquare_form.export import ExportedRun, ExportResult, export_form
     from trysquare_form.ingest import IngestReport, Refusal, ingest_form
 

@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trysquare.errors import UsageError
-from trysquare.plugin_api import add_selection_options, shown
+from trysquare.api import UsageError, add_selection_options, shown
 
 if TYPE_CHECKING:
-    from trysquare.plugin_api import Commands
+    from trysquare.api import Commands
 
 __all__ = ["register"]
 
@@ -95,8 +94,7 @@ def _seed(text: str) -> int:
 
 
 def _load(scenario_path: Path, path: Path) -> tuple[Any, Any]:
-    from trysquare.plugin_api import load_experiments
-    from trysquare.scenario import load_scenario
+    from trysquare.api import load_experiments, load_scenario
 
     scenario = load_scenario(scenario_path)
     (experiment,) = load_experiments([path])
@@ -106,7 +104,7 @@ def _load(scenario_path: Path, path: Path) -> tuple[Any, Any]:
 def _export(args: argparse.Namespace) -> int:
     from trysquare_form.export import export_form
 
-    from trysquare.selection import Selection
+    from trysquare.api import Selection
 
     scenario, experiment = _load(args.scenario, args.path)
     (experiment,) = Selection.from_args(args.cell, args.run).apply([experiment])

@@ -26,12 +26,8 @@ from pathlib import Path
 
 import attrs
 
-from trysquare import plugin_api
-from trysquare.context import RunFacts, gather_facts
-from trysquare.errors import RunError, UsageError
-from trysquare.results import read_result
-from trysquare.runs import Experiment, Run
-from trysquare.scenario import Scenario
+from trysquare import api
+from trysquare.api import Experiment, Run, RunError, RunFacts, Scenario, UsageError, gather_facts, read_result
 from trysquare_form.keyfile import FormKey, KeyEntry, form_secret, forms_lock, key_path, write_key
 from trysquare_form.mode import FormValidation, form_validation, manual_values
 
@@ -185,7 +181,7 @@ def _write_export(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     # The form last: a form on disk always has its pieces and its key.
-    plugin_api.write_text(out, render_form(scenario, form, tables, seed, out, facts, form_id=form_id))
+    api.write_text(out, render_form(scenario, form, tables, seed, out, facts, form_id=form_id))
     return ExportResult(
         form=out,
         pieces=folder,
@@ -244,7 +240,7 @@ def _sweep_beside(out: Path, folder: Path, *, older_than: float = 60.0) -> None:
     """Remove what a killed export of this form left beside it: a temporary form file, a
     staging or retired pieces folder (one of ours: it holds the marker). Only once a minute
     old: another export of the same form may be writing them now."""
-    from trysquare.lock import sweep_temps
+    from trysquare.api import sweep_temps
 
     sweep_temps(out.parent, of=out.name, older_than=older_than)
     before = time.time() - older_than

@@ -23,12 +23,8 @@ from typing import Any
 
 import attrs
 
-from trysquare import context as contexts, plugins, results
-from trysquare.errors import RunError, UsageError
-from trysquare.modes import PIECES
-from trysquare.lock import experiment_lock
-from trysquare.runs import Experiment, Run
-from trysquare.scenario import Scenario
+from trysquare import api
+from trysquare.api import Experiment, PIECES, Run, RunError, Scenario, UsageError, experiment_lock
 from trysquare_form.export import piece_bytes
 from trysquare_form.keyfile import FormKey, form_id_of, forms_folder, forms_lock, read_key
 from trysquare_form.mode import FormValidation, ManualValue, form_validation, manual_values, outcome_for
@@ -218,7 +214,7 @@ def ingest_form(
             run = runs_by_id.get(key.runs[opaque].id)
             if run is None:
                 continue
-            previous = results.read_result(run, form.name)
+            previous = api.read_result(run, form.name)
             values = manual_values(previous)
             # Anything recorded without provenance was measured: never replaced.
             measured = {
@@ -269,8 +265,8 @@ def ingest_form(
                 written.append(run.id)
 
         current = {v.name: v.digest() for v in scenario.validations}
-        rows = results.build_measures(scenario, experiment.runs, current)
-        measures = results.write_measures(experiment.root, rows)
+        rows = api.build_measures(scenario, experiment.runs, current)
+        measures = api.write_measures(experiment.root, rows)
     states = {"valid": 0, "invalid": 0, "pending": 0}
     for row in rows:
         states[row["state"]] = states.get(row["state"], 0) + 1
@@ -295,7 +291,7 @@ def _moved_pieces(key: FormKey, opaque: str, form: FormValidation, run: Run) -> 
     if not shown:
         return None
     try:
-        facts = contexts.gather_facts(run)
+        facts = api.gather_facts(run)
         now = {piece: hashlib.sha256(piece_bytes(piece, run, facts)).hexdigest() for piece in shown}
     except (RunError, OSError) as error:
         why = error.message if isinstance(error, RunError) else (error.strerror or str(error))
@@ -342,7 +338,7 @@ def _refuse_entry(
         owner = owners.get(metric)
         if owner is None:
             return f"unknown metric: the form '{form.name}' asks for {', '.join(form.metrics)}"
-        recorded = ((results.read_result(run, owner.name) or {}).get("metrics") or {})
+        recorded = ((api.read_result(run, owner.name) or {}).get("metrics") or {})
         seen = f" (recorded: {_show(recorded[metric])})" if metric in recorded else ""
         return (
             f"'{metric}' is measured by validator '{owner.name}'{seen}; "
@@ -361,15 +357,15 @@ def _record(
     previous: Mapping[str, Any] | None,
 ) -> None:
     outcome = outcome_for(form, values)
-    document = results.result_document(
+    document = api.result_document(
         form,
         outcome,
         digest=form.digest(),
         context_digest=_context_digest(scenario, run, form, previous),
         duration=0.0,
     )
-    results.write_result(run, form.name, document, None)  # the replaced result goes to history
-    plugins.observe_outcome(run, form, outcome)  # an observer that raises is a warning
+    api.write_result(run, form.name, document, None)  # the replaced result goes to history
+    api.observe_outcome(run, form, outcome)  # an observer that raises is a warning
 
 
 def _context_digest(
@@ -382,21 +378,19 @@ def _context_digest(
     form again, which keeps every value.
     """
     try:
-        facts = contexts.gather_facts(run)
-        context = contexts.build_context(scenario, run, form, facts)
+        facts = api.gather_facts(run)
+        context = api.build_context(scenario, run, form, facts)
     except RunError:
         return (previous or {}).get("context_digest")
-    text = contexts.dump_context(context)
-    path = results.archive_dir(run, form.name) / "context.json"
+    text = api.dump_context(context)
+    path = api.archive_dir(run, form.name) / "context.json"
     try:
         unchanged = path.read_text(encoding="utf-8") == text
     except OSError:
         unchanged = False
     if not unchanged:
-        from trysquare import plugin_api
-
-        plugin_api.write_text(path, text)
-    return contexts.context_digest(text, context, root=run.dir, validation=form)
+        api.write_text(path, text)
+    return api.context_digest(text, context, root=run.dir, validation=form)
 
 
 def _show(value: Any) -> str:

@@ -19,8 +19,8 @@ from typing import Any
 
 import attrs
 
-from trysquare import plugin_api
-from trysquare.errors import UsageError
+from trysquare import api
+from trysquare.api import UsageError
 
 __all__ = ["FormKey", "KeyEntry", "form_secret", "key_path", "read_key", "write_key"]
 
@@ -58,7 +58,7 @@ def forms_folder(root: Path) -> Path:
 def forms_lock(root: Path) -> AbstractContextManager[None]:
     """Held (shared) by every writer into the forms folder; the first writer to find
     nobody else at work sweeps a killed writer's temporary files there."""
-    from trysquare.lock import folder_lock
+    from trysquare.api import folder_lock
 
     return folder_lock(forms_folder(root))
 
@@ -95,9 +95,9 @@ def form_secret(root: Path) -> bytes:
 
     path = root / ".trysquare" / "forms" / SECRET_FILE
     try:
-        secret = plugin_api.read_bytes(path, root=root)
+        secret = api.read_bytes(path, root=root)
     except FileNotFoundError:
-        secret = plugin_api.create_once(path, secrets.token_hex(32).encode("ascii") + b"\n", root=root)
+        secret = api.create_once(path, secrets.token_hex(32).encode("ascii") + b"\n", root=root)
     except OSError as error:
         raise UsageError(f"{path}: the form secret cannot be read ({error})") from None
     secret = secret.strip()
@@ -120,7 +120,7 @@ def write_key(path: Path, key: FormKey) -> None:
         document["form_id"] = key.form_id
         document["exported"] = key.exported
         document["pieces"] = key.pieces
-    plugin_api.write_json(path, document, root=path.parents[2])
+    api.write_json(path, document, root=path.parents[2])
 
 
 def read_key(root: Path, form: Path, form_id: str | None = None) -> FormKey:
@@ -129,7 +129,7 @@ def read_key(root: Path, form: Path, form_id: str | None = None) -> FormKey:
     path = key_path(root, form, form_id)
     try:
         # Through no symlink and never a file with another name elsewhere (a hard link).
-        document = json.loads(plugin_api.read_bytes(path, root=root).decode("utf-8"))
+        document = json.loads(api.read_bytes(path, root=root).decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(
             f"{form.name} has no key under {root} (looked for {path}); ingest a form against "

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from trysquare.modes import Job, Outcome, TableSource, Validation, check_pieces
+from trysquare.api import Outcome, TableSource, Validation, ValidationTask, check_pieces
 
 if TYPE_CHECKING:
-    from trysquare.scenario import Scenario
+    from trysquare.api import Scenario
 
 __all__ = ["FormMode", "FormValidation", "ManualValue", "form_validation", "manual_values", "outcome_for"]
 
@@ -29,10 +29,10 @@ class FormValidation(Validation):
 
     confines_what_it_runs: ClassVar[bool] = True  # it starts no process
 
-    def evaluate(self, job: Job) -> Outcome:
+    def evaluate(self, task: ValidationTask) -> Outcome:
         # A re-validation (a changed digest, a changed diff, --force) must keep
         # what a human filled: the only source of these values is an ingest.
-        return outcome_for(self, manual_values(job.previous))
+        return outcome_for(self, manual_values(task.previous))
 
 
 @attrs.frozen
@@ -92,7 +92,7 @@ def outcome_for(validation: FormValidation, values: Mapping[str, ManualValue]) -
 
 def form_validation(scenario: Scenario, name: str | None = None) -> FormValidation:
     """The form validator ``name`` of ``scenario`` (default: its first), or a UsageError."""
-    from trysquare.errors import UsageError
+    from trysquare.api import UsageError
 
     forms = [v for v in scenario.validations if isinstance(v, FormValidation)]
     if name is None:

@@ -6,8 +6,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trysquare import hookimpl
-from trysquare.modes import Mode
+from trysquare.api import Mode, hookimpl
 from trysquare_judge.builtin import trysquare_register_judge_providers
 from trysquare_judge.mode import JudgeMode
 

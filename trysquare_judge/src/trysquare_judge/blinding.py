@@ -17,8 +17,8 @@ import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from trysquare import plugin_api
-from trysquare.runs import Run
+from trysquare import api
+from trysquare.api import Run
 
 __all__ = ["blinding_line", "leaking_pieces", "leaks"]
 
@@ -163,7 +163,7 @@ def _read(path: Path | None, cap: int | None, *, root: Path | None = None) -> by
         size = (path.stat() if root is None else path.lstat()).st_size
         if cap is not None and size > cap:
             return _Oversized()  # stat first: a 100 MB file is not read to find out
-        return path.read_bytes() if root is None else plugin_api.read_bytes(path, root=root)
+        return path.read_bytes() if root is None else api.read_bytes(path, root=root)
     except OSError:
         return b""
 
@@ -177,10 +177,8 @@ def _response(run: Run, cap: int | None) -> bytes:
     path = run.dir / RESPONSE_FILE
     if path.exists() or run.session is None:
         return _read(path if path.exists() else None, cap)
-    from trysquare import sessions
-
     try:
-        text = sessions.final_response(run.session, format=run.session_format, repo=run.repo)
+        text = api.final_response(run.session, format=run.session_format, repo=run.repo)
     except Exception:  # noqa: BLE001 - an unreadable session is reported when contexts are built
         return b""
     # surrogatepass: a lone surrogate in a session's prose must not crash `check`.
@@ -209,12 +207,11 @@ class _CappedSink:
 def _diff(run: Run, cap: int | None) -> bytes:
     # Computed afresh (diff.patch may be stale or absent before validate); git writes
     # nothing, and the patch streams through a capped sink rather than into memory.
-    from trysquare import repo
-    from trysquare.errors import RepoError
+    from trysquare.api import RepoError
 
     sink = _CappedSink(cap)
     try:
-        repo.write_diff_patch(run.repo, run.base_commit, sink, run.excluded)  # type: ignore[arg-type]
+        api.write_diff_patch(run.repo, run.base_commit, sink, run.excluded)  # type: ignore[arg-type]
     except RepoError:
         # The last patch trysquare wrote, if any (a link is not its file: not followed).
         return _read(run.dir / DIFF_FILE, cap, root=run.dir)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trysquare import hookimpl
+from trysquare.api import hookimpl
 from trysquare_judge.providers import Provider
 
 

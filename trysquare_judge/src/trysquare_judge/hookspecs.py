@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from trysquare.hookspecs import hookspec
+from trysquare.api import hookspec, listed_as
 
 if TYPE_CHECKING:
     from trysquare_judge.providers import Provider
 
 
+@listed_as("providers", "provider")
 @hookspec
 def trysquare_register_judge_providers(register: Callable[[Provider], None]) -> None:
     """Register judge provider types: what ``type = "..."`` in ``[providers.NAME]`` names.

@@ -18,10 +18,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from trysquare.errors import ScenarioError
-from trysquare.modes import Job, Outcome, TableSource, Validation, check_pieces
-from trysquare.plugin_api import digest as canonical_digest
-from trysquare.plugin_api import refuse_hard_link, write_with_history
+from trysquare.api import (
+    Outcome,
+    ScenarioError,
+    TableSource,
+    Validation,
+    ValidationTask,
+    check_pieces,
+    digest as canonical_digest,
+    refuse_hard_link,
+    write_with_history,
+)
 from trysquare_judge import blinding, prompt, scrub
 from trysquare_judge.providers import (
     THINKING,
@@ -46,8 +53,7 @@ from trysquare_judge.verdict import (
 )
 
 if TYPE_CHECKING:
-    from trysquare.runs import Run
-    from trysquare.scenario import Scenario
+    from trysquare.api import Run, Scenario
 
 __all__ = ["JudgeMode", "JudgeValidation"]
 
@@ -171,7 +177,7 @@ class JudgeValidation(Validation):
         return [blinding.blinding_line(runs, self.pieces, max_piece_bytes=self.max_piece_bytes)]
 
     def prepare(self) -> None:
-        # The HTTP client takes ~0.5 s to import: done beside planning, not by the first
+        # The HTTP client is slow to import: done beside planning, not by the first
         # verdict while every other task waits on it. (`check` never calls this.)
         import threading
 
@@ -179,8 +185,8 @@ class JudgeValidation(Validation):
 
     # -- one run ----------------------------------------------------------------
 
-    def evaluate(self, job: Job) -> Outcome:
-        planted = _planted_link(job.archive)
+    def evaluate(self, task: ValidationTask) -> Outcome:
+        planted = _planted_link(task.archive)
         if planted is not None:
             # Refused before anything is sent: the transcript could not be kept after paying.
             return Outcome.invalid(f"judge '{self.name}': {planted}; nothing was sent to the judge")
@@ -196,21 +202,21 @@ class JudgeValidation(Validation):
         # Every key this machine's judges hold, scrubbed in every encoding from all
         # that is written or printed: the transcript, the reasons, the error.
         keys = scrub.keys_from_environment(
-            [self.endpoint.api_key_env if self.endpoint else None, *sorted(job.protected_env)]
+            [self.endpoint.api_key_env if self.endpoint else None, *sorted(task.protected_env)]
         )
         # Written even when the conversation crashes: the exchanges so far are the evidence.
         outcome = Outcome.invalid(f"judge '{self.name}' stopped before its conversation ended")
         spent: list[Usage] = []  # one entry per reply or provider failure, in order
         try:
-            outcome = self._converse(job, transcript["exchanges"], spent)
+            outcome = self._converse(task, transcript["exchanges"], spent)
         finally:
             usage = self.usage_record(spent)
             if outcome.kept_after is not None:  # the kept verdict's spending stays counted
-                usage = _added_usage((job.previous or {}).get("usage"), usage)
+                usage = _added_usage((task.previous or {}).get("usage"), usage)
             outcome = attrs.evolve(_scrubbed(outcome, keys), usage=usage)
             transcript["usage"] = dict(outcome.usage or {})
             transcript["outcome"] = {"state": outcome.state, "error": outcome.error}
-            _write_transcript(job.archive, scrub.scrub_value(transcript, keys), root=job.run.dir)
+            _write_transcript(task.archive, scrub.scrub_value(transcript, keys), root=task.run.dir)
         return outcome
 
     def usage_record(self, spent: Sequence[Usage]) -> dict[str, Any]:
@@ -237,16 +243,16 @@ class JudgeValidation(Validation):
             "price_output": None if endpoint is None else endpoint.price_output,
         }
 
-    def _converse(self, job: Job, exchanges: list[Mapping[str, Any]], spent: list[Usage]) -> Outcome:
+    def _converse(self, task: ValidationTask, exchanges: list[Mapping[str, Any]], spent: list[Usage]) -> Outcome:
         assert self.endpoint is not None
         texts: dict[str, str] = {}
         for piece in self.pieces:
-            if job.context.get(piece) is None:
+            if task.context.get(piece) is None:
                 # Unknown is not empty: a judge shown "(empty)" would score a note nobody saw.
                 return self._unjudged(
                     f"no {piece} was recorded for this run; nothing was sent to the judge"
                 )
-            text, size = prompt.read_piece_capped(job.context, piece, self.max_piece_bytes)
+            text, size = prompt.read_piece_capped(task.context, piece, self.max_piece_bytes)
             if text is None:
                 # Nothing is sent: a judge handed a truncated piece would judge something else.
                 return self._unjudged(
@@ -284,7 +290,7 @@ class JudgeValidation(Validation):
                 # A provider that does not count its attempts sent at least one per exchange.
                 spent.append(error.usage or Usage(requests=len(error.exchanges)))
                 failure = f"judge provider '{self.provider}' failed: {error.message}"
-                return _kept(job, failure) or Outcome.invalid(failure)
+                return _kept(task, failure) or Outcome.invalid(failure)
             exchanges.extend(reply.exchanges)
             spent.append(reply.usage or Usage(requests=max(1, len(reply.exchanges))))
             verdict, answers, problem = _read_reply(reply, self.metrics)
@@ -316,20 +322,17 @@ def _added_usage(previous: Any, usage: dict[str, Any]) -> dict[str, Any]:
     return added
 
 
-def _kept(job: Job, failure: str) -> Outcome | None:
+def _kept(task: ValidationTask, failure: str) -> Outcome | None:
     """The previous verdict, kept, when asking again (``--rejudge``) failed to get one and
     it is still current (same judge, same request); ``None`` otherwise.
 
     A provider that fails is not a verdict: a paid, valid verdict is never replaced by
     the outage. The failure is said (``kept_after``), and ``validate`` exits 1.
     """
-    previous = job.previous or {}
-    recorded = previous.get("validator") or {}
+    previous = task.previous or {}
     current = (
-        previous.get("state") == "valid"
-        and previous.get("context_digest") == job.context_digest
-        and isinstance(recorded, Mapping)
-        and recorded.get("digest") == job.digest
+        task.previous_current
+        and previous.get("state") == "valid"
         and isinstance(previous.get("metrics"), Mapping)
     )
     if not current:
@@ -403,8 +406,8 @@ def _planted_link(archive: Path) -> str | None:
 def _write_transcript(archive: Path, transcript: Mapping[str, Any], *, root: Path) -> None:
     # Inside the run folder: never read or written through the agent's symlinks.
     # A re-judged run keeps the conversation its previous verdict came from. One line:
-    # json's C encoder writes it (an indented dump ran the pure-Python encoder, a third of
-    # a judged task's CPU at 200 runs); the view indents it for reading.
+    # json's C encoder writes it (an indented dump runs the pure-Python encoder, a large
+    # share of a judged task's own work); the view indents it for reading.
     write_with_history(
         archive / TRANSCRIPT, transcript, archive / TRANSCRIPT_HISTORY, root=root, compact=True
     )

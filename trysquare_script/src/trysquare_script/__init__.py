@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trysquare import hookimpl
-from trysquare.modes import Mode
+from trysquare.api import Mode, hookimpl
 from trysquare_script.mode import ScriptMode, ScriptValidation
 
 __all__ = ["ScriptMode", "ScriptValidation"]

@@ -3,7 +3,7 @@
 The run becomes invalid — cause recorded, stderr kept — when the script exits
 non-zero, prints unreadable JSON or nothing, exceeds its timeout, or omits a
 declared metric. Its working directory is an empty scratch folder of its own
-(:func:`trysquare.plugin_api.scratch_folder`), never the measured clone; where the kernel allows it (Landlock), that folder (also its
+(:func:`trysquare.api.scratch_folder`), never the measured clone; where the kernel allows it (Landlock), that folder (also its
 ``TMPDIR``) and its archive folder are the only places it can write.
 """
 
@@ -18,9 +18,21 @@ from typing import Any, ClassVar
 
 import attrs
 
-from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
-from trysquare.outputs import keep_output, parse_validator_output
-from trysquare.plugin_api import DEFAULT_OUTPUT_CAP, child_environment, run_process, scratch_folder
+from trysquare.api import (
+    DEFAULT_OUTPUT_CAP,
+    Outcome,
+    ProcessResult,
+    TableSource,
+    Validation,
+    ValidationTask,
+    check_timeout,
+    child_environment,
+    keep_output,
+    parse_validator_output,
+    run_process,
+    run_warm_if_served,
+    scratch_folder,
+)
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -33,6 +45,7 @@ class _ScriptTable:
     name: str = ""
     timeout: float = DEFAULT_TIMEOUT
     pass_env: tuple[str, ...] = ()
+    warm: bool = True
 
 
 @attrs.frozen(kw_only=True)
@@ -45,6 +58,9 @@ class ScriptValidation(Validation):
     # Secret-looking variables this script may see all the same (checked at load:
     # never a judge provider's key).
     pass_env: tuple[str, ...] = ()
+    # ``warm = false``: every run starts the script afresh, even one the warm path could serve.
+    # Not in the digest: warm and cold record the same results.
+    warm: bool = True
 
     # The script and the suite it may run start confined (writable: its scratch, its archive).
     confines_what_it_runs: ClassVar[bool] = True
@@ -65,27 +81,27 @@ class ScriptValidation(Validation):
         hasher.update(repr(table).encode())
         return "sha256:" + hasher.hexdigest()
 
-    def evaluate(self, job: Job) -> Outcome:
-        from trysquare.context import write_session_facts  # lazy: loading the mode stays cheap
-        from trysquare.errors import RunError
+    def evaluate(self, task: ValidationTask) -> Outcome:
+        from trysquare.api import write_session_facts  # lazy: loading the mode stays cheap
+        from trysquare.api import RunError
 
         try:
-            write_session_facts(job.run, job.context)
+            write_session_facts(task.run, task.context)
         except RunError as error:
             return Outcome.invalid(f"script {self.command}: {error.message}")
         with scratch_folder("trysquare-script-") as workdir:
-            try:
-                done = run_process(
-                    [str(self.executable), str(job.context_path)],
-                    cwd=workdir,
-                    timeout=self.timeout,
-                    env={**_environment(self.pass_env, job), **job.environment, "TMPDIR": workdir},
-                    # Its scratch folder and its archive are all it may write (where
-                    # the kernel allows it): not the clone, the run or the etalon cache.
-                    writable=[workdir, job.archive],
-                )
-            except OSError as error:
-                return Outcome.invalid(f"script {self.command} could not be started: {error.strerror}")
+            argv = [str(self.executable), str(task.context_path)]
+            base_env = _environment(self.pass_env, task)
+            env = {**base_env, **task.environment, "TMPDIR": workdir}
+            # Its scratch folder and its archive are all it may write (where
+            # the kernel allows it): not the clone, the run or the etalon cache.
+            writable: list[str | Path] = [workdir, task.archive]
+            done = self._run_warm(argv, workdir, base_env, env, writable)
+            if done is None:
+                try:
+                    done = run_process(argv, cwd=workdir, timeout=self.timeout, env=env, writable=writable)
+                except OSError as error:
+                    return Outcome.invalid(f"script {self.command} could not be started: {error.strerror}")
         if done.timed_out:
             return Outcome.invalid(
                 f"script {self.command} exceeded its timeout of {self.timeout:g} s "
@@ -106,8 +122,25 @@ class ScriptValidation(Validation):
             )
         outcome = parse_validator_output(done.stdout, declared=self.metrics, what=f"script {self.command}")
         if outcome.state == "invalid" and done.stdout.strip():
-            keep_output(job, done.stdout)  # the error quotes its first bytes; the archive has all
+            keep_output(task, done.stdout)  # the error quotes its first bytes; the archive has all
         return attrs.evolve(outcome, stderr=done.stderr)
+
+
+    def _run_warm(
+        self,
+        argv: list[str],
+        workdir: str,
+        base_env: Mapping[str, str],
+        env: Mapping[str, str],
+        writable: list[str | Path],
+    ) -> ProcessResult | None:
+        """The script run by its warm server (``docs/warm.md``), or ``None`` for the cold path."""
+        if not self.warm:
+            return None
+        return run_warm_if_served(
+            self.executable, argv, cwd=workdir, timeout=self.timeout,
+            base_env=base_env, env=env, writable=writable,
+        )
 
 
 def _last_words(stderr: bytes | None, limit: int = 300) -> str:
@@ -128,11 +161,11 @@ def _exit_description(code: int | None) -> str:
     return f"exited with code {code}"
 
 
-def _environment(pass_env: Sequence[str], job: Job) -> Mapping[str, str]:
+def _environment(pass_env: Sequence[str], task: ValidationTask) -> Mapping[str, str]:
     # The script gets trysquare's environment minus every judge key and every
     # secret-looking variable, except those passed by name: its own pass_env, and
     # the suite's ([task] pass_env, which run.tests() inside it hands on).
-    env = child_environment(passed=[*pass_env, *job.suite_pass_env], protected=job.protected_env)
+    env = child_environment(passed=[*pass_env, *task.suite_pass_env], protected=task.protected_env)
     # `#!/usr/bin/env python3` must find the interpreter trysquare runs in (and so
     # trysquare.assay), even when its virtual environment is not activated.
     interpreter_dir = os.path.dirname(sys.executable)
@@ -161,4 +194,5 @@ class ScriptMode:
             executable=executable,
             timeout=raw.timeout,
             pass_env=raw.pass_env,
+            warm=raw.warm,
         )

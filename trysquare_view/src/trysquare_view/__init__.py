@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trysquare import hookimpl
+from trysquare.api import hookimpl
 
 __all__ = ["HtmlFormat"]
 

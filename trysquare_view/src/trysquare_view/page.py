@@ -311,7 +311,7 @@ def _forest(report: Mapping[str, Any]) -> str:
                    f"<td>{esc(row['state'])}</td>{_runs_needed_cell(row)}</tr>")
     out.append("</tbody></table>")
     if any(row.get("runs_needed") for row in rows):
-        from trysquare.report.render import runs_needed_method
+        from trysquare.api import runs_needed_method
 
         out.append(f'<p class="note" id="runs-needed-method">{_code(runs_needed_method(gaps))}</p>')
     return "".join(out)
@@ -329,7 +329,7 @@ def _code(text: str) -> str:
 
 
 def _procedure_note(gaps: Mapping[str, Any]) -> str:
-    from trysquare.report.render import procedure_lines
+    from trysquare.api import procedure_lines
 
     lines = "<br>".join(_code(line) for line in procedure_lines(gaps))
     return f'<p class="note" id="procedure">{lines}</p>'
@@ -339,7 +339,7 @@ def _runs_needed_cell(row: Mapping[str, Any]) -> str:
     needed = row.get("runs_needed")
     if not needed:
         return "<td>\u2013</td>"
-    from trysquare.report.render import runs_needed_text
+    from trysquare.api import runs_needed_text
 
     return f'<td class="runs-needed">{esc(runs_needed_text(needed))}</td>'
 
@@ -518,7 +518,7 @@ def _matrix(source: Any, rows: Sequence[Mapping[str, Any]], window: Window | Non
 
 def _usage(report: Mapping[str, Any]) -> str:
     """What the judge providers reported spending, per validator and cell, and the cost."""
-    from trysquare.report.render import cost_text, tokens_text
+    from trysquare.api import cost_text, tokens_text
 
     usage = report.get("usage") or ()
     if not usage:
@@ -575,10 +575,7 @@ def read_experiment(scenario: Any, path: Any, experiment: Any = None) -> Any:
     before) saves finding and checking every run folder again: only the results
     are read anew.
     """
-    from trysquare.report import report_source
-    from trysquare.report.tables import Layout, build_report
-    from trysquare.results import build_measures
-    from trysquare.runs import discover
+    from trysquare.api import Layout, build_measures, build_report, discover, report_source
 
     if experiment is None:
         experiment = discover([path])[0]

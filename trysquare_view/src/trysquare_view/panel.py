@@ -22,7 +22,7 @@ import attrs
 __all__ = ["DIFF_FILE_CHARS", "esc", "read_inside", "run_panel"]
 
 # Past these sizes a piece is cut, saying so and naming the full file: a page
-# must open fast whatever one run wrote (1,000 runs stay a few megabytes).
+# must open fast whatever one run wrote, however many runs the page shows.
 DIFF_FILE_CHARS = 20_000
 DIFF_READ_BYTES = 1_000_000
 RESPONSE_CHARS = 20_000
@@ -74,7 +74,7 @@ def read_inside(run_dir: Path, relative: str, limit: int, *, tail: bool = False)
             raise Refused(f"{relative} is not a regular file")
         if info.st_nlink > 1:
             # A hard link to a file elsewhere (a secret) would be shown as the run's.
-            from trysquare.plugin_api import refuse_hard_link
+            from trysquare.api import refuse_hard_link
 
             try:
                 refuse_hard_link(info, Path(relative))
@@ -242,7 +242,7 @@ def _value(value: Any) -> str:
 def _unsigned(who: Any, name: str, document: Mapping[str, Any]) -> str | None:
     """Why ``document`` is not a result trysquare signed here for run ``who`` (a measures row's
     id, cell and repetition) and validator ``name``; None when it is."""
-    from trysquare.results import signature_problem
+    from trysquare.api import signature_problem
 
     if who is None:
         return "the run it belongs to is unknown"
@@ -318,9 +318,7 @@ def _validator_section(run_dir: Path, name: str, who: Any = None) -> str:
 def result_usage(result: Mapping[str, Any]) -> str:
     """``spent: 2 request(s) · input tokens 1,200 (300 cached) · output tokens 80 · $0.00076``
     from a result's ``usage`` (what the judge recorded), or ``""`` when it has none."""
-    from trysquare.report.render import cost_text, tokens_text
-    from trysquare.report.tables import usage_totals
-    from trysquare.results import usage_of
+    from trysquare.api import cost_text, tokens_text, usage_of, usage_totals
 
     usage = usage_of(result)
     if usage is None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trysquare.plugin_api import Commands
+    from trysquare.api import Commands
 
 __all__ = ["ViewState", "add_view_command", "make_server"]
 
@@ -71,7 +71,7 @@ class ViewState:
         self._lock = threading.Lock()
         # Found and checked once (a git call per run); each page then reads only
         # the results, which is what a running `validate` changes.
-        from trysquare.plugin_api import load_experiments
+        from trysquare.api import load_experiments
 
         self.experiment = load_experiments([path])[0]
         self._signature_built: tuple[int, ...] = ()
@@ -231,8 +231,7 @@ def make_server(
 
 
 def _view(args: argparse.Namespace) -> int:
-    from trysquare.errors import UsageError
-    from trysquare.scenario import load_scenario
+    from trysquare.api import UsageError, load_scenario
 
     scenario = load_scenario(args.scenario)
     if not args.path.is_dir():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from trysquare import hookimpl
+from trysquare.api import hookimpl
 
 if TYPE_CHECKING:
     from trysquare_judge.providers import Provider

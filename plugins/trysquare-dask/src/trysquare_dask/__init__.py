@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from trysquare import hookimpl
+from trysquare.api import hookimpl
 
 __all__ = ["DaskExecutor"]
 

@@ -1,7 +1,7 @@
 """The ``dask`` executor: planned tasks run on a ``dask.distributed`` cluster.
 
 The client (the ``trysquare validate`` process) builds and archives every
-context, then submits tasks; a worker runs :func:`trysquare.runner.execute_task`,
+context, then submits tasks; a worker runs :func:`trysquare.api.execute_task`,
 which writes the result atomically into the run folder — the same files the
 local pool writes, on a filesystem the client and the workers share. The
 client yields each recorded document as it arrives, so the runner draws the
@@ -23,19 +23,24 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from trysquare.errors import UsageError
+from trysquare.api import UsageError
 
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-    from trysquare.runner import Task
+    from trysquare.api import PlannedTask as Task, TaskResult
 
 __all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "parse_options"]
 
 # What a local cluster alone understands: meaningless next to scheduler=ADDRESS.
 LOCAL_OPTIONS = ("workers", "threads", "processes")
-OPTIONS = ("scheduler", "address", *LOCAL_OPTIONS, "retries")
+OPTIONS = ("scheduler", "address", *LOCAL_OPTIONS, "retries", "worker_wait")
 DEFAULT_RETRIES = 2
+# How long tasks may wait on a cluster with no worker at all before validate gives up on them:
+# long enough for a nanny to restart a worker or an autoscaler to add one.
+DEFAULT_WORKER_WAIT = 300.0
+# How often, while it waits, the client asks the scheduler whether any worker is left.
+WORKER_LOOK_SECONDS = 1.0
 # How often the client looks at should_stop while it waits for results.
 POLL_SECONDS = 0.05
 # Where a local cluster's HTTP servers listen: this machine only, any free port.
@@ -57,6 +62,7 @@ class DaskSettings:
     threads: int | None = None  # per worker
     processes: bool = True  # worker processes: a validator that crashes one loses one worker
     retries: int = DEFAULT_RETRIES  # a task that raised on a worker (e.g. a flaky mount) again
+    worker_wait: float = DEFAULT_WORKER_WAIT  # seconds with no worker before giving up
 
 
 class DaskExecutor:
@@ -103,6 +109,7 @@ def parse_options(options: Mapping[str, str]) -> DaskSettings:
         threads=_positive(options, "threads"),
         processes=_boolean(options, "processes", default=True),
         retries=_count(options, "retries", default=DEFAULT_RETRIES),
+        worker_wait=_seconds(options, "worker_wait", default=DEFAULT_WORKER_WAIT),
     )
 
 
@@ -121,6 +128,19 @@ def _count(options: Mapping[str, str], key: str, *, default: int) -> int:
     value = _integer(options[key], key)
     if value < 0:
         raise UsageError(f"--executor-option {key}={options[key]}: must be 0 or more")
+    return value
+
+
+def _seconds(options: Mapping[str, str], key: str, *, default: float) -> float:
+    if key not in options:
+        return default
+    text = options[key]
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise UsageError(f"--executor-option {key}={text}: must be a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"--executor-option {key}={text}: must be a number of seconds above 0")
     return value
 
 
@@ -150,7 +170,7 @@ class DaskRun:
 
     def run(
         self, tasks: Collection[Task], *, should_stop: Callable[[], bool]
-    ) -> Iterator[tuple[Task, dict[str, Any]]]:
+    ) -> Iterator[TaskResult]:
         if not tasks:
             return  # nothing to do: no cluster started for it
         with self._client() as client:
@@ -183,9 +203,8 @@ class DaskRun:
         from trysquare_dask.memory import private_memory
 
         # Not dumpable before the key is made: the user's other processes cannot read it here.
-        with private_memory() if settings.processes else nullcontext():
-            with self._local_cluster() as client:
-                yield client
+        with private_memory() if settings.processes else nullcontext(), self._local_cluster() as client:
+            yield client
 
     @contextmanager
     def _local_cluster(self) -> Iterator[Client]:
@@ -301,7 +320,7 @@ class _Session:
 
     def run(
         self, tasks: Collection[Task], should_stop: Callable[[], bool]
-    ) -> Iterator[tuple[Task, dict[str, Any]]]:
+    ) -> Iterator[TaskResult]:
         from distributed import Event, as_completed
 
         from trysquare_dask.worker import run_task, semaphore_for
@@ -332,6 +351,7 @@ class _Session:
                 running[future.key] = (future, task)
                 completed.add(future)
 
+        workerless = _WorkerlessClock(self.client, self.settings.worker_wait)
         try:
             submit_more()
             while running:
@@ -339,30 +359,44 @@ class _Session:
                     stop.set()  # a task still running records nothing, as with the local pool
                     return
                 if not completed.has_ready():
+                    if workerless.expired():
+                        raise UsageError(
+                            f"dask: {self._where()} has had no worker for "
+                            f"{self.settings.worker_wait:g} s while {len(running)} tasks waited; "
+                            "nothing was recorded for them: start workers (or give them longer "
+                            "with --executor-option worker_wait=SECONDS) and run validate again"
+                        )
                     time.sleep(POLL_SECONDS)
                     continue
                 for future in completed.next_batch(block=False):
                     _, task = running.pop(future.key)
-                    document = self._document(future, task)
+                    result = self._result(future, task)
                     # Let the scheduler forget it now: while a client holds a finished task's
                     # future, a worker that dies holding its (small) result has it computed
                     # again, and the validator rewrites a result already recorded.
                     future.release()
-                    if document is not None:
-                        yield task, document
+                    if result is not None:
+                        yield result
                 submit_more()
         finally:
             # Tasks not started never will; results already written stay (whole files).
             if running:
                 self.client.cancel([future for future, _ in running.values()])
 
-    def _document(self, future: Future[Any], task: Task) -> dict[str, Any] | None:
+    def _where(self) -> str:
+        if self.settings.scheduler is not None:
+            return f"the cluster at {self.settings.scheduler}"
+        return "the local cluster"
+
+    def _result(self, future: Future[Any], task: Task) -> TaskResult | None:
         from concurrent.futures import CancelledError
+
+        from trysquare.api import TaskResult
 
         from trysquare_dask.worker import WorkerCannotSeeRuns
 
         try:
-            return future.result()
+            document = future.result()
         except CancelledError:  # distributed's FutureCancelledError derives from it
             return None
         except WorkerCannotSeeRuns as error:
@@ -371,22 +405,41 @@ class _Session:
             # E.g. KilledWorker: the task's worker died more often than
             # distributed.scheduler.allowed-failures allows. The run is invalid, and says why.
             return record_cluster_failure(task, f"{type(error).__name__}: {error}")
+        # The worker sends back the document it wrote, structured strictly into the record here.
+        return None if document is None else TaskResult.from_document(task, document)
 
 
-def record_cluster_failure(task: Task, cause: str) -> dict[str, Any]:
+class _WorkerlessClock:
+    """How long the cluster has had no worker at all, looked at once a second.
+
+    Tasks submitted to a scheduler without workers wait there for ever, and so would
+    ``validate``: every worker died and none came back, or a remote cluster was scaled
+    to nothing. Busy workers are not counted, only their absence.
+    """
+
+    def __init__(self, client: Client, patience: float) -> None:
+        self.client = client
+        self.patience = patience
+        self.last_look = time.monotonic()
+        self.since: float | None = None
+
+    def expired(self) -> bool:
+        now = time.monotonic()
+        if now - self.last_look < WORKER_LOOK_SECONDS:
+            return False
+        self.last_look = now
+        if self.client.nthreads():
+            self.since = None
+            return False
+        if self.since is None:
+            self.since = now
+        return now - self.since >= self.patience
+
+
+def record_cluster_failure(task: Task, cause: str) -> TaskResult:
     """Record, from the client, that the cluster could not run ``task``: an invalid result."""
-    from trysquare import results
-    from trysquare.modes import Outcome
+    from trysquare.api import record_invalid
 
-    outcome = Outcome.invalid(
-        f"the dask cluster could not run validator '{task.validation.name}' on this run: {cause}"
+    return record_invalid(
+        task, f"the dask cluster could not run validator '{task.validation.name}' on this run: {cause}"
     )
-    document = results.result_document(
-        task.validation,
-        outcome,
-        digest=task.digest,
-        context_digest=task.context_digest,
-        duration=0.0,
-    )
-    results.write_result(task.run, task.validation.name, document, None)
-    return document

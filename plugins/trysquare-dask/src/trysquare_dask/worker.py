@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from distributed import Semaphore
 
-    from trysquare.modes import Validation
-    from trysquare.modes import ValidationTask as Task
+    from trysquare.api import PlannedTask as Task, Validation
 
 __all__ = ["WorkerCannotSeeRuns", "run_task", "semaphore_for"]
 
@@ -70,14 +69,14 @@ def run_task(
     """Run one task on this worker; the result is written atomically into the run folder."""
     from distributed import Event
 
-    from trysquare.executors import execute_stoppable
+    from trysquare.api import execute_stoppable
 
-    if not task.context_path.is_file():
+    if not task.task.context_path.is_file():
         # Writing here would create a phantom run folder on this machine's disk.
         import socket
 
         raise WorkerCannotSeeRuns(
-            f"dask worker on {socket.gethostname()} does not see {task.context_path}: "
+            f"dask worker on {socket.gethostname()} does not see {task.task.context_path}: "
             "workers need the runs on a filesystem they share with the client, at the same paths"
         )
     stop = Event(stop_event)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 import attrs
-from trysquare.plugin_api import read_bytes
+from trysquare.api import read_bytes
 
 __all__ = [
     "MAX_REPORT_BYTES",

@@ -32,18 +32,24 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-from trysquare.errors import RepoError
-from trysquare.modes import Job, Outcome, TableSource, Validation, check_timeout
-from trysquare.plugin_api import (
+from trysquare.api import (
+    Outcome,
+    RepoError,
+    ShellWordError,
+    TableSource,
+    Validation,
+    ValidationTask,
+    check_timeout,
     child_environment,
+    copy_tree,
     folders_of,
+    materialise_etalon,
     prepared_tree,
     run_steps,
+    split_command,
     tail,
     throwaway_folder,
 )
-from trysquare.repo import copy_tree, materialise_etalon
-from trysquare.scenario import ShellWordError, split_command
 
 from trysquare_hidden_tests.control import Control, at_base, control_key
 from trysquare_hidden_tests.harness import SetAsideError, copy_base, set_aside
@@ -126,7 +132,7 @@ class HiddenTestsValidation(Validation):
                 hasher.update(b"<unreadable>")
         return "sha256:" + hasher.hexdigest()
 
-    def evaluate(self, job: Job) -> Outcome:
+    def evaluate(self, task: ValidationTask) -> Outcome:
         hidden: list[tuple[str, bytes, int]] = []
         for destination, source in self.files:
             try:
@@ -136,12 +142,12 @@ class HiddenTestsValidation(Validation):
                     f"hidden file {source} for {destination} cannot be read "
                     f"({error.strerror or error})"
                 )
-        prepare = [split_command(step) for step in job.context.get("prepare") or ()]
-        repo = Path(job.context["repo"])
+        prepare = [split_command(step) for step in task.context.get("prepare") or ()]
+        repo = Path(task.context["repo"])
         try:
             # The base commit's tree, read from git's objects into trysquare's cache (nothing
             # from the clone's config runs): the test runner's settings come from it.
-            base = materialise_etalon(repo, str(job.context["base"]))
+            base = materialise_etalon(repo, str(task.context["base"]))
         except RepoError as error:
             return Outcome.invalid(f"the base commit's tree cannot be read: {error.message}")
         # The agent's test code runs here, inside trysquare's process tree: no judge key and
@@ -149,12 +155,12 @@ class HiddenTestsValidation(Validation):
         # by itself (an installed one the agent's project declares would run first).
         # prepare runs with the suite's environment, so the tree it builds is the one
         # run.tests() shares; the harness's variables are the hidden command's alone.
-        prepare_env = child_environment(passed=job.suite_pass_env, protected=job.protected_env)
+        prepare_env = child_environment(passed=task.suite_pass_env, protected=task.protected_env)
         env = {**prepare_env, **HARNESS_ENV}
         # prepare runs once per run: on a tree shared with run.tests() where validate shares one.
         deadline = time.monotonic() + self.timeout  # prepare included, whoever ran it
         try:
-            prepared = prepared_tree(job, prepare_env, timeout=self.timeout)
+            prepared = prepared_tree(task, prepare_env, timeout=self.timeout)
         except (RepoError, OSError):
             prepared = None  # this copy prepares its own, and says what went wrong
         if prepared is not None and prepared.problem is not None:
@@ -163,7 +169,7 @@ class HiddenTestsValidation(Validation):
             )
         else:
             tried = self._attempt(
-                lambda dest: copy_tree(repo, dest), base, hidden, prepare, env, job,
+                lambda dest: copy_tree(repo, dest), base, hidden, prepare, env, task,
                 prepare_env=prepare_env, prepared=prepared, deadline=deadline,
             )
         if tried.invalid is not None:
@@ -177,7 +183,7 @@ class HiddenTestsValidation(Validation):
         nobody = ""
         if not cases or any(test not in cases for test in listed):
             # No usable report, or listed tests missing from it: the agent's doing, or nobody's?
-            control = self._control(job, base, hidden, prepare, env, prepare_env)
+            control = self._control(task, base, hidden, prepare, env, prepare_env)
             stderr += _control_transcript(control)
             if control.ids is not None:
                 at_base = control.ids
@@ -232,7 +238,7 @@ class HiddenTestsValidation(Validation):
         hidden: Sequence[tuple[str, bytes, int]],
         prepare: Sequence[Sequence[str]],
         env: Mapping[str, str],
-        job: Job,
+        task: ValidationTask,
         *,
         prepare_env: Mapping[str, str],
         prepared: Any = None,
@@ -277,7 +283,7 @@ class HiddenTestsValidation(Validation):
                 done = run_steps(
                     steps,
                     timeout=max(deadline - time.monotonic(), 0.0),
-                    **self._options(Path(scratch), copy, prepare_env, job, None),
+                    **self._options(Path(scratch), copy, prepare_env, task, None),
                 )
                 transcript += done.transcript
                 problem = done.problem
@@ -310,13 +316,18 @@ class HiddenTestsValidation(Validation):
             if problem is not None:
                 return _Attempt(problem=problem, set_aside=set_aside_now, stderr=transcript)
             return self._run(
-                Path(scratch), copy, env, set_aside_now, job,
+                Path(scratch), copy, env, set_aside_now, task,
                 deadline=deadline, transcript=transcript, shown_as=shown_as,
                 prepared=bool(prepare),
             )
 
     def _options(
-        self, scratch: Path, copy: Path, env: Mapping[str, str], job: Job, shown_as: str | None
+        self,
+        scratch: Path,
+        copy: Path,
+        env: Mapping[str, str],
+        task: ValidationTask,
+        shown_as: str | None,
     ) -> dict[str, Any]:
         # Only the scratch folder holding the copy (and its report) is writable where the
         # kernel allows it: never the clone, the run, the etalon cache.
@@ -326,8 +337,8 @@ class HiddenTestsValidation(Validation):
             "env": {**env, "TMPDIR": seen_as},  # scratch is all a confined suite may write
             "writable": [str(scratch)],
             # The agent's code: in the jail, which never shows the run's folder.
-            "jail": job.jail,
-            "guarded": [job.run.dir],
+            "jail": task.jail,
+            "guarded": [task.run.dir],
             "consequence": "so no test ran",
             "tail_lines": TAIL_LINES,
             "shown_as": shown_as,
@@ -339,7 +350,7 @@ class HiddenTestsValidation(Validation):
         copy: Path,
         env: Mapping[str, str],
         set_aside_now: tuple[str, ...],
-        job: Job,
+        task: ValidationTask,
         *,
         deadline: float,
         transcript: bytes,
@@ -351,7 +362,7 @@ class HiddenTestsValidation(Validation):
                 "# trysquare set aside (the hidden tests run with the test-runner settings at "
                 f"base): {', '.join(set_aside_now)}\n"
             ).encode()
-        options = self._options(scratch, copy, env, job, shown_as)
+        options = self._options(scratch, copy, env, task, shown_as)
         # The report's folder is made once prepare has ended, every process it started with
         # it: nothing from before the command can be waiting there as a report.
         report = Path(tempfile.mkdtemp(prefix="report-", dir=scratch)) / "junit.xml"
@@ -384,7 +395,7 @@ class HiddenTestsValidation(Validation):
 
     def _control(
         self,
-        job: Job,
+        task: ValidationTask,
         base: Path,
         hidden: Sequence[tuple[str, bytes, int]],
         prepare: Sequence[Sequence[str]],
@@ -396,13 +407,13 @@ class HiddenTestsValidation(Validation):
                 "tree": base.name,  # materialise_etalon's folder is named by the tree's id
                 "validator": self.digest(),
                 "prepare": [list(step) for step in prepare],
-                "pass_env": sorted(job.suite_pass_env),
+                "pass_env": sorted(task.suite_pass_env),
             }
         )
 
         def run() -> Control:
             tried = self._attempt(
-                lambda dest: copy_base(base, dest), base, hidden, prepare, env, job,
+                lambda dest: copy_base(base, dest), base, hidden, prepare, env, task,
                 prepare_env=prepare_env,
             )
             if tried.cases:

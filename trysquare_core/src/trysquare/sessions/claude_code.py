@@ -23,7 +23,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trysquare.sessions._shell import shell_effects, shell_reads
+from trysquare.sessions._tools import (
+    ToolTable,
+    arguments_in,
+    call_paths,
+    finished_part,
+    logged_call_arguments,
+)
 from trysquare.sessions.base import (
     CallCollector,
     FilePart,
@@ -96,24 +102,16 @@ _WRITES = {
 }
 
 
-def _input_of(block: dict[str, Any]) -> dict[str, Any]:
-    """A ``tool_use`` block's input as a dict (anything else kept under ``input``)."""
-    arguments = block.get("input")
-    if isinstance(arguments, dict):
-        return arguments
-    return {} if arguments is None else {"input": arguments}
-
-
-def _logged_input(entry: dict[str, Any], use_id: str | None) -> dict[str, Any]:
-    """The input of ``tool_use`` ``use_id``, read back from its entry."""
-    for block in entry["message"]["content"]:
-        if (
-            isinstance(block, dict)
-            and block.get("type") == "tool_use"
-            and block.get("id") == use_id
-        ):
-            return _input_of(block)
-    return {}
+_TOOLS = ToolTable(
+    reader="claude-code",
+    reads={name: (key,) for name, key in _READS.items()},
+    writes={name: (key,) for name, key in _WRITES.items()},
+    shells=frozenset({"Bash"}),
+    quiet=_QUIET_TOOLS,
+    subagents=_SUBAGENTS,
+)
+_logged_input = logged_call_arguments("tool_use", "input")
+"""The input of a ``tool_use``, read back from its entry."""
 
 
 def _result_text(entry: dict[str, Any], use_id: str | None) -> str | None:
@@ -229,14 +227,14 @@ class ClaudeCodeReading(LoggedReading):
                     )
                 elif block.get("type") == "text" and isinstance(block.get("text"), str):
                     self._user_text(entry, block["text"], calls, paths, skills, skill_bodies)
-        return FilePart(
-            calls=calls.finish(start),
+        return finished_part(
+            file,
+            start,
+            counter,
+            calls,
             final_response="\n".join(final_parts) if final_parts else None,
-            skills=frozenset(skills),
-            skipped=counter.skipped,
-            notes=(*counter.notes(file), *calls.notes),
-            doubts=tuple(calls.doubts),
-            response_unknown=counter.response_unknown(file, final_line),
+            final_line=final_line,
+            skills=skills,
         )
 
     @staticmethod
@@ -249,24 +247,8 @@ class ClaudeCodeReading(LoggedReading):
         line: int = 0,
     ) -> None:
         name = str(block.get("name", ""))
-        arguments = _input_of(block)
-        reads: tuple[str, ...] = ()
-        writes: tuple[str, ...] = ()
-        more: dict[str, Any] = {}
-        if name in _READS:
-            reads = paths.resolve_all(arguments.get(_READS[name]))
-        elif name in _WRITES:
-            writes = paths.resolve_all(arguments.get(_WRITES[name]))
-        elif name == "Bash":
-            command = arguments.get("command")
-            reads = paths.resolve_all(shell_reads(command))
-            effects = shell_effects(command)
-            writes = paths.resolve_all(list(effects.writes))
-            more = {"shell": True, "unclear": effects.unclear, "mentions": effects.mentions}
-        elif name in _SUBAGENTS:
-            more = {"unclear": f"{name!r} runs a subagent, whose edits are not this log's calls"}
-        elif name not in _QUIET_TOOLS:
-            more = {"unclear": f"{name!r} is a tool the claude-code reader does not know"}
+        arguments = arguments_in(block, "input")
+        reads, writes, more = call_paths(_TOOLS, name, arguments, paths)
         use_id = block.get("id")
         kept = arguments_kept_or_logged(arguments, file, offset, use_id, _logged_input)
         calls.call(use_id, name, kept, reads, writes, line=line, **more)

@@ -19,7 +19,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trysquare.sessions._shell import patch_files, script_of, shell_effects, shell_reads
+from trysquare.sessions._shell import patch_files, script_of, shell_reads
+from trysquare.sessions._shell_writes import shell_effects
+from trysquare.sessions._tools import ToolTable, call_paths, finished_part
 from trysquare.sessions.base import (
     CallCollector,
     FilePart,
@@ -63,6 +65,11 @@ _QUIET_TOOLS = frozenset(
     }
 )
 """Tools that write no file of the repo."""
+_TOOLS = ToolTable(
+    reader="codex",
+    reads={name: ("path", "file_path") for name in _READ_TOOLS},
+    quiet=_QUIET_TOOLS,
+)
 _EXIT = re.compile(r"^(?:Exit code:|Process exited with code)\s*(-?\d+)", re.MULTILINE)
 _CWD = re.compile(r"<cwd>([^<]+)</cwd>")
 _TEXT_KINDS = frozenset({"input_text", "output_text", "text"})
@@ -169,8 +176,6 @@ def _paths_of(
     if name == "apply_patch":
         patch = arguments.get("input", arguments.get("patch", arguments.get("arguments")))
         return (), paths.resolve_all(patch_files(patch)), {}
-    if name in _READ_TOOLS:
-        return paths.resolve_all(arguments.get("path", arguments.get("file_path"))), (), {}
     if name in _SHELLS:
         command = arguments.get("command", arguments.get("cmd"))
         workdir = arguments.get("workdir", arguments.get("working_directory"))
@@ -184,15 +189,13 @@ def _paths_of(
             writes,
             {"shell": True, "unclear": effects.unclear, "mentions": effects.mentions},
         )
-    if name in _QUIET_TOOLS:
-        return (), (), {}
     if name == "write_stdin":
         return (
             (),
             (),
             {"unclear": "'write_stdin' types into a running command, whose writes are not named"},
         )
-    return (), (), {"unclear": f"{name!r} is a tool the codex reader does not know"}
+    return call_paths(_TOOLS, name, arguments, paths)
 
 
 class CodexReading(LoggedReading):
@@ -284,14 +287,14 @@ class CodexReading(LoggedReading):
                 counter.skipped += 1
         for call_id in failed_ids:
             calls.fail(call_id)
-        return FilePart(
-            calls=calls.finish(start),
+        return finished_part(
+            file,
+            start,
+            counter,
+            calls,
             final_response=final,
-            skills=frozenset(skills),
-            skipped=counter.skipped,
-            notes=(*counter.notes(file), *calls.notes),
-            doubts=tuple(calls.doubts),
-            response_unknown=counter.response_unknown(file, final_line),
+            final_line=final_line,
+            skills=skills,
         )
 
     @staticmethod

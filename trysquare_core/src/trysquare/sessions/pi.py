@@ -15,7 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trysquare.sessions._shell import shell_effects, shell_reads
+from trysquare.sessions._tools import (
+    ToolTable,
+    arguments_in,
+    call_paths,
+    finished_part,
+    logged_call_arguments,
+)
 from trysquare.sessions.base import (
     CallCollector,
     FilePart,
@@ -84,29 +90,14 @@ _KNOWN_TOOLS = frozenset({"read", "write", "edit", "bash", "grep", "find", "ls"}
 """pi's built-in tools; ``grep``, ``find`` and ``ls`` write nothing."""
 
 
-_NOTHING_MORE: dict[str, Any] = {}  # shared: most calls need no more (it is never changed)
-
-
-def _tool_paths(
-    name: str, arguments: dict[str, Any], paths: PathResolver
-) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, Any]]:
-    """(reads, writes, what else :meth:`CallCollector.call` needs) of one pi tool call."""
-    target = arguments.get("path", arguments.get("file_path"))
-    if name == "read":
-        return paths.resolve_all(target), (), _NOTHING_MORE
-    if name in {"write", "edit"}:
-        return (), paths.resolve_all(target), _NOTHING_MORE
-    if name == "bash":
-        command = arguments.get("command")
-        effects = shell_effects(command)
-        return (
-            paths.resolve_all(shell_reads(command)),
-            paths.resolve_all(list(effects.writes)),
-            {"shell": True, "unclear": effects.unclear, "mentions": effects.mentions},
-        )
-    if name in _KNOWN_TOOLS:
-        return (), (), _NOTHING_MORE
-    return (), (), {"unclear": f"{name!r} is a tool the pi reader does not know"}
+_TARGET = ("path", "file_path")
+_TOOLS = ToolTable(
+    reader="pi",
+    reads={"read": _TARGET},
+    writes={"write": _TARGET, "edit": _TARGET},
+    shells=frozenset({"bash"}),
+    quiet=_KNOWN_TOOLS,
+)
 
 
 class PiReading(LoggedReading):
@@ -138,7 +129,7 @@ class PiReading(LoggedReading):
                 continue
             entry_id = entry.get("id")
             if not isinstance(entry_id, str):
-                counter.broke("a tree entry with no id", position)
+                counter.broke("a tree entry with no id")
                 continue
             parent = entry.get("parentId")
             if entry_id in tree:
@@ -189,16 +180,17 @@ class PiReading(LoggedReading):
                 )
             tree.clear()  # and the tree itself before the calls are built
             active.clear()
-        calls = state.calls.finish(start)
-        return FilePart(
-            calls=calls,
+        return finished_part(
+            file,
+            start,
+            counter,
+            state.calls,
             final_response=state.final,
-            skills=frozenset(state.skills),
-            skipped=state.skipped + counter.skipped,
-            notes=(*counter.notes(file), *state.calls.notes, *notes),
-            doubts=(*doubts, *state.calls.doubts),
-            response_unknown=counter.response_unknown(file, state.final_line)
-            or (doubts[0] if doubts else None),
+            final_line=state.final_line,
+            skills=state.skills,
+            more_skipped=state.skipped,
+            more_notes=tuple(notes),
+            doubts_first=tuple(doubts),
         )
 
 
@@ -210,24 +202,8 @@ _DONE: tuple[None, None, int] = (None, None, 0)  # a tree entry already replayed
 _Effect = tuple[Any, ...] | None
 
 
-def _arguments_of(block: dict[str, Any]) -> dict[str, Any]:
-    """A tool call's arguments as a dict (anything else kept under ``arguments``)."""
-    arguments = block.get("arguments")
-    if isinstance(arguments, dict):
-        return arguments
-    return {} if arguments is None else {"arguments": arguments}
-
-
-def _logged_arguments(entry: dict[str, Any], call_id: str | None) -> dict[str, Any]:
-    """The arguments of call ``call_id``, read back from its assistant message."""
-    for block in entry["message"]["content"]:
-        if (
-            isinstance(block, dict)
-            and block.get("type") == "toolCall"
-            and block.get("id") == call_id
-        ):
-            return _arguments_of(block)
-    return {}
+_logged_arguments = logged_call_arguments("toolCall", "arguments")
+"""The arguments of a ``toolCall``, read back from its assistant message."""
 
 
 def _result_text(entry: dict[str, Any], key: str | None) -> str:
@@ -310,8 +286,8 @@ class _State:
                 texts.append(block["text"])
             elif kind == "toolCall":
                 name = str(block.get("name", ""))
-                arguments = _arguments_of(block)
-                reads, writes, more = _tool_paths(name, arguments, self.paths)
+                arguments = arguments_in(block, "arguments")
+                reads, writes, more = call_paths(_TOOLS, name, arguments, self.paths)
                 call_id = block.get("id")
                 kept = arguments_kept_or_logged(arguments, file, offset, call_id, _logged_arguments)
                 calls.append((call_id, name, kept, reads, writes, more))

@@ -26,8 +26,8 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
-from trysquare import plugin_api
-from trysquare.errors import ConfigError, ScenarioError
+from trysquare import api
+from trysquare.api import ConfigError, ScenarioError
 
 __all__ = [
     "CONFIG_FILE",
@@ -282,7 +282,7 @@ class Connection(Protocol):
         ``exchanges`` holding what was sent and received. Never puts a key in a
         reply, an exchange or an error. Holds ``config.timeout`` as a deadline for each
         attempt's whole exchange, gives up as soon as
-        :func:`trysquare.plugin_api.interrupted` is true, and raises
+        :func:`trysquare.api.interrupted` is true, and raises
         :class:`ReplyTooLarge` for a reply over ``config.max_reply_bytes`` without
         keeping it (:class:`trysquare_judge.providers.http.HttpEndpoint` does all three).
         """
@@ -331,9 +331,7 @@ class _ConfigFile:
 
 
 def provider_types() -> dict[str, Provider]:
-    from trysquare import plugins
-
-    return plugins.registry(HOOK)
+    return api.registry(HOOK)
 
 
 def find_config(start: Path) -> Path | None:
@@ -348,9 +346,9 @@ def find_config(start: Path) -> Path | None:
 
 def load_config(path: Path) -> dict[str, ProviderConfig]:
     """Every ``[providers.NAME]`` of ``path``, strictly: a refusal names the file and the key."""
-    data = plugin_api.read_toml(path, error=ConfigError)
+    data = api.read_toml(path, error=ConfigError)
     try:
-        raw = plugin_api.structure(data, _ConfigFile, file=path)
+        raw = api.structure(data, _ConfigFile, file=path)
         configs = {}
         types: dict[str, Provider] | None = None
         for name, table in raw.providers.items():
@@ -361,7 +359,7 @@ def load_config(path: Path) -> dict[str, ProviderConfig]:
                     f"{path.name}: providers.{name}.options: must be a table "
                     f"([providers.{name}.options])"
                 )
-            section = plugin_api.structure(table, _Section, file=path, path=f"providers.{name}")
+            section = api.structure(table, _Section, file=path, path=f"providers.{name}")
             if types is None:
                 types = provider_types()
             options = _options(types.get(section.type), section, path, f"providers.{name}")
@@ -392,7 +390,7 @@ def _options(provider: Provider | None, section: _Section, file: Path, where: st
             f"{file.name}: {where}.options: provider type '{section.type}' declares options "
             f"that are not an attrs class ({kind!r}); the plugin is broken"
         )
-    record = plugin_api.structure(section.options or {}, kind, file=file, path=f"{where}.options")
+    record = api.structure(section.options or {}, kind, file=file, path=f"{where}.options")
     try:
         hash(record)
     except TypeError:
@@ -464,7 +462,7 @@ def resolve_provider(
         table = {"type": name, **types[name].defaults()}
         label = Path(f"provider type '{name}'")
         try:
-            section = plugin_api.structure(table, _Section, file=label)
+            section = api.structure(table, _Section, file=label)
             options = _options(types[name], section, label, "defaults")
         except ScenarioError as error:
             raise ConfigError(error.message) from None

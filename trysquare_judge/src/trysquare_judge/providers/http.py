@@ -11,7 +11,7 @@ of runs or threads. Imported only when a provider connects (httpx is not cheap).
 The section's ``timeout`` is a deadline for each attempt's whole exchange, the reply's
 last byte included (httpx's own timeouts are per read: a server sending a byte every
 few tenths of a second would hold a request for ever), and an interrupted ``validate``
-(:func:`trysquare.plugin_api.interrupted`) gives up on every request in flight within a
+(:func:`trysquare.api.interrupted`) gives up on every request in flight within a
 fraction of a second. The exchange runs in a daemon thread the caller waits on, so the
 caller leaves at the deadline whatever the socket does; a trickling reply is dropped at
 its next byte, a silent one when httpx's per-read timeout ends it. A reply is read up
@@ -33,7 +33,7 @@ from typing import Any
 import attrs
 import httpcore  # noqa: F401 - httpx imports it on the first client; paid here, when a provider connects
 import httpx
-from trysquare.plugin_api import interrupted
+from trysquare.api import interrupted
 
 from trysquare_judge.providers import ChatReply, ProviderConfig, ProviderError, ReplyTooLarge, Usage
 from trysquare_judge.scrub import scrub as scrub_text

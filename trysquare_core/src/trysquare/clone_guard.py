@@ -11,7 +11,7 @@ the paths, and the record is not updated from a clone that changed: what a
 validator (or a process it left behind) wrote is never read as the agent's work.
 
 The record is compared, never trusted as a source: the touched set always comes
-from :mod:`trysquare.repo`, so a ``work.json`` the agent planted can only make its
+from :mod:`trysquare.git`, so a ``work.json`` the agent planted can only make its
 run invalid. No process is started for the check: it is a stat walk and a few
 hashes.
 
@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import stat
-from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 __all__ = [
     "WORK_FILE",
     "ClonePicture",
-    "ResultWatch",
     "clone_changes",
     "clone_problem",
     "picture_clone",
@@ -80,7 +78,9 @@ class ClonePicture:
     @classmethod
     def from_record(cls, record: tuple[Any, ...]) -> ClonePicture:
         entries, root, problem, etalon, etalon_entries = record
-        return cls(entries, tuple(root), problem, None if etalon is None else Path(etalon), etalon_entries)
+        return cls(
+            entries, tuple(root), problem, None if etalon is None else Path(etalon), etalon_entries
+        )
 
 
 def _key(name: str) -> str:
@@ -158,7 +158,9 @@ def _hash_path(path: Path) -> str:
 
 
 def _git_fingerprint(
-    clone: Path, entries: Mapping[str, Entry], known: Mapping[str, str] | None = None,
+    clone: Path,
+    entries: Mapping[str, Entry],
+    known: Mapping[str, str] | None = None,
     pictured: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """A hash of every file the picture saw under ``.git`` (config, HEAD, refs, hooks, info...).
@@ -171,7 +173,12 @@ def _git_fingerprint(
     for rel, entry in entries.items():
         if not (rel == ".git" or rel.startswith(".git/")) or stat.S_ISDIR(entry[4]):
             continue
-        if known is not None and pictured is not None and rel in known and pictured.get(rel) == entry:
+        if (
+            known is not None
+            and pictured is not None
+            and rel in known
+            and pictured.get(rel) == entry
+        ):
             found[rel] = known[rel]
         else:
             found[rel] = _hash_path(clone / rel)
@@ -188,7 +195,9 @@ def _skip(run: Run) -> list[Path]:
     return [run.dir]
 
 
-def _record(run: Run, touched: Iterable[str], entries: Mapping[str, Entry], root: tuple[int, int]) -> dict[str, Any]:
+def _record(
+    run: Run, touched: Iterable[str], entries: Mapping[str, Entry], root: tuple[int, int]
+) -> dict[str, Any]:
     return {
         "version": _VERSION,
         "base": run.base_commit,
@@ -247,23 +256,36 @@ def _picture_clone(run: Run, facts: RunFacts | None) -> ClonePicture | None:
     if problem is not None:
         return ClonePicture(entries, root, problem)
     # Same work: the picture is refreshed (a moved folder gets new inodes).
-    if recorded.get("root") != list(root) or recorded.get("picture") != {r: list(e) for r, e in entries.items()}:
+    if recorded.get("root") != list(root) or recorded.get("picture") != {
+        r: list(e) for r, e in entries.items()
+    }:
         _atomic.write_text(
             path,
-            _atomic.dump_json({**recorded, "root": list(root),
-                               "picture": {r: list(e) for r, e in entries.items()}}),
+            _atomic.dump_json(
+                {
+                    **recorded,
+                    "root": list(root),
+                    "picture": {r: list(e) for r, e in entries.items()},
+                }
+            ),
             root=run.dir,
         )
     return ClonePicture(entries, root)
 
 
 def _compare(
-    run: Run, recorded: Mapping[str, Any], facts: RunFacts | None, entries: Mapping[str, Entry], root: tuple[int, int]
+    run: Run,
+    recorded: Mapping[str, Any],
+    facts: RunFacts | None,
+    entries: Mapping[str, Entry],
+    root: tuple[int, int],
 ) -> str | None:
     """What differs between the clone now and its recorded work, said by path; None if nothing."""
     if run.base_commit is not None and recorded.get("base") not in (None, run.base_commit):
-        return (f"the measured clone's base is {run.base_commit} but its work was recorded "
-                f"against {recorded['base']} ({_work_path(run)})")
+        return (
+            f"the measured clone's base is {run.base_commit} but its work was recorded "
+            f"against {recorded['base']} ({_work_path(run)})"
+        )
     # The recorded stat picture, where it applies (the same clone folder, not a copy):
     # a path whose entry is unchanged holds what was hashed, and is not read again.
     pictured: dict[str, Entry] = {}
@@ -312,7 +334,9 @@ def _compare(
     return f"the measured clone changed since its work was recorded at first measurement ({said})"
 
 
-def _differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[list[str], list[str], list[str]]:
+def _differences(
+    before: Mapping[str, Any], after: Mapping[str, Any]
+) -> tuple[list[str], list[str], list[str]]:
     added = sorted(set(after) - set(before))
     deleted = sorted(set(before) - set(after))
     changed = []
@@ -359,7 +383,9 @@ def clone_changes(run: Run, before: ClonePicture) -> str | None:
     if before.etalon is not None:
         etalon_said = _said(*_differences(before.etalon_entries, stat_picture(before.etalon)))
         if etalon_said is not None:
-            problems.append(f"the etalon checkout {before.etalon} changed during validation ({etalon_said})")
+            problems.append(
+                f"the etalon checkout {before.etalon} changed during validation ({etalon_said})"
+            )
     return "; ".join(problems) or None
 
 
@@ -385,121 +411,3 @@ def spoil(run: Run, names: Iterable[str], problem: str, out: TextIO) -> None:
 def clone_problem(run: Run, before: ClonePicture | None) -> str | None:
     """What validation changed in ``run``'s clone since ``before``; None if nothing."""
     return None if before is None else clone_changes(run, before)
-
-
-# --- result files: written by trysquare alone ---------------------------------------------
-
-
-class ResultWatch:
-    """Every result file a validate may touch, as it was before the first validator
-    started, and a digest of each one trysquare then wrote.
-
-    After the run, :meth:`forged` names the files that changed otherwise (a validator
-    of one run writing another run's result, where no sandbox prevents it). Kept in
-    flat arrays, 72 bytes a file, so that 10,000 runs × validators fit: no path, no
-    document is held.
-    """
-
-    def __init__(self, runs: Sequence[Run], names: Sequence[str]) -> None:
-        from trysquare import results
-
-        self.runs = runs
-        self.names = tuple(names)
-        self._slot_of_run = {run.dir: index for index, run in enumerate(runs)}
-        self._name_index = {name: index for index, name in enumerate(self.names)}
-        self._before = array("q")
-        for run in runs:
-            for name in self.names:
-                self._before.extend(_file_stat(results.result_path(run, name)))
-        self._written = bytearray(32 * len(runs) * len(self.names))
-        self._was_written = bytearray(len(runs) * len(self.names))
-        self._ran = bytearray(len(runs) * len(self.names))
-
-    def _slot(self, run: Run, name: str) -> int | None:
-        index = self._slot_of_run.get(run.dir)
-        column = self._name_index.get(name)
-        return None if index is None or column is None else index * len(self.names) + column
-
-    def ran(self, run: Run, name: str) -> None:
-        """A task of ``run`` × ``name`` came back from its executor (recorded or not)."""
-        slot = self._slot(run, name)
-        if slot is not None:
-            self._ran[slot] = 1
-
-    def ran_names(self, run: Run) -> list[str]:
-        """The validators whose tasks on ``run`` came back, in scenario order."""
-        index = self._slot_of_run.get(run.dir)
-        if index is None:
-            return []
-        first = index * len(self.names)
-        return [name for column, name in enumerate(self.names) if self._ran[first + column]]
-
-    def wrote(self, run: Run, name: str, document: Mapping[str, Any]) -> None:
-        """trysquare recorded ``document`` as ``run``'s result of ``name``: the file must hold it."""
-        slot = self._slot(run, name)
-        if slot is None:
-            return
-        from trysquare import results
-
-        if results.SIGNATURE not in document:
-            # Written signed (write_result), handed back as it was before (an executor's own).
-            document = results.sign_result(run, name, document)
-        self._written[32 * slot:32 * slot + 32] = _document_sha(document)
-        self._was_written[slot] = 1
-
-    def forged(self) -> list[tuple[Run, str]]:
-        """Each (run, validator name) whose result file changed during validate other than by
-        trysquare's own writes, in the order of their paths."""
-        found = []
-        for index, run in enumerate(self.runs):
-            for column, name in enumerate(self.names):
-                slot = index * len(self.names) + column
-                path = _result_path(run, name)
-                if self._was_written[slot]:
-                    try:  # never through a link, never blocked on a FIFO put in its place
-                        now = hashlib.sha256(_atomic.read_bytes(path, root=run.dir)).digest()
-                    except OSError:
-                        now = b""
-                    if now != bytes(self._written[32 * slot:32 * slot + 32]):
-                        found.append((path, run, name))
-                elif _file_stat(path) != tuple(self._before[4 * slot:4 * slot + 4]):
-                    found.append((path, run, name))
-        return [(run, name) for _, run, name in sorted(found, key=lambda item: item[0])]
-
-
-def _result_path(run: Run, name: str) -> Path:
-    from trysquare import results
-
-    return results.result_path(run, name)
-
-
-def _file_stat(path: Path) -> tuple[int, int, int, int]:
-    """A file's inode, size and times; all -1 when it is absent (or unreadable)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return (-1, -1, -1, -1)
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _document_sha(document: Mapping[str, Any]) -> bytes:
-    """The digest of the bytes :func:`trysquare.results.write_result` writes for ``document``."""
-    return hashlib.sha256(_atomic.encode(_atomic.dump_json(document))).digest()
-
-
-def refuse_forged(forged: Iterable[tuple[Run, str]], out: TextIO) -> None:
-    """Make each forged result invalid, naming its file (the forged one goes to the history)."""
-    from trysquare import results
-
-    for run, name in forged:
-        path = results.result_path(run, name)
-        problem = f"{shown(str(path))} was changed during validate by something other than trysquare"
-        print(f"trysquare: {shown(run.label)}: {problem}", file=out)
-        try:
-            # What the forged file says is kept only if trysquare signed it (an older result
-            # of its own put back): a forgery's numbers never stay, even beside an error.
-            document = results.read_result(run, name) or {"metrics": {}, "reasons": {}}
-            results.write_result(run, name, {**document, "state": "invalid", "error": problem,
-                                              "context_digest": None}, None)
-        except (OSError, results.UnreadableResult) as error:
-            print(f"trysquare: {shown(run.label)}: {shown(str(error))}", file=out)

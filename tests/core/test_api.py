@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trysquare import plugin_api
+from trysquare import api
 from trysquare.errors import ScenarioError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +31,8 @@ def private_imports(source: str) -> list[str]:
 def test_the_private_import_finder_sees_every_spelling() -> None:
     source = (
         "import trysquare._atomic\nfrom trysquare._process import run_process\n"
-        "from trysquare import _convert, plugin_api\ndef f():\n    from trysquare import _env\n"
-        "from trysquare.plugin_api import digest\n"
+        "from trysquare import _convert, api\ndef f():\n    from trysquare import _env\n"
+        "from trysquare.api import digest\n"
     )
     assert private_imports(source) == [
         "trysquare._atomic", "trysquare._process", "trysquare._convert", "trysquare._env"
@@ -55,7 +55,7 @@ def test_no_distribution_but_the_core_imports_a_private_module() -> None:
 
 
 def test_run_steps_stops_at_a_failed_prepare_with_its_tail(tmp_path: Path) -> None:
-    done = plugin_api.run_steps(
+    done = api.run_steps(
         [("prepare", ["sh", "-c", "echo fetching; echo broke >&2; exit 3"]),
          ("the command", ["sh", "-c", "touch ran"])],
         cwd=tmp_path, timeout=30, writable=[tmp_path], consequence="so no test ran",
@@ -68,7 +68,7 @@ def test_run_steps_stops_at_a_failed_prepare_with_its_tail(tmp_path: Path) -> No
 
 
 def test_run_steps_returns_a_failing_command_for_the_caller_to_read(tmp_path: Path) -> None:
-    done = plugin_api.run_steps(
+    done = api.run_steps(
         [("prepare", ["true"]), ("the command", ["sh", "-c", "echo 2 failed; exit 1"])],
         cwd=tmp_path, timeout=30,
     )
@@ -77,7 +77,7 @@ def test_run_steps_returns_a_failing_command_for_the_caller_to_read(tmp_path: Pa
 
 
 def test_run_steps_shares_one_deadline(tmp_path: Path) -> None:
-    done = plugin_api.run_steps(
+    done = api.run_steps(
         [("prepare", ["sleep", "0.4"]), ("the command", ["sleep", "5"])], cwd=tmp_path, timeout=0.8
     )
     assert done.problem == "the command `sleep 5` did not finish within the timeout of 0.8 s"
@@ -87,7 +87,7 @@ def test_run_steps_shares_one_deadline(tmp_path: Path) -> None:
 def test_write_with_history_keeps_every_replaced_document(tmp_path: Path) -> None:
     path, history = tmp_path / "v" / "t.json", tmp_path / "v" / "t.history.jsonl"
     for number in (1, 2, 3):
-        plugin_api.write_with_history(path, {"n": number}, history, root=tmp_path)
+        api.write_with_history(path, {"n": number}, history, root=tmp_path)
     assert json.loads(path.read_text()) == {"n": 3}
     assert [json.loads(line) for line in history.read_text().splitlines()] == [{"n": 1}, {"n": 2}]
 
@@ -98,16 +98,16 @@ def test_write_with_history_refuses_a_planted_link(tmp_path: Path) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "t.json").symlink_to(outside)
     with pytest.raises(OSError):
-        plugin_api.write_with_history(
+        api.write_with_history(
             tmp_path / "run" / "t.json", {"n": 1}, tmp_path / "run" / "h.jsonl", root=tmp_path / "run"
         )
     assert outside.read_text() == "{}"
 
 
 def test_digest_is_canonical() -> None:
-    assert plugin_api.digest({"b": [1, 2], "a": "x"}) == plugin_api.digest({"a": "x", "b": [1, 2]})
-    assert plugin_api.digest({"a": 1}) != plugin_api.digest({"a": 2})
-    assert plugin_api.digest(Path("/p")) == plugin_api.digest("/p")
+    assert api.digest({"b": [1, 2], "a": "x"}) == api.digest({"a": "x", "b": [1, 2]})
+    assert api.digest({"a": 1}) != api.digest({"a": 2})
+    assert api.digest(Path("/p")) == api.digest("/p")
 
 
 def test_structure_names_the_file_and_key(tmp_path: Path) -> None:
@@ -117,9 +117,9 @@ def test_structure_names_the_file_and_key(tmp_path: Path) -> None:
     class Table:
         metrics: tuple[str, ...]
 
-    assert plugin_api.structure({"metrics": ["a"]}, Table, file=tmp_path / "x.toml").metrics == ("a",)
+    assert api.structure({"metrics": ["a"]}, Table, file=tmp_path / "x.toml").metrics == ("a",)
     with pytest.raises(ScenarioError) as refused:
-        plugin_api.structure({"metircs": ["a"]}, Table, file=tmp_path / "x.toml", path="[[validation]][1]")
+        api.structure({"metircs": ["a"]}, Table, file=tmp_path / "x.toml", path="[[validation]][1]")
     assert "x.toml: [[validation]][1].metircs: unknown key (did you mean 'metrics'?)" in refused.value.message
 
 
@@ -128,7 +128,7 @@ def test_commands_join_the_parser_only_when_the_hook_returns() -> None:
 
     parser = argparse.ArgumentParser(prog="trysquare")
     sub = parser.add_subparsers(dest="command")
-    commands = plugin_api.Commands()
+    commands = api.Commands()
     hello = commands.add("hello", lambda args: 7, help="say hello")
     hello.add_argument("--name", default="you")
     with pytest.raises(SystemExit):

@@ -1,19 +1,26 @@
-"""What a trysquare plugin may import: the stable surface its modes, commands and executors stand on.
+"""The one import of a trysquare plugin or mode: everything it may stand on, and nothing else.
 
-Everything here is public and documented in ``docs/plugins.md`` ("The plugin
-API"). A plugin imports from this module (and the public modules it names:
-:mod:`trysquare.modes`, :mod:`trysquare.runs`, :mod:`trysquare.errors`...),
-never from a ``trysquare._*`` module, whose contents may change in any release.
+Like pluggy's ``__init__``, this module is a list: the hook markers, the records and
+protocols a plugin implements or is handed (a mode, a validation, a task and its result,
+an executor, a session format, a report format, a run, an experiment, the errors), and the
+helpers plugins use (running a process, scratch folders, a child's environment, no-follow
+readers and writers, digests, TOML tables, experiments, the lock, the report's rows).
+Every name is documented in ``docs/api.md``. Anything else in ``trysquare`` (bar
+``trysquare.assay`` for validators and ``trysquare.testing`` for tests) is internal and may
+move in any release.
 
-Importing this module is cheap: what each function needs is imported when it is
-first called.
+Importing this module is cheap: the records and helpers that live elsewhere in the core are
+imported when they are first asked for, so a plugin registering itself (every command,
+``--version`` included) loads none of them.
+
+Example::
+
+    from trysquare.api import Mode, Outcome, TableSource, Validation, ValidationTask, hookimpl
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -21,43 +28,221 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from trysquare._canonical import digest
 from trysquare._process import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES, ProcessResult, Steps
-from trysquare.commands import Commands
-from trysquare.hookspecs import hookimpl, hookspec
+from trysquare.hookspecs import hookimpl, hookspec, listed_as
 
 if TYPE_CHECKING:
-    from trysquare.errors import TrysquareError
+    from trysquare._prepared import SharedTree
+    from trysquare.commands import Commands, add_selection_options
+    from trysquare.context import (
+        RunFacts,
+        build_context,
+        context_digest,
+        dump_context,
+        gather_facts,
+        write_session_facts,
+    )
+    from trysquare.errors import (
+        ConfigError,
+        NoRunsError,
+        RepoError,
+        RunError,
+        ScenarioError,
+        TrysquareError,
+        UsageError,
+    )
+    from trysquare.execute import PlannedTask, TaskResult, execute_task, record_invalid
+    from trysquare.executors import Executor, RunningExecutor, execute_stoppable
     from trysquare.jail import JailPolicy
-    from trysquare.runs import Experiment
+    from trysquare.lock import experiment_lock, folder_lock, sweep_temps
+    from trysquare.modes import (
+        PIECES,
+        Mode,
+        Outcome,
+        State,
+        TableSource,
+        Validation,
+        ValidationTask,
+        check_pieces,
+        check_timeout,
+    )
+    from trysquare.outputs import keep_output, parse_validator_output
+    from trysquare.plugins import observe_outcome, registry
+    from trysquare.git.etalon import materialise_etalon
+    from trysquare.git.patch import write_diff_patch
+    from trysquare.git.suite_copy import copy_tree
+    from trysquare.report import report_source
+    from trysquare.report.formats import ReportFormat, ReportSource
+    from trysquare.report.render import (
+        cost_text,
+        procedure_lines,
+        runs_needed_method,
+        runs_needed_text,
+        tokens_text,
+    )
+    from trysquare.report.tables import Layout, build_report, usage_totals
+    from trysquare.results import (
+        archive_dir,
+        build_measures,
+        read_result,
+        result_document,
+        signature_problem,
+        usage_of,
+        write_measures,
+        write_result,
+    )
+    from trysquare.runs import Experiment, Run, discover, load_experiments
+    from trysquare.scenario import Scenario, ShellWordError, load_scenario, split_command
+    from trysquare.selection import Selection
+    from trysquare.sessions import SessionFormat, SessionReading, ToolCall, final_response, open_session
+
+# Where each name that is not defined here lives: imported when first asked for.
+_ELSEWHERE: dict[str, str] = {
+    **dict.fromkeys(["Commands", "add_selection_options"], "trysquare.commands"),
+    **dict.fromkeys(
+        ["RunFacts", "build_context", "context_digest", "dump_context", "gather_facts", "write_session_facts"],
+        "trysquare.context",
+    ),
+    **dict.fromkeys(
+        ["ConfigError", "NoRunsError", "RepoError", "RunError", "ScenarioError", "TrysquareError", "UsageError"],
+        "trysquare.errors",
+    ),
+    **dict.fromkeys(["PlannedTask", "TaskResult", "execute_task", "record_invalid"], "trysquare.execute"),
+    **dict.fromkeys(["Executor", "RunningExecutor", "execute_stoppable"], "trysquare.executors"),
+    **dict.fromkeys(["JailPolicy"], "trysquare.jail"),
+    **dict.fromkeys(["experiment_lock", "folder_lock", "sweep_temps"], "trysquare.lock"),
+    **dict.fromkeys(
+        ["PIECES", "Mode", "Outcome", "State", "TableSource", "Validation", "ValidationTask", "check_pieces",
+         "check_timeout"],
+        "trysquare.modes",
+    ),
+    **dict.fromkeys(["keep_output", "parse_validator_output"], "trysquare.outputs"),
+    **dict.fromkeys(["observe_outcome", "registry"], "trysquare.plugins"),
+    **dict.fromkeys(["materialise_etalon"], "trysquare.git.etalon"),
+    **dict.fromkeys(["write_diff_patch"], "trysquare.git.patch"),
+    **dict.fromkeys(["copy_tree"], "trysquare.git.suite_copy"),
+    **dict.fromkeys(["report_source"], "trysquare.report"),
+    **dict.fromkeys(["ReportFormat", "ReportSource"], "trysquare.report.formats"),
+    **dict.fromkeys(
+        ["cost_text", "procedure_lines", "runs_needed_method", "runs_needed_text", "tokens_text"],
+        "trysquare.report.render",
+    ),
+    **dict.fromkeys(["Layout", "build_report", "usage_totals"], "trysquare.report.tables"),
+    **dict.fromkeys(
+        ["archive_dir", "build_measures", "read_result", "result_document", "signature_problem", "usage_of",
+         "write_measures", "write_result"],
+        "trysquare.results",
+    ),
+    **dict.fromkeys(["Experiment", "Run", "discover", "load_experiments"], "trysquare.runs"),
+    **dict.fromkeys(["Scenario", "ShellWordError", "load_scenario", "split_command"], "trysquare.scenario"),
+    **dict.fromkeys(["Selection"], "trysquare.selection"),
+    **dict.fromkeys(
+        ["SessionFormat", "SessionReading", "ToolCall", "final_response", "open_session"], "trysquare.sessions"
+    ),
+}
 
 __all__ = [
-    "DEFAULT_OUTPUT_CAP",
     "Commands",
+    "ConfigError",
+    "DEFAULT_OUTPUT_CAP",
+    "Executor",
+    "Experiment",
     "JailPolicy",
+    "Layout",
+    "Mode",
+    "NoRunsError",
+    "Outcome",
+    "PIECES",
+    "PlannedTask",
     "ProcessResult",
+    "RepoError",
+    "ReportFormat",
+    "ReportSource",
+    "Run",
+    "RunError",
+    "RunFacts",
+    "RunningExecutor",
+    "Scenario",
+    "ScenarioError",
+    "Selection",
+    "SessionFormat",
+    "SessionReading",
+    "ShellWordError",
+    "State",
     "Steps",
+    "TableSource",
+    "TaskResult",
+    "ToolCall",
+    "TrysquareError",
+    "UsageError",
+    "Validation",
+    "ValidationTask",
     "add_selection_options",
     "append_line",
+    "archive_dir",
+    "build_context",
+    "build_measures",
+    "build_report",
+    "cache_root",
+    "check_pieces",
+    "check_timeout",
     "child_environment",
+    "context_digest",
+    "copy_tree",
+    "cost_text",
     "create_once",
     "digest",
+    "discover",
+    "dump_context",
+    "execute_stoppable",
+    "execute_task",
+    "experiment_lock",
+    "final_response",
+    "folder_lock",
     "folders_of",
+    "gather_facts",
     "hookimpl",
     "hookspec",
     "interrupted",
+    "listed_as",
+    "keep_output",
     "load_experiments",
+    "load_scenario",
+    "materialise_etalon",
+    "observe_outcome",
+    "open_session",
+    "parse_validator_output",
     "prepared_tree",
+    "procedure_lines",
     "read_bytes",
+    "read_result",
     "read_toml",
+    "record_invalid",
     "refuse_hard_link",
     "register_structure_hook",
+    "registry",
+    "report_source",
+    "result_document",
     "run_process",
+    "run_warm_if_served",
     "run_steps",
+    "runs_needed_method",
+    "runs_needed_text",
     "scratch_folder",
     "shown",
+    "signature_problem",
+    "split_command",
     "structure",
+    "sweep_temps",
     "tail",
     "throwaway_folder",
+    "tokens_text",
+    "usage_of",
+    "usage_totals",
+    "write_diff_patch",
     "write_json",
+    "write_measures",
+    "write_result",
+    "write_session_facts",
     "write_text",
     "write_with_history",
 ]
@@ -67,27 +252,6 @@ T = TypeVar("T")
 # How much of a child's stdout and stderr is kept (each); the rest is dropped and
 # the result says so (``truncated``).
 DEFAULT_OUTPUT_CAP = DEFAULT_CAP
-
-
-# -- commands -------------------------------------------------------------------
-
-
-def add_selection_options(parser: argparse.ArgumentParser, *, files_note: bool = False) -> None:
-    """Add ``--cell GLOB`` and ``--run GLOB`` to a command, as ``validate`` and ``report`` have them.
-
-    Read them back with :class:`trysquare.selection.Selection`; ``files_note`` says in the
-    help that files covering every run (``measures.json``) are still written whole.
-    """
-    note = "; measures.json and synthesis.md still cover every run" if files_note else ""
-    parser.add_argument(
-        "--cell", action="append", default=[], metavar="GLOB",
-        help="only runs whose cell matches this fnmatch glob (repeatable; a glob matching "
-        f"nothing is an error){note}",
-    )  # fmt: skip
-    parser.add_argument(
-        "--run", action="append", default=[], metavar="GLOB",
-        help="only runs whose id matches this fnmatch glob (repeatable; a glob matching nothing is an error)",
-    )  # fmt: skip
 
 
 # -- running a step -------------------------------------------------------------
@@ -139,7 +303,7 @@ def run_steps(
     tail of that step's output) — or is ``None``. ``.transcript`` holds every
     step's ``$ argv`` line, output and ``[exit N]`` as bytes.
 
-    Steps that run the measured agent's code (its tree, its tests) pass ``jail=job.jail``
+    Steps that run the measured agent's code (its tree, its tests) pass ``jail=task.jail``
     with ``writable`` naming their scratch folder: they then run in the jail
     (:mod:`trysquare.jail`), see nothing but that folder, the system and the interpreter,
     never a ``guarded`` folder (pass the run's folder), and die with the call. Where the
@@ -151,8 +315,8 @@ def run_steps(
     Example::
 
         done = run_steps([("prepare", ["npm", "ci"]), ("the command", argv)],
-                         cwd=copy, timeout=600, writable=[scratch], jail=job.jail,
-                         guarded=[job.run.dir], consequence="so no test ran")
+                         cwd=copy, timeout=600, writable=[scratch], jail=task.jail,
+                         guarded=[task.run.dir], consequence="so no test ran")
         if done.problem is not None:
             return Outcome(metrics=dict.fromkeys(metrics),
                            reasons=dict.fromkeys(metrics, done.problem))
@@ -179,18 +343,14 @@ def folders_of(tree: Path) -> frozenset[str]:
 
 
 def prepared_tree(
-    job: Any,
-    env: Mapping[str, str],
-    *,
-    timeout: float,
-    tail_lines: int = TAIL_LINES,
-) -> Any:
+    task: ValidationTask, env: Mapping[str, str], *, timeout: float, tail_lines: int = TAIL_LINES
+) -> SharedTree | None:
     """The run's tree after the scenario's ``prepare``, shared with ``run.tests()`` and every
     other validator of this run within one ``validate`` (``prepare`` runs once per run), or
     ``None`` where it is not shared (no ``prepare``, no jail here, outside ``validate``):
     then run ``prepare`` on your own copy.
 
-    ``env`` is what ``prepare`` runs with: :func:`child_environment` of the job's
+    ``env`` is what ``prepare`` runs with: :func:`child_environment` of the task's
     ``suite_pass_env`` and ``protected_env``, nothing of your own (the suite's ``prepare``
     must be the same one). The answer has ``problem_for(consequence)`` (why ``prepare``
     did not succeed, said with your consequence, or ``None``), ``transcript``, ``origin``
@@ -199,22 +359,22 @@ def prepared_tree(
     and ``copy_to(dest)``, which copies the prepared tree to ``dest`` (raises ``OSError``;
     then prepare your own). ``prepare`` never sees what you place afterwards. Example::
 
-        shared = prepared_tree(job, env, timeout=600)
+        shared = prepared_tree(task, env, timeout=600)
         with throwaway_folder() as scratch:
             copy = shared.copy_to(Path(scratch) / "repo")
             ...  # place your files
             done = run_steps([("the command", argv)], cwd=copy, timeout=600,
-                             writable=[scratch], jail=job.jail, shown_as=shared.origin,
+                             writable=[scratch], jail=task.jail, shown_as=shared.origin,
                              env={**env, "TMPDIR": shared.origin})
     """
     from trysquare import _prepared
+    from trysquare._words import split_command as split
 
-    from trysquare._words import split_command
-
-    steps = [("prepare", split_command(step)) for step in job.context.get("prepare") or ()]
+    steps = [("prepare", split(step)) for step in task.context.get("prepare") or ()]
+    repo = Path(task.context["repo"])
     return _prepared.shared_prepare(
-        Path(job.context["repo"]), steps, env=env, timeout=timeout, jail=job.jail,
-        guarded=[Path(job.context["repo"]), job.run.dir], tail_lines=tail_lines,
+        repo, steps, env=env, timeout=timeout, jail=task.jail, guarded=[repo, task.run.dir],
+        tail_lines=tail_lines,
     )
 
 
@@ -222,8 +382,8 @@ def scratch_folder(prefix: str = "trysquare-") -> AbstractContextManager[str]:
     """A context manager giving an empty folder only this user can enter (a validator's
     working directory and ``TMPDIR``); what the task left there is removed after it.
 
-    Folders are reused once emptied where nothing a child started outlives it (a
-    folder costs a millisecond to create and remove on ext4). Example::
+    Folders are reused once emptied where nothing a child started outlives it (creating
+    and removing one goes through the filesystem's journal). Example::
 
         with scratch_folder("trysquare-mymode-") as scratch:
             done = run_process(argv, cwd=scratch, timeout=60, writable=[scratch])
@@ -257,7 +417,7 @@ def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
 def child_environment(*, passed: Iterable[str] = (), protected: Iterable[str] = ()) -> dict[str, str]:
     """This process's environment minus what a validator or the suite must not see.
 
-    ``protected`` names (every judge key, :attr:`trysquare.modes.Job.protected_env`)
+    ``protected`` names (every judge key, :attr:`ValidationTask.protected_env`)
     are always removed; secret-looking names (``*KEY*``, ``*TOKEN*``...) unless
     listed in ``passed`` (a ``pass_env``).
     """
@@ -355,11 +515,6 @@ def write_with_history(
     write(path, document, history, root=root, compact=compact)
 
 
-# -- identity -------------------------------------------------------------------
-
-
-
-
 # -- tables ---------------------------------------------------------------------
 
 
@@ -393,44 +548,52 @@ def read_toml(path: Path, *, error: type[TrysquareError], label: str | None = No
     return _convert.read_toml(path, error=error, label=label)
 
 
-# -- experiments ----------------------------------------------------------------
+def cache_root() -> Path:
+    """trysquare's cache folder on this machine (``$XDG_CACHE_HOME/trysquare``): where a plugin
+    keeps what it may reuse across runs and validates (hidden tests' control outcomes)."""
+    from trysquare.git import shadow
+
+    return shadow._cache_root()
 
 
-def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Experiment]:
-    """The experiments below ``paths``, as every command reads them (plugin commands too).
+def run_warm_if_served(
+    script: Path,
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    timeout: float,
+    base_env: Mapping[str, str],
+    env: Mapping[str, str],
+    writable: Sequence[str | Path],
+) -> ProcessResult | None:
+    """Run a script validator in a child of its warm server, or return ``None`` for the cold
+    path: no server here (another executor, ``try``), or ``script`` is not an ``assay``
+    validator that may be served warm (see ``docs/warm.md``). ``base_env`` is the environment
+    the validator starts with (the server's), ``env`` the run's own."""
+    from trysquare import _warm
 
-    Unreadable run folders are reported on stderr and skipped; no run at all is a
-    :class:`trysquare.errors.NoRunsError` (exit 2); runs that all failed to read,
-    a :class:`trysquare.errors.RunError` (exit 1).
-    """
-    from trysquare._shown import shown
-    from trysquare.errors import NoRunsError, RunError
-    from trysquare.runs import discover
-
-    try:
-        experiments = discover(paths, replay=replay)
-    except RunError as error:
-        raise NoRunsError(error.message) from None
-    for experiment in experiments:
-        for unreadable in experiment.errors:
-            print(f"trysquare: skipped: {shown(unreadable.message)}", file=sys.stderr)
-    if not any(experiment.runs for experiment in experiments):
-        where = ", ".join(str(p) for p in paths)
-        count = sum(len(experiment.errors) for experiment in experiments)
-        if count:
-            # Runs were there and could not be used: the work fell short (1), not a usage slip (2).
-            raise RunError(
-                shown(f"no run under {where} could be used: {count} run folder(s) could not be read")
-            )
-        raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
-    return experiments
+    if not _warm.serving():
+        return None
+    entry = _warm.entry_point(script, base_env.get("PATH"))
+    if entry is None:
+        return None
+    return _warm.run_warm(
+        script, entry, argv, cwd=cwd, timeout=timeout, base_env=base_env, env=env, writable=writable
+    )
 
 
 def __getattr__(name: str) -> Any:
-    # JailPolicy is loaded when asked for: importing this module (every command does, even
-    # --version) stays free of the jail and of attrs.
-    if name == "JailPolicy":
-        from trysquare.jail import JailPolicy
+    # The records and helpers that live elsewhere are loaded when asked for: importing this
+    # module (every plugin does as it registers) stays free of the engine.
+    home = _ELSEWHERE.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return JailPolicy
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trysquare import context as contexts, guard
+from trysquare import clone_guard, context as contexts
 from trysquare.runs import load_run
 from trysquare.testing import RunBuilder
 
@@ -21,12 +21,12 @@ def _run(tmp_path: Path):
 
 def test_an_untouched_clone_is_checked_without_hashing_it_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = _run(tmp_path)
-    first = guard.picture_clone(run, contexts.gather_facts(run))  # records work.json
+    first = clone_guard.picture_clone(run, contexts.gather_facts(run))  # records work.json
     assert first is not None and first.problem is None
     hashed: list[Path] = []
-    real = guard._hash_path
-    monkeypatch.setattr(guard, "_hash_path", lambda path: hashed.append(path) or real(path))
-    again = guard.picture_clone(run, None)  # as --replay does
+    real = clone_guard._hash_path
+    monkeypatch.setattr(clone_guard, "_hash_path", lambda path: hashed.append(path) or real(path))
+    again = clone_guard.picture_clone(run, None)  # as --replay does
     assert again is not None and again.problem is None
     assert hashed == []
     # A .git file written again with the same length is read again, and named.
@@ -34,16 +34,16 @@ def test_an_untouched_clone_is_checked_without_hashing_it_again(tmp_path: Path, 
     text = config.read_text()
     assert "bare = false" in text
     config.write_text(text.replace("bare = false", "bare = fals0"))
-    changed = guard.picture_clone(run, None)
+    changed = clone_guard.picture_clone(run, None)
     assert config in hashed
     assert changed is not None and changed.problem is not None and ".git/config" in changed.problem
 
 
 def test_a_touched_file_rewritten_is_hashed_and_named(tmp_path: Path) -> None:
     run = _run(tmp_path)
-    guard.picture_clone(run, contexts.gather_facts(run))
+    clone_guard.picture_clone(run, contexts.gather_facts(run))
     (run.repo / "a.py").write_text("a = 3\n")  # same size, new content
-    changed = guard.picture_clone(run, None)
+    changed = clone_guard.picture_clone(run, None)
     assert changed is not None and changed.problem is not None and "a.py" in changed.problem
 
 
@@ -55,7 +55,7 @@ def test_a_skipped_folder_is_known_by_its_inode_whatever_path_names_it(tmp_path:
     (clone / "a.py").write_text("a = 1\n")
     (clone / "runs" / "r1" / "validation" / "score.json").write_text("{}\n")
     (tmp_path / "link").symlink_to(clone)
-    pictured = guard.stat_picture(clone, [tmp_path / "link" / "runs" / "r1", tmp_path / "absent"])
+    pictured = clone_guard.stat_picture(clone, [tmp_path / "link" / "runs" / "r1", tmp_path / "absent"])
     assert set(pictured) == {"a.py", "runs"}
-    assert set(guard.stat_picture(clone)) == {"a.py", "runs", "runs/r1", "runs/r1/validation",
+    assert set(clone_guard.stat_picture(clone)) == {"a.py", "runs", "runs/r1", "runs/r1/validation",
                                               "runs/r1/validation/score.json"}

@@ -1,0 +1,230 @@
+"""The tasks of one ``validate`` as its executor takes them: each built when it is reached.
+
+Planning (:mod:`trysquare.planning`) decides each run's plan; :class:`PlannedTasks` hands the
+executor that run's tasks in plan order, planned whole first or, where nothing a validator
+runs can write into a clone not yet pictured, in a thread of its own beside the first tasks.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Collection, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from trysquare import _spill
+from trysquare._pool import io_workers
+from trysquare._shown import shown
+from trysquare._stop import StopState
+from trysquare.errors import RunError
+from trysquare.execute import PlannedTask
+from trysquare.modes import Validation
+from trysquare.options import ValidateOptions
+from trysquare.planning import RunPlan, iter_plans
+from trysquare.runs import Run
+from trysquare.scenario import Scenario
+
+__all__ = ["PlannedTasks", "built_ahead"]
+
+T = TypeVar("T")
+
+
+class PlannedTasks(Collection[PlannedTask]):
+    """The planned tasks, as executors take them, each built when it is reached.
+
+    Iterated once, in plan order (a run's tasks together). Planned whole before the
+    first task is taken; or, ``overlapped``, in a thread of its own while the first
+    tasks already run, the next task being built while one runs. ``len()`` is how
+    many; it waits for planning to end.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        runs: Sequence[Run],
+        validations: Sequence[Validation],
+        options: ValidateOptions,
+        spill: _spill.Spill,
+        *,
+        overlapped: bool,
+        stop: StopState | None = None,
+    ) -> None:
+        self.spill = spill
+        self._stop = StopState() if stop is None else stop
+        self.overlapped = overlapped
+        self.plans: list[RunPlan] = []
+        # Runs whose tasks are being taken: their plan and how many tasks are not back.
+        self._out: dict[Path, tuple[RunPlan, int]] = {}
+        self.unbuilt: list[RunError] = []
+        self._count = 0
+        self._ahead = max(options.jobs, 1) if overlapped else 0
+        self._changed = threading.Condition()
+        self._planned = False
+        self._failure: BaseException | None = None
+        self._closing = threading.Event()
+        self._planner: threading.Thread | None = None
+        if overlapped:
+            self._planner = threading.Thread(
+                target=self._plan, args=(scenario, runs, validations, options),
+                name="trysquare-planning", daemon=True,
+            )  # fmt: skip
+            self._planner.start()
+        else:
+            self._plan(scenario, runs, validations, options)
+            if self._failure is not None:
+                raise self._failure
+
+    def _plan(
+        self,
+        scenario: Scenario,
+        runs: Sequence[Run],
+        validations: Sequence[Validation],
+        options: ValidateOptions,
+    ) -> None:
+        # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
+        # which bounds the validators. A replay runs no git: its planning is Python
+        # reading files already cached, and threads beyond --jobs only contend with the
+        # tasks for the interpreter (benchmarks/bench_validate.py measures it).
+        builders = max(options.jobs, 1) if options.replay else max(options.jobs, io_workers())
+        try:
+            with ThreadPoolExecutor(max_workers=builders) as pool:
+                for outcome in iter_plans(
+                    scenario,
+                    runs,
+                    validations,
+                    options,
+                    self.spill,
+                    pool,
+                    window=2 * builders,
+                    stop=self._stop,
+                ):
+                    with self._changed:
+                        if isinstance(outcome, RunError):
+                            self.unbuilt.append(outcome)
+                        else:
+                            self.plans.append(outcome)
+                            self._count += outcome.size
+                        self._changed.notify_all()
+            for error in self.unbuilt:
+                print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
+        except BaseException as error:  # noqa: BLE001 - raised where the tasks are taken
+            self._failure = error
+        finally:
+            with self._changed:
+                self._planned = True
+                self._changed.notify_all()
+
+    @property
+    def planned(self) -> bool:
+        """Whether every run is planned (``len()`` then answers at once)."""
+        with self._changed:
+            return self._planned
+
+    def wait_planned(self) -> None:
+        """Return once every run is planned; raise what stopped planning, if anything did."""
+        with self._changed:
+            while not self._planned:
+                self._changed.wait()
+        if self._failure is not None:
+            raise self._failure
+
+    def task_back(self, run: Run) -> RunPlan | None:
+        """Count one of ``run``'s tasks back; its plan once they all are, else None.
+
+        Only runs whose tasks are out are held here: a few at a time, not 10,000.
+        """
+        with self._changed:
+            entry = self._out.get(run.dir)
+            if entry is None:
+                return None
+            plan, left = entry
+            if left > 1:
+                self._out[run.dir] = (plan, left - 1)
+                return None
+            del self._out[run.dir]
+            return plan
+
+    def close(self) -> None:
+        """No task is built ahead any more; planning, if it still runs, is waited for."""
+        self._closing.set()
+        if self._planner is not None:
+            self._planner.join()
+
+    def __len__(self) -> int:
+        self.wait_planned()
+        return self._count
+
+    def _plans_as_decided(self) -> Iterator[RunPlan]:
+        index = 0
+        while True:
+            with self._changed:
+                while index == len(self.plans) and not self._planned:
+                    self._changed.wait()
+                if self._failure is not None:
+                    raise self._failure
+                if index == len(self.plans):
+                    return
+                run_plan = self.plans[index]
+                if run_plan.size:
+                    self._out[run_plan.run.dir] = (run_plan, run_plan.size)
+            index += 1
+            yield run_plan
+
+    def __iter__(self) -> Iterator[PlannedTask]:
+        built = (
+            task for run_plan in self._plans_as_decided() for task in run_plan.tasks(self.spill)
+        )
+        if not self._ahead:
+            return built
+        return built_ahead(built, self._ahead, self._closing)
+
+    def __contains__(self, task: object) -> bool:
+        if not isinstance(task, PlannedTask):
+            return False
+        self.wait_planned()
+        return any(
+            run_plan.run == task.run and run_plan.plans(task.validation.name)
+            for run_plan in self.plans
+        )
+
+
+def built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Iterator[T]:
+    """``items``, each taken from them in a thread of its own up to ``ahead`` before it is
+    asked for (building a task reads files: done while a validator runs, not between two)."""
+    import queue
+
+    waiting: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=ahead)
+    end = object()
+
+    def put(entry: tuple[bool, Any]) -> bool:
+        while not closing.is_set():
+            try:
+                waiting.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def fill() -> None:
+        try:
+            for item in items:
+                if not put((True, item)):
+                    return
+            put((True, end))
+        except BaseException as error:  # noqa: BLE001 - raised where the item is asked for
+            put((False, error))
+
+    threading.Thread(target=fill, name="trysquare-task-builder", daemon=True).start()
+
+    def taken() -> Iterator[T]:
+        while True:
+            ok, item = waiting.get()
+            if not ok:
+                raise item
+            if item is end:
+                return
+            yield item
+
+    return taken()

@@ -1,0 +1,120 @@
+"""The ``trysquare`` command line (also ``python -m trysquare``).
+
+Exit codes: 0 all well; 1 the work ran and something fell short; 2 nothing ran
+(usage, a scenario or config that does not load, no run found); 130/143
+interrupted. A refusal is one sentence on stderr; ``--debug`` shows a traceback.
+
+:func:`main` is the entry point; each command group lives in its own module:
+:mod:`~trysquare.cli.parser` (every command's arguments),
+:mod:`~trysquare.cli.validate` (``validate``, ``check``, ``demo``),
+:mod:`~trysquare.cli.runs` (``record``, ``context``, ``session``),
+:mod:`~trysquare.cli.reports` (``report``, ``trust``, ``plan``, ``schema``),
+:mod:`~trysquare.cli.install` (``plugins``, ``install``, ``uninstall``),
+with :mod:`~trysquare.cli.common` (loading experiments, machine-readable output) and
+:mod:`~trysquare.cli.signals` (SIGINT/SIGTERM) beneath them.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Sequence
+
+from trysquare._version import __version__
+from trysquare._shown import shown
+from trysquare.cli.parser import _ArgumentsError, build_parser
+from trysquare.cli.signals import _interrupt, _Interrupted
+from trysquare.errors import TrysquareError
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if _asks_version(argv):
+        print(f"trysquare {__version__}")  # before any plugin loads: a broken one cannot stop it
+        return 0
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _main(argv)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# Help waits this long for the plugins (their commands are in it), then goes without them.
+HELP_PLUGIN_WAIT = 5.0
+
+
+def _main(argv: list[str]) -> int:
+    debug = "--debug" in argv
+    try:
+        parser = build_parser(with_plugins=_plugins_within_help_wait(argv))
+        args = parser.parse_args(argv)
+        if getattr(args, "handler", None) is None:
+            parser.print_help()
+            return 2
+        return int(args.handler(args))
+    except TrysquareError as error:
+        if debug:
+            raise
+        # Messages name paths, cells and values from run folders: never raw on a terminal.
+        if isinstance(error, _ArgumentsError):
+            # The message already starts with the command ("trysquare validate: ...").
+            sys.stderr.write(error.usage)
+            print(shown(error.message, newlines=True), file=sys.stderr)
+            return error.exit_code
+        print(f"trysquare: {shown(error.message, newlines=True)}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt as interrupted:
+        print("trysquare: interrupted", file=sys.stderr)
+        return 128 + interrupted.signum if isinstance(interrupted, _Interrupted) else 130
+    except BrokenPipeError:
+        return 1
+    except Exception as error:
+        if debug:
+            raise
+        print(
+            f"trysquare: internal error: {type(error).__name__}: {shown(error)} "
+            "(this is a bug in trysquare or a plugin; --debug shows the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _plugins_within_help_wait(argv: Sequence[str]) -> bool:
+    """Whether help may list the plugins' commands: they loaded within ``HELP_PLUGIN_WAIT``.
+
+    Only when help is asked for: a slow plugin (one that waits at import) is named and
+    left out, and the built-in help printed at once. Any other command waits for them.
+    """
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    if not ({"-h", "--help"} & set(words)) and words:
+        return True
+    from trysquare import plugins
+
+    slow = plugins.load_within(HELP_PLUGIN_WAIT)
+    if slow is None:
+        return True
+    print(
+        shown(
+            f"trysquare: warning: plugin '{slow}' is still loading after {HELP_PLUGIN_WAIT:g} s; "
+            "this help leaves out the commands of every plugin"
+        ),
+        file=sys.stderr,
+    )
+    return False
+
+
+def _asks_version(argv: Sequence[str]) -> bool:
+    """Whether ``--version`` comes before any command (where argparse would honour it)."""
+    for word in argv:
+        if word == "--version":
+            return True
+        if not word.startswith("-") or word == "--":
+            return False
+    return False
