@@ -244,8 +244,11 @@ def site(tmp_path: Path, cli: Cli, cli_process: CliProcess) -> Callable[..., Pat
     """Add fake installed plugins to the CLI's path (in this process or a subprocess)."""
     folder = tmp_path / "site"
 
-    def add(dist: str, module: str, source: str, *, requires: tuple[str, ...] = ()) -> Path:
-        fake_distribution(folder, dist, module, source, requires=requires)
+    def add(
+        dist: str, module: str, source: str, *, requires: tuple[str, ...] = (),
+        provides: tuple[str, ...] = (),
+    ) -> Path:
+        fake_distribution(folder, dist, module, source, requires=requires, provides=provides)
         for runner in (cli, cli_process):
             runner.env["PYTHONPATH"] = os.pathsep.join(
                 filter(None, [str(folder), runner.env.get("PYTHONPATH")])

@@ -27,20 +27,22 @@ def write_script(folder: Path, name: str, body: str, *, executable: bool = True)
 
 def fake_distribution(
     site: Path, dist: str, module: str, source: str, *, version: str = "1.0",
-    requires: tuple[str, ...] = (),
+    requires: tuple[str, ...] = (), provides: tuple[str, ...] = (),
 ) -> Path:
     """Install a plugin the way pip would leave it: a module and a dist-info with an entry point
-    (and the ``Requires-Dist`` lines of ``requires``)."""
+    (and the ``Requires-Dist`` lines of ``requires``, the ``trysquare.provides`` entry points
+    of ``provides``)."""
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
-    return dist_info(site, dist, module, version=version, requires=requires)
+    return dist_info(site, dist, module, version=version, requires=requires, provides=provides)
 
 
 def dist_info(
-    site: Path, dist: str, module: str, *, version: str = "1.0", requires: tuple[str, ...] = ()
+    site: Path, dist: str, module: str, *, version: str = "1.0", requires: tuple[str, ...] = (),
+    provides: tuple[str, ...] = (),
 ) -> Path:
     """The dist-info pip would leave for ``dist``, whose ``trysquare`` entry point is ``module``
-    (importable from elsewhere: a plugin's source folder)."""
+    (importable from elsewhere: a plugin's source folder), declaring what it ``provides``."""
     site.mkdir(parents=True, exist_ok=True)
     info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
     info.mkdir()
@@ -49,7 +51,12 @@ def dist_info(
         + "".join(f"Requires-Dist: {requirement}\n" for requirement in requires),
         encoding="utf-8",
     )
-    (info / "entry_points.txt").write_text(f"[trysquare]\n{dist} = {module}\n", encoding="utf-8")
+    declared = "".join(f"{name} = {module}\n" for name in provides)
+    (info / "entry_points.txt").write_text(
+        f"[trysquare]\n{dist} = {module}\n"
+        + (f"\n[trysquare.provides]\n{declared}" if provides else ""),
+        encoding="utf-8",
+    )
     return site
 
 

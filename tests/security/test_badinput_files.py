@@ -16,6 +16,10 @@ from trysquare.runs import discover
 from trysquare.scenario import load_scenario
 from trysquare.testing import build_run
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.scenario", "trysquare.runs", "trysquare.outputs")
+
+
 SCORE = 'import json; print(json.dumps({"metrics": {"scored": True}}))\n'
 SCENARIO = """
     [[validation]]

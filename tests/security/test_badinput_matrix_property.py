@@ -24,6 +24,10 @@ from trysquare.runs import discover
 from trysquare.scenario import load_scenario
 from trysquare.testing import build_run
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.runner", "trysquare.runs")
+
+
 GOOD = ("good1", "good2")
 
 names = st.one_of(

@@ -28,6 +28,10 @@ import pytest
 from tests.dask.conftest import GROUP
 from tests.helpers import write_scenario, write_script
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare_dask.executor", "trysquare.jail")
+
+
 # One LocalCluster start: on the dask clusters' xdist worker, never two at once.
 pytestmark = [pytest.mark.slow, GROUP]
 

@@ -18,6 +18,10 @@ from trysquare.ci import ResultRecord
 from trysquare.failures import invalid_lines
 from trysquare.junit import render_junit
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.ci", "trysquare.junit", "trysquare.failures")
+
+
 HOSTILE = "id\x1b]0;PWNED\x07\x1b[2J ]]></failure><testcase name=\"forged\"/> \x00\x0b\x85\u202e\ud800\ufffe & <!-- -->"
 RAW = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202e\ud800-\udfff\ufffe]")
 # JSON may hold U+FFFE (a noncharacter, not a control): only what a terminal acts on must be escaped.

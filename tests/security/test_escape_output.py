@@ -15,6 +15,10 @@ from pathlib import Path
 
 from tests.helpers import write_scenario, write_script
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare._shown", "trysquare.report.render")
+
+
 # The file name from the issue: retitles the terminal, clears screen and
 # scrollback, homes the cursor and leaves a lie behind.
 EVIL = "\x1b]0;PWNED\x07\x1b[2J\x1b[3J\x1b[HAll 2 runs valid, every cell publishable"

@@ -9,6 +9,10 @@ from hypothesis import given, strategies as st
 
 from trysquare._shown import csv_cell, json_text, md, md_code, shown
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare._shown",)
+
+
 pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 ANY_TEXT = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=60)

@@ -15,6 +15,10 @@ from trysquare.git.etalon import materialise_etalon
 
 from tests.security.guard_fixtures import build_run
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.git.etalon",)
+
+
 
 def test_a_base_blob_the_agent_rewrote_in_its_object_store_never_reaches_the_etalon(
     tmp_path: Path,

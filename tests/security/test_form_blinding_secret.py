@@ -22,6 +22,10 @@ from trysquare.runs import discover
 from trysquare.scenario import load_scenario
 from trysquare.testing import build_run
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare_form.export", "trysquare_form.keyfile")
+
+
 SEED = 7
 
 

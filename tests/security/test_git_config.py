@@ -24,6 +24,10 @@ from trysquare.git.refs import resolve_commit
 from trysquare.git.suite_copy import copy_tree
 from trysquare.testing import GitRepo
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.git.shadow", "trysquare.git.running")
+
+
 BASE = {
     "counter.py": "def count():\n    return 1\n",
     "tests/test_counter.py": "from counter import count\n\ndef test():\n    assert count() == 1\n",

@@ -17,6 +17,10 @@ from trysquare.git.patch import diff_patch
 from trysquare.runs import load_run
 from trysquare.testing import GitRepo, RunBuilder
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.git.changes", "trysquare.git.patch")
+
+
 BASE = {"counter.py": "def count():\n    return 1\n"}
 
 

@@ -16,6 +16,10 @@ from trysquare.errors import RunError
 from trysquare.runs import load_run
 from trysquare.testing import RunBuilder
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.runs", "trysquare.git.dotgit")
+
+
 BASE = {"counter.py": "def count():\n    return 1\n", "README.md": "# counter\n"}
 
 

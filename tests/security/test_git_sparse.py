@@ -16,6 +16,10 @@ from pathlib import Path
 from trysquare.git.suite_copy import copy_tree
 from trysquare.testing import GitRepo
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.git.suite_copy",)
+
+
 TWO_GB = 2 * 1024**3
 
 MEASURE = """

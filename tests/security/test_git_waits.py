@@ -31,6 +31,10 @@ from trysquare.testing import RunBuilder, build_run
 
 from tests.helpers import write_scenario, write_script
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.git.hostile", "trysquare.git.running")
+
+
 BASE = {"counter.py": "x = 1\n", "sub/a.py": "a = 1\n"}
 WAIT = 30.0  # far beyond any case here, far below "for ever"
 

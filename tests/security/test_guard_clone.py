@@ -17,6 +17,10 @@ import pytest
 from tests.helpers import write_scenario, write_script
 from tests.security.guard_fixtures import attempts, build_run, result, run_validate, scenario
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.clone_guard",)
+
+
 
 @pytest.fixture(autouse=True)
 def _detection_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,10 @@ import pytest
 
 from tests.plugins.basket_project import BASE, FIX, NO_FIX, write_hidden_scenario
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare_hidden_tests.harness",)
+
+
 SOURCE = Path(__file__).resolve().parents[2] / "plugins" / "trysquare-hidden-tests" / "src"
 if str(SOURCE) not in sys.path:  # not installed by `uv run pytest`: see tests/plugins/conftest.py
     sys.path.insert(0, str(SOURCE))

@@ -23,6 +23,10 @@ from trysquare.testing import build_run
 
 from tests.helpers import write_scenario, write_script
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare._inflight",)
+
+
 KILLER = """
 import json, os, signal, sys, time
 

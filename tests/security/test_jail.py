@@ -26,6 +26,10 @@ from tests.helpers import write_scenario, write_script
 from tests.security.guard_fixtures import build_run, run_validate
 from trysquare import jail
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.jail",)
+
+
 pytestmark = pytest.mark.skipif(
     not jail.availability().available, reason=f"no jail here: {jail.availability().reason}"
 )

@@ -18,6 +18,10 @@ from tests.judge.chatserver import verdict
 from tests.security.judgelab import lab_with_key, validate_in_process  # noqa: F401
 from trysquare_judge import blinding, prompt
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare_judge.prompt",)
+
+
 METRICS = ("note_usable", "cites_paths")
 SCENARIO_WITH_CAP = """\
 [[validation]]

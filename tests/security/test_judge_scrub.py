@@ -16,6 +16,10 @@ import urllib.parse
 from tests.judge.chatserver import Reply, error, tool_call
 from tests.security.judgelab import lab_with_key, validate_in_process, written  # noqa: F401
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare_judge.scrub",)
+
+
 # A key holding the two characters JSON escapes: a raw-text comparison misses it.
 KEY = 'sk-live-"odd\\key-5c1e9a77'
 METRICS = ("note_usable", "cites_paths")

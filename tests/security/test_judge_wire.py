@@ -22,6 +22,10 @@ import pytest
 from tests.judge.chatserver import Reply, verdict
 from tests.security.judgelab import lab_with_key, validate_in_process  # noqa: F401
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare_judge.providers.http",)
+
+
 KEY = "sk-wire-test-key"
 METRICS = {"note_usable": True, "cites_paths": True}
 MiB = 1024 * 1024

@@ -22,6 +22,10 @@ from trysquare.testing import build_run
 
 from tests.helpers import write_scenario, write_script
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.lock",)
+
+
 HERE = os.getcwd()
 DEADLINE = 30  # seconds; each command here ends in a few when it does not wait
 

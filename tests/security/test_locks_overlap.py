@@ -17,6 +17,10 @@ from tests.helpers import write_scenario, write_script
 from trysquare.runs import discover
 from trysquare.testing import build_run
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.lock",)
+
+
 # Says it started (a file beside the scenario), then waits until the test removes the
 # gate beside it (60 s at most): it outlasts the second command however loaded the
 # machine is (a fixed sleep raced it).

@@ -15,6 +15,8 @@ import pytest
 from tests.plugins.conftest import HIDDEN_TESTS_SRC
 from tests.plugins.test_prepare_once import FIXED, result, write_experiment
 
+EXERCISES = ("trysquare._prepared", "trysquare_hidden_tests.mode")
+
 pytestmark = pytest.mark.skipif(
     not __import__("trysquare.jail", fromlist=["availability"]).availability().available,
     reason="the jail cannot start here: without it every validator prepares its own copy",

@@ -20,6 +20,10 @@ from trysquare.testing import build_run
 from tests.helpers import write_scenario, write_script
 from tests.judge.conftest import lab  # noqa: F401 - the judge laboratory
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare._signing", "trysquare.results")
+
+
 # The measured fact: did the agent deliver feature.py? (The agent of run 'agent' did not.)
 SCORE = """
 import json, sys

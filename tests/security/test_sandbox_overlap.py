@@ -19,6 +19,10 @@ from trysquare.sandbox import sandbox_enabled
 
 from tests.security.guard_fixtures import attempts, build_run, result, run_validate, scenario
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.sandbox",)
+
+
 pytestmark = pytest.mark.skipif(not sandbox_enabled(), reason="needs Landlock: only then do tasks start early")
 
 

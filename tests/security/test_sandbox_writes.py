@@ -21,6 +21,10 @@ from tests.security.test_guard_clone import PLANTING_TEST, SUITE_SCENARIO, SUITE
 from trysquare import sandbox
 from trysquare.clone_guard import stat_picture
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.sandbox",)
+
+
 pytestmark = pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="this kernel offers no Landlock")
 
 DENIED = f"failed: Permission denied (errno {errno.EACCES})"

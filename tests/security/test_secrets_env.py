@@ -23,6 +23,10 @@ from trysquare.scenario import load_scenario
 
 from tests.helpers import write_scenario, write_script
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare._env",)
+
+
 # Named so that only the provider section marks it a key: nothing about the name looks secret.
 PROVIDER_VAR = "ILAAS_CRED"
 PROVIDER_KEY = 'sk-live-"quoted\\key-4242'

@@ -18,6 +18,10 @@ from trysquare.context import gather_facts, preflight
 from trysquare.runs import load_run
 from trysquare.testing import RunBuilder
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare.sessions",)
+
+
 CWD_PLACEHOLDER = "@REPO@"
 
 

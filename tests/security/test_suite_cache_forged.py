@@ -15,6 +15,10 @@ import pytest
 
 from tests.assay.test_suite_cache import PYTHON, make_matrix, result, reused
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare._suitecache",)
+
+
 # A validator that never runs the suite: whatever sits in its report file is not its report.
 NO_SUITE = f"""#!{PYTHON}
 from trysquare.assay import validator

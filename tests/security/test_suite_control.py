@@ -19,6 +19,10 @@ from tests.helpers import write_scenario, write_script
 from tests.security.guard_fixtures import run_validate
 from trysquare.testing import RunBuilder
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare._suite",)
+
+
 SUITE_VALIDATOR = """
 from trysquare.assay import validator
 

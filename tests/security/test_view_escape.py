@@ -14,6 +14,10 @@ from trysquare_view.page import SCRIPT, build_page
 from tests.view.test_view_html import parse
 from tests.view.viewlab import SECRET, build_lab, source_of
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare_view.page", "trysquare_view.panel")
+
+
 
 def test_view_markup_in_file_name_reason_response_and_cell_stays_text(tmp_path: Path) -> None:
     page = build_page(source_of(build_lab(tmp_path)))

@@ -15,6 +15,10 @@ from trysquare_view.server import make_server
 from tests.loopback import serve_in_background
 from tests.view.viewlab import SECRET, Lab, build_lab, tree
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare_view.server",)
+
+
 
 def _serve(lab: Lab) -> Iterator[tuple[Lab, int]]:
     server = make_server(load_scenario(lab.scenario), lab.root, port=0)

@@ -22,6 +22,10 @@ from trysquare.testing import build_matrix
 
 from tests.helpers import write_scenario, write_script
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare._warm", "trysquare._warm_server")
+
+
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux", reason="warm servers fork (Linux only here)"
 )

@@ -31,6 +31,10 @@ from trysquare.runs import discover
 from trysquare.scenario import load_scenario
 from trysquare.testing import build_run
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = ("trysquare._atomic",)
+
+
 SECRET = "s3cr3t-0600-token-7f1c"
 RC_TEXT = "# ~/.bashrc\nexport PATH=$HOME/bin:$PATH\n"
 

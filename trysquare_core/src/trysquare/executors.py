@@ -185,7 +185,7 @@ def trysquare_register_executors(register: Callable[[Executor], None]) -> None:
 def get(name: str, options: Mapping[str, str], *, jobs: int) -> RunningExecutor:
     from trysquare import plugins
 
-    available = plugins.registry("trysquare_register_executors")
+    available = plugins.registry("trysquare_register_executors", [name])
     if name not in available:
         raise UsageError(
             f"--executor {name}: no installed plugin provides executor '{name}' "

@@ -8,6 +8,9 @@ is left out of later hooks, and the others carry on. ``TRYSQUARE_LOAD_PLUGINS`` 
 those) and ``TRYSQUARE_BLOCK_PLUGINS`` (a comma list never loaded) choose which
 entry points load. Blocking a plugin also blocks the plugins whose distribution requires it
 (a judge provider without the judge); a plugin chosen without one it requires fails, saying so.
+
+It is over 600 lines because finding, loading on demand, guarding and listing plugins share
+one state and one lock; the stdout router and the distributions' metadata could move out.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -72,6 +75,50 @@ class PluginInfo:
     refused: tuple[str, ...] = ()  # names it registered that another plugin has (the rest stand)
 
 
+# What a plugin declares it provides, so that a command loads only the plugins it needs:
+# entry points of this group named ``KIND.NAME`` (``mode.script``, ``provider.anthropic``,
+# ``report_format.html``, ``executor.dask``, ``session_format.pi``, ``command.view``) or
+# ``hook.HOOK`` (``hook.trysquare_protected_env``: a hook whose every implementation must
+# be asked), whose value is the plugin's module. A distribution that declares nothing is
+# loaded by every command that loads plugins, as before declarations existed.
+PROVIDES_GROUP = "trysquare.provides"
+
+def _declared_kind(hook_name: str) -> str | None:
+    """The ``KIND`` a plugin declares for what ``hook_name`` registers (``mode``, ``provider``,
+    ``report_format``, ``command``): a registry's column in ``trysquare plugins`` (its
+    :func:`~trysquare.hookspecs.listed_as` mark) in the singular, so a plugin's own registry
+    (the judge's providers) needs no entry here."""
+    if hook_name == "trysquare_register_commands":
+        return "command"
+    listed = listed_registries().get(hook_name)
+    return None if listed is None else listed[0].removesuffix("s")
+
+
+# The hooks a plugin that declares anything must declare as ``hook.HOOK`` to be called.
+DECLARED_HOOKS = frozenset(
+    {"trysquare_build_context", "trysquare_metrics_collected", "trysquare_protected_env"}
+)
+
+# The in-tree defaults declare what they register here: importing them is not free either.
+BUILTIN_PROVIDES = {
+    "trysquare.sessions.builtin": frozenset(
+        {"session_format.pi", "session_format.claude-code", "session_format.codex"}
+    ),
+    "trysquare.executors": frozenset({"executor.local"}),
+    "trysquare.report.formats": frozenset({"report_format.md", "report_format.json", "report_format.csv"}),
+}
+
+
+@attrs.frozen
+class _Candidate:
+    """A plugin that may load: an entry point (or an in-tree default) not imported yet."""
+
+    name: str
+    entry_point: metadata.EntryPoint | None  # None: an in-tree default module
+    provides: frozenset[str] | None  # None: it declares nothing, so every command loads it
+    needs: frozenset[str]  # the plugins its distribution requires (load first)
+
+
 @attrs.define
 class _State:
     manager: pluggy.PluginManager
@@ -82,9 +129,14 @@ class _State:
     callers: dict[str, list[tuple[str, Any]]] = attrs.field(factory=dict)
     builtin: set[str] = attrs.field(factory=set)  # plugin names that are built-in
     refusals: dict[str, list[str]] = attrs.field(factory=dict)
+    waiting: dict[str, _Candidate] = attrs.field(factory=dict)  # by name, not loaded yet
+    warned: set[str] = attrs.field(factory=set)  # failures already printed
+    declared: set[str] = attrs.field(factory=set)  # every KIND.NAME any plugin declares
 
 
 _state: _State | None = None
+# Loading may be asked for from worker threads (a context hook during validate).
+_load_lock = threading.RLock()
 
 
 def _names(variable: str) -> set[str] | None:
@@ -99,18 +151,21 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
-def _load() -> _State:
+def _start() -> _State:
+    """The manager and the plugins that may load, from metadata alone: nothing is imported."""
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
     # pytest's idiom: a plugin brings hookspecs of its own (the judge: providers) from
     # this historic hook, which pluggy also calls for every plugin registered later.
     manager.hook.trysquare_add_hookspecs.call_historic(kwargs={"pluginmanager": manager})
     state = _State(manager, {}, {})
+    _facts.clear()
     only = _names("TRYSQUARE_LOAD_PLUGINS")
     blocked = _names("TRYSQUARE_BLOCK_PLUGINS") or set()
-    loaded: list[tuple[str, Any]] = []
-    entry_points = _claimed(state, blocked, only)
+    found = metadata.entry_points()  # one scan of the installed distributions, both groups
+    entry_points = _claimed(state, blocked, only, found.select(group=ENTRY_POINT_GROUP))
     plugin_names = {entry_point.name for entry_point in entry_points}
+    declared = _declarations(found.select(group=PROVIDES_GROUP))
     for entry_point in entry_points:
         name = entry_point.name
         dist = _dist_name(entry_point)
@@ -119,7 +174,7 @@ def _load() -> _State:
         needed = _needed_plugins(entry_point) & plugin_names
         if needed & blocked:
             continue  # blocking a plugin blocks the plugins built on it (a judge's providers)
-        state.versions[name] = entry_point.dist.version if entry_point.dist else None
+        state.versions[name] = _dist_version(entry_point)
         left_out = sorted(needed - only) if only is not None else []
         if left_out:
             state.failures[name] = (
@@ -128,41 +183,165 @@ def _load() -> _State:
             continue
         if name in BUILTIN_DISTRIBUTIONS:
             state.builtin.add(name)
-        try:
-            _loading[:] = [name]
-            with plugin_output():
-                loaded.append((name, entry_point.load()))
-        except Exception as error:  # noqa: BLE001 - one broken plugin is only reported
-            state.failures[name] = _describe(error)
-        finally:
-            _loading.clear()
-    for name, plugin in loaded:
-        _register(state, name, plugin)
-    for module_name in BUILTIN_MODULES:
-        try:
-            module = __import__(module_name, fromlist=["_"])
-        except ModuleNotFoundError as error:
-            if error.name == module_name:
-                continue  # not part of this build yet
-            raise
-        state.builtin.add(module_name)
-        _register(state, module_name, module)
-    _drop_unspecified(state)
+        state.waiting[name] = _Candidate(name, entry_point, declared.get(dist or ""), frozenset(needed))
+    for module_name, provides in BUILTIN_PROVIDES.items():
+        state.waiting[module_name] = _Candidate(module_name, None, provides, frozenset())
+    for candidate in state.waiting.values():
+        state.declared.update(candidate.provides or ())
     return state
+
+
+def _declarations(entry_points: Iterable[metadata.EntryPoint]) -> dict[str, frozenset[str]]:
+    """What each distribution declares it provides, by normalized distribution name."""
+    found: dict[str, set[str]] = {}
+    for entry_point in entry_points:
+        dist = _dist_name(entry_point)
+        if dist is not None:
+            found.setdefault(dist, set()).add(entry_point.name)
+    return {dist: frozenset(names) for dist, names in found.items()}
+
+
+def _ensure(state: _State, wanted: Callable[[frozenset[str]], bool]) -> None:
+    """Load every waiting plugin that declares nothing or declares something ``wanted``
+    (with the plugins it requires), then register them, the in-tree defaults last."""
+    with _load_lock:
+        chosen = {
+            name for name, candidate in state.waiting.items()
+            if candidate.provides is None or wanted(candidate.provides)
+        }  # fmt: skip
+        pending = list(chosen)
+        while pending:  # a provider plugin needs the judge's hookspecs: load the judge too
+            for needed in state.waiting[pending.pop()].needs:
+                if needed in state.waiting and needed not in chosen:
+                    chosen.add(needed)
+                    pending.append(needed)
+        if not chosen:
+            return
+        loaded: list[tuple[str, Any]] = []
+        candidates = {name: state.waiting[name] for name in chosen}
+        for name in sorted(chosen, key=_order):
+            candidate = state.waiting.pop(name)
+            if candidate.entry_point is None:
+                continue
+            try:
+                _loading[:] = [name]
+                with plugin_output():
+                    loaded.append((name, candidate.entry_point.load()))
+            except Exception as error:  # noqa: BLE001 - one broken plugin is only reported
+                state.failures[name] = _describe(error)
+            finally:
+                _loading.clear()
+        for name, plugin in loaded:
+            _register(state, name, plugin)
+            provides = candidates[name].provides
+            if provides is not None:
+                _check_declared(state, name, plugin, provides)
+        for module_name in BUILTIN_PROVIDES:
+            if module_name not in chosen:
+                continue
+            module = __import__(module_name, fromlist=["_"])
+            state.builtin.add(module_name)
+            _register(state, module_name, module)
+        _drop_unspecified(state)
+        # What was gathered from fewer plugins is gathered again from all that are in now.
+        state.registries.clear()
+        state.registered_by.clear()
+        state.callers.clear()
+        _warn_failures(state)
+
+
+def _check_declared(state: _State, name: str, plugin: Any, provides: frozenset[str]) -> None:
+    """Disable a plugin that declares what it provides but implements a hook it does not
+    declare: a command that did not load it for another reason would never call it (a key
+    its ``trysquare_protected_env`` guards would reach validators)."""
+    manager = state.manager
+    if not manager.is_registered(plugin):
+        return
+    for caller in manager.get_hookcallers(plugin) or []:
+        kind = _declared_kind(caller.name)
+        if kind is not None:
+            if not any(item.startswith(f"{kind}.") for item in provides):
+                missing = f"no {kind}.NAME"
+                break
+        elif caller.name in DECLARED_HOOKS and f"hook.{caller.name}" not in provides:
+            missing = f"no hook.{caller.name}"
+            break
+    else:
+        return
+    manager.unregister(plugin)
+    state.failures[name] = (
+        f"implements {caller.name} but declares {missing} in its '{PROVIDES_GROUP}' entry points"
+    )
+
+
+def _warn_failures(state: _State) -> None:
+    for name, error in sorted(state.failures.items()):
+        if name not in state.warned:
+            state.warned.add(name)
+            print(f"trysquare: warning: plugin '{name}' failed to load: {error}", file=sys.stderr)
+
+
+def _ensure_all(state: _State) -> None:
+    _ensure(state, lambda _provides: True)
+
+
+def _ensure_kind(state: _State, kind: str, names: Iterable[str] | None = None) -> None:
+    """Load the plugins declaring ``kind.NAME`` for each of ``names`` (any name: ``None``)."""
+    if names is None:
+        _ensure(state, lambda provides: any(item.startswith(f"{kind}.") for item in provides))
+    else:
+        items = {f"{kind}.{name}" for name in names}
+        _ensure(state, lambda provides: not items.isdisjoint(provides))
 
 
 # The entry point being imported now (what a bounded wait for plugins names).
 _loading: list[str] = []
 
 
+@attrs.frozen
+class _DistFacts:
+    """What is read from one distribution's metadata, parsed once (each read of
+    ``Distribution.metadata`` parses the whole file again)."""
+
+    name: str  # normalized: trysquare-judge
+    version: str | None
+    requires: tuple[str, ...]
+
+
+_facts: dict[int, tuple[metadata.Distribution, _DistFacts]] = {}
+
+
+def _dist_facts(entry_point: metadata.EntryPoint) -> _DistFacts | None:
+    dist = entry_point.dist
+    if dist is None:
+        return None
+    known = _facts.get(id(dist))
+    if known is not None and known[0] is dist:
+        return known[1]
+    meta = dist.metadata
+    facts = _DistFacts(
+        name=re.sub(r"[-_.]+", "-", meta["Name"] or "").lower(),
+        version=meta["Version"],
+        requires=tuple(meta.get_all("Requires-Dist") or dist.requires or ()),  # or an egg-info's
+    )
+    _facts[id(dist)] = (dist, facts)  # the distribution is kept: its id stays its own
+    return facts
+
+
 def _dist_name(entry_point: metadata.EntryPoint) -> str | None:
     """The normalized name of the distribution declaring ``entry_point``."""
-    if entry_point.dist is None:
-        return None
-    return re.sub(r"[-_.]+", "-", entry_point.dist.name).lower()
+    facts = _dist_facts(entry_point)
+    return None if facts is None else facts.name
 
 
-def _claimed(state: _State, blocked: set[str], only: set[str] | None) -> list[metadata.EntryPoint]:
+def _dist_version(entry_point: metadata.EntryPoint) -> str | None:
+    facts = _dist_facts(entry_point)
+    return None if facts is None else facts.version
+
+
+def _claimed(
+    state: _State, blocked: set[str], only: set[str] | None, found: Iterable[metadata.EntryPoint]
+) -> list[metadata.EntryPoint]:
     """The entry points that may load, by name: one for each name, the others refused.
 
     An entry point name is its distribution's name (``trysquare-script``). When several
@@ -172,7 +351,7 @@ def _claimed(state: _State, blocked: set[str], only: set[str] | None) -> list[me
     a built-in's name is refused even alone: it would stand in for the built-in.
     """
     by_name: dict[str, list[metadata.EntryPoint]] = {}
-    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for entry_point in found:
         if _dist_name(entry_point) in blocked and _dist_name(entry_point) != entry_point.name:
             continue  # blocked by its distribution's name (blocked by its own name: later)
         by_name.setdefault(entry_point.name, []).append(entry_point)
@@ -194,7 +373,7 @@ def _claimed(state: _State, blocked: set[str], only: set[str] | None) -> list[me
                 why = f"distributions {', '.join(repr(d) for d in dists)} all declare it"
             else:
                 why = "it is the name of a built-in distribution"
-            state.versions[label] = entry_point.dist.version if entry_point.dist else None
+            state.versions[label] = _dist_version(entry_point)
             state.failures[label] = (
                 f"declares the entry point name '{name}', refused: {why}; an entry point is named "
                 f"after its own distribution (TRYSQUARE_BLOCK_PLUGINS={label} leaves it out)"
@@ -206,7 +385,8 @@ def _claimed(state: _State, blocked: set[str], only: set[str] | None) -> list[me
 
 def _needed_plugins(entry_point: metadata.EntryPoint) -> set[str]:
     """The distributions a plugin's own distribution requires (extras aside), by normalized name."""
-    requirements = entry_point.dist.requires if entry_point.dist else None
+    facts = _dist_facts(entry_point)
+    requirements = facts.requires if facts is not None else None
     names = set()
     for requirement in requirements or ():
         if ";" in requirement and "extra" in requirement.split(";", 1)[1]:
@@ -234,8 +414,9 @@ def _register(state: _State, name: str, plugin: Any) -> None:
 def _drop_unspecified(state: _State) -> None:
     """Unregister each plugin implementing a hook nobody specified.
 
-    Checked once every plugin is in, since a plugin may implement a hook whose
-    spec another plugin adds (a judge provider plugin loads before the judge).
+    Checked once every plugin of a load is in, since a plugin may implement a hook whose
+    spec another plugin adds (a judge provider plugin loads before the judge); while
+    plugins wait to load, they load first (any of them may add that spec).
     """
     manager = state.manager
     while True:
@@ -243,38 +424,61 @@ def _drop_unspecified(state: _State) -> None:
             manager.check_pending()
             return
         except pluggy.PluginValidationError as error:
+            if state.waiting:
+                _ensure_all(state)  # checks again once they are in
+                continue
             name = _name(manager, error.plugin)
             manager.unregister(error.plugin)
             state.failures[name] = _describe(error)
 
 
 def get_manager() -> pluggy.PluginManager:
-    """The plugin manager, loading every plugin on first use."""
-    return _get_state().manager
+    """The plugin manager, with every plugin loaded."""
+    state = _get_state()
+    _ensure_all(state)
+    return state.manager
 
 
 def _get_state() -> _State:
+    """The plugin manager's state, with the plugins that declare nothing loaded."""
     global _state
-    if _state is None:
-        _state = _load()
-        for name, error in sorted(_state.failures.items()):
-            print(f"trysquare: warning: plugin '{name}' failed to load: {error}", file=sys.stderr)
-    return _state
+    with _load_lock:
+        if _state is None:
+            _state = _start()
+            _ensure(_state, lambda _provides: False)
+        return _state
 
 
 def reset() -> None:
     """Forget the loaded plugins (tests change the environment between loads)."""
     global _state
     _state = None
+    _facts.clear()
 
 
-def registry(hook_name: str) -> dict[str, Any]:
+def registry(hook_name: str, names: Iterable[str] | None = None) -> dict[str, Any]:
     """Call a ``register`` hook once per plugin and return the registered objects by name.
 
     Each plugin's implementation is called on its own, so a plugin that raises,
-    or registers a name another plugin took, is reported and the rest stand.
+    or registers a name another plugin took, is reported and the rest stand. With
+    ``names``, only the plugins declaring one of them must load (the others may, and
+    every plugin of that kind does when one of ``names`` is declared by none of them).
     """
     state = _get_state()
+    kind = _declared_kind(hook_name)
+    if kind is None:
+        _ensure_all(state)
+    elif names is not None:
+        wanted = set(names)
+        _ensure_kind(state, kind, wanted)
+        if not wanted <= set(_registry(state, hook_name)):
+            _ensure_kind(state, kind)  # a name nobody declared: every plugin of its kind
+    else:
+        _ensure_kind(state, kind)
+    return _registry(state, hook_name)
+
+
+def _registry(state: _State, hook_name: str) -> dict[str, Any]:
     if hook_name not in state.registries:
         state.registries[hook_name], state.registered_by[hook_name] = _collect(state, hook_name)
     return {name: value for name, (value, _) in state.registries[hook_name].items()}
@@ -395,13 +599,13 @@ def plugin_output() -> Iterator[None]:
 def load_within(seconds: float) -> str | None:
     """Load the plugins, waiting at most ``seconds``: ``None`` once loaded, else the name of
     the plugin still importing (the load goes on in the background, nothing waits on it)."""
-    if _state is not None:
+    if _state is not None and not _state.waiting:
         return None
     done = threading.Event()
 
     def load() -> None:
         try:
-            _get_state()
+            _ensure_all(_get_state())
         except Exception:  # noqa: BLE001, S110 - the command that needs plugins says what broke
             pass
         finally:
@@ -459,6 +663,7 @@ def hook_callers(hook_name: str) -> list[tuple[str, Any]]:
     plugin cannot compute makes that run unusable, naming the plugin).
     """
     state = _get_state()
+    _ensure_hook(state, hook_name)
     return [
         (name, _quiet(caller))
         for name, caller in _callers(state, hook_name)
@@ -475,6 +680,7 @@ def call_each(hook_name: str, /, *, include_failed: bool = False, **kwargs: Any)
     broken plugin guards must still be withheld).
     """
     state = _get_state()
+    _ensure_hook(state, hook_name)
     answers: list[tuple[str, Any]] = []
     for plugin_name, caller in _callers(state, hook_name):
         if plugin_name in state.failures and not include_failed:
@@ -487,16 +693,36 @@ def call_each(hook_name: str, /, *, include_failed: bool = False, **kwargs: Any)
     return answers
 
 
-def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+def _ensure_hook(state: _State, hook_name: str) -> None:
+    kind = _declared_kind(hook_name)
+    if kind is not None:
+        _ensure_kind(state, kind)
+    else:
+        _ensure(state, lambda provides: f"hook.{hook_name}" in provides)
+
+
+def add_commands(
+    subparsers: Any, parser_class: type[argparse.ArgumentParser], *, word: str | None = None
+) -> None:
     """Let each plugin add its subcommands; a plugin that raises adds none.
 
     A plugin describes its commands on parsers of its own
     (:class:`trysquare.api.Commands`); they join the command line only
-    once its hook has returned, so a half-registered command never shows.
+    once its hook has returned, so a half-registered command never shows. With
+    ``word`` (the command the line names), a built-in command loads no plugin for its
+    parser, and another loads the plugins declaring it (all of them if none does).
     """
     from trysquare.commands import Commands
 
     state = _get_state()
+    if word is None:
+        _ensure_kind(state, "command")
+    elif word not in subparsers.choices:
+        _ensure_kind(state, "command", [word])
+        if f"command.{word}" not in state.declared:
+            _ensure_kind(state, "command")  # a command nobody declares: argparse lists them all
+    else:
+        return
     for plugin_name, caller in _callers(state, "trysquare_register_commands"):
         if plugin_name in state.failures:
             continue
@@ -521,22 +747,25 @@ def _order(plugin_name: str) -> tuple[int, str]:
     return (plugin_name in BUILTIN_MODULES, plugin_name)
 
 
-def modes() -> dict[str, Mode]:
-    return registry("trysquare_register_modes")
+def modes(names: Iterable[str] | None = None) -> dict[str, Mode]:
+    """The registered modes by name: at least those of ``names`` that exist (``None``: all)."""
+    return registry("trysquare_register_modes", names)
 
 
 def session_formats() -> dict[str, SessionFormat]:
     return registry("trysquare_register_session_formats")
 
 
-def report_formats() -> dict[str, Any]:
-    """Every registered report format by name (``md``, ``json``, ``csv``, plugins' own)."""
-    return registry("trysquare_register_report_formats")
+def report_formats(names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The registered report formats by name (``md``, ``json``, ``csv``, plugins' own):
+    at least those of ``names`` that exist (``None``: all)."""
+    return registry("trysquare_register_report_formats", names)
 
 
 def infos() -> list[PluginInfo]:
     """Every plugin found: loaded ones with what they provide, broken ones with their error."""
     state = _get_state()
+    _ensure_all(state)
     listed = listed_registries()
     for hook_name in listed:
         registry(hook_name)

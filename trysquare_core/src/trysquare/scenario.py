@@ -169,7 +169,8 @@ def load_scenario(
     if modes is None:
         from trysquare import plugins
 
-        modes = plugins.modes()
+        # Only the plugins of the modes this scenario names need to load.
+        modes = plugins.modes({t["mode"] for t in raw.validation if isinstance(t.get("mode"), str)})
     validations = tuple(
         _load_validation(table, TableSource(path, f"[[validation]][{index}]", config), modes)
         for index, table in enumerate(raw.validation, start=1)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from trysquare.api import Mode, hookimpl
+from trysquare.api import hookimpl
 from trysquare_judge.builtin import trysquare_register_judge_providers
-from trysquare_judge.mode import JudgeMode
 
 if TYPE_CHECKING:
     import pluggy
+
+    from trysquare.api import Mode
+    from trysquare_judge.mode import JudgeMode
 
 __all__ = [
     "JudgeMode",
@@ -31,6 +33,10 @@ def trysquare_add_hookspecs(pluginmanager: pluggy.PluginManager) -> None:
 
 @hookimpl
 def trysquare_register_modes(register: Callable[[Mode], None]) -> None:
+    # Imported here: every validate asks this plugin for its protected keys, and a
+    # scenario that judges nothing should not pay for the judge's mode.
+    from trysquare_judge.mode import JudgeMode
+
     register(JudgeMode())
 
 
@@ -41,3 +47,11 @@ def trysquare_protected_env(scenario_file: Path, config: Path | None) -> Mapping
     from trysquare_judge.providers import protected_keys
 
     return protected_keys(scenario_file, config)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "JudgeMode":
+        from trysquare_judge.mode import JudgeMode
+
+        return JudgeMode
+    raise AttributeError(f"module 'trysquare_judge' has no attribute {name!r}")

@@ -53,7 +53,7 @@ HELP_PLUGIN_WAIT = 5.0
 def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
     try:
-        parser = build_parser(with_plugins=_plugins_within_help_wait(argv))
+        parser = build_parser(with_plugins=_plugins_within_help_wait(argv), word=_command_word(argv))
         args = parser.parse_args(argv)
         if getattr(args, "handler", None) is None:
             parser.print_help()
@@ -108,6 +108,14 @@ def _plugins_within_help_wait(argv: Sequence[str]) -> bool:
         file=sys.stderr,
     )
     return False
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The command a line names, when it asks for no help (help lists every command)."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    if {"-h", "--help"} & set(words):
+        return None
+    return next((word for word in words if not word.startswith("-")), None)
 
 
 def _asks_version(argv: Sequence[str]) -> bool:

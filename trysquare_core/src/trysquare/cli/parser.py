@@ -53,7 +53,9 @@ class _ArgumentsError(UsageError):
         self.usage = usage
 
 
-def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
+def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with ``word`` (the command asked for), a built-in command's parser
+    loads no plugin, since no plugin's command can be the one asked for."""
     parser = _Parser(
         prog="trysquare",
         description="Turn finished coding-agent runs into named metrics. Paths on every command "
@@ -329,7 +331,8 @@ def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
     helptext.apply(commands)
 
     if with_plugins:
-        plugins.add_commands(commands, parser_class=_Parser)  # each plugin guarded on its own
+        # each plugin guarded on its own
+        plugins.add_commands(commands, parser_class=_Parser, word=word)
     return parser
 
 

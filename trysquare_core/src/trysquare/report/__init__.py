@@ -115,7 +115,7 @@ def report_format(name: str) -> Any:
     """The registered report format called ``name``; a usage error naming those there are."""
     from trysquare import plugins
 
-    formats = plugins.report_formats()
+    formats = plugins.report_formats([name])
     if name not in formats:
         known = ", ".join(sorted(formats)) or "none"
         from trysquare._install import install_hint
