@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import EXAMPLES
 
@@ -51,3 +54,35 @@ def test_demo_builds_validates_fills_and_reports(cli, tmp_path: Path) -> None:
 
 def test_no_nested_git_is_shipped() -> None:
     assert not [p for p in EXAMPLES.rglob(".git")]
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None, reason="node is not installed: the Node example cannot run"
+)
+def test_the_node_demo_scores_each_run_as_it_deserves(cli, tmp_path: Path) -> None:
+    """examples/node: `node --test`, a validator in JavaScript, the session's reading."""
+    target = tmp_path / "node-demo"
+    done = cli("demo", "--node", target, "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def metrics(run: str) -> dict:
+        path = target / "runs" / run / "validation" / "script.json"
+        return json.loads(path.read_text())["metrics"]
+
+    found = {run.name: metrics(run.name) for run in sorted((target / "runs").iterdir())}
+    fixed = {"delivered": True, "in_scope": True, "tests": True, "installed_a_dependency": False}
+    assert found == {
+        "plain-1": fixed,
+        "plain-2": {**fixed, "tests": False},  # half fixed
+        # The redefined `npm test` would pass; `node --test` does not. An edit of
+        # package.json is no install.
+        "plain-3": {**fixed, "in_scope": False, "tests": False},
+        "rule-1": fixed,
+        # `npm install simple-statistics` first wrote package.json (the session readers).
+        "rule-2": {**fixed, "in_scope": False, "installed_a_dependency": True},
+        "rule-3": fixed,
+    }, done.stdout
+    assert "| plain (reference) | 3 | 3/3 | 2/3 | 1/3 | 0/3 |" in done.stdout
+    assert "| rule | 3 | 3/3 | 2/3 | 3/3 | 1/3 |" in done.stdout
+    reasons = json.loads((target / "runs" / "rule-2" / "validation" / "script.json").read_text())
+    assert reasons["reasons"]["installed_a_dependency"] == "call 0 (bash) wrote package.json first"

@@ -65,8 +65,8 @@ def test_a_distribution_says_what_it_is_where_it_runs_and_what_it_needs(pyprojec
 def test_the_demo_material_ships_with_the_core() -> None:
     # hatch_build.py copies these from examples/ into the wheel and the sdist.
     hook = (ROOT / "trysquare_core" / "hatch_build.py").read_text(encoding="utf-8")
-    assert 'SHIPPED = ("scenario.toml", "validator.py", "demo")' in hook
-    for name in ("scenario.toml", "validator.py", "demo/matrix.toml"):
+    assert 'SHIPPED = ("scenario.toml", "validator.py", "demo", "node")' in hook
+    for name in ("scenario.toml", "validator.py", "demo/matrix.toml", "node/matrix.toml"):
         assert (ROOT / "examples" / name).is_file()
 
 

@@ -1,7 +1,7 @@
 """Build hook: the demo's material ships inside trysquare-core as package data.
 
 ``trysquare demo`` needs the repository's ``examples/scenario.toml``,
-``examples/validator.py`` and ``examples/demo/``. They stay where the repository
+``examples/validator.py`` and ``examples/demo/`` (``--node``: ``examples/node/``). They stay where the repository
 documents them; a build from the checkout copies them into the wheel (as
 ``trysquare/_examples/``) and into the sdist (as ``src/trysquare/_examples/``, so
 a wheel built from the sdist finds them in the package like any other file).
@@ -15,7 +15,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SHIPPED = ("scenario.toml", "validator.py", "demo")
+SHIPPED = ("scenario.toml", "validator.py", "demo", "node")
 
 
 class ExamplesHook(BuildHookInterface):

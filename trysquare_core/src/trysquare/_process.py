@@ -136,6 +136,7 @@ def run_process(
     jail: JailPolicy | None = None,
     guarded: Sequence[str | Path] = (),
     jail_ids: JailIds | None = None,
+    shown_as: str | None = None,
 ) -> ProcessResult:
     """Run ``argv`` (no shell) in ``cwd`` and collect its output.
 
@@ -150,6 +151,8 @@ def run_process(
     then :class:`~trysquare.jail.IsolationUnavailable` is raised and nothing runs.
     ``jail_ids``: the user the caller already handed ``sandbox.writable`` over to (steps of
     one :func:`run_steps` share one, so what ``prepare`` made is not handed over again).
+    ``shown_as``: the jail shows ``sandbox``'s one writable folder at this path instead of its
+    own (a copy of a prepared tree, where ``prepare`` built it); only in the jail.
 
     Raises ``OSError`` when the program cannot be started at all; every other
     outcome (exit code, timeout, signal) is reported in the result.
@@ -174,8 +177,16 @@ def run_process(
             if ids is None:  # as root: a user of its own, for this command alone
                 ids = new_jail_ids()
                 hand_over([str(p) for p in sandbox.writable], ids)
+            writable = [str(p) for p in sandbox.writable]
+            inside = str(cwd)
+            moved: dict[str, str] = {}
+            if shown_as is not None:
+                if len(writable) != 1:
+                    raise ValueError("shown_as= moves the one writable folder; there are several")
+                moved = {writable[0]: shown_as}
+                inside = os.path.join(shown_as, os.path.relpath(str(cwd), writable[0]))
             argv = jailed_command(
-                argv, cwd=str(cwd), writable=[str(p) for p in sandbox.writable], policy=jail,
+                argv, cwd=inside, writable=writable, policy=jail, shown_as=moved,
                 guarded=[str(p) for p in guarded],
                 # The command's own files (the scenario's: a script it names by path).
                 programs=[program, *(w for w in argv[1:] if os.path.isabs(w) and os.path.isfile(w))],
@@ -188,6 +199,10 @@ def run_process(
         elif jail.must_jail:
             raise IsolationUnavailable(
                 f"the jail is required and cannot start here ({availability().reason})"
+            )
+        elif shown_as is not None:
+            raise IsolationUnavailable(
+                f"a prepared tree is shown at its own path only in the jail ({availability().reason})"
             )
     if sandbox is not None and sys.platform == "linux" and not switched_off():
         _become_subreaper()
@@ -525,13 +540,14 @@ def run_steps(
     tail_lines: int = TAIL_LINES,
     jail: JailPolicy | None = None,
     guarded: Sequence[str | Path] = (),
+    shown_as: str | None = None,
 ) -> Steps:
     """Run ``(label, argv)`` steps in turn within one ``timeout`` for them all.
 
     Every step but the last (``prepare``) must exit 0; the last one (the command)
     may fail: its result is returned for the caller to read. A ``problem`` names
     the step; for a failed step it says ``consequence`` and ends with the tail of
-    that step's output.
+    that step's output. ``shown_as``: see :func:`run_process`.
     """
     deadline = time.monotonic() + timeout
     transcript: list[bytes] = []
@@ -543,7 +559,7 @@ def run_steps(
         try:
             done = run_process(
                 argv, cwd=cwd, timeout=max(deadline - time.monotonic(), 0.0), env=env,
-                sandbox=sandbox, jail=jail, guarded=guarded, jail_ids=ids,
+                sandbox=sandbox, jail=jail, guarded=guarded, jail_ids=ids, shown_as=shown_as,
             )
         except IsolationUnavailable as error:
             problem = f"{label} `{shown}` was not run: {error}"

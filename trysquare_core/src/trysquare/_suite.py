@@ -28,11 +28,21 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from trysquare._env import child_environment
 from trysquare._process import TAIL_LINES, output_text, run_steps, tail
+from trysquare._suite_counts import (
+    ANSI,
+    TAP_NOT_OK,
+    count_tests,
+    did_not_load,
+    load_failures,
+    ran_nothing,
+    read_counts,
+)
 from trysquare._words import split_command
 from trysquare.jail import JailPolicy, jail_key
 from trysquare.sandbox import Sandbox
@@ -63,240 +73,6 @@ class SuiteVerdict:
 
     def __repr__(self) -> str:
         return f"SuiteVerdict({self.value!r}, {self.reason!r})"
-
-# How much of a failing suite's output a reason carries.
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-# unittest: "Ran 3 tests in 0.001s" (also "Ran 1 test in ...").
-_UNITTEST = re.compile(r"^Ran (\d+) tests? in ", re.M)
-
-# pytest's closing summary, with or without the "=" rulers of the default mode:
-#   "==== 2 failed, 3 passed, 1 warning in 0.12s ====", "5 passed in 0.01s",
-#   "no tests ran in 0.01s", "1 error in 0.3s" (a collection error).
-_PYTEST_LINE = re.compile(
-    r"^=*[ \t]*((?:no tests ran|\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|"
-    r"deselected|rerun))(?:, (?:\d+ \w+))*) in [\d.]+s\b.*$",
-    re.M,
-)
-_PYTEST_PART = re.compile(r"(\d+) (passed|failed|errors?|xfailed|xpassed)\b")
-
-# node --test: TAP ("# tests 4") or the spec reporter ("ℹ tests 4").
-_NODE = re.compile(r"^(?:#|\u2139) tests (\d+)[ \t\r]*$", re.M)
-
-# go test: per-test lines under -v (top level only: subtests are indented),
-# and per-package lines otherwise. go separates a package line's fields with a
-# tab ("ok  \tpkg\t0.01s"), which keeps TAP's "ok 1 - name" and jest's
-# "FAIL src/a.test.js" out.
-_GO_TEST = re.compile(r"^--- (?:PASS|FAIL): ", re.M)
-_GO_PACKAGE_OK = re.compile(r"^ok {0,3}\t\S+\t.*$", re.M)
-_GO_PACKAGE_FAIL = re.compile(r"^FAIL\t\S+.*$", re.M)
-_GO_NO_TESTS = re.compile(r"^\? {0,3}\t\S+\t\[no test files\]", re.M)
-
-# cargo test: one line per test binary, doc-tests included.
-_CARGO = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed;", re.M)
-
-# Whitespace in these is never `\s`, which spans lines: `^\s*` at every line of a long
-# run of blank lines (the agent's output) costs quadratic time.
-# jest: "Tests:       1 failed, 2 passed, 3 total"; vitest: "Tests  1 failed | 2 passed (3)".
-# Counted: passed and failed (skipped and todo tests did not run; an all-skipped suite ran none).
-_JEST = re.compile(r"^[ \t\r]*Tests:[ \t]+(.*?)\d+ total[ \t\r]*$", re.M)
-_VITEST = re.compile(r"^[ \t\r]*Tests[ \t]+((?:\d+ \w+(?: \| )?)+)[ \t]*\(\d+\)[ \t\r]*$", re.M)
-_JS_RAN = re.compile(r"(\d+) (?:passed|failed)\b")
-_JS_NONE = re.compile(r"^[ \t\r]*No tests? (?:files )?found", re.M)
-
-# mocha's spec reporter (and its dot, list... reporters): "  3 passing (35ms)", "  1 failing";
-# pending tests were not run. Failures in hooks count among the failing.
-_MOCHA_PASSING = re.compile(r"^ *(\d+) passing \(\d+(?:\.\d+)?(?:ms|s|m|h)\)[ \t\r]*$", re.M)
-_MOCHA_FAILING = re.compile(r"^ *(\d+) failing[ \t\r]*$", re.M)
-# mocha stopping before any test: a file that does not load, or no file at all.
-_MOCHA_EXCEPTION = re.compile(r"^[ \t\r]*Exception during run: (.*)$", re.M)
-_MOCHA_NO_FILES = re.compile(r"^[ \t\r]*Error: No test files found\b", re.M)
-
-
-def _unittest(text: str) -> int | None:
-    counts = [int(n) for n in _UNITTEST.findall(text)]
-    return sum(counts) if counts else None
-
-
-def _pytest(text: str) -> int | None:
-    total = None
-    for match in _PYTEST_LINE.finditer(text):
-        # Skipped and deselected tests were not run; errors were (collection included).
-        ran = sum(int(n) for n, _ in _PYTEST_PART.findall(match.group(1)))
-        total = (total or 0) + ran
-    return total
-
-
-def _node(text: str) -> int | None:
-    counts = [int(n) for n in _NODE.findall(text)]
-    if not counts:
-        return None
-    # node counts a test file that failed to load (or crashed) as one more test.
-    return max(0, sum(counts) - len(_load_failures(text)))
-
-
-# A TAP `not ok` line and its YAML block ("  ---" ... "  ...").
-_TAP_NOT_OK = re.compile(r"^( *)not ok \d+ - (.*)$", re.M)
-_TAP_BLOCK_MAX = 20_000
-_TAP_BLOCK = re.compile(r"\n *---\n(.*?)^ *\.\.\.$", re.M | re.S)
-# node: the comment lines a file's process printed before its entry ("# Error: ...").
-_TAP_ERROR = re.compile(r"^# ((?:\w*Error|Error)\b[^\n]*)$", re.M)
-
-
-def _load_failures(text: str) -> list[tuple[str, str]]:
-    """node --test's entries that are a test *file* whose process failed, not a test.
-
-    Each is (the file, the error its process printed, or ""). Node reports such a file
-    as a test of its own: top level, named by its path, with the process's
-    ``exitCode`` in its YAML block and ``error: 'test failed'``.
-    """
-    found: list[tuple[str, str]] = []
-    last_end = 0
-    for match in _TAP_NOT_OK.finditer(text):
-        if match.group(1):
-            continue  # a subtest
-        # A block is short; bounding the look keeps a huge output linear.
-        block = _TAP_BLOCK.match(text[match.end() : match.end() + _TAP_BLOCK_MAX])
-        if block is None:
-            continue
-        yaml = block.group(1)
-        if not re.search(r"^  exitCode: ", yaml, re.M) or "error: 'test failed'" not in yaml:
-            continue
-        errors = _TAP_ERROR.findall(text, last_end, match.start())
-        found.append((match.group(2).strip(), errors[-1] if errors else ""))
-        last_end = match.end() + block.end()
-    return found
-
-
-def _mocha(text: str) -> int | None:
-    passing = [int(n) for n in _MOCHA_PASSING.findall(text)]
-    if not passing:
-        return None
-    return sum(passing) + sum(int(n) for n in _MOCHA_FAILING.findall(text))
-
-
-def _go(text: str) -> int | None:
-    tests = len(_GO_TEST.findall(text))
-    if tests:
-        return tests
-    # Without -v only packages are reported: each `ok` (unless it ran nothing) or
-    # `FAIL` package (a build failure included) stands for at least one judgement.
-    packages = 0
-    for line in _GO_PACKAGE_OK.findall(text):
-        if "[no tests to run]" not in line:
-            packages += 1
-    packages += len(_GO_PACKAGE_FAIL.findall(text))
-    if packages:
-        return packages
-    if _GO_NO_TESTS.search(text) or "[no tests to run]" in text:
-        return 0
-    return None
-
-
-def _cargo(text: str) -> int | None:
-    rows = _CARGO.findall(text)
-    if not rows:
-        return None
-    return sum(int(passed) + int(failed) for passed, failed in rows)
-
-
-def _jest_vitest(text: str) -> int | None:
-    counts = [
-        sum(int(n) for n in _JS_RAN.findall(parts))
-        for parts in (*_JEST.findall(text), *_VITEST.findall(text))
-    ]
-    if counts:
-        return sum(counts)
-    if _JS_NONE.search(text):
-        return 0
-    return None
-
-
-_READERS: tuple[Callable[[str], int | None], ...] = (
-    _unittest,
-    _pytest,
-    _node,
-    _go,
-    _cargo,
-    _jest_vitest,
-    _mocha,
-)
-
-# What each reader is called in a reason ("3 tests ran per the unittest summary").
-_READER_NAMES: dict[Callable[[str], int | None], str] = {
-    _unittest: "unittest's `Ran N tests`",
-    _pytest: "pytest's summary line",
-    _node: "node --test's `tests N`",
-    _go: "go test's result lines",
-    _cargo: "cargo test's `test result:`",
-    _jest_vitest: "jest/vitest's `Tests:` line",
-    _mocha: "mocha's `N passing`/`N failing`",
-}
-
-# Said by a runner that ran nothing, whatever its exit code.
-_UNITTEST_NONE = re.compile(r"^NO TESTS RAN\b", re.M)
-_NPM_MISSING = re.compile(r"^npm (?:ERR!|error) Missing script: ?(.*)$", re.M)
-
-
-def read_counts(output: str) -> tuple[int | None, list[str]]:
-    """The count of tests ``output`` reports, and the names of the summaries it was read from."""
-    text = _ANSI.sub("", output)
-    found = [(n, _READER_NAMES[read]) for read in _READERS if (n := read(text)) is not None]
-    if not found:
-        return None, []
-    return sum(n for n, _ in found), [name for _, name in found]
-
-
-def ran_nothing(returncode: int | None, output: str, count: int | None) -> str | None:
-    """Why a finished suite judged nothing, or ``None`` when it did judge.
-
-    A suite that never ran a test has said nothing about the code: reading it as
-    ``False`` would turn "nobody judged" into "the agent failed".
-    """
-    text = _ANSI.sub("", output)
-    if count == 0:
-        unloaded = _load_failures(text)
-        if unloaded:
-            return "it ran no tests: " + "; ".join(_did_not_load(unloaded))
-        return "it ran no tests"
-    if count is None:
-        stopped = _MOCHA_EXCEPTION.search(text)
-        if stopped:
-            return f"mocha stopped before running a test ({stopped.group(1).strip()})"
-        if _MOCHA_NO_FILES.search(text):
-            return "mocha found no test files"
-    if _UNITTEST_NONE.search(text):
-        return "unittest said NO TESTS RAN"
-    missing = _NPM_MISSING.search(text)
-    if missing:
-        return f"npm has no such script ({missing.group(1).strip() or 'Missing script'})"
-    if count is None and returncode in (126, 127):
-        meaning = "is not executable" if returncode == 126 else "was not found"
-        return f"exit {returncode}: the program (or one it runs) {meaning}"
-    if count is None and returncode in (4, 5):
-        return (
-            f"exit {returncode} with no count of tests run (pytest's usage error or "
-            "\"no tests collected\")"
-        )
-    return None
-
-
-def count_tests(output: str) -> int | None:
-    """How many tests ``output`` says were run, or ``None`` when no runner's summary is found.
-
-    Every recognised summary is added up, so a command that runs two runners in
-    turn (``make test``) counts both; colour codes are ignored.
-
-    >>> count_tests("...\\n----\\nRan 3 tests in 0.001s\\n\\nOK\\n")
-    3
-    >>> count_tests("no tests ran in 0.01s") == 0
-    True
-    """
-    text = _ANSI.sub("", output)
-    found = [n for n in (read(text) for read in _READERS) if n is not None]
-    return sum(found) if found else None
-
 
 def _words(command: str | Sequence[str]) -> list[str]:
     # The scenario carries strings; an already split argv is accepted as it is.
@@ -351,7 +127,10 @@ def run_suite(
     def copy_run(scratch: str) -> Path:
         return copy_tree(Path(repo), Path(scratch) / "repo")
 
-    verdict, settled = _run_steps_on(
+    verdict, settled = _on_the_prepared_tree(
+        Path(repo), steps, shown, env=env, timeout=timeout, jail=policy,
+        guarded=[Path(repo), *guarded],
+    ) or _run_steps_on(
         copy_run, steps, shown, env=env, timeout=timeout, jail=policy, guarded=[Path(repo), *guarded]
     )
     if settled or base is None:
@@ -373,6 +152,52 @@ def run_suite(
     return SuiteVerdict.unjudged(f"(so at base too) {verdict.reason}")
 
 
+_NOBODY_JUDGED = "so nobody judged the suite"
+
+
+def _on_the_prepared_tree(
+    repo: Path,
+    steps: Sequence[tuple[str, Sequence[str]]],
+    shown: str,
+    *,
+    env: dict[str, str],
+    timeout: float,
+    jail: JailPolicy,
+    guarded: Sequence[str | Path],
+) -> tuple[SuiteVerdict, bool] | None:
+    """The suite run on a copy of the run's shared prepared tree (:mod:`trysquare._prepared`:
+    ``prepare`` once per run within a ``validate``, hidden tests reading the same tree), or
+    ``None`` when the tree is not shared here (or its copy failed): prepare your own."""
+    from trysquare import _prepared
+
+    if len(steps) < 2:
+        return None
+    started = time.monotonic()
+    shared = _prepared.shared_prepare(
+        repo, steps[:-1], env=env, timeout=timeout, jail=jail, guarded=guarded,
+        tail_lines=TAIL_LINES,
+    )
+    if shared is None:
+        return None
+    problem = shared.problem_for(_NOBODY_JUDGED)
+    if problem is not None:
+        last = shared.last
+        hint = "" if last is None else _confinement_hint(output_text(last), shared.origin)
+        return SuiteVerdict.unjudged(problem + hint), last is not None and last.timed_out
+
+    def copy_prepared(scratch: str) -> Path:
+        return _prepared.copy_prepared(shared, Path(scratch) / "repo")
+
+    left = max(timeout - (time.monotonic() - started), 0.0)
+    try:
+        return _run_steps_on(
+            copy_prepared, steps[-1:], shown, env=env, timeout=left, jail=jail, guarded=guarded,
+            shown_as=shared.origin,
+        )
+    except OSError:
+        return None  # the prepared tree could not be copied: this suite prepares its own
+
+
 def _run_steps_on(
     make_copy: Callable[[str], Path],
     steps: Sequence[tuple[str, Sequence[str]]],
@@ -382,16 +207,19 @@ def _run_steps_on(
     timeout: float,
     jail: JailPolicy,
     guarded: Sequence[str | Path],
+    shown_as: str | None = None,
 ) -> tuple[SuiteVerdict, bool]:
     """The verdict of the steps on a fresh copy, and whether it is settled: ``False`` when
     the suite ran nothing (it could not start, prepare failed, it ran no test), which a
-    control at base may decide; a timeout is settled (unjudged: no control decides it)."""
+    control at base may decide; a timeout is settled (unjudged: no control decides it).
+    ``shown_as``: the path the jail shows the scratch folder at (a prepared tree's own)."""
 
     from trysquare._scratch import throwaway_folder
 
     # Removed however deep a tree the agent's code left in it (never a crash into "unjudged").
     with throwaway_folder("trysquare-tests-") as scratch:
-        env = {**env, "TMPDIR": scratch}
+        seen_as = scratch if shown_as is None else shown_as
+        env = {**env, "TMPDIR": seen_as}
         copy = make_copy(scratch)
         done = run_steps(
             steps, cwd=copy, timeout=timeout, env=env,
@@ -400,9 +228,10 @@ def _run_steps_on(
             sandbox=Sandbox([scratch]),
             jail=jail,
             guarded=guarded,
-            consequence="so nobody judged the suite",
+            consequence=_NOBODY_JUDGED,
+            shown_as=shown_as,
         )
-    hint = "" if done.last is None else _confinement_hint(output_text(done.last), scratch)
+    hint = "" if done.last is None else _confinement_hint(output_text(done.last), seen_as)
     if done.problem is not None or done.last is None:
         timed_out = done.last is not None and done.last.timed_out
         return SuiteVerdict.unjudged((done.problem or "there was no suite to run") + hint), timed_out
@@ -420,7 +249,7 @@ _DENIED_PATH = re.compile(r"""(?:^|[\s'"`(=])(/[^\s'"`,:)]+)""")
 def _confinement_hint(output: str, scratch: str) -> str:
     """trysquare's own word on a write the confinement refused outside the scratch folder:
     the path, and what to do (a tool's own advice, ``sudo chown``, would not help)."""
-    lines = _ANSI.sub("", output).splitlines()
+    lines = ANSI.sub("", output).splitlines()
     for number, line in enumerate(lines):
         if _DENIED.search(line) is None:
             continue
@@ -511,25 +340,21 @@ def _control_at_base(
     return judged, said
 
 
-def _did_not_load(unloaded: Sequence[tuple[str, str]]) -> list[str]:
-    return [f"{file} did not load" + (f" ({error})" if error else "") for file, error in unloaded]
-
-
 _FAILURES_SHOWN = 10
 
 
 def _failed_lines(output: str) -> list[str]:
     """The tests a TAP stream says failed (``not ok`` lines), a file that did not load named
     as such, so a reason whose tail starts mid-YAML still says what failed."""
-    text = _ANSI.sub("", output)
-    unloaded = dict(_load_failures(text))
+    text = ANSI.sub("", output)
+    unloaded = dict(load_failures(text))
     lines: list[str] = []
-    for match in _TAP_NOT_OK.finditer(text):
+    for match in TAP_NOT_OK.finditer(text):
         name = match.group(2).strip()
         if name.endswith("# SKIP") or "# TODO" in name:
             continue
         if not match.group(1) and name in unloaded:
-            lines.append(_did_not_load([(name, unloaded[name])])[0])
+            lines.append(did_not_load([(name, unloaded[name])])[0])
         else:
             lines.append(match.group(0).strip())
     return list(dict.fromkeys(lines))

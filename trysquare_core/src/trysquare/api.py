@@ -11,7 +11,9 @@ move in any release.
 
 Importing this module is cheap: the records and helpers that live elsewhere in the core are
 imported when they are first asked for, so a plugin registering itself (every command,
-``--version`` included) loads none of them.
+``--version`` included) loads none of them. It is over 600 lines because the whole floor is
+here to be read in one place: the names kept elsewhere and the documented helpers, each a
+thin wrapper over the module that does the work.
 
 Example::
 
@@ -31,6 +33,7 @@ from trysquare._process import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES, ProcessResul
 from trysquare.hookspecs import hookimpl, hookspec, listed_as
 
 if TYPE_CHECKING:
+    from trysquare._prepared import SharedTree
     from trysquare.commands import Commands, add_selection_options
     from trysquare.context import (
         RunFacts,
@@ -211,6 +214,7 @@ __all__ = [
     "experiment_lock",
     "final_response",
     "folder_lock",
+    "folders_of",
     "gather_facts",
     "hookimpl",
     "hookspec",
@@ -225,6 +229,7 @@ __all__ = [
     "observe_outcome",
     "open_session",
     "parse_validator_output",
+    "prepared_tree",
     "procedure_lines",
     "read_bytes",
     "read_result",
@@ -305,6 +310,7 @@ def run_steps(
     tail_lines: int = TAIL_LINES,
     jail: JailPolicy | None = None,
     guarded: Sequence[str | Path] = (),
+    shown_as: str | None = None,
 ) -> Steps:
     """Run ``(label, argv)`` steps in turn (``prepare`` then the command) within one ``timeout``.
 
@@ -320,7 +326,9 @@ def run_steps(
     (:mod:`trysquare.jail`), see nothing but that folder, the system and the interpreter,
     never a ``guarded`` folder (pass the run's folder), and die with the call. Where the
     jail cannot start they fall back to ``writable``'s confinement, or, when the policy
-    requires the jail, do not run (``.problem`` says so).
+    requires the jail, do not run (``.problem`` says so). ``shown_as`` (with ``jail``): the
+    jail shows ``writable``'s one folder at this path instead of its own — a copy of a
+    prepared tree, shown where ``prepare`` built it (:func:`prepared_tree`).
 
     Example::
 
@@ -339,7 +347,52 @@ def run_steps(
     sandbox = None if writable is None else Sandbox([str(path) for path in writable])
     return run(
         steps, cwd=cwd, timeout=timeout, env=env, sandbox=sandbox, consequence=consequence,
-        tail_lines=tail_lines, jail=jail, guarded=guarded,
+        tail_lines=tail_lines, jail=jail, guarded=guarded, shown_as=shown_as,
+    )
+
+
+def folders_of(tree: Path) -> frozenset[str]:
+    """Every folder below ``tree`` (POSIX paths relative to it, links not followed): taken
+    before ``prepare`` runs in a copy, it tells the agent's folders from what ``prepare``
+    built (as :func:`prepared_tree`'s ``folders_before``)."""
+    from trysquare._prepared import folders_of as folders
+
+    return folders(tree)
+
+
+def prepared_tree(
+    task: ValidationTask, env: Mapping[str, str], *, timeout: float, tail_lines: int = TAIL_LINES
+) -> SharedTree | None:
+    """The run's tree after the scenario's ``prepare``, shared with ``run.tests()`` and every
+    other validator of this run within one ``validate`` (``prepare`` runs once per run), or
+    ``None`` where it is not shared (no ``prepare``, no jail here, outside ``validate``):
+    then run ``prepare`` on your own copy.
+
+    ``env`` is what ``prepare`` runs with: :func:`child_environment` of the task's
+    ``suite_pass_env`` and ``protected_env``, nothing of your own (the suite's ``prepare``
+    must be the same one). The answer has ``problem_for(consequence)`` (why ``prepare``
+    did not succeed, said with your consequence, or ``None``), ``transcript``, ``origin``
+    (the path to pass as ``run_steps(shown_as=...)``: the tree's own paths stay true),
+    ``folders_before`` (the tree's folders before ``prepare``: the rest is what it built)
+    and ``copy_to(dest)``, which copies the prepared tree to ``dest`` (raises ``OSError``;
+    then prepare your own). ``prepare`` never sees what you place afterwards. Example::
+
+        shared = prepared_tree(task, env, timeout=600)
+        with throwaway_folder() as scratch:
+            copy = shared.copy_to(Path(scratch) / "repo")
+            ...  # place your files
+            done = run_steps([("the command", argv)], cwd=copy, timeout=600,
+                             writable=[scratch], jail=task.jail, shown_as=shared.origin,
+                             env={**env, "TMPDIR": shared.origin})
+    """
+    from trysquare import _prepared
+    from trysquare._words import split_command as split
+
+    steps = [("prepare", split(step)) for step in task.context.get("prepare") or ()]
+    repo = Path(task.context["repo"])
+    return _prepared.shared_prepare(
+        repo, steps, env=env, timeout=timeout, jail=task.jail, guarded=[repo, task.run.dir],
+        tail_lines=tail_lines,
     )
 
 

@@ -55,9 +55,11 @@ def _git(repo: Path, *args: str) -> None:
         raise UsageError(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip()}")
 
 
-def build_matrix(examples: Path, target: Path) -> Path:
-    """Build one run folder per ``[[run]]`` of ``matrix.toml`` under ``target/runs``."""
-    demo = examples / "demo"
+def build_matrix(examples: Path, target: Path, *, material: Path | None = None) -> Path:
+    """Build one run folder per ``[[run]]`` of ``matrix.toml`` under ``target/runs``
+    (``material``: the folder holding ``matrix.toml``, ``project/``, ``changes/`` and the
+    prompts; the Python demo's by default)."""
+    demo = examples / "demo" if material is None else material
     matrix = tomllib.loads((demo / "matrix.toml").read_text(encoding="utf-8"))
     if target.exists():
         if not (target / MARKER).exists():
@@ -91,7 +93,12 @@ def _build_run(demo: Path, folder: Path, spec: dict[str, Any]) -> None:
     (folder / "response.md").write_text(spec["response"] + "\n", encoding="utf-8")
     from trysquare.runs import run_toml
 
+    logged = {}
+    if "session" in spec:
+        _write_session(folder / "session.jsonl", spec, repo)
+        logged = {"session": "session.jsonl", "session_format": "pi"}
     _atomic.write_text(folder / "run.toml", run_toml({
+        **logged,
         "id": spec["id"],
         "cell": spec["cell"],
         "repetition": spec["repetition"],
@@ -103,8 +110,42 @@ def _build_run(demo: Path, folder: Path, spec: dict[str, Any]) -> None:
     }))
 
 
-def run_demo(target: Path, *, progress: bool = True) -> int:
-    """Build, validate, have the form filled by the demo's reader, and report."""
+def _write_session(path: Path, spec: dict[str, Any], repo: Path) -> None:
+    """The agent's log as pi writes it, from ``[tool, argument]`` pairs: ``bash`` runs the
+    argument as a command, ``write`` writes the file it names (the clone's version of it)."""
+    from trysquare.testing.builders import write_pi_session
+
+    def message(**fields: Any) -> dict[str, Any]:
+        return {"type": "message", "message": {**fields, "timestamp": 1}}
+
+    prompt = (path.parent / "prompt.txt").read_text(encoding="utf-8")
+    events = [message(role="user", content=[{"type": "text", "text": prompt}])]
+    for number, (tool, argument) in enumerate(spec["session"]):
+        call = f"call-{number}"
+        arguments: dict[str, Any] = {"command": argument}
+        if tool == "write":
+            written = repo / argument
+            text = written.read_text(encoding="utf-8") if written.is_file() else ""
+            arguments = {"path": argument, "content": text}
+        events.append(message(
+            role="assistant", stopReason="toolUse",
+            content=[{"type": "toolCall", "id": call, "name": tool, "arguments": arguments}],
+        ))
+        events.append(message(
+            role="toolResult", toolCallId=call, toolName=tool, isError=False,
+            content=[{"type": "text", "text": "done"}],
+        ))
+    events.append(message(
+        role="assistant", stopReason="stop", content=[{"type": "text", "text": spec["response"]}]
+    ))
+    write_pi_session(path, events, cwd=str(repo.absolute()))
+
+
+def run_demo(target: Path, *, progress: bool = True, node: bool = False) -> int:
+    """Build, validate, have the form filled by the demo's reader, and report (``node``: the
+    Node example of ``examples/node/``, which has no form)."""
+    if node:
+        return _run_node_demo(target, progress=progress)
     from trysquare.report import run_report
     from trysquare.runner import ValidateOptions, validate
     from trysquare.runs import discover
@@ -119,6 +160,28 @@ def run_demo(target: Path, *, progress: bool = True) -> int:
     summary = validate(scenario, experiments, ValidateOptions(progress=None if progress else False))
     print(summary.closing_line())
     _fill_the_form(scenario, experiments[0], examples, target)
+    print()
+    report_code = run_report(scenario, experiments[0], "md")
+    _write_html(scenario, experiments[0], target)
+    return max(summary.exit_code, report_code)
+
+
+def _run_node_demo(target: Path, *, progress: bool) -> int:
+    from trysquare.report import run_report
+    from trysquare.runner import ValidateOptions, validate
+    from trysquare.runs import discover
+    from trysquare.scenario import load_scenario
+
+    if shutil.which("node") is None:
+        raise UsageError("the Node demo needs node on the PATH (e.g. apt-get install nodejs)")
+    material = find_examples() / "node"
+    scenario = load_scenario(material / "scenario.toml")
+    target = target.absolute()
+    runs = build_matrix(material, target, material=material)
+    print(f"built {len(list(runs.iterdir()))} runs of a Node project with real git under {runs}")
+    experiments = discover([target])
+    summary = validate(scenario, experiments, ValidateOptions(progress=None if progress else False))
+    print(summary.closing_line())
     print()
     report_code = run_report(scenario, experiments[0], "md")
     _write_html(scenario, experiments[0], target)

@@ -405,6 +405,7 @@ def jailed_command(
     guarded: Sequence[str] = (),
     programs: Sequence[str] = (),
     ids: JailIds | None = None,
+    shown_as: Mapping[str, str] | None = None,
     _trial: Availability | None = None,
 ) -> list[str]:
     """``argv`` wrapped to run in the jail, in ``cwd`` (which lies in a ``writable`` folder).
@@ -417,7 +418,9 @@ def jailed_command(
     file when no shown folder holds them and no guarded one does. Raises
     :class:`IsolationUnavailable` when the jail cannot start here. ``ids``: the user and group
     it runs as where trysquare is root (those :func:`hand_over` gave the scratch to; a new pair
-    when ``None``). (``_trial``: the probe's
+    when ``None``). ``shown_as`` maps a ``writable`` folder to the path it is shown at instead
+    of its own (a copy of a prepared tree, shown where ``prepare`` built it: the paths the
+    tree holds stay true); ``cwd`` is then a path as the jail sees it. (``_trial``: the probe's
     bubblewrap, before the jail is known to start.)
     """
     found = _trial or availability()
@@ -471,10 +474,11 @@ def jailed_command(
     args += ["--perms", "01777", "--tmpfs", "/tmp"]
     made: set[str] = set()
 
-    def bind(source: str, kind: str = "--ro-bind") -> None:
+    def bind(source: str, kind: str = "--ro-bind", at: str | None = None) -> None:
         # bubblewrap would copy the modes of the folders on the way (/root is 0700): the
         # folders leading to what is shown are made plainly walkable, and hold nothing else.
-        parts = source.strip("/").split("/")[:-1]
+        at = source if at is None else at
+        parts = at.strip("/").split("/")[:-1]
         for depth in range(1, len(parts) + 1):
             folder = "/" + "/".join(parts[:depth])
             hidden = any(_under(folder, root) and folder != root for root in masked)
@@ -484,13 +488,14 @@ def jailed_command(
                 continue
             made.add(folder)
             args.extend(["--perms", "0755", "--dir", folder])
-        args.extend([kind, source, source])
+        args.extend([kind, source, at])
 
     readonly = _shown_readonly(policy.readable, guard, masked)
     for folder in readonly:
         bind(folder)
+    moved = dict(shown_as or {})
     for folder in writable:
-        bind(str(folder), "--bind")
+        bind(str(folder), "--bind", moved.get(str(folder)))
     shown = [*_SYSTEM_FOLDERS, *readonly, *(str(w) for w in writable)]
     # A single file of the scenario's may lie in $HOME; never in a run or the cache.
     never = [os.path.realpath(p) for p in guarded] + _cache_roots()

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TextIO, TypeVar
 
-from trysquare import _inflight, _process, _spill, clone_guard, plugins, result_guard, results
+from trysquare import _inflight, _prepared, _process, _spill, clone_guard, plugins, result_guard, results
 from trysquare._pool import bounded_map, io_workers
 from trysquare._shown import shown
 from trysquare._stop import StopState
@@ -144,7 +144,9 @@ class _ValidateRun:
                 # pool); a cluster's workers start every validator cold. Stopped as validate ends.
                 from trysquare import _warm
 
-                with _warm.servers(enabled=getattr(self.executor, "runs_tasks_here", False)):
+                warm = _warm.servers(enabled=getattr(self.executor, "runs_tasks_here", False))
+                # One prepared tree per run, shared by run.tests() and hidden tests (prepare once).
+                with warm, _prepared.sharing():
                     _Execution(self, tasks, ledger, flight).run()
             except BaseException:
                 flight.close(interrupted=True, complete=False)  # it ended trysquare's work
@@ -372,8 +374,10 @@ class _Execution:
         try:
             for result in self._results():
                 self._take(result)
-                if self.tasks.overlapped and (plan := self.tasks.task_back(result.task.run)) is not None:
-                    early.submit(plan)
+                if (plan := self.tasks.task_back(result.task.run)) is not None:
+                    _prepared.release(result.task.run.repo)  # its validations are all back
+                    if self.tasks.overlapped:
+                        early.submit(plan)
         finally:
             early.close()
             self.progress.close()

@@ -69,17 +69,27 @@ def _relevant(name: str) -> bool:
     return name in WHOLE or name in INI_SECTIONS or name == PYPROJECT or name.endswith(".pth")
 
 
-def _walk(root: Path, *, drop_caches: bool) -> tuple[set[str], int, set[str]]:
+def _walk(
+    root: Path, *, drop_caches: bool, within: Collection[str] | None = None
+) -> tuple[set[str], int, set[str]]:
     """Relative paths of the settings files below ``root`` (links are not followed), how many
-    cache folders were removed (with ``drop_caches``), and the links to folders met."""
+    cache folders were removed (with ``drop_caches``), and the links to folders met.
+
+    ``within``: the folders the tree held before ``prepare``; a folder ``prepare`` built
+    (``node_modules``, ``.venv``) is its output, left as it made it (its ``.pth`` files are
+    what makes an editable install work) and not walked."""
     found: set[str] = set()
     links: set[str] = set()
     dropped = 0
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
         for name in list(dirs):
-            if (here / name).is_symlink():
-                links.add((here / name).relative_to(root).as_posix())
+            relative = (here / name).relative_to(root).as_posix()
+            if (here / name).is_symlink():  # never in the listing; checked wherever it is
+                links.add(relative)
+            if within is not None and relative not in within and name not in CACHES:
+                dirs.remove(name)
+                continue
             if name in CACHES:
                 dirs.remove(name)
                 if drop_caches:
@@ -103,13 +113,17 @@ def _base_listing(base: Path) -> frozenset[str]:
     return listing
 
 
-def set_aside(copy: Path, base: Path, keep: Collection[str] = ()) -> list[str]:
+def set_aside(
+    copy: Path, base: Path, keep: Collection[str] = (), within: Collection[str] | None = None
+) -> list[str]:
     """Give ``copy`` the test runner's settings of the ``base`` tree; name what was changed.
 
-    ``keep`` are paths the scenario's hidden files will take (theirs win). Raises
-    :class:`SetAsideError` when a base file cannot be written back inside the copy.
+    ``keep`` are paths the scenario's hidden files will take (theirs win). ``within``: the
+    folders ``copy`` held before ``prepare`` ran in it (``None``: every folder); folders
+    ``prepare`` built are left as it made them. Raises :class:`SetAsideError` when a base
+    file cannot be written back inside the copy.
     """
-    ours, dropped, links = _walk(copy, drop_caches=True)
+    ours, dropped, links = _walk(copy, drop_caches=True, within=within)
     named: list[str] = []
     # pytest collects through a link to a folder: one the run made to a folder out of the tree
     # would bring that folder's conftest.py along, which nothing here can compare with base.

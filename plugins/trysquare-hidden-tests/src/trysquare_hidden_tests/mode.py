@@ -39,7 +39,9 @@ from trysquare.api import (
     ValidationTask,
     child_environment,
     copy_tree,
+    folders_of,
     materialise_etalon,
+    prepared_tree,
     run_steps,
     split_command,
     tail,
@@ -70,8 +72,9 @@ NO_REPORT = "no report was written"  # junit.read_report's words
 NO_TEST = "the report holds no test"
 LOST = "not in this run's report, reported at base"
 # Part of the digest: results measured before the test runner's settings were set aside
-# (the run's conftest.py in force) are stale.
-_SEMANTICS = 2
+# (the run's conftest.py in force), or with prepare run after the hidden files were placed,
+# are stale.
+_SEMANTICS = 3
 
 
 @attrs.frozen(kw_only=True)
@@ -135,13 +138,25 @@ class HiddenTestsValidation(Validation):
         # The agent's test code runs here, inside trysquare's process tree: no judge key and
         # no secret-looking variable unless [task] pass_env names it; no pytest plugin loads
         # by itself (an installed one the agent's project declares would run first).
-        env = {
-            **child_environment(passed=task.suite_pass_env, protected=task.protected_env),
-            **HARNESS_ENV,
-        }
-        tried = self._attempt(
-            lambda dest: copy_tree(repo, dest), base, hidden, prepare, env, task
-        )
+        # prepare runs with the suite's environment, so the tree it builds is the one
+        # run.tests() shares; the harness's variables are the hidden command's alone.
+        prepare_env = child_environment(passed=task.suite_pass_env, protected=task.protected_env)
+        env = {**prepare_env, **HARNESS_ENV}
+        # prepare runs once per run: on a tree shared with run.tests() where validate shares one.
+        deadline = time.monotonic() + self.timeout  # prepare included, whoever ran it
+        try:
+            prepared = prepared_tree(task, prepare_env, timeout=self.timeout)
+        except (RepoError, OSError):
+            prepared = None  # this copy prepares its own, and says what went wrong
+        if prepared is not None and prepared.problem is not None:
+            tried = _Attempt(
+                problem=prepared.problem_for("so no test ran"), stderr=prepared.transcript
+            )
+        else:
+            tried = self._attempt(
+                lambda dest: copy_tree(repo, dest), base, hidden, prepare, env, task,
+                prepare_env=prepare_env, prepared=prepared, deadline=deadline,
+            )
         if tried.invalid is not None:
             return Outcome.invalid(tried.invalid, stderr=tried.stderr)
         # Nothing measured (prepare failed, the timeout, the tree refused a hidden file) is
@@ -153,7 +168,7 @@ class HiddenTestsValidation(Validation):
         nobody = ""
         if not cases or any(test not in cases for test in listed):
             # No usable report, or listed tests missing from it: the agent's doing, or nobody's?
-            control = self._control(task, base, hidden, prepare, env)
+            control = self._control(task, base, hidden, prepare, env, prepare_env)
             stderr += _control_transcript(control)
             if control.ids is not None:
                 at_base = control.ids
@@ -209,80 +224,136 @@ class HiddenTestsValidation(Validation):
         prepare: Sequence[Sequence[str]],
         env: Mapping[str, str],
         task: ValidationTask,
+        *,
+        prepare_env: Mapping[str, str],
+        prepared: Any = None,
+        deadline: float | None = None,
     ) -> _Attempt:
-        """Copy a tree, give it base's test-runner settings, place the hidden files, run."""
+        """Copy a tree and run ``prepare`` on it (or copy the run's shared ``prepared`` tree),
+        then give it base's test-runner settings, place the hidden files, run the command.
+
+        ``prepare`` runs before the hidden files are placed: the agent's install scripts
+        never see them."""
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
         # Removed however deep a tree the agent's code left there (never a crash).
         with throwaway_folder("trysquare-hidden-") as scratch:
+            shown_as: str | None = None
+            transcript = b""
+            where = Path(scratch) / "repo"
+            if prepared is not None:
+                try:
+                    copy = prepared.copy_to(Path(scratch) / "repo")
+                    shown_as = prepared.origin
+                    transcript = b"# prepare (run once for this run's validators):\n"
+                    transcript += prepared.transcript
+                except OSError:
+                    # The shared tree cannot be copied: prepare a copy of this run's own,
+                    # beside the one that failed half-way.
+                    prepared = None
+                    where = Path(scratch) / "own" / "repo"
             try:
-                copy = make_copy(Path(scratch) / "repo")
+                if prepared is None:
+                    copy = make_copy(where)
             except RepoError as error:
                 return _Attempt(
                     invalid=f"the measured repository cannot be copied: {error.message}"
                 )
             except OSError as error:
                 return _Attempt(invalid=f"the tree cannot be copied: {error.strerror or error}")
+            within = None if prepared is None else prepared.folders_before
+            if prepared is None and prepare:
+                within = folders_of(copy)
+                steps = [("prepare", list(step)) for step in prepare]
+                done = run_steps(
+                    steps,
+                    timeout=max(deadline - time.monotonic(), 0.0),
+                    **self._options(Path(scratch), copy, prepare_env, task, None),
+                )
+                transcript += done.transcript
+                problem = done.problem
+                last = done.last
+                if problem is None and last is not None and last.returncode != 0:
+                    # run_steps lets a last step fail: here it is prepare's.
+                    output = tail(
+                        (last.stdout + last.stderr).decode("utf-8", "replace"), TAIL_LINES
+                    )
+                    evidence = f":\n{output}" if output.strip() else " (it printed nothing)"
+                    problem = (
+                        f"prepare `{' '.join(steps[-1][1])}` failed (exit {last.returncode}), "
+                        f"so no test ran{evidence}"
+                    )
+                if problem is not None:
+                    return _Attempt(problem=problem, stderr=transcript)
             try:
-                set_aside_now = tuple(set_aside(copy, base, keep=[d for d, _, _ in hidden]))
+                set_aside_now = tuple(
+                    set_aside(copy, base, keep=[d for d, _, _ in hidden], within=within)
+                )
             except SetAsideError as error:
-                return _Attempt(problem=str(error))
+                return _Attempt(problem=str(error), stderr=transcript)
             except OSError as error:
                 return _Attempt(
                     problem=f"the test runner's settings at base cannot be put back "
-                    f"({error.strerror or error})"
+                    f"({error.strerror or error})",
+                    stderr=transcript,
                 )
             problem = _place(copy, hidden)
             if problem is not None:
-                return _Attempt(problem=problem, set_aside=set_aside_now)
-            return self._run(Path(scratch), copy, prepare, env, set_aside_now, task)
+                return _Attempt(problem=problem, set_aside=set_aside_now, stderr=transcript)
+            return self._run(
+                Path(scratch), copy, env, set_aside_now, task,
+                deadline=deadline, transcript=transcript, shown_as=shown_as,
+                prepared=bool(prepare),
+            )
 
-    def _run(
+    def _options(
         self,
         scratch: Path,
         copy: Path,
-        prepare: Sequence[Sequence[str]],
         env: Mapping[str, str],
-        set_aside_now: tuple[str, ...],
         task: ValidationTask,
-    ) -> _Attempt:
-        deadline = time.monotonic() + self.timeout
-        transcript = b""
-        if set_aside_now:
-            transcript += (
-                "# trysquare set aside (the hidden tests run with the test-runner settings at "
-                f"base): {', '.join(set_aside_now)}\n"
-            ).encode()
+        shown_as: str | None,
+    ) -> dict[str, Any]:
         # Only the scratch folder holding the copy (and its report) is writable where the
         # kernel allows it: never the clone, the run, the etalon cache.
-        options: dict[str, Any] = {
+        seen_as = str(scratch) if shown_as is None else shown_as
+        return {
             "cwd": copy,
-            "env": {**env, "TMPDIR": str(scratch)},  # scratch is all a confined suite may write
+            "env": {**env, "TMPDIR": seen_as},  # scratch is all a confined suite may write
             "writable": [str(scratch)],
             # The agent's code: in the jail, which never shows the run's folder.
             "jail": task.jail,
             "guarded": [task.run.dir],
             "consequence": "so no test ran",
             "tail_lines": TAIL_LINES,
+            "shown_as": shown_as,
         }
-        if prepare:
-            steps = [("prepare", list(step)) for step in prepare]
-            done = run_steps(steps, timeout=self.timeout, **options)
-            transcript += done.transcript
-            if done.problem is not None:
-                return _Attempt(problem=done.problem, set_aside=set_aside_now, stderr=transcript)
-            last = done.last
-            if last is not None and last.returncode != 0:  # run_steps lets a last step fail
-                output = tail((last.stdout + last.stderr).decode("utf-8", "replace"), TAIL_LINES)
-                evidence = f":\n{output}" if output.strip() else " (it printed nothing)"
-                return _Attempt(
-                    problem=f"prepare `{' '.join(steps[-1][1])}` failed (exit {last.returncode}), "
-                    f"so no test ran{evidence}",
-                    set_aside=set_aside_now,
-                    stderr=transcript,
-                )
+
+    def _run(
+        self,
+        scratch: Path,
+        copy: Path,
+        env: Mapping[str, str],
+        set_aside_now: tuple[str, ...],
+        task: ValidationTask,
+        *,
+        deadline: float,
+        transcript: bytes,
+        shown_as: str | None,
+        prepared: bool,
+    ) -> _Attempt:
+        if set_aside_now:
+            transcript += (
+                "# trysquare set aside (the hidden tests run with the test-runner settings at "
+                f"base): {', '.join(set_aside_now)}\n"
+            ).encode()
+        options = self._options(scratch, copy, env, task, shown_as)
         # The report's folder is made once prepare has ended, every process it started with
         # it: nothing from before the command can be waiting there as a report.
         report = Path(tempfile.mkdtemp(prefix="report-", dir=scratch)) / "junit.xml"
-        argv = [word.replace(_SENTINEL, str(report)) for word in self.argv]
+        # The command names it where it sees it: in the jail, a prepared tree's own path.
+        named = report if shown_as is None else Path(shown_as) / report.relative_to(scratch)
+        argv = [word.replace(_SENTINEL, str(named)) for word in self.argv]
         shown = " ".join(argv)
         done = run_steps(
             [("the command", argv)], timeout=max(deadline - time.monotonic(), 0.0), **options
@@ -293,7 +364,7 @@ class HiddenTestsValidation(Validation):
             if done.last is not None and done.last.timed_out:
                 problem = (
                     f"the command `{shown}` did not finish within the timeout of "
-                    f"{self.timeout:g} s{' (prepare included)' if prepare else ''}"
+                    f"{self.timeout:g} s{' (prepare included)' if prepared else ''}"
                 )
             return _Attempt(problem=problem, set_aside=set_aside_now, stderr=transcript)
         evidence = tail(transcript.decode("utf-8", "replace"), TAIL_LINES)
@@ -314,6 +385,7 @@ class HiddenTestsValidation(Validation):
         hidden: Sequence[tuple[str, bytes, int]],
         prepare: Sequence[Sequence[str]],
         env: Mapping[str, str],
+        prepare_env: Mapping[str, str],
     ) -> Control:
         key = control_key(
             {
@@ -326,7 +398,8 @@ class HiddenTestsValidation(Validation):
 
         def run() -> Control:
             tried = self._attempt(
-                lambda dest: copy_base(base, dest), base, hidden, prepare, env, task
+                lambda dest: copy_base(base, dest), base, hidden, prepare, env, task,
+                prepare_env=prepare_env,
             )
             if tried.cases:
                 return Control(ids=frozenset(tried.cases), transcript=tried.stderr)

@@ -78,6 +78,11 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
         help="where to build it (default: ./trysquare-demo)",
     )
     demo.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    demo.add_argument(
+        "--node",
+        action="store_true",
+        help="the Node example instead (examples/node: node --test, a validator in JavaScript)",
+    )
     demo.set_defaults(handler=_demo)
 
     validate = commands.add_parser(

@@ -315,4 +315,4 @@ def _say_isolation(scenario: Any, *, required: bool) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from trysquare.demo import run_demo
 
-    return run_demo(Path(args.dir), progress=not args.no_progress)
+    return run_demo(Path(args.dir), progress=not args.no_progress, node=args.node)

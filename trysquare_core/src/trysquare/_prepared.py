@@ -1,0 +1,336 @@
+"""``prepare`` once per run: one prepared tree that ``run.tests()`` and hidden tests share.
+
+A scenario's ``prepare`` (``npm ci``, ``pip install -e .``) is the agent's code building
+what its tree needs. Run per consumer, it ran once for ``run.tests()`` and once more for
+every hidden-tests validator, on the same files. Within one ``validate`` (the scope
+:func:`sharing` opens), the first consumer of a run copies the clone into a folder of
+its own, runs ``prepare`` there in the jail, and keeps the result; every consumer then
+works on a *copy* of that prepared tree, so what one suite writes never reaches another.
+
+The order, and why:
+
+1. the clone's files are copied (what git carries: no ``node_modules``, no hidden file);
+2. ``prepare`` runs on them in the jail — it never sees hidden tests, which are placed
+   later, so the agent's install scripts cannot read or rewrite them;
+3. each consumer copies the prepared tree; hidden tests then set the run's test-runner
+   settings aside (base's come back) and place their files, and the command runs.
+
+A prepared tree may hold its own absolute paths (a virtual environment's scripts, an
+editable install's ``.pth``), so a copy is shown in the jail at the very path ``prepare``
+built it at (:func:`trysquare.jail.jailed_command`'s ``shown_as``). Only the jail can do
+that: where it cannot start, and outside a ``validate`` (``trysquare try``, a validator's
+own pytest tests), every consumer runs ``prepare`` on its own copy as before. A
+``prepare`` that timed out is not kept (the next consumer tries with its own budget);
+one that failed is, and every consumer reads the same failure. The trees are removed
+once a run's validations are all back, and when ``validate`` ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:  # loaded when a tree is prepared: validate imports this module early
+    from trysquare._process import ProcessResult
+    from trysquare.jail import JailPolicy
+
+__all__ = ["SharedTree", "copy_prepared", "folders_of", "release", "shared_prepare", "sharing"]
+
+
+@attrs.frozen
+class SharedTree:
+    """A run's tree after ``prepare``, kept for every consumer of this ``validate``."""
+
+    origin: str  # the scratch folder prepare ran in: a copy is shown at this path in the jail
+    tree: Path  # origin/repo, never run in again
+    problem: str | None  # why prepare did not succeed (said as run_steps says it), or None
+    transcript: bytes  # prepare's "$ argv", output and exit lines
+    last: ProcessResult | None  # prepare's last step, for a hint on a refused write
+    folders_before: frozenset[str]  # the tree's folders before prepare (POSIX, relative)
+    built_here: bool  # this consumer ran prepare (its time came out of its own budget)
+
+    def problem_for(self, consequence: str) -> str | None:
+        """``problem`` as this consumer says it ("so no test ran", "so nobody judged...")."""
+        if self.problem is None:
+            return None
+        return self.problem.replace(_CONSEQUENCE, consequence, 1)
+
+    def copy_to(self, dest: Path) -> Path:
+        """A copy of the prepared tree at ``dest`` (see :func:`copy_prepared`)."""
+        return copy_prepared(self, dest)
+
+
+@attrs.define
+class _Entry:
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    tree: SharedTree | None = None
+    repo: str = ""
+
+
+@attrs.define
+class _Scope:
+    entries: dict[str, _Entry] = attrs.field(factory=dict)
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+
+# Stands for the consumer's words in a shared failure; a NUL is never in run_steps' own text.
+_CONSEQUENCE = "\x00consequence\x00"
+
+_scope: list[_Scope] = []  # the innermost open scope last
+_scope_lock = threading.Lock()
+
+
+@contextmanager
+def sharing() -> Iterator[None]:
+    """Within this block (one ``validate``), consumers of a run share its prepared tree."""
+    scope = _Scope()
+    with _scope_lock:
+        _scope.append(scope)
+    try:
+        yield
+    finally:
+        with _scope_lock:
+            _scope.remove(scope)
+        with scope.lock:
+            entries = list(scope.entries.values())
+            scope.entries.clear()
+        for entry in entries:
+            _drop(entry)
+
+
+def release(repo: Path | str) -> None:
+    """Remove the prepared trees of the clone ``repo``: its run's validations are all back."""
+    found = os.path.realpath(repo)
+    with _scope_lock:
+        scopes = list(_scope)
+    for scope in scopes:
+        with scope.lock:
+            gone = [key for key, entry in scope.entries.items() if entry.repo == found]
+            entries = [scope.entries.pop(key) for key in gone]
+        for entry in entries:
+            _drop(entry)
+
+
+def _drop(entry: _Entry) -> None:
+    from trysquare._scratch import remove_tree
+
+    with entry.lock:  # a consumer still copying from it finishes first
+        if entry.tree is not None:
+            try:
+                remove_tree(entry.tree.origin)
+            except OSError:
+                pass
+            entry.tree = None
+
+
+def _current() -> _Scope | None:
+    with _scope_lock:
+        return _scope[-1] if _scope else None
+
+
+def shared_prepare(
+    repo: Path,
+    steps: Sequence[tuple[str, Sequence[str]]],
+    *,
+    env: Mapping[str, str],
+    timeout: float,
+    jail: JailPolicy | None,
+    guarded: Sequence[str | Path],
+    tail_lines: int,
+) -> SharedTree | None:
+    """The run's prepared tree, built by this call or an earlier one; ``None`` when it is not
+    shared (no ``validate`` scope, no ``prepare``, no jail here): prepare on your own copy.
+
+    Waiting for another consumer's ``prepare`` counts against ``timeout``; so does running it.
+    A ``SharedTree`` with ``problem`` set and ``tree`` absent means prepare timed out here.
+    """
+    scope = _current()
+    if scope is None or not steps or jail is None:
+        return None
+    from trysquare.jail import availability, jail_key
+
+    if not availability().available:
+        return None
+    started = time.monotonic()
+    found = os.path.realpath(repo)
+    key = hashlib.sha256(
+        json.dumps(
+            {
+                "repo": found,
+                "steps": [[label, list(argv)] for label, argv in steps],
+                "env": sorted(env.items()),
+                "jail": jail_key(jail),
+            },
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()
+    with scope.lock:
+        entry = scope.entries.setdefault(key, _Entry(repo=found))
+    if not entry.lock.acquire(timeout=max(timeout, 0.0)):
+        return _timed_out(steps, timeout)
+    try:
+        if entry.tree is not None and os.path.isdir(entry.tree.tree):
+            return attrs.evolve(entry.tree, built_here=False)
+        built = _build(
+            repo,
+            steps,
+            env=env,
+            timeout=max(timeout - (time.monotonic() - started), 0.0),
+            jail=jail,
+            guarded=guarded,
+            tail_lines=tail_lines,
+        )
+        if built.last is not None and built.last.timed_out:
+            # Not kept: the next consumer tries with a budget of its own.
+            from trysquare._scratch import remove_tree
+
+            try:
+                remove_tree(built.origin)
+            except OSError:
+                pass
+            return built
+        entry.tree = built
+        return built
+    finally:
+        entry.lock.release()
+
+
+def _timed_out(steps: Sequence[tuple[str, Sequence[str]]], timeout: float) -> SharedTree:
+    shown = " ".join(steps[0][1])
+    return SharedTree(
+        origin="",
+        tree=Path(),
+        transcript=b"",
+        last=None,
+        folders_before=frozenset(),
+        built_here=False,
+        problem=f"prepare `{shown}` did not finish within the timeout of {timeout:g} s "
+        "(another validator of this run was preparing the tree)",
+    )
+
+
+def _build(
+    repo: Path,
+    steps: Sequence[tuple[str, Sequence[str]]],
+    *,
+    env: Mapping[str, str],
+    timeout: float,
+    jail: JailPolicy,
+    guarded: Sequence[str | Path],
+    tail_lines: int,
+) -> SharedTree:
+    from trysquare._process import output_text, run_steps, tail
+    from trysquare._scratch import remove_tree
+    from trysquare.git.suite_copy import copy_tree
+    from trysquare.sandbox import Sandbox
+
+    origin = tempfile.mkdtemp(prefix="trysquare-prepared-")
+    try:
+        tree = copy_tree(Path(repo), Path(origin) / "repo")
+    except BaseException:
+        remove_tree(origin)
+        raise
+    before = folders_of(tree)
+    done = run_steps(
+        [(label, list(argv)) for label, argv in steps],
+        cwd=tree,
+        timeout=timeout,
+        env={**env, "TMPDIR": origin},
+        sandbox=Sandbox([origin]),
+        jail=jail,
+        guarded=guarded,
+        consequence=_CONSEQUENCE,
+        tail_lines=tail_lines,
+    )
+    problem = done.problem
+    last = done.last
+    if problem is None and last is not None and last.returncode != 0:
+        # run_steps lets its last step fail (it is usually the command): here it is prepare.
+        kept = tail(output_text(last), tail_lines)
+        evidence = f":\n{kept}" if kept.strip() else " (it printed nothing)"
+        problem = (
+            f"{steps[-1][0]} `{' '.join(steps[-1][1])}` failed (exit {last.returncode}), "
+            f"{_CONSEQUENCE}{evidence}"
+        )
+    return SharedTree(
+        origin=origin,
+        tree=tree,
+        problem=problem,
+        transcript=done.transcript,
+        last=done.last,
+        folders_before=before,
+        built_here=True,
+    )
+
+
+def folders_of(tree: Path) -> frozenset[str]:
+    """Every folder below ``tree`` (POSIX paths relative to it; links are not followed)."""
+    found: set[str] = set()
+    pending = [""]
+    while pending:
+        relative = pending.pop()
+        try:
+            entries = list(os.scandir(os.path.join(tree, relative) if relative else tree))
+        except OSError:
+            continue
+        for item in entries:
+            if item.is_dir(follow_symlinks=False):
+                name = f"{relative}/{item.name}" if relative else item.name
+                found.add(name)
+                pending.append(name)
+    return frozenset(found)
+
+
+def copy_prepared(shared: SharedTree, dest: Path) -> Path:
+    """Copy the prepared tree into ``dest`` (which must not exist): files, links and folders
+    only — a FIFO, socket or device the agent's ``prepare`` left is not copied (opening one
+    could block for ever). Iterative, so a tree of any depth is copied or refused with an
+    ``OSError``, never a crash."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from trysquare._pool import io_workers
+
+    source = os.fsencode(shared.tree)
+    target = os.fsencode(dest)
+    os.mkdir(target, 0o755)
+    files: list[tuple[bytes, bytes, os.stat_result]] = []
+    pending: list[bytes] = [b""]
+    while pending:  # folders and links first, in this thread; the files' bytes after
+        relative = pending.pop()
+        here = os.path.join(source, relative) if relative else source
+        there = os.path.join(target, relative) if relative else target
+        for name in os.listdir(here):
+            src, dst = os.path.join(here, name), os.path.join(there, name)
+            info = os.lstat(src)
+            if stat.S_ISLNK(info.st_mode):
+                os.symlink(os.readlink(src), dst)
+            elif stat.S_ISDIR(info.st_mode):
+                os.mkdir(dst, 0o755)
+                pending.append(os.path.join(relative, name) if relative else name)
+            elif stat.S_ISREG(info.st_mode):
+                files.append((src, dst, info))
+    # Creating files is system-call bound: threads overlap it well (as repo.copy_tree does).
+    with ThreadPoolExecutor(max_workers=io_workers()) as pool:
+        for _ in pool.map(lambda entry: _copy_file(*entry), files, chunksize=64):
+            pass
+    return dest
+
+
+def _copy_file(src: bytes, dst: bytes, info: os.stat_result) -> None:
+    import shutil
+
+    # Nothing of the agent's runs any more (the jail's processes died with prepare), so the
+    # regular file lstat saw is the one copied; sendfile, no Python-level loop.
+    shutil.copyfile(src, dst, follow_symlinks=False)
+    os.chmod(dst, stat.S_IMODE(info.st_mode) | 0o200)
