@@ -10,6 +10,9 @@ each request's fate: ``"succeeded"`` (the verdict of ``verdict(body)``), ``"erro
 ``"missing"`` (no line at all). ``kill_at`` names an event (``create``: the batch is made,
 then the client dies before it hears the id; ``poll``: at the n-th look; ``results``: when
 they are fetched) at which the process ``kill_pid`` is sent SIGKILL before any answer.
+``end_states`` makes the n-th batch created (from 1) end the provider's own way, as
+``"cancelled"`` or ``"expired"`` (Anthropic says ``ended`` either way): the requests its
+script calls ``"missing"`` are then simply absent from its results.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class BatchFake:
         self.kill_after = 1  # the n-th such event kills
         self.kill_pid: int | None = None
         self.killed = False
+        self.end_states: dict[int, str] = {}  # batch number (from 1) -> how it ended, if not completed
         self.api = True  # False: a server with no batch API (a local vLLM), 404 on every batch path
         fake = self
 
@@ -250,8 +254,9 @@ class BatchFake:
     def _openai_batch(self, batch: dict[str, Any]) -> dict[str, Any]:
         states = ["validating", "in_progress", "finalizing", "completed"]
         ended = self._ended(batch)
+        ending = self.end_states.get(self.order.index(batch["id"]) + 1, "completed")
         state = (
-            ("cancelled" if batch["cancelled"] else "completed")
+            ("cancelled" if batch["cancelled"] else ending)
             if ended
             else states[min(batch["looks"], 2)]
         )

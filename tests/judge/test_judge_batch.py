@@ -288,6 +288,86 @@ def test_a_batch_verdict_is_reused_and_rejudged_like_an_interactive_one(batch: B
     assert report.returncode == 0, report.stdout + report.stderr
 
 
+def test_a_rejudge_whose_batch_fails_keeps_the_previous_verdict_like_an_interactive_one(
+    batch: BatchLab,
+) -> None:
+    ids = batch.runs(2)
+    assert batch.validate().returncode == 0
+    first = batch.verdicts(ids)
+    batch.fake.outcome = lambda _id, _body: "errored"  # the provider fails every request
+    rejudged = batch.validate("--rejudge")
+    assert rejudged.returncode == 1, rejudged.stdout + rejudged.stderr
+    last = rejudged.stdout.splitlines()[-1]
+    assert last.startswith("2 runs: 2 valid; 2 results kept as recorded: asking again failed ("), last
+    assert batch.fake.counts["create"] == 1 + 3  # asked again, up to the attempt bound
+    for run_id in ids:
+        result = batch.lab.result(run_id)
+        assert result["state"] == "valid", result
+        assert (result["metrics"], result["reasons"]) == (first[run_id]["metrics"], first[run_id]["reasons"])
+        assert result["kept_after"].startswith("kept the previous verdict: judge provider")
+        assert "errored 3 times" in result["kept_after"]
+        # The spending of the kept verdict stays counted, with that of the failed asks.
+        assert result["usage"]["requests"] == first[run_id]["usage"]["requests"] + 3
+        assert not [entry for entry in batch.history(run_id) if entry["state"] == "invalid"]
+    # Kept and current: the next validate reuses it, as after an interactive outage.
+    again = batch.validate()
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.splitlines()[-1] == "2 runs: 2 valid; 2 results unchanged (reused)"
+    assert batch.fake.counts["create"] == 4
+
+
+def test_a_rejudge_with_no_verdict_before_stays_invalid(openai_batch: BatchLab) -> None:
+    openai_batch.fake.outcome = lambda _id, _body: "errored"
+    openai_batch.runs(1)
+    assert openai_batch.validate().returncode == 1
+    assert openai_batch.validate("--rejudge").returncode == 1
+    result = openai_batch.lab.result("r000")
+    assert result["state"] == "invalid" and result["metrics"] == {}
+    assert "kept_after" not in result and "errored 3 times" in result["error"]
+
+
+@pytest.mark.parametrize("ending", ["cancelled", "expired"])
+def test_a_batch_ending_with_requests_unanswered_sends_them_again_within_the_bound(
+    batch: BatchLab, ending: str
+) -> None:
+    fates = {
+        "r000": ["succeeded"],
+        "r001": ["succeeded"],
+        "r002": ["missing", "succeeded"],  # absent from the first batch's results
+        "r003": ["missing"],  # absent every time: invalid after the attempt bound, never false
+    }
+    seen: dict[str, int] = {}
+
+    def outcome(_custom_id: str, body: Mapping[str, Any]) -> str:
+        run_id = _run_of(body)
+        turn = seen.get(run_id, 0)
+        seen[run_id] = turn + 1
+        script = fates[run_id]
+        return script[min(turn, len(script) - 1)]
+
+    batch.fake.outcome = outcome
+    batch.fake.end_states = dict.fromkeys((1, 2, 3), ending)  # the provider ends each batch itself
+    ids = batch.runs(4)
+    done = batch.validate()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert batch.fake.counts["create"] == 3  # all four; r002 and r003; r003 alone
+    assert len(batch.fake.sent_ids) == len(set(batch.fake.sent_ids)) == 4 + 2 + 1
+    assert seen == {"r000": 1, "r001": 1, "r002": 2, "r003": 3}
+    results = batch.verdicts(ids)
+    for run_id in ids[:3]:
+        assert results[run_id]["state"] == "valid" and results[run_id]["metrics"] == GOOD
+        assert not [e for e in batch.history(run_id) if e["state"] == "valid"]  # landed once
+    unanswered = results["r003"]
+    assert unanswered["state"] == "invalid" and unanswered["metrics"] == {}
+    assert "expired 3 times (the batch ended without answering it)" in unanswered["error"]
+    again = batch.validate()
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert batch.fake.counts["create"] == 3  # nothing sent again unasked
+    assert batch.verdicts(ids) == results
+    with batch.store() as db:
+        assert {row["state"] for row in db.execute("SELECT state FROM items")} == {"ingested"}
+
+
 def test_cancel_leaves_its_runs_invalid_until_rejudged(batch: BatchLab) -> None:
     batch.fake.looks_to_end = 50
     ids = batch.runs(2)
@@ -456,26 +536,27 @@ def test_a_kill_while_verdicts_are_recorded_records_each_exactly_once(
         assert {row["state"] for row in db.execute("SELECT state FROM items")} == {"ingested"}
 
 
-def test_ctrl_c_while_waiting_leaves_the_batch_recorded(openai_batch: BatchLab) -> None:
+def test_ctrl_c_while_waiting_leaves_the_batch_recorded(batch: BatchLab) -> None:
     import signal
 
-    openai_batch.fake.looks_to_end = 10_000
-    openai_batch.configure(poll_interval=0.05)
-    ids = openai_batch.runs(2)
-    process = openai_batch.process()
+    batch.fake.looks_to_end = 10_000
+    batch.configure(poll_interval=0.05)
+    ids = batch.runs(2)
+    process = batch.process()
     deadline = time.monotonic() + 60
-    while openai_batch.fake.counts["poll"] < 2 and time.monotonic() < deadline:
+    while batch.fake.counts["poll"] < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, out + err
-    with openai_batch.store() as db:
+    with batch.store() as db:
         assert {row["state"] for row in db.execute("SELECT state FROM items")} == {"in_flight"}
         assert [row["remote_id"] for row in db.execute("SELECT remote_id FROM batches")] == [
-            "batch_0001"
+            batch.fake.order[0]
         ]
-    openai_batch.fake.looks_to_end = 0
-    again = openai_batch.validate()
+    assert batch.fake.counts["cancel"] == 0  # left in flight, not cancelled
+    batch.fake.looks_to_end = 0
+    again = batch.validate()
     assert again.returncode == 0, again.stdout + again.stderr
-    assert openai_batch.fake.counts["create"] == 1
-    _one_verdict_each(openai_batch, ids)
+    assert batch.fake.counts["create"] == 1
+    _one_verdict_each(batch, ids)

@@ -32,16 +32,19 @@ def gather(
     validations: Sequence[Validation],
     gathering: Gathering,
     moment: Literal["resume_gathered", "send_gathered"],
+    kept_after: list[str] | None = None,
 ) -> list[tuple[Run, str]]:
     """Let each validation collect (``resume_gathered``) or send and wait for
     (``send_gathered``) its gathered work, and record what it yields; return the
     (run, validator name) of each result written. A validation that fails here is said on
-    ``gathering.out`` and the others go on: a plugin's mode never stops the matrix."""
+    ``gathering.out`` and the others go on: a plugin's mode never stops the matrix.
+    A result written that kept an earlier one (asking again failed: ``Outcome.kept_after``)
+    is said in ``kept_after``, as the runner says a task's."""
     recorded: list[tuple[Run, str]] = []
     for validation in validations:
         try:
             written = record_gathered(
-                validation, getattr(validation, moment)(gathering), gathering.out
+                validation, getattr(validation, moment)(gathering), gathering.out, kept_after
             )
         except Exception as error:  # noqa: BLE001 - see the docstring
             print(
@@ -56,7 +59,12 @@ def gather(
     return recorded
 
 
-def record_gathered(validation: Validation, items: Iterable[Gathered], out: TextIO) -> list[Run]:
+def record_gathered(
+    validation: Validation,
+    items: Iterable[Gathered],
+    out: TextIO,
+    kept_after: list[str] | None = None,
+) -> list[Run]:
     """Write each of ``items`` over the pending result it answers; return the runs written
     (a run once per result written).
 
@@ -99,5 +107,7 @@ def record_gathered(validation: Validation, items: Iterable[Gathered], out: Text
             )
             continue
         written.append(item.run)
+        if kept_after is not None and item.outcome.kept_after is not None:
+            kept_after.append(f"{item.run.id} {validation.name}: {item.outcome.kept_after}")
         plugins.observe_outcome(run=item.run, validation=validation, outcome=item.outcome)
     return written

@@ -195,7 +195,7 @@ class _ValidateRun:
     ) -> list[tuple[Run, str]]:
         """Each gathering validation's ``moment`` (see :mod:`trysquare.gathering`), its results
         recorded and counted as executed; returned as (run, validator) pairs."""
-        recorded = gather(self.validations, gathering, moment)
+        recorded = gather(self.validations, gathering, moment, self.summary.kept_after)
         self.summary.executed += len({(run.dir, name) for run, name in recorded})
         return recorded
 

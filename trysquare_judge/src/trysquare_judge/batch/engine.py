@@ -176,6 +176,7 @@ def gather(validation: JudgeValidation, task: ValidationTask) -> Outcome:
         item_key=key, custom_id=custom_id(key, generation), validator=validation.name, run=run,
         digest=digest, context_digest=context_digest,
         conversation=[_message_record(m) for m in first.messages],
+        kept=_kept_record(task) if session.gathering.rejudge else None,
     )  # fmt: skip
     return Outcome(state="pending", notes=("queued for batch judging",))
 
@@ -508,9 +509,7 @@ def _decide(session: Session, store: Store) -> None:
                 values = {
                     "state": "failed",
                     "attempts": attempts,
-                    "outcome": json.dumps(
-                        {"metrics": {}, "reasons": {}, "state": "invalid", "error": failure}
-                    ),
+                    "outcome": json.dumps(_no_verdict(failure)),
                 }
         if values["state"] == "queued":
             generation = row["generation"] + 1
@@ -573,10 +572,22 @@ def _spent(row: sqlite3.Row) -> list[Usage]:
 
 
 def _outcome(row: sqlite3.Row, session: Session) -> Outcome:
+    from trysquare_judge.mode import _added_usage
+
     validation = session.validation
     recorded = json.loads(row["outcome"] or "{}")
     usage = batch_usage(validation, _spent(row))
     keys = _keys(validation)
+    kept = json.loads(row["kept"]) if row["kept"] else None
+    if recorded.get("no_verdict") and kept is not None:
+        # Asked again (--rejudge), no verdict came: the previous one stays, the failure is
+        # said, and validate exits 1 (the spending of both stays counted).
+        return Outcome(
+            metrics=dict(kept["metrics"]),
+            reasons={k: scrub.scrub(str(v), keys) for k, v in kept["reasons"].items()},
+            kept_after=scrub.scrub(f"kept the previous verdict: {recorded.get('error')}", keys),
+            usage=_added_usage(kept.get("usage"), usage),
+        )
     return Outcome(
         metrics=dict(recorded.get("metrics") or {}),
         reasons={k: scrub.scrub(v, keys) for k, v in (recorded.get("reasons") or {}).items()},
@@ -599,11 +610,33 @@ def batch_usage(validation: JudgeValidation, spent: Sequence[Usage]) -> dict[str
 
 
 def _failure_record(session: Session, error: str) -> dict[str, Any]:
+    return _no_verdict(f"judge '{session.validation.name}': {error}")
+
+
+def _no_verdict(error: str) -> dict[str, Any]:
+    """The record of an item the provider gave no verdict for (it failed, expired, was
+    cancelled, or its batch was never made): the one case where a ``--rejudge`` keeps the
+    verdict it asked to replace, as the interactive judge keeps it through an outage."""
+    return {"metrics": {}, "reasons": {}, "state": "invalid", "error": error, "no_verdict": True}
+
+
+def _kept_record(task: ValidationTask) -> dict[str, Any] | None:
+    """What a ``--rejudge`` keeps if the batch gives no verdict: the previous verdict, when
+    it is valid and still current (same judge, same request), as the interactive judge
+    decides it; ``None`` otherwise."""
+    previous = task.previous or {}
+    if not (
+        task.previous_current
+        and previous.get("state") == "valid"
+        and isinstance(previous.get("metrics"), Mapping)
+    ):
+        return None
+    reasons = previous.get("reasons")
+    usage = previous.get("usage")
     return {
-        "metrics": {},
-        "reasons": {},
-        "state": "invalid",
-        "error": f"judge '{session.validation.name}': {error}",
+        "metrics": dict(previous["metrics"]),
+        "reasons": dict(reasons) if isinstance(reasons, Mapping) else {},
+        "usage": dict(usage) if isinstance(usage, Mapping) else None,
     }
 
 

@@ -58,6 +58,7 @@ CREATE TABLE IF NOT EXISTS items (
     raw TEXT,
     outcome TEXT,
     error TEXT,
+    kept TEXT,
     queued_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
@@ -127,6 +128,9 @@ class Store:
             self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = FULL")
             self.db.executescript(_SCHEMA)
+            columns = {row[1] for row in self.db.execute("PRAGMA table_info(items)")}
+            if "kept" not in columns:  # a store made before items could keep a verdict
+                self.db.execute("ALTER TABLE items ADD COLUMN kept TEXT")
             if not found:
                 nonce = secrets.token_hex(16)
                 self.db.execute(
@@ -173,17 +177,21 @@ class Store:
         digest: str,
         context_digest: str,
         conversation: Any,
+        kept: Any = None,
     ) -> None:
-        """Record a new item as queued (or queue again one whose answer is no longer wanted)."""
+        """Record a new item as queued (or queue again one whose answer is no longer wanted).
+
+        ``kept`` is the verdict recorded before a ``--rejudge`` (metrics, reasons, usage):
+        the one to keep if the batch gives no verdict in its place."""
         now = time.time()
         with self.transaction() as db:
             db.execute(
                 "INSERT INTO items (item_key, custom_id, validator, run, digest, context_digest, state,"
-                " conversation, queued_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)"
+                " conversation, kept, queued_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)"
                 " ON CONFLICT (item_key) DO UPDATE SET state = 'queued', custom_id = excluded.custom_id,"
                 " generation = generation + 1, attempts = 0, turn = 0, batch_key = NULL,"
                 " conversation = excluded.conversation, exchanges = '[]', usage = '[]', raw = NULL,"
-                " outcome = NULL, error = NULL, queued_at = excluded.queued_at, updated_at = excluded.updated_at",
+                " outcome = NULL, error = NULL, kept = excluded.kept, queued_at = excluded.queued_at, updated_at = excluded.updated_at",
                 (
                     item_key,
                     custom_id,
@@ -192,6 +200,7 @@ class Store:
                     digest,
                     context_digest,
                     json.dumps(conversation),
+                    None if kept is None else json.dumps(kept),
                     now,
                     now,
                 ),
