@@ -6,7 +6,6 @@ from pathlib import Path
 
 from trysquare import testing
 
-
 # A command in a process of its own, reporting its wall time and its own peak resident
 # memory (children apart) on stderr as `MEASURE <seconds> <MiB>`.
 MEASURE = """
@@ -22,7 +21,9 @@ print("MEASURE", took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 """
 
 
-def build_matrix(root: Path, count: int, validator_name: str, validator_source: str) -> tuple[Path, Path]:
+def build_matrix(
+    root: Path, count: int, validator_name: str, validator_source: str
+) -> tuple[Path, Path]:
     """``root/scenario/scenario.toml`` with one script validator, and ``count`` runs under ``root/exp``.
 
     The runs are copies of one real git run (only cell and repetition differ), so

@@ -46,7 +46,10 @@ def import_time(module: str, repeat: int) -> float:
     for _ in range(repeat):
         done = subprocess.run(
             [PYTHON, "-c", _IMPORT_PROBE.format(module=module)],
-            capture_output=True, text=True, check=True, env=ENV,
+            capture_output=True,
+            text=True,
+            check=True,
+            env=ENV,
         )
         best = min(best, float(done.stdout))
     return best
@@ -67,7 +70,9 @@ def tiny_context(folder: Path) -> Path:
     from trysquare.testing.builders import run_from_folders
 
     run = run_from_folders(
-        folder / "runs" / "a1", TINY / "base", TINY / "change",
+        folder / "runs" / "a1",
+        TINY / "base",
+        TINY / "change",
         commands=[[PYTHON, "-m", "unittest", "-q"]],
     )
     scenario = folder / "scenario.toml"
@@ -83,7 +88,9 @@ def tiny_context(folder: Path) -> Path:
     )
     done = subprocess.run(
         [PYTHON, "-m", "trysquare", "context", str(scenario), str(run.path)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         raise SystemExit(f"bench_assay: trysquare context failed:\n{done.stderr}")
@@ -128,8 +135,14 @@ def main() -> int:
         cwd = folder / "cwd"
         cwd.mkdir()
         # Sanity first: the variant must produce a verdict, not a crash, on this context.
-        done = subprocess.run([PYTHON, str(variant), str(context)], capture_output=True, text=True,
-                              cwd=cwd, check=False, env=ENV)
+        done = subprocess.run(
+            [PYTHON, str(variant), str(context)],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            check=False,
+            env=ENV,
+        )
         if done.returncode != 0:
             raise SystemExit(f"bench_assay: the validator failed:\n{done.stderr}")
         metrics = json.loads(done.stdout)["metrics"]

@@ -37,7 +37,7 @@ from pathlib import Path
 from _matrix import build_matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the cluster launcher lives in tests/
-from tests.dask.cli_cluster import CommandLineCluster  # noqa: E402
+from tests.dask.cli_cluster import CommandLineCluster
 
 BURNER = f"""#!{sys.executable}
 import json, sys, time

@@ -24,13 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the loopback server lives in tests/
 
-from trysquare import executors  # noqa: E402
-from trysquare.runner import ValidateOptions, plan  # noqa: E402
-from trysquare.runs import discover  # noqa: E402
-from trysquare.scenario import load_scenario  # noqa: E402
-from trysquare.testing import RunBuilder  # noqa: E402
+from trysquare import executors
+from trysquare.runner import ValidateOptions, plan
+from trysquare.runs import discover
+from trysquare.scenario import load_scenario
+from trysquare.testing import RunBuilder
 
-from tests.judge.chatserver import ChatServer, Reply, verdict  # noqa: E402
+from tests.judge.chatserver import ChatServer, Reply, verdict
 
 LATENCY = float(os.environ.get("BENCH_LATENCY", "0.1"))
 BOUND = 16
@@ -52,7 +52,9 @@ def build(root: Path, count: int, base_url: str) -> tuple[Path, Path]:
     folder = root / "scenario"
     folder.mkdir()
     (folder / "scenario.toml").write_text(SCENARIO)
-    (folder / "rubric.md").write_text("note_usable is false when the note says nothing. Empty: all false.\n")
+    (folder / "rubric.md").write_text(
+        "note_usable is false when the note says nothing. Empty: all false.\n"
+    )
     (root / "trysquare.toml").write_text(
         f'[providers.bench]\ntype = "openai"\nbase_url = "{base_url}"\nmax_concurrency = {BOUND}\n'
     )
@@ -77,7 +79,10 @@ def main() -> None:
     args = parser.parse_args()
     count = args.runs or (48 if args.quick else 200)
     reply = verdict({"note_usable": True, "cites_paths": False})
-    with tempfile.TemporaryDirectory() as temp, ChatServer(lambda _: Reply(body=reply.body, delay=LATENCY)) as server:
+    with (
+        tempfile.TemporaryDirectory() as temp,
+        ChatServer(lambda _: Reply(body=reply.body, delay=LATENCY)) as server,
+    ):
         os.environ["XDG_CACHE_HOME"] = str(Path(temp) / "cache")
         scenario_path, experiment = build(Path(temp), count, server.base_url)
         scenario = load_scenario(scenario_path)
@@ -91,14 +96,18 @@ def main() -> None:
         assert len(tasks) == count and not errors, errors
         running = executors.get("local", {}, jobs=THREADS)
         started = time.perf_counter()
-        states = [result.document["state"] for result in running.run(tasks, should_stop=lambda: False)]
+        states = [
+            result.document["state"] for result in running.run(tasks, should_stop=lambda: False)
+        ]
         elapsed = time.perf_counter() - started
     invalid = [s for s in states if s != "valid"]
     assert not invalid, f"{len(invalid)} judged runs were not valid"
     assert server.peak <= BOUND, f"the server saw {server.peak} requests at once (bound {BOUND})"
     ideal = count * LATENCY / BOUND
     print(f"judge.{count}runs: {elapsed / ideal:.2f}x (ideal {ideal:.2f} s)")
-    print(f"  measured {elapsed:.2f} s, {len(server.received)} requests, peak in flight {server.peak}")
+    print(
+        f"  measured {elapsed:.2f} s, {len(server.received)} requests, peak in flight {server.peak}"
+    )
 
 
 if __name__ == "__main__":

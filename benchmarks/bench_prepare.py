@@ -75,7 +75,7 @@ def main() -> None:
         run = build_run(Path(folder) / "run", base={"README.md": "a project\n"})
         repo = run.repo.path
         prepare = f"{sys.executable} {script} {args.files} {args.wait}"
-        suite = f"{sys.executable} -c \"{SUITE}\""
+        suite = f'{sys.executable} -c "{SUITE}"'
         two_consumers(repo, prepare, suite, shared=True)  # warm the probe and the page cache
         each, sharing = [], []
         for _ in range(rounds):  # interleaved, so a busy moment weighs on both alike

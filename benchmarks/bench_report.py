@@ -47,10 +47,18 @@ def synthesise(runs: int, seed: int = 1) -> list[dict[str, Any]]:
         metrics["tool_calls"] = rng.randint(3, 80)
         metrics["touched"] = sorted(rng.sample(["a.py", "b.py", "c.py", "d.py"], 2))
         metrics["summary"] = "done"
-        rows.append({
-            "id": f"run-{index:05d}", "cell": f"cell {cell:02d}", "repetition": index // CELLS,
-            "state": "valid", "metrics": metrics, "reasons": {}, "errors": [], "pending": [],
-        })
+        rows.append(
+            {
+                "id": f"run-{index:05d}",
+                "cell": f"cell {cell:02d}",
+                "repetition": index // CELLS,
+                "state": "valid",
+                "metrics": metrics,
+                "reasons": {},
+                "errors": [],
+                "pending": [],
+            }
+        )
     return rows
 
 
@@ -96,9 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         reporting = best_of(args.repeat, report)
         md, _ = report()
     label = f"{runs // 1000}k"
-    print(f"report.{label}: {reporting:.3f} s, {reporting / reading:.1f}x reading the measures alone")
-    print(f"  (reading {reading * 1000:.1f} ms; {len(md.encode())} bytes of Markdown; "
-          f"{CELLS} cells, {len(METRICS)} metrics)", file=sys.stderr)
+    print(
+        f"report.{label}: {reporting:.3f} s, {reporting / reading:.1f}x reading the measures alone"
+    )
+    print(
+        f"  (reading {reading * 1000:.1f} ms; {len(md.encode())} bytes of Markdown; "
+        f"{CELLS} cells, {len(METRICS)} metrics)",
+        file=sys.stderr,
+    )
     return 0
 
 

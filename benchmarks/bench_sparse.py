@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "trysquare_core" / "src"))
 
-from trysquare.testing import RunBuilder  # noqa: E402
+from trysquare.testing import RunBuilder
 
 MEASURE = """
 import json, pathlib, resource, sys
@@ -72,9 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         f"context build peak memory, {label} file: {large['self_kb'] / small['self_kb']:.2f}x "
         f"(baseline 1 KB file {small['self_kb'] / 1024:.1f} MB)"
     )
-    print(
-        f"context build time, {label} file: {t_large / t_small:.2f}x (baseline {t_small:.2f} s)"
-    )
+    print(f"context build time, {label} file: {t_large / t_small:.2f}x (baseline {t_small:.2f} s)")
     print(
         f"  (git children peak: {large['children_kb'] / 1024:.1f} MB vs "
         f"{small['children_kb'] / 1024:.1f} MB; diff.patch {large['diff_bytes']} bytes)"

@@ -176,9 +176,7 @@ def peeking(
     return sum(fixed_hit) / experiments, sum(anytime_hit) / experiments
 
 
-def unequal_coverage(
-    rates: tuple[float, float], experiments: int, looks: int, seed: int
-) -> float:
+def unequal_coverage(rates: tuple[float, float], experiments: int, looks: int, seed: int) -> float:
     """Share of experiments whose anytime sequence ever misses the true gap, runs unequal.
 
     Each next run goes to the cell or the reference by a coin (so the two sides' counts

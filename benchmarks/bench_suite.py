@@ -43,8 +43,9 @@ print("Ran 1 test in %ss\\n\\nOK" % sys.argv[1])
 
 def trysquare(*args: str | Path) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "trysquare", *map(str, args)], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "trysquare", *map(str, args)], check=True, stdout=subprocess.DEVNULL
+    )
     return time.perf_counter() - started
 
 
@@ -61,20 +62,48 @@ def main() -> None:
         suite = scenario.parent / "slow_suite.py"
         suite.write_text(SUITE)
         command = f"{sys.executable} {suite} {args.seconds:g}"
-        scenario.write_text(f"[task]\ntest_command = {json.dumps(command)}\n\n" + scenario.read_text())
+        scenario.write_text(
+            f"[task]\ntest_command = {json.dumps(command)}\n\n" + scenario.read_text()
+        )
         # Build and archive the contexts (this also runs and records the suite once).
         trysquare("validate", scenario, experiment, "--no-progress", "--jobs", "2")
-        first = trysquare("validate", scenario, experiment, "--replay", "--force", "--rerun-suite",
-                          "--no-progress", "--jobs", "2")
-        seconds = [trysquare("validate", scenario, experiment, "--replay", "--force", "--no-progress",
-                             "--jobs", "2") for _ in range(3)]
+        first = trysquare(
+            "validate",
+            scenario,
+            experiment,
+            "--replay",
+            "--force",
+            "--rerun-suite",
+            "--no-progress",
+            "--jobs",
+            "2",
+        )
+        seconds = [
+            trysquare(
+                "validate",
+                scenario,
+                experiment,
+                "--replay",
+                "--force",
+                "--no-progress",
+                "--jobs",
+                "2",
+            )
+            for _ in range(3)
+        ]
         second = min(seconds)
-        results = [json.loads(p.read_text()) for p in experiment.glob("runs/*/validation/script.json")]
-        assert all(r["metrics"] == {"changed": True} for r in results), "the suite's verdict changed"
+        results = [
+            json.loads(p.read_text()) for p in experiment.glob("runs/*/validation/script.json")
+        ]
+        assert all(r["metrics"] == {"changed": True} for r in results), (
+            "the suite's verdict changed"
+        )
         assert all(any("reused" in n for n in r.get("notes", [])) for r in results), "not reused"
-        print(f"suite.replay.reused: {second / first:.2f}x (first replay ran the {args.seconds:g} s suite "
-              f"on {count} runs in {first:.2f} s, --jobs 2; second {second:.2f} s, "
-              f"spread {max(seconds) - second:.2f} s over 3)")
+        print(
+            f"suite.replay.reused: {second / first:.2f}x (first replay ran the {args.seconds:g} s suite "
+            f"on {count} runs in {first:.2f} s, --jobs 2; second {second:.2f} s, "
+            f"spread {max(seconds) - second:.2f} s over 3)"
+        )
 
 
 if __name__ == "__main__":

@@ -67,8 +67,12 @@ def build(root: Path, count: int) -> tuple[Path, Path]:
 def trysquare(*args: str | Path) -> float:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "trysquare", *map(str, args)], check=True,
-                   stdout=subprocess.DEVNULL, env=env)
+    subprocess.run(
+        [sys.executable, "-m", "trysquare", *map(str, args)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env=env,
+    )
     return time.perf_counter() - started
 
 
@@ -89,8 +93,12 @@ def xargs_loop(experiment: Path, script: Path, jobs: int) -> float:
         listing.write_text("".join(f"{c}\n" for c in contexts))
     started = time.perf_counter()
     with listing.open() as given:
-        subprocess.run(["xargs", f"-P{jobs}", "-n1", str(script)], stdin=given, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["xargs", f"-P{jobs}", "-n1", str(script)],
+            stdin=given,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return time.perf_counter() - started
 
 
@@ -111,8 +119,14 @@ def assay(root: Path, count: int, rounds: int) -> None:
         **{
             f"{kind}.jobs{jobs}": (
                 lambda toml=toml, jobs=jobs: trysquare(
-                    "validate", toml, experiment, "--replay", "--force", "--no-progress",
-                    "--jobs", str(jobs),
+                    "validate",
+                    toml,
+                    experiment,
+                    "--replay",
+                    "--force",
+                    "--no-progress",
+                    "--jobs",
+                    str(jobs),
                 )
             )
             for kind, toml in (("warm", scenario), ("cold", cold))
@@ -124,11 +138,16 @@ def assay(root: Path, count: int, rounds: int) -> None:
             figures.setdefault(name, []).append(measure())
     median = {name: statistics.median(taken) for name, taken in figures.items()}
     for kind in ("warm", "cold"):
-        for jobs, loop, said in ((1, "loop.serial", "serial loop"), (2, "loop.xargs2", "xargs -P2 loop")):
+        for jobs, loop, said in (
+            (1, "loop.serial", "serial loop"),
+            (2, "loop.xargs2", "xargs -P2 loop"),
+        ):
             took = median[f"{kind}.jobs{jobs}"]
-            print(f"validate.assay.{kind}.jobs{jobs}: {took / median[loop]:.2f}x ({said} "
-                  f"{median[loop]:.2f} s over {count} runs; trysquare {took:.2f} s; "
-                  f"median of {rounds} interleaved rounds)")
+            print(
+                f"validate.assay.{kind}.jobs{jobs}: {took / median[loop]:.2f}x ({said} "
+                f"{median[loop]:.2f} s over {count} runs; trysquare {took:.2f} s; "
+                f"median of {rounds} interleaved rounds)"
+            )
 
 
 def startup(count: int, scratch: Path) -> None:
@@ -152,9 +171,11 @@ def startup(count: int, scratch: Path) -> None:
     baseline = min(plain() for _ in range(2))
     unconfined = min(through_run_process(None) for _ in range(2))
     took = min(through_run_process(Sandbox([scratch])) for _ in range(2))
-    print(f"validate.startup.confined: {took / baseline:.2f}x (python -c pass by subprocess.run "
-          f"{baseline / count * 1000:.1f} ms each; run_process unconfined {unconfined / count * 1000:.1f} ms, "
-          f"confined {took / count * 1000:.1f} ms; {protection_line().split(' —')[0]})")
+    print(
+        f"validate.startup.confined: {took / baseline:.2f}x (python -c pass by subprocess.run "
+        f"{baseline / count * 1000:.1f} ms each; run_process unconfined {unconfined / count * 1000:.1f} ms, "
+        f"confined {took / count * 1000:.1f} ms; {protection_line().split(' —')[0]})"
+    )
 
 
 def main() -> None:
@@ -162,7 +183,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--runs", type=int)
     parser.add_argument("--rounds", type=int)
-    parser.add_argument("--assay-only", action="store_true", help="only the assay validator's figures")
+    parser.add_argument(
+        "--assay-only", action="store_true", help="only the assay validator's figures"
+    )
     args = parser.parse_args()
     count = args.runs or (40 if args.quick else 200)
     with tempfile.TemporaryDirectory() as temp:
@@ -177,19 +200,34 @@ def main() -> None:
         fresh = []
         for attempt in range(2):
             os.environ["XDG_CACHE_HOME"] = str(Path(temp) / f"fresh-cache-{attempt}")
-            fresh.append(trysquare("validate", scenario, experiment, "--force", "--no-progress",
-                                   "--jobs", "1"))
+            fresh.append(
+                trysquare(
+                    "validate", scenario, experiment, "--force", "--no-progress", "--jobs", "1"
+                )
+            )
         os.environ["XDG_CACHE_HOME"] = str(Path(temp) / "cache")
-        print(f"validate.fresh.jobs1: {min(fresh) / baseline:.2f}x "
-              f"(baseline shell loop {baseline:.2f} s over {count} runs; trysquare {min(fresh):.2f} s)")
+        print(
+            f"validate.fresh.jobs1: {min(fresh) / baseline:.2f}x "
+            f"(baseline shell loop {baseline:.2f} s over {count} runs; trysquare {min(fresh):.2f} s)"
+        )
         for jobs in (1, 2):
             took = min(
-                trysquare("validate", scenario, experiment, "--replay", "--force", "--no-progress",
-                          "--jobs", str(jobs))
+                trysquare(
+                    "validate",
+                    scenario,
+                    experiment,
+                    "--replay",
+                    "--force",
+                    "--no-progress",
+                    "--jobs",
+                    str(jobs),
+                )
                 for _ in range(2)
             )
-            print(f"validate.replay.jobs{jobs}: {took / baseline:.2f}x "
-                  f"(baseline shell loop {baseline:.2f} s over {count} runs; trysquare {took:.2f} s)")
+            print(
+                f"validate.replay.jobs{jobs}: {took / baseline:.2f}x "
+                f"(baseline shell loop {baseline:.2f} s over {count} runs; trysquare {took:.2f} s)"
+            )
         assay(Path(temp) / "assay", count, args.rounds or (2 if args.quick else 4))
         startup(count // 4, Path(temp))
 

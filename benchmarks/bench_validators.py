@@ -26,7 +26,6 @@ from _matrix import MEASURE
 from trysquare.testing import RunBuilder
 
 
-
 def build(root: Path, count: int) -> tuple[Path, Path]:
     scenario_dir = root / "scenario"
     scenario_dir.mkdir(parents=True)
@@ -35,8 +34,10 @@ def build(root: Path, count: int) -> tuple[Path, Path]:
         script = scenario_dir / f"v{index}.sh"
         script.write_text(f"#!/bin/sh\necho '{json.dumps({'metrics': {f'm{index}': True}})}'\n")
         script.chmod(0o755)
-        tables.append(f'[[validation]]\nname = "v{index}"\nmode = "script"\ncommand = "v{index}.sh"\n'
-                      f'metrics = ["m{index}"]\n')
+        tables.append(
+            f'[[validation]]\nname = "v{index}"\nmode = "script"\ncommand = "v{index}.sh"\n'
+            f'metrics = ["m{index}"]\n'
+        )
     scenario = scenario_dir / "scenario.toml"
     scenario.write_text("\n".join(tables))
     run = RunBuilder(root / "exp" / "runs" / "r1")
@@ -48,9 +49,20 @@ def build(root: Path, count: int) -> tuple[Path, Path]:
 
 def validate(scenario: Path, experiment: Path) -> tuple[float, float]:
     done = subprocess.run(
-        [sys.executable, "-c", MEASURE, "validate", str(scenario), str(experiment), "--no-progress",
-         "--jobs", "2"],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-c",
+            MEASURE,
+            "validate",
+            str(scenario),
+            str(experiment),
+            "--no-progress",
+            "--jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     line = [x for x in done.stderr.splitlines() if x.startswith("MEASURE ")]
     if not line:
@@ -72,9 +84,11 @@ def main() -> None:
             scenario, experiment = build(Path(temp), n)
             figures[n] = validate(scenario, experiment)
     (t1, m1), (t2, m2) = figures[count], figures[2 * count]
-    print(f"validators.linear: {t2 / t1:.2f}x time, {m2 / m1:.2f}x peak memory from {count} to "
-          f"{2 * count} validators on one run (linear: 2x time; {t1:.1f} s / {m1:.0f} MB, "
-          f"{t2:.1f} s / {m2:.0f} MB)")
+    print(
+        f"validators.linear: {t2 / t1:.2f}x time, {m2 / m1:.2f}x peak memory from {count} to "
+        f"{2 * count} validators on one run (linear: 2x time; {t1:.1f} s / {m1:.0f} MB, "
+        f"{t2:.1f} s / {m2:.0f} MB)"
+    )
 
 
 if __name__ == "__main__":

@@ -85,14 +85,18 @@ def build(root: Path, count: int) -> tuple[Any, Path]:
         if index:
             shutil.copytree(template, target)
         verdict = [index % 3 != 0, index % 5 != 0, None if index % 17 == 0 else index % 2 == 0]
-        _atomic.write_json(target / "validation" / "check.json", {
-            "metrics": dict(zip(("passes", "style", "clear"), verdict, strict=True)),
-            "reasons": {"clear": "the judge could not tell"} if verdict[2] is None else {},
-            "state": "invalid" if index % 97 == 0 else "valid",
-            "error": "the clone changed" if index % 97 == 0 else None,
-            "validator": {"name": "check", "mode": "script", "digest": "sha256:x"},
-            "context_digest": None, "duration": 0.5,
-        })
+        _atomic.write_json(
+            target / "validation" / "check.json",
+            {
+                "metrics": dict(zip(("passes", "style", "clear"), verdict, strict=True)),
+                "reasons": {"clear": "the judge could not tell"} if verdict[2] is None else {},
+                "state": "invalid" if index % 97 == 0 else "valid",
+                "error": "the clone changed" if index % 97 == 0 else None,
+                "validator": {"name": "check", "mode": "script", "digest": "sha256:x"},
+                "context_digest": None,
+                "duration": 0.5,
+            },
+        )
         (target / "run.toml").write_text(
             f'cell = "c{index % 4}"\nrepetition = {index}\nrepo = "{clone.repo.path}"\n'
             f'base = "{clone.base_commit}"\nprompt = "prompt.txt"\n'
@@ -145,7 +149,11 @@ def browser_open(state: Any) -> dict[str, float]:
 
     from trysquare_view.server import HOST, _handler
 
-    chromium = os.environ.get("TRYSQUARE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    chromium = (
+        os.environ.get("TRYSQUARE_CHROMIUM")
+        or shutil.which("chromium")
+        or shutil.which("chromium-browser")
+    )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -169,7 +177,9 @@ def browser_open(state: Any) -> dict[str, float]:
                 page.wait_for_selector("#matrix tr.runrow", state="visible", timeout=120_000)
                 best = min(best, time.perf_counter() - start)
                 page.wait_for_load_state("load")
-                load = page.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd")
+                load = page.evaluate(
+                    "() => performance.getEntriesByType('navigation')[0].loadEventEnd"
+                )
                 best_load = min(best_load, load / 1000)
                 context.close()
             browser.close()
@@ -187,26 +197,39 @@ def _timed(action: Any) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="view's page at 2,000 runs, not 10,000")
+    parser.add_argument(
+        "--quick", action="store_true", help="view's page at 2,000 runs, not 10,000"
+    )
     args = parser.parse_args(argv)
     html = measure(1_000, panels=True)
-    print(f"view.html.1k: {html['build']:.3f} s, {html['build'] / html['reading']:.1f}x reading "
-          f"measures.json; {html['bytes'] / 1e6:.2f} MB (budget {BUDGET_1K / 1e6:.0f} MB)")
+    print(
+        f"view.html.1k: {html['build']:.3f} s, {html['build'] / html['reading']:.1f}x reading "
+        f"measures.json; {html['bytes'] / 1e6:.2f} MB (budget {BUDGET_1K / 1e6:.0f} MB)"
+    )
     count = 2_000 if args.quick else 10_000
     view = measure(count, panels=False)
     label = f"view.page.{count // 1000}k"
-    print(f"{label}: first visit {view['first']:.3f} s (target < 2 s), "
-          f"{view['first'] / view['reading']:.1f}x reading measures.json")
-    print(f"{label}.rebuild: {view['rebuild']:.3f} s after a result was written, "
-          f"{view['rebuild'] / view['reading']:.1f}x reading measures.json")
+    print(
+        f"{label}: first visit {view['first']:.3f} s (target < 2 s), "
+        f"{view['first'] / view['reading']:.1f}x reading measures.json"
+    )
+    print(
+        f"{label}.rebuild: {view['rebuild']:.3f} s after a result was written, "
+        f"{view['rebuild'] / view['reading']:.1f}x reading measures.json"
+    )
     if "browser" in view:
-        print(f"view.browser.{count // 1000}k: score table and matrix visible in Chromium in "
-              f"{view['browser']:.3f} s (target < 2 s; load event at {view['browser_load']:.3f} s), "
-              f"{view['browser'] / view['reading']:.1f}x reading measures.json")
+        print(
+            f"view.browser.{count // 1000}k: score table and matrix visible in Chromium in "
+            f"{view['browser']:.3f} s (target < 2 s; load event at {view['browser_load']:.3f} s), "
+            f"{view['browser'] / view['reading']:.1f}x reading measures.json"
+        )
     else:
         print("  (view.browser: skipped, no chromium or playwright)", file=sys.stderr)
-    print(f"  (page {view['bytes'] / 1e6:.2f} MB, built at start in {view['build']:.1f} s; "
-          f"finding and checking the run folders at start: {view['discover']:.1f} s)", file=sys.stderr)
+    print(
+        f"  (page {view['bytes'] / 1e6:.2f} MB, built at start in {view['build']:.1f} s; "
+        f"finding and checking the run folders at start: {view['discover']:.1f} s)",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-import json, sys
+import json
+import sys
 from pathlib import Path
 
 context = json.loads(Path(sys.argv[1]).read_text())

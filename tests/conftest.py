@@ -44,7 +44,7 @@ def _cache_bytecode_in_the_environment() -> None:
 
 _cache_bytecode_in_the_environment()
 
-from hypothesis import settings  # noqa: E402
+from hypothesis import settings
 
 # On CI, property tests explore the same examples every run: a failure there is
 # reproducible, never a coin toss. Locally they keep exploring.
@@ -117,7 +117,10 @@ class CliProcess:
         self.env = env
 
     def __call__(
-        self, *args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+        self,
+        *args: str | Path,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
         timeout: float = 300,
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -142,7 +145,10 @@ class Cli(CliProcess):
     """
 
     def __call__(  # type: ignore[override]
-        self, *args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+        self,
+        *args: str | Path,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
         timeout: float = 300,
     ) -> Result:
         return run_in_process([str(arg) for arg in args], cwd=cwd, env={**self.env, **(env or {})})
@@ -194,7 +200,9 @@ def run_in_process(argv: list[str], *, cwd: Path | None, env: Mapping[str, str])
 
 
 def _stream() -> io.TextIOWrapper:
-    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape", write_through=True)
+    return io.TextIOWrapper(
+        io.BytesIO(), encoding="utf-8", errors="surrogateescape", write_through=True
+    )
 
 
 def _text(stream: io.TextIOWrapper) -> str:
@@ -245,7 +253,11 @@ def site(tmp_path: Path, cli: Cli, cli_process: CliProcess) -> Callable[..., Pat
     folder = tmp_path / "site"
 
     def add(
-        dist: str, module: str, source: str, *, requires: tuple[str, ...] = (),
+        dist: str,
+        module: str,
+        source: str,
+        *,
+        requires: tuple[str, ...] = (),
         provides: tuple[str, ...] = (),
     ) -> Path:
         fake_distribution(folder, dist, module, source, requires=requires, provides=provides)
@@ -304,7 +316,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             shared = [d for d in definitions if d.scope in ("module", "session") and d.baseid]
             if shared:
                 scope = shared[-1].scope
-                group = f"{shared[-1].baseid}::{name}" if scope == "session" else item.nodeid.split("::")[0]
+                group = (
+                    f"{shared[-1].baseid}::{name}"
+                    if scope == "session"
+                    else item.nodeid.split("::")[0]
+                )
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
 

@@ -26,8 +26,14 @@ def write_script(folder: Path, name: str, body: str, *, executable: bool = True)
 
 
 def fake_distribution(
-    site: Path, dist: str, module: str, source: str, *, version: str = "1.0",
-    requires: tuple[str, ...] = (), provides: tuple[str, ...] = (),
+    site: Path,
+    dist: str,
+    module: str,
+    source: str,
+    *,
+    version: str = "1.0",
+    requires: tuple[str, ...] = (),
+    provides: tuple[str, ...] = (),
 ) -> Path:
     """Install a plugin the way pip would leave it: a module and a dist-info with an entry point
     (and the ``Requires-Dist`` lines of ``requires``, the ``trysquare.provides`` entry points
@@ -38,7 +44,12 @@ def fake_distribution(
 
 
 def dist_info(
-    site: Path, dist: str, module: str, *, version: str = "1.0", requires: tuple[str, ...] = (),
+    site: Path,
+    dist: str,
+    module: str,
+    *,
+    version: str = "1.0",
+    requires: tuple[str, ...] = (),
     provides: tuple[str, ...] = (),
 ) -> Path:
     """The dist-info pip would leave for ``dist``, whose ``trysquare`` entry point is ``module``
@@ -73,15 +84,29 @@ def private_tmp(folder: Path) -> Path:
     return tmp
 
 
-def pytest_in(folder: Path, cache: Path, test_file: str = "test_validator.py") -> subprocess.CompletedProcess[str]:
+def pytest_in(
+    folder: Path, cache: Path, test_file: str = "test_validator.py"
+) -> subprocess.CompletedProcess[str]:
     """Run ``pytest test_file`` in ``folder`` as a validator author would: a pytest of its own,
     trysquare's fixtures from the installed plugin (autoload on), this suite's settings and
     plugins' variables left out, the heavy unrelated plugins off."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRYSQUARE_", "PYTEST_"))}
     env["XDG_CACHE_HOME"] = str(cache)
     env["TMPDIR"] = str(private_tmp(cache.parent))
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-            "-p", "no:hypothesispytest", "-p", "no:anyio", test_file]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:hypothesispytest",
+        "-p",
+        "no:anyio",
+        test_file,
+    ]
     # A generous deadline: on a loaded CI machine the interpreter start alone takes seconds.
-    return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        argv, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False
+    )

@@ -80,7 +80,7 @@ def _trickle(out: Any, data: bytes, interval: float) -> None:
         if time.monotonic() >= until:
             out.write(data[index:])
             return
-        out.write(data[index:index + 1])
+        out.write(data[index : index + 1])
         out.flush()
         time.sleep(interval)
 
@@ -108,7 +108,7 @@ class JsonServer:
             protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
             disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms stall
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 headers = {
                     (key.lower() if lower_case_headers else key): value

@@ -25,18 +25,36 @@ def test_demo_builds_validates_fills_and_reports(cli, tmp_path: Path) -> None:
     # validator.py also prints `touched`, which no scenario declares: named, never scored.
     assert "`touched` (list, undeclared)" in done.stdout
     # Issue 33: the open gaps say how many runs would settle them, and which procedure holds.
-    assert "- **rule** · `in_scope`: ≈ 16 runs per cell (you have 2; the reference 3)" in done.stdout
+    assert (
+        "- **rule** · `in_scope`: ≈ 16 runs per cell (you have 2; the reference 3)" in done.stdout
+    )
     assert "Procedure: fixed-sample." in done.stdout
     runs = sorted((target / "runs").iterdir())
-    assert [run.name for run in runs] == ["nothing-1", "nothing-2", "nothing-3", "rule-1", "rule-2", "rule-3"]
+    assert [run.name for run in runs] == [
+        "nothing-1",
+        "nothing-2",
+        "nothing-3",
+        "rule-1",
+        "rule-2",
+        "rule-3",
+    ]
     for run in runs:
-        head = subprocess.run(["git", "rev-parse", "etalon-v1"], cwd=run / "repo",
-                              capture_output=True, text=True, check=True)
+        head = subprocess.run(
+            ["git", "rev-parse", "etalon-v1"],
+            cwd=run / "repo",
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert len(head.stdout.strip()) == 40  # a real git clone, tagged at the etalon
     rule_1 = json.loads((target / "runs" / "rule-1" / "validation" / "script.json").read_text())
     assert rule_1["metrics"]["in_scope"] is True
-    assert "__pycache__/counter.cpython" in " ".join(rule_1["metrics"]["touched"])  # recorded, not subtracted
-    nothing_2 = json.loads((target / "runs" / "nothing-2" / "validation" / "script.json").read_text())
+    assert "__pycache__/counter.cpython" in " ".join(
+        rule_1["metrics"]["touched"]
+    )  # recorded, not subtracted
+    nothing_2 = json.loads(
+        (target / "runs" / "nothing-2" / "validation" / "script.json").read_text()
+    )
     assert nothing_2["reasons"]["in_scope"] == "also touched README.md"
     assert (target / "synthesis.md").read_text().startswith("## counter-fix")
     # Issue 15: the demo ends with the page to look at, and says where it is.

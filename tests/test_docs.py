@@ -12,8 +12,6 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from trysquare import api, plugins
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
@@ -34,15 +32,20 @@ def heading(name: str, function: Callable[..., object]) -> str:
 
 
 def undocumented(text: str) -> list[str]:
-    headings = set(re.findall(r"^## (.+)$", text, flags=re.M))
-    return sorted(heading(name, f) for name, f in hookspecs().items() if heading(name, f) not in headings)
+    headings = set(re.findall(r"^## (.+)$", text, flags=re.MULTILINE))
+    return sorted(
+        heading(name, f) for name, f in hookspecs().items() if heading(name, f) not in headings
+    )
 
 
 def test_every_hookspec_the_manager_knows_has_a_section() -> None:
     found = hookspecs()
     # The judge's own hook arrives through trysquare_add_hookspecs: it must be seen.
-    assert {"trysquare_register_modes", "trysquare_add_hookspecs",
-            "trysquare_register_judge_providers"} <= set(found)
+    assert {
+        "trysquare_register_modes",
+        "trysquare_add_hookspecs",
+        "trysquare_register_judge_providers",
+    } <= set(found)
     assert undocumented(DOCS.read_text(encoding="utf-8")) == []
 
 
@@ -73,13 +76,15 @@ def trysquare_add_hookspecs(pluginmanager):
 def test_a_plugins_own_hookspec_without_a_section_is_caught(site) -> None:
     site("trysquare-extraspec", "trysquare_extraspec", EXTRA_SPEC)
     plugins.reset()
-    assert undocumented(DOCS.read_text(encoding="utf-8")) == ["trysquare_undocumented_thing(register)"]
+    assert undocumented(DOCS.read_text(encoding="utf-8")) == [
+        "trysquare_undocumented_thing(register)"
+    ]
 
 
 def test_the_api_page_lists_exactly_the_public_floor() -> None:
     # docs/api.md's table of trysquare.api names every name it exports, and no other.
     text = (DOCS.parent / "api.md").read_text(encoding="utf-8")
-    table = text[text.index("## The whole surface: `trysquare.api`"):]
+    table = text[text.index("## The whole surface: `trysquare.api`") :]
     table = table[: table.index("\n## ", 1)]
     listed = set()
     for line in table.splitlines():
@@ -91,4 +96,3 @@ def test_the_api_page_lists_exactly_the_public_floor() -> None:
         value = getattr(api, name)
         if inspect.isfunction(value) or inspect.isclass(value):
             assert inspect.getdoc(value), name
-

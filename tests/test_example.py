@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from trysquare.testing.builders import run_from_folders
 
 from tests.conftest import run_in_process
@@ -174,7 +173,11 @@ def test_a_declared_metric_the_example_lacks_is_refused(tmp_path: Path) -> None:
     context = make_run(tmp_path, metrics=("delivered", "in_scope", "tests", "note_usable"))
     done = subprocess.run(
         [str(EXAMPLES / "validator.py"), str(context)],
-        capture_output=True, text=True, env=ENV, cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=tmp_path,
+        check=False,
     )
     assert done.returncode == 1
     assert done.stdout == ""

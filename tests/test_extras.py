@@ -41,7 +41,8 @@ def test_the_built_wheel_declares_the_extras(tmp_path: Path) -> None:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         lines = archive.read(name).decode().splitlines()
     assert {line.split(": ", 1)[1] for line in lines if line.startswith("Provides-Extra:")} == {
-        *EXTRAS, "all"
+        *EXTRAS,
+        "all",
     }
     requires = [line.split(": ", 1)[1] for line in lines if line.startswith("Requires-Dist:")]
     for extra, distribution in EXTRAS.items():

@@ -135,7 +135,9 @@ def test_the_documented_plugins_pass_their_own_tests_installed(
 ) -> None:
     tests = sorted(str(p) for p in installed.kit.glob("*/test_*.py"))
     assert len(tests) == 2
-    env = installed.venv.env(XDG_CACHE_HOME=str(tmp_path / "cache"), TMPDIR=str(private_tmp(tmp_path)))
+    env = installed.venv.env(
+        XDG_CACHE_HOME=str(tmp_path / "cache"), TMPDIR=str(private_tmp(tmp_path))
+    )
     env.pop(
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
     )  # the fixtures come from trysquare-core's pytest11 entry point
@@ -294,19 +296,32 @@ def test_plain_pip_in_a_python_venv_installs_trysquare_all_and_uses_it(
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
     ours = sorted(str(wheel) for wheel in dist.glob("trysquare*.whl"))
-    done = subprocess.run([*pip, "install", "--no-index", "--no-deps", *ours],
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [*pip, "install", "--no-index", "--no-deps", *ours],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
-    done = subprocess.run([*pip, "install", "--find-links", str(dist), "trysquare[all]"],
-                          capture_output=True, text=True, timeout=900, check=False)
+    done = subprocess.run(
+        [*pip, "install", "--find-links", str(dist), "trysquare[all]"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
-    checked = subprocess.run([*pip, "check"], capture_output=True, text=True, timeout=120, check=False)
+    checked = subprocess.run(
+        [*pip, "check"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert checked.returncode == 0, checked.stdout
     assert not (venv / "bin" / "uv").exists()
     installed = Venv(venv)
     cache = str(tmp_path / "cache")
-    demo = installed.trysquare("demo", tmp_path / "demo", "--no-progress", cwd=tmp_path,
-                               XDG_CACHE_HOME=cache)
+    demo = installed.trysquare(
+        "demo", tmp_path / "demo", "--no-progress", cwd=tmp_path, XDG_CACHE_HOME=cache
+    )
     assert demo.returncode == 0, demo.stdout + demo.stderr
     listing = installed.trysquare("plugins", cwd=tmp_path, XDG_CACHE_HOME=cache)
     for name in ("trysquare-dask", "trysquare-hidden-tests", "trysquare-anthropic"):
@@ -321,8 +336,12 @@ def test_plain_pip_in_a_python_venv_installs_trysquare_all_and_uses_it(
     scenario, experiment = build(make_run, tmp_path)
     summary = tmp_path / "summary.md"
     summary.touch()
-    env = installed.env(XDG_CACHE_HOME=cache, GITHUB_STEP_SUMMARY=str(summary),
-                        GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(tmp_path))
+    env = installed.env(
+        XDG_CACHE_HOME=cache,
+        GITHUB_STEP_SUMMARY=str(summary),
+        GITHUB_ACTIONS="true",
+        GITHUB_WORKSPACE=str(tmp_path),
+    )
     action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
     runner = Runner(
         action, {"scenario": str(scenario), "paths": str(experiment), "install": "false"}, env

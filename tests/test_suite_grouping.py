@@ -12,7 +12,9 @@ def shared() -> str:
     return "built once"
 
 
-def test_a_module_fixture_puts_its_users_in_one_xdist_group(shared: str, request: pytest.FixtureRequest) -> None:
+def test_a_module_fixture_puts_its_users_in_one_xdist_group(
+    shared: str, request: pytest.FixtureRequest
+) -> None:
     group = request.node.get_closest_marker("xdist_group")
     assert group is not None and group.args == ("tests/test_suite_grouping.py",)
     if not (os.environ.get("PYTEST_XDIST_WORKER") and request.config.getvalue("loadgroup")):

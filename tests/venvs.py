@@ -22,7 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # Every distribution in the repository, by the folder holding its pyproject.toml.
 DISTRIBUTION_FOLDERS = sorted(
-    folder for folder in [ROOT, *ROOT.glob("trysquare_*/"), *ROOT.glob("plugins/*/")]
+    folder
+    for folder in [ROOT, *ROOT.glob("trysquare_*/"), *ROOT.glob("plugins/*/")]
     if (folder / "pyproject.toml").is_file()
 )
 
@@ -34,7 +35,9 @@ def distribution_name(folder: Path) -> str:
 
 def uv_env() -> dict[str, str]:
     """This environment without the variables that would point uv at the development venv."""
-    return {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+    return {
+        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
+    }
 
 
 def uv() -> str:
@@ -136,9 +139,21 @@ def install(venv: Path, wheels: Path, names: Sequence[str], extra: Sequence[str]
 
     third_party = [*third_party_requirements(wheels, names), *extra]
     # Offline from uv's cache when it holds them all; the index otherwise.
-    if uv_run("pip", "install", "--quiet", "--offline", "--python", python, *third_party, check=False):
+    if uv_run(
+        "pip", "install", "--quiet", "--offline", "--python", python, *third_party, check=False
+    ):
         uv_run("pip", "install", "--quiet", "--python", python, *third_party)
-    uv_run("pip", "install", "--quiet", "--no-index", "--find-links", str(wheels), "--python", python, *names)
+    uv_run(
+        "pip",
+        "install",
+        "--quiet",
+        "--no-index",
+        "--find-links",
+        str(wheels),
+        "--python",
+        python,
+        *names,
+    )
 
 
 class Venv:
@@ -155,7 +170,9 @@ class Venv:
         env.update(extra)
         return env
 
-    def trysquare(self, *args: str | Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    def trysquare(
+        self, *args: str | Path, cwd: Path, **env: str
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(self.bin / "trysquare"), *map(str, args)],
             cwd=cwd,
@@ -168,13 +185,21 @@ class Venv:
 
     def python(self, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(self.bin / "python"), *args], cwd=cwd, check=False, env=self.env(),
-            capture_output=True, text=True, timeout=300,
+            [str(self.bin / "python"), *args],
+            cwd=cwd,
+            check=False,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
 
 
 def build_venv(
-    tmp_path_factory: pytest.TempPathFactory, name: str, folders: Sequence[str], extra: Sequence[str] = ()
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    folders: Sequence[str],
+    extra: Sequence[str] = (),
 ) -> Venv:
     """A fresh venv holding the distributions of these repository folders (from the session's
     wheels, with the trysquare distributions they require) and the third-party ``extra``."""

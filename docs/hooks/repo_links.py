@@ -19,7 +19,7 @@ from mkdocs.structure.files import File, Files
 
 # [text](target) and ![alt](target), with an optional "title"; the target has no spaces.
 _LINK = re.compile(r"(\]\()([^)\s#]+)((?:#[^)\s]*)?(?:\s+\"[^\"]*\")?\))")
-_FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
 _PREFIX = "repo"
 
 
@@ -83,7 +83,12 @@ def on_files(files: Files, config: Any) -> Files:
         page = queue.pop()
         for _, real in _targets(page.read_text(encoding="utf-8"), page):
             uri = _site_uri(real, config)
-            if real in seen or uri is None or not uri.startswith(f"{_PREFIX}/") or not real.is_file():
+            if (
+                real in seen
+                or uri is None
+                or not uri.startswith(f"{_PREFIX}/")
+                or not real.is_file()
+            ):
                 continue
             seen.add(real)
             files.append(File.generated(config, uri, abs_src_path=str(real)))

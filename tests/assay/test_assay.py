@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from trysquare.assay import Assay, Unjudged
 
 pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
@@ -34,7 +33,10 @@ def test_scalars(write_context: Write) -> None:
     assert run.cell == "rule / high"
     assert run.repetition == 3
     assert run.etalon is not None
-    assert (run.etalon.tag, run.etalon.checkout) == ("etalon-v1", Path(context["etalon"]["checkout"]))
+    assert (run.etalon.tag, run.etalon.checkout) == (
+        "etalon-v1",
+        Path(context["etalon"]["checkout"]),
+    )
     assert run.prompt == "Fix the counter."
     assert run.diff.startswith("--- a/x")
     assert run.test_command is None and run.prepare == []
@@ -44,7 +46,7 @@ def test_an_unknown_response_is_unjudged_never_empty(write_context: Write) -> No
     # Unknown is never "": a metric about the note must not score "0 words".
     for unknown in (Assay.load(write_context()), Assay.load(write_context(response=None))):
         with pytest.raises(Unjudged, match="no response was recorded"):
-            unknown.response  # noqa: B018 - the property is what raises
+            unknown.response
         assert unknown.response_or(None) is None  # asked for explicitly
     path = write_context()
     Path(json.loads(path.read_text())["response"]).write_text("Fixed it.", encoding="utf-8")
@@ -71,7 +73,9 @@ def test_a_judges_context_loads_and_names_what_it_lacks(write_context: Write) ->
 
 
 def test_a_context_without_optional_keys_still_loads(write_context: Write) -> None:
-    run = Assay.load(write_context(trace=..., session=..., declared=..., artefacts=..., prepare=...))
+    run = Assay.load(
+        write_context(trace=..., session=..., declared=..., artefacts=..., prepare=...)
+    )
     assert run.trace is None and run.session is None
     assert run.declared == frozenset()
     assert run.artefacts == frozenset()
@@ -139,7 +143,11 @@ def test_sources_at_etalon_reads_the_checkout_folder(write_context: Write, tmp_p
         (checkout / rel).write_text(text, encoding="utf-8")
     run = Assay.load(path)
     assert run.sources_at_etalon("src/*.js") == {"src/basket.js": "basket", "src/theme.js": "theme"}
-    assert set(run.sources_at_etalon("**/*.js")) == {"src/basket.js", "src/theme.js", "src/deep/x.js"}
+    assert set(run.sources_at_etalon("**/*.js")) == {
+        "src/basket.js",
+        "src/theme.js",
+        "src/deep/x.js",
+    }
     assert run.sources_at_etalon("*.txt") == {}
 
 
@@ -177,7 +185,12 @@ def _pi_session(path: Path, repo: Path) -> Path:
                 "message": {
                     "role": "assistant",
                     "content": [
-                        {"type": "toolCall", "id": f"c{number}", "name": name, "arguments": arguments}
+                        {
+                            "type": "toolCall",
+                            "id": f"c{number}",
+                            "name": name,
+                            "arguments": arguments,
+                        }
                     ],
                 },
             },
@@ -197,7 +210,10 @@ def _pi_session(path: Path, repo: Path) -> Path:
         *call(0, "read", {"path": "counter.py"}),
         *call(1, "write", {"path": "notes.md", "content": "x"}),
         *call(2, "edit", {"path": str(repo / "counter.py"), "oldText": "a", "newText": "b"}),
-        {"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}},
+        {
+            "type": "message",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+        },
     ]
     return write_pi_session(path, events, cwd=str(repo))
 

@@ -7,9 +7,22 @@ import subprocess
 import sys
 
 HEAVY = [
-    "pluggy", "attrs", "attr", "cattrs", "httpx", "rich", "subprocess", "pathlib", "tempfile",
-    "trysquare.plugins", "trysquare.hookspecs", "trysquare.sessions", "trysquare._suite",
-    "trysquare._process", "trysquare.git", "trysquare.scenario",
+    "pluggy",
+    "attrs",
+    "attr",
+    "cattrs",
+    "httpx",
+    "rich",
+    "subprocess",
+    "pathlib",
+    "tempfile",
+    "trysquare.plugins",
+    "trysquare.hookspecs",
+    "trysquare.sessions",
+    "trysquare._suite",
+    "trysquare._process",
+    "trysquare.git",
+    "trysquare.scenario",
 ]
 
 
@@ -20,9 +33,7 @@ def test_importing_the_assay_loads_nothing_heavy() -> None:
         "import trysquare.assay\n"
         "print(json.dumps(sorted(set(sys.modules) - before)))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     loaded = set(json.loads(done.stdout))
     assert "trysquare.assay" in loaded
     assert loaded.isdisjoint(HEAVY), sorted(loaded & set(HEAVY))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 import trysquare.assay
 from trysquare.assay import Metric, Unjudged
 

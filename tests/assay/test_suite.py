@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from trysquare._suite import count_tests, tail
 from trysquare.assay import Assay
 
@@ -38,12 +37,18 @@ NODE_SPEC = "\u2714 adds (0.5ms)\n\u2139 tests 3\n\u2139 suites 0\n\u2139 pass 3
 NODE_NONE = "\u2139 tests 0\n\u2139 pass 0\n"
 GO_VERBOSE = "=== RUN   TestAdd\n--- PASS: TestAdd (0.00s)\n=== RUN   TestSub\n    --- PASS: TestSub/neg (0.00s)\n--- FAIL: TestSub (0.00s)\nFAIL\nFAIL\texample.com/calc\t0.002s\n"
 GO_PACKAGES = "ok  \texample.com/calc\t0.003s\nok  \texample.com/calc/x\t(cached)\n?   \texample.com/calc/cmd\t[no test files]\n"
-GO_NOTHING = "?   \texample.com/calc\t[no test files]\nok  \texample.com/other\t0.001s [no tests to run]\n"
-GO_BUILD_FAILED = "# example.com/calc\n./calc.go:3:1: syntax error\nFAIL\texample.com/calc [build failed]\nFAIL\n"
+GO_NOTHING = (
+    "?   \texample.com/calc\t[no test files]\nok  \texample.com/other\t0.001s [no tests to run]\n"
+)
+GO_BUILD_FAILED = (
+    "# example.com/calc\n./calc.go:3:1: syntax error\nFAIL\texample.com/calc [build failed]\nFAIL\n"
+)
 CARGO = "running 2 tests\ntest a ... ok\ntest b ... FAILED\n\ntest result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n\n   Doc-tests calc\n\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n"
 CARGO_NONE = "running 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n"
 JEST = "PASS src/a.test.js\nFAIL src/b.test.js\n\nTest Suites: 1 failed, 1 passed, 2 total\nTests:       1 failed, 2 passed, 3 total\nSnapshots:   0 total\nTime:        0.5 s\n"
-JEST_NONE = "No tests found, exiting with code 1\nRun with `--passWithNoTests` to exit with code 0\n"
+JEST_NONE = (
+    "No tests found, exiting with code 1\nRun with `--passWithNoTests` to exit with code 0\n"
+)
 VITEST = "\x1b[32m \u2713\x1b[39m src/a.test.ts (2)\n\n\x1b[2m Test Files \x1b[22m \x1b[1m\x1b[32m1 passed\x1b[39m\x1b[22m\x1b[90m (1)\x1b[39m\n\x1b[2m      Tests \x1b[22m \x1b[1m\x1b[31m1 failed\x1b[39m\x1b[22m\x1b[2m | \x1b[22m\x1b[1m\x1b[32m1 passed\x1b[39m\x1b[22m\x1b[90m (2)\x1b[39m\n"
 VITEST_PLAIN = " Test Files  1 passed (1)\n      Tests  4 passed (4)\n   Start at  10:00:00\n"
 
@@ -136,7 +141,7 @@ def test_prepare_runs_first_in_the_same_copy(tiny: Tiny) -> None:
     # prepare writes a module the suite imports: it ran first, and in the suite's folder.
     context = tiny(
         test_command=f"{PYTHON} -c 'import prepared'",
-        prepare=(f"{PYTHON} -c 'open(\"prepared.py\", \"w\").close()'",),
+        prepare=(f'{PYTHON} -c \'open("prepared.py", "w").close()\'',),
         metrics=("ok",),
     )
     verdict = Assay.load(context).tests()
@@ -214,10 +219,14 @@ def _script(tmp_path: Path, name: str, body: str) -> Path:
         # unittest on 3.12+ with an empty discovery.
         ("import sys; print('NO TESTS RAN'); sys.exit(5)", "NO TESTS RAN"),
         # npm with no such script (npm 10 says `npm error`, older ones `npm ERR!`).
-        ("import sys; print('npm error Missing script: \"test\"', file=sys.stderr); sys.exit(1)",
-         "npm has no such script"),
-        ("import sys; print('npm ERR! Missing script: \"test\"', file=sys.stderr); sys.exit(1)",
-         "npm has no such script"),
+        (
+            "import sys; print('npm error Missing script: \"test\"', file=sys.stderr); sys.exit(1)",
+            "npm has no such script",
+        ),
+        (
+            "import sys; print('npm ERR! Missing script: \"test\"', file=sys.stderr); sys.exit(1)",
+            "npm has no such script",
+        ),
         # A shell or `env` inside the wrapper could not run the real suite.
         ("import sys; print('env: jest: No such file or directory'); sys.exit(127)", "exit 127"),
         ("import sys; print('permission denied: ./run'); sys.exit(126)", "exit 126"),
@@ -241,7 +250,8 @@ def test_real_unittest_finding_nothing_is_unjudged(tiny: Tiny, tmp_path: Path) -
 
 def test_a_suite_that_ran_and_failed_names_the_summary_it_read(tiny: Tiny, tmp_path: Path) -> None:
     script = _script(
-        tmp_path, "check-all",
+        tmp_path,
+        "check-all",
         "import sys; print('FAIL: test_x'); print('Ran 3 tests in 0.01s'); print('FAILED (failures=1)');"
         " sys.exit(1)",
     )
@@ -259,7 +269,8 @@ def test_a_failing_suite_with_no_summary_says_the_exit_code_decided(tiny: Tiny) 
 
 def test_a_silent_failing_prepare_leaves_no_dangling_colon(tiny: Tiny) -> None:
     context = tiny(
-        test_command=f"{PYTHON} -c pass", prepare=[f"{PYTHON} -c 'raise SystemExit(3)'"],
+        test_command=f"{PYTHON} -c pass",
+        prepare=[f"{PYTHON} -c 'raise SystemExit(3)'"],
         metrics=("ok",),
     )
     verdict = Assay.load(context).tests()
@@ -283,8 +294,8 @@ def test_home_is_writable_inside_the_jail_so_caches_work(tiny: Tiny) -> None:
     # npm, pip, cargo and go keep their caches under $HOME: `npm ci` failed with EACCES on
     # $HOME/.npm where the jail ran the suite as nobody in a /tmp only root could write.
     cache = (
-        f"{PYTHON} -c 'import pathlib; c = pathlib.Path.home() / \".npm\" / \"_cacache\"; "
-        "c.mkdir(parents=True); (c / \"index\").write_text(\"x\")'"
+        f'{PYTHON} -c \'import pathlib; c = pathlib.Path.home() / ".npm" / "_cacache"; '
+        'c.mkdir(parents=True); (c / "index").write_text("x")\''
     )
     context = tiny(
         test_command=f"{PYTHON} -c 'print(\"Ran 1 test in 0.0s\")'",
@@ -297,7 +308,7 @@ def test_home_is_writable_inside_the_jail_so_caches_work(tiny: Tiny) -> None:
 
 def test_a_write_refused_outside_the_scratch_gets_trysquares_hint(tiny: Tiny) -> None:
     # npm's own advice for EACCES is `sudo chown -R ...`: trysquare names the path and the fix.
-    denied = f"{PYTHON} -c 'open(\"/usr/trysquare-denied\", \"w\")'"
+    denied = f'{PYTHON} -c \'open("/usr/trysquare-denied", "w")\''
     verdict = Assay.load(tiny(prepare=(denied,))).tests()
     assert verdict.value is None
     assert "(trysquare: writing /usr/trysquare-denied was refused:" in verdict.reason

@@ -75,7 +75,11 @@ def test_a_replay_and_an_edited_validator_reuse_the_suite_and_say_so(tmp_path: P
 
 def test_the_key_follows_the_clone_content_and_the_suite() -> None:
     work = {"base": "a" * 40, "touched": {"counter.py": "sha256:1:-"}}
-    context = {"test_command": "python -m unittest", "prepare": [], "etalon": {"tag": "v1", "checkout": "/e"}}
+    context = {
+        "test_command": "python -m unittest",
+        "prepare": [],
+        "etalon": {"tag": "v1", "checkout": "/e"},
+    }
     key = _suitecache.suite_key(work, context, ())
     assert key == _suitecache.suite_key(dict(work), dict(context), ())
     changed_file = {**work, "touched": {"counter.py": "sha256:2:-"}}

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from trysquare.assay import Assay, Metric, Unjudged, validator
 
 Run = Callable[..., tuple[int, str, str]]

@@ -147,7 +147,11 @@ def test_the_action_validates_annotates_and_writes_the_summary(make_run, tmp_pat
     runner.run(workspace)
 
     assert pip_log.read_text().split() == [
-        "-m", "pip", "install", "--disable-pip-version-check", "trysquare[anthropic,dask]==0.1.0"
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "trysquare[anthropic,dask]==0.1.0",
     ]
     assert "Set up Python" not in runner.ran  # python-version "" uses the one on PATH
     assert runner.outputs["validate"] == {"exit-code": "1"}  # one invalid result

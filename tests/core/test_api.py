@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from trysquare import api
 from trysquare.errors import ScenarioError
 
@@ -35,7 +34,10 @@ def test_the_private_import_finder_sees_every_spelling() -> None:
         "from trysquare.api import digest\n"
     )
     assert private_imports(source) == [
-        "trysquare._atomic", "trysquare._process", "trysquare._convert", "trysquare._env"
+        "trysquare._atomic",
+        "trysquare._process",
+        "trysquare._convert",
+        "trysquare._env",
     ]
 
 
@@ -56,12 +58,19 @@ def test_no_distribution_but_the_core_imports_a_private_module() -> None:
 
 def test_run_steps_stops_at_a_failed_prepare_with_its_tail(tmp_path: Path) -> None:
     done = api.run_steps(
-        [("prepare", ["sh", "-c", "echo fetching; echo broke >&2; exit 3"]),
-         ("the command", ["sh", "-c", "touch ran"])],
-        cwd=tmp_path, timeout=30, writable=[tmp_path], consequence="so no test ran",
+        [
+            ("prepare", ["sh", "-c", "echo fetching; echo broke >&2; exit 3"]),
+            ("the command", ["sh", "-c", "touch ran"]),
+        ],
+        cwd=tmp_path,
+        timeout=30,
+        writable=[tmp_path],
+        consequence="so no test ran",
     )
     assert done.problem is not None
-    assert done.problem.startswith("prepare `sh -c echo fetching; echo broke >&2; exit 3` failed (exit 3), so no test ran:")
+    assert done.problem.startswith(
+        "prepare `sh -c echo fetching; echo broke >&2; exit 3` failed (exit 3), so no test ran:"
+    )
     assert done.problem.endswith("broke") and "\nfetching\n" in done.problem
     assert not (tmp_path / "ran").exists()
     assert b"[exit 3]" in done.transcript
@@ -70,7 +79,8 @@ def test_run_steps_stops_at_a_failed_prepare_with_its_tail(tmp_path: Path) -> No
 def test_run_steps_returns_a_failing_command_for_the_caller_to_read(tmp_path: Path) -> None:
     done = api.run_steps(
         [("prepare", ["true"]), ("the command", ["sh", "-c", "echo 2 failed; exit 1"])],
-        cwd=tmp_path, timeout=30,
+        cwd=tmp_path,
+        timeout=30,
     )
     assert done.problem is None and done.last is not None
     assert done.last.returncode == 1 and done.last.stdout == b"2 failed\n"
@@ -99,7 +109,10 @@ def test_write_with_history_refuses_a_planted_link(tmp_path: Path) -> None:
     (tmp_path / "run" / "t.json").symlink_to(outside)
     with pytest.raises(OSError):
         api.write_with_history(
-            tmp_path / "run" / "t.json", {"n": 1}, tmp_path / "run" / "h.jsonl", root=tmp_path / "run"
+            tmp_path / "run" / "t.json",
+            {"n": 1},
+            tmp_path / "run" / "h.jsonl",
+            root=tmp_path / "run",
         )
     assert outside.read_text() == "{}"
 
@@ -120,7 +133,10 @@ def test_structure_names_the_file_and_key(tmp_path: Path) -> None:
     assert api.structure({"metrics": ["a"]}, Table, file=tmp_path / "x.toml").metrics == ("a",)
     with pytest.raises(ScenarioError) as refused:
         api.structure({"metircs": ["a"]}, Table, file=tmp_path / "x.toml", path="[[validation]][1]")
-    assert "x.toml: [[validation]][1].metircs: unknown key (did you mean 'metrics'?)" in refused.value.message
+    assert (
+        "x.toml: [[validation]][1].metircs: unknown key (did you mean 'metrics'?)"
+        in refused.value.message
+    )
 
 
 def test_commands_join_the_parser_only_when_the_hook_returns() -> None:

@@ -212,7 +212,8 @@ def test_init_writes_a_project_whose_test_and_check_pass(cli, tmp_path: Path) ->
 
 
 @pytest.mark.skipif(
-    shutil.which("node") is None, reason="node is not installed: the Node project's suite cannot run"
+    shutil.which("node") is None,
+    reason="node is not installed: the Node project's suite cannot run",
 )
 def test_init_node_writes_a_node_project_whose_test_and_check_pass(cli, tmp_path: Path) -> None:
     target = tmp_path / "mine"
@@ -258,16 +259,21 @@ print(json.dumps({"metrics": {"suite_ok": False}, "reasons": {"suite_ok": reason
 def test_try_keeps_a_reasons_line_breaks(cli, tmp_path: Path) -> None:
     # Issue 30: a pytest traceback as a reason reads as lines, not as one line of \\x0a.
     write_script(tmp_path / "scn", "suite.py", MULTILINE)
-    scenario = write_scenario(tmp_path / "scn", """
+    scenario = write_scenario(
+        tmp_path / "scn",
+        """
         [[validation]]
         name = "suite"
         mode = "script"
         command = "suite.py"
         metrics = ["suite_ok"]
-    """)
+    """,
+    )
     run = build_run(tmp_path / "exp" / "r1", base=BASE, changes={"app.py": "x = 2\n"})
     done = cli("try", scenario, run.path)
     assert done.returncode == 0, done.stderr
     assert "\\x0a" not in done.stdout
-    assert "  suite_ok  false  -- 2 tests failed:\n      FAILED test_a.py::test_one\n" in done.stdout
+    assert (
+        "  suite_ok  false  -- 2 tests failed:\n      FAILED test_a.py::test_one\n" in done.stdout
+    )
     assert "        assert 1 == 2\\x1b[31m\n" in done.stdout  # other controls still escaped

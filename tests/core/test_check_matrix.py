@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from trysquare._matrix import one_edit_apart
 
 from tests.helpers import write_scenario, write_script
@@ -18,14 +17,17 @@ SCORE = 'import json\nprint(json.dumps({"metrics": {"ok": True}}))\n'
 def scenario_with(tmp_path: Path, verdict: str = "") -> Path:
     folder = tmp_path / "scenario"
     write_script(folder, "score.py", SCORE)
-    return write_scenario(folder, f"""
+    return write_scenario(
+        folder,
+        f"""
 [[validation]]
 mode = "script"
 name = "score"
 command = "score.py"
 metrics = ["ok"]
 {verdict}
-""")
+""",
+    )
 
 
 def runs(make_run, cells: list[tuple[str, str, int]]) -> None:
@@ -37,8 +39,15 @@ def runs(make_run, cells: list[tuple[str, str, int]]) -> None:
 
 @pytest.mark.parametrize(
     ("first", "second", "near"),
-    [("prob", "probe", True), ("probe", "prbe", True), ("plain", "plian", True),
-     ("plain", "plane", False), ("rule", "rule", False), ("a", "b", True), ("nothing", "rule", False)],
+    [
+        ("prob", "probe", True),
+        ("probe", "prbe", True),
+        ("plain", "plian", True),
+        ("plain", "plane", False),
+        ("rule", "rule", False),
+        ("a", "b", True),
+        ("nothing", "rule", False),
+    ],
 )
 def test_one_edit_apart(first: str, second: str, near: bool) -> None:
     assert one_edit_apart(first, second) is near
@@ -63,7 +72,7 @@ def test_check_names_a_cell_one_edit_away_from_another(cli, make_run, tmp_path: 
 
 
 def test_check_accepts_declared_cells_one_edit_apart(cli, make_run, tmp_path: Path) -> None:
-    scenario = scenario_with(tmp_path, '[variants.r1]\n[variants.r2]\n')
+    scenario = scenario_with(tmp_path, "[variants.r1]\n[variants.r2]\n")
     runs(make_run, [("a", "r1", 1), ("b", "r2", 1)])
     done = cli("check", scenario, tmp_path / "exp")
     assert done.returncode == 0, done.stderr

@@ -32,19 +32,24 @@ HOSTILE_ID = 'r2 <&"]]>'
 
 
 def build(make_run, tmp_path: Path) -> tuple[Path, Path]:
-    for index, (run_id, cell) in enumerate([("r0", "alpha"), ("r1", "alpha"), (HOSTILE_ID, "beta <x>")]):
+    for index, (run_id, cell) in enumerate(
+        [("r0", "alpha"), ("r1", "alpha"), (HOSTILE_ID, "beta <x>")]
+    ):
         run = make_run(f"run{index}", cell=cell, repetition=index)
         run.base({"counter.py": "x = 1\n"})
         run.repo.write("counter.py", f"x = {index}\n")
         run.extra["id"] = run_id
         run.finish()
     write_script(tmp_path / "s", "score.py", VALIDATOR)
-    scenario = write_scenario(tmp_path / "s", """
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = ["ok"]
-    """)
+    """,
+    )
     return scenario, tmp_path / "exp"
 
 
@@ -56,20 +61,42 @@ CHILDREN = {
     "properties": {"property"},
     "property": set(),
     "testcase": {"skipped", "error", "failure", "system-out", "system-err"},
-    "failure": set(), "skipped": set(), "error": set(), "system-out": set(), "system-err": set(),
+    "failure": set(),
+    "skipped": set(),
+    "error": set(),
+    "system-out": set(),
+    "system-err": set(),
 }
 ATTRIBUTES = {
     "testsuites": ({"name", "time", "tests", "failures", "errors"}, set()),
     "testsuite": (
-        {"name", "tests", "failures", "errors", "group", "time", "skipped", "timestamp", "hostname",
-         "id", "package", "file", "log", "url", "version"},
+        {
+            "name",
+            "tests",
+            "failures",
+            "errors",
+            "group",
+            "time",
+            "skipped",
+            "timestamp",
+            "hostname",
+            "id",
+            "package",
+            "file",
+            "log",
+            "url",
+            "version",
+        },
         {"name", "tests", "failures", "errors"},
     ),
     "properties": (set(), set()),
     "property": ({"name", "value"}, {"name", "value"}),
     "testcase": ({"name", "time", "classname", "group"}, {"name"}),
-    "failure": ({"type", "message"}, set()), "skipped": ({"type", "message"}, set()),
-    "error": ({"type", "message"}, set()), "system-out": (set(), set()), "system-err": (set(), set()),
+    "failure": ({"type", "message"}, set()),
+    "skipped": ({"type", "message"}, set()),
+    "error": ({"type", "message"}, set()),
+    "system-out": (set(), set()),
+    "system-err": (set(), set()),
 }
 TIME = re.compile(r"(([0-9]{0,3},)*[0-9]{3}|[0-9]{0,3})*(\.[0-9]{0,3})?")
 
@@ -89,7 +116,9 @@ def test_validate_junit_xml_and_json(cli, make_run, tmp_path: Path) -> None:
     scenario, experiment = build(make_run, tmp_path)
     xml_path = tmp_path / "out" / "junit.xml"
     (tmp_path / "out").mkdir()
-    done = cli("validate", scenario, experiment, "--junit-xml", xml_path, "--format", "json", "--jobs", "2")
+    done = cli(
+        "validate", scenario, experiment, "--junit-xml", xml_path, "--format", "json", "--jobs", "2"
+    )
     assert done.returncode == 1, done.stderr
     # stdout is one JSON object and nothing else: no per-task line, no closing line.
     summary = json.loads(done.stdout)
@@ -105,18 +134,25 @@ def test_validate_junit_xml_and_json(cli, make_run, tmp_path: Path) -> None:
     assert by_run[HOSTILE_ID]["status"] == "unjudged" and by_run[HOSTILE_ID]["unjudged"] == ["ok"]
     assert "\x1b" not in done.stdout and "\x1b" not in done.stderr
     # The invalid result is still said, on stderr, with its stderr's last lines.
-    assert "r1" in done.stderr and "trace line 14" in done.stderr and "trace line 4" not in done.stderr
+    assert (
+        "r1" in done.stderr and "trace line 14" in done.stderr and "trace line 4" not in done.stderr
+    )
 
     data = xml_path.read_bytes()
     root = ET.fromstring(data)
     assert_schema_valid(root)
-    assert root.tag == "testsuites" and root.attrib["tests"] == "3" and root.attrib["failures"] == "1"
+    assert (
+        root.tag == "testsuites" and root.attrib["tests"] == "3" and root.attrib["failures"] == "1"
+    )
     suites = {suite.attrib["name"]: suite for suite in root.iter("testsuite")}
     assert set(suites) == {"alpha", "beta <x>"}
     assert suites["alpha"].attrib["tests"] == "2" and suites["alpha"].attrib["failures"] == "1"
     cases = {case.attrib["name"]: case for case in root.iter("testcase")}
     assert set(cases) == {"r0::script", "r1::script", f"{HOSTILE_ID}::script"}
-    assert list(cases["r0::script"].iter("failure")) == [] and list(cases["r0::script"].iter("skipped")) == []
+    assert (
+        list(cases["r0::script"].iter("failure")) == []
+        and list(cases["r0::script"].iter("skipped")) == []
+    )
     failure = cases["r1::script"].find("failure")
     assert failure is not None and "exited with code 3" in failure.attrib["message"]
     assert "trace line 14" in failure.text and "trace line 5" not in failure.text
@@ -144,9 +180,20 @@ def test_validate_junit_xml_and_json(cli, make_run, tmp_path: Path) -> None:
 def test_render_junit_escapes_what_xml_cannot_hold() -> None:
     nasty = "a\x00b\x1bc\x0bd\ud800e\ufffef ]]> <x/> & \" '"
     records = [
-        ResultRecord(run=nasty, cell=nasty, repetition=1, validator="v", status="failed",
-                     error=nasty, stderr_tail=(nasty,), metrics={nasty: nasty}, reasons={nasty: nasty}),
-        ResultRecord(run="p", cell="c", repetition=None, validator="v", status="pending", pending=("m",)),
+        ResultRecord(
+            run=nasty,
+            cell=nasty,
+            repetition=1,
+            validator="v",
+            status="failed",
+            error=nasty,
+            stderr_tail=(nasty,),
+            metrics={nasty: nasty},
+            reasons={nasty: nasty},
+        ),
+        ResultRecord(
+            run="p", cell="c", repetition=None, validator="v", status="pending", pending=("m",)
+        ),
     ]
     data = render_junit(records)
     root = ET.fromstring(data)  # parses: nothing XML 1.0 cannot hold went in raw

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from trysquare import __version__
 
 from tests.helpers import write_scenario
@@ -40,19 +39,27 @@ def test_debug_shows_the_traceback(cli_process, tmp_path: Path) -> None:
 def test_the_console_script_exits_with_the_refusal_code(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "trysquare"
     scenario = write_scenario(tmp_path, "[taks]\n")
-    done = subprocess.run([str(script), "check", str(scenario)], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(script), "check", str(scenario)], capture_output=True, text=True, check=False
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("trysquare: scenario.toml: ") and "Traceback" not in done.stderr
-    version = subprocess.run([str(script), "--version"], capture_output=True, text=True, check=False)
+    version = subprocess.run(
+        [str(script), "--version"], capture_output=True, text=True, check=False
+    )
     assert (version.returncode, version.stdout) == (0, f"trysquare {__version__}\n")
 
 
 def test_in_process_and_subprocess_say_the_same(cli, cli_process, tmp_path: Path) -> None:
-    scenario = write_scenario(tmp_path, "[[validation]]\nmode = 'script'\ncommand = 'nowhere.py'\nmetrics = ['a']\n")
+    scenario = write_scenario(
+        tmp_path, "[[validation]]\nmode = 'script'\ncommand = 'nowhere.py'\nmetrics = ['a']\n"
+    )
     for args in (("check", scenario), ("--version",), ("validate",), ("nosuchcommand",)):
         inside, outside = cli(*args), cli_process(*args)
         assert (inside.returncode, inside.stdout, inside.stderr) == (
-            outside.returncode, outside.stdout, outside.stderr,
+            outside.returncode,
+            outside.stdout,
+            outside.stderr,
         ), args
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from trysquare import clone_guard, context as contexts
+from trysquare import clone_guard
+from trysquare import context as contexts
 from trysquare.runs import load_run
 from trysquare.testing import RunBuilder
 
@@ -19,7 +19,9 @@ def _run(tmp_path: Path):
     return load_run(built.path / "run.toml")
 
 
-def test_an_untouched_clone_is_checked_without_hashing_it_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_untouched_clone_is_checked_without_hashing_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = _run(tmp_path)
     first = clone_guard.picture_clone(run, contexts.gather_facts(run))  # records work.json
     assert first is not None and first.problem is None
@@ -55,10 +57,17 @@ def test_a_skipped_folder_is_known_by_its_inode_whatever_path_names_it(tmp_path:
     (clone / "a.py").write_text("a = 1\n")
     (clone / "runs" / "r1" / "validation" / "score.json").write_text("{}\n")
     (tmp_path / "link").symlink_to(clone)
-    pictured = clone_guard.stat_picture(clone, [tmp_path / "link" / "runs" / "r1", tmp_path / "absent"])
+    pictured = clone_guard.stat_picture(
+        clone, [tmp_path / "link" / "runs" / "r1", tmp_path / "absent"]
+    )
     assert set(pictured) == {"a.py", "runs"}
-    assert set(clone_guard.stat_picture(clone)) == {"a.py", "runs", "runs/r1", "runs/r1/validation",
-                                              "runs/r1/validation/score.json"}
+    assert set(clone_guard.stat_picture(clone)) == {
+        "a.py",
+        "runs",
+        "runs/r1",
+        "runs/r1/validation",
+        "runs/r1/validation/score.json",
+    }
 
 
 def test_a_clone_is_pictured_once_before_and_once_after_however_many_validators_run(

@@ -24,12 +24,18 @@ def test_core_alone_lists_no_mode(core_alone: Venv, tmp_path: Path) -> None:
     listing = json.loads(done.stdout)
     assert [entry for entry in listing if entry["modes"]] == []
     assert all(entry["error"] is None for entry in listing)
-    imported = core_alone.python("-c", "import trysquare.assay, trysquare.runner, trysquare.report", cwd=tmp_path)
+    imported = core_alone.python(
+        "-c", "import trysquare.assay, trysquare.runner, trysquare.report", cwd=tmp_path
+    )
     assert imported.returncode == 0, imported.stderr
 
 
-@pytest.mark.parametrize(("mode", "distribution"), [("judge", "trysquare-judge"), ("script", "trysquare-script")])
-def test_core_alone_names_the_plugin_to_install(core_alone: Venv, tmp_path: Path, mode: str, distribution: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "distribution"), [("judge", "trysquare-judge"), ("script", "trysquare-script")]
+)
+def test_core_alone_names_the_plugin_to_install(
+    core_alone: Venv, tmp_path: Path, mode: str, distribution: str
+) -> None:
     scenario = write_scenario(tmp_path, f'[[validation]]\nmode = "{mode}"\nmetrics = ["ok"]\n')
     done = core_alone.trysquare("check", scenario, cwd=tmp_path)
     assert done.returncode == 2

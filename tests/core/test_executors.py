@@ -14,7 +14,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 from trysquare import execute, executors
 from trysquare.errors import UsageError
 
@@ -25,18 +24,27 @@ def test_the_local_executor_is_registered_and_an_unknown_one_is_named() -> None:
     assert callable(executors.get("local", {}, jobs=2).run)
     with pytest.raises(UsageError) as refused:
         executors.get("nowhere", {}, jobs=2)
-    assert refused.value.message.startswith("--executor nowhere: no installed plugin provides executor 'nowhere'")
+    assert refused.value.message.startswith(
+        "--executor nowhere: no installed plugin provides executor 'nowhere'"
+    )
     assert "local" in refused.value.message
 
 
 def test_the_local_executor_takes_no_options() -> None:
-    with pytest.raises(UsageError, match="--executor-option workers: the local executor takes no options"):
+    with pytest.raises(
+        UsageError, match="--executor-option workers: the local executor takes no options"
+    ):
         executors.get("local", {"workers": "2"}, jobs=2)
 
 
 def fake_tasks(
-    monkeypatch: pytest.MonkeyPatch, count: int, delay: float = 0.05, state: str = "valid",
-    recording: Any = None, delays: dict[str, float] | None = None, states: dict[str, str] | None = None,
+    monkeypatch: pytest.MonkeyPatch,
+    count: int,
+    delay: float = 0.05,
+    state: str = "valid",
+    recording: Any = None,
+    delays: dict[str, float] | None = None,
+    states: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """``count`` stand-in tasks; ``evaluate_task`` records the peak of those running at once,
     ``record_task`` calls ``recording(task)`` first."""
@@ -51,7 +59,9 @@ def fake_tasks(
         time.sleep((delays or {}).get(task, delay))
         with lock:
             seen["now"] -= 1
-        return SimpleNamespace(task=task, outcome=SimpleNamespace(state=(states or {}).get(task, state)))
+        return SimpleNamespace(
+            task=task, outcome=SimpleNamespace(state=(states or {}).get(task, state))
+        )
 
     def record_one(evaluated: Any) -> tuple[Any, dict[str, Any]]:
         if recording is not None:
@@ -88,7 +98,9 @@ def test_a_stop_starts_nothing_more(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("state", ["valid", "invalid"])
-def test_the_next_validator_starts_while_a_result_is_written_unless_it_is_invalid(monkeypatch, state: str) -> None:
+def test_the_next_validator_starts_while_a_result_is_written_unless_it_is_invalid(
+    monkeypatch, state: str
+) -> None:
     # --jobs 1 on two cores: writing a result need not hold the one validator slot. After an
     # invalid outcome nothing starts before it is handed over, so -x can stop first.
     started_meanwhile: list[bool] = []
@@ -122,8 +134,13 @@ def test_no_task_starts_while_an_invalid_result_waits_to_be_handed_over(monkeypa
             time.sleep(0.3)  # t1 (0.05 s) is over: its thread could take t2 now, and must not
             started_meanwhile.append(list(started))
 
-    seen = fake_tasks(monkeypatch, 4, recording=recording, delays={"t0": 0.01, "t1": 0.05},
-                      states={"t0": "invalid"})
+    seen = fake_tasks(
+        monkeypatch,
+        4,
+        recording=recording,
+        delays={"t0": 0.01, "t1": 0.05},
+        states={"t0": "invalid"},
+    )
     started = seen["started"]
     done = list(executors.get("local", {}, jobs=2).run(seen["tasks"], should_stop=lambda: False))
     assert started_meanwhile == [["t0", "t1"]]

@@ -32,12 +32,15 @@ def one_run(make_run) -> Path:
 def test_unreadable_output_is_quoted_and_kept(cli, make_run, tmp_path: Path) -> None:
     run_dir = one_run(make_run)
     write_script(tmp_path / "s", "score.py", GARBAGE)
-    scenario = write_scenario(tmp_path / "s", """
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = ["ok"]
-    """)
+    """,
+    )
     done = cli("validate", scenario, tmp_path / "exp", "--no-progress")
     assert done.returncode == 1
     result = json.loads((run_dir / "validation" / "script.json").read_text())
@@ -65,11 +68,15 @@ def test_replay_only_a_new_validator_builds_its_contexts(cli, make_run, tmp_path
     scenario = write_scenario(folder, table.format("first"))
     assert cli("validate", scenario, tmp_path / "exp", "--no-progress").returncode == 0
     write_scenario(folder, table.format("first") + table.format("second"))
-    done = cli("validate", scenario, tmp_path / "exp", "--no-progress", "--replay", "--only", "second")
+    done = cli(
+        "validate", scenario, tmp_path / "exp", "--no-progress", "--replay", "--only", "second"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "1 run: 1 valid"
     assert (run_dir / "validation" / "second" / "context.json").is_file()
-    assert json.loads((run_dir / "validation" / "second.json").read_text())["metrics"] == {"second": True}
+    assert json.loads((run_dir / "validation" / "second.json").read_text())["metrics"] == {
+        "second": True
+    }
 
 
 def test_force_says_judge_verdicts_were_kept() -> None:
@@ -78,7 +85,10 @@ def test_force_says_judge_verdicts_were_kept() -> None:
     scenario = SimpleNamespace(validations=(script, judge))
     out = io.StringIO()
     _say_verdicts_kept(scenario, [], out)
-    assert "kept the up-to-date verdicts of 'judge'" in out.getvalue() and "--rejudge" in out.getvalue()
+    assert (
+        "kept the up-to-date verdicts of 'judge'" in out.getvalue()
+        and "--rejudge" in out.getvalue()
+    )
     out = io.StringIO()
     _say_verdicts_kept(scenario, ["script"], out)
     assert out.getvalue() == ""

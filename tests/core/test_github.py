@@ -36,12 +36,16 @@ def record(status: str, **values: object) -> ResultRecord:
 
 
 def test_a_pass_says_nothing_and_each_shortfall_has_its_kind() -> None:
-    found = list(annotation_lines([
-        record("passed"),
-        record("failed", error="exited with code 3", stderr_tail=("boom",)),
-        record("unjudged", unjudged=("ok",), reasons={"ok": "could not tell"}),
-        record("pending", pending=("usable",), error="not validated yet"),
-    ]))
+    found = list(
+        annotation_lines(
+            [
+                record("passed"),
+                record("failed", error="exited with code 3", stderr_tail=("boom",)),
+                record("unjudged", unjudged=("ok",), reasons={"ok": "could not tell"}),
+                record("pending", pending=("usable",), error="not validated yet"),
+            ]
+        )
+    )
     assert [line.split(" ", 1)[0] for line in found] == ["::error", "::warning", "::notice"]
     expected = "::alpha / r1 / v: invalid: exited with code 3%0Astderr (last lines):%0Aboom"
     assert found[0].endswith(expected)
@@ -63,7 +67,7 @@ def test_validate_format_github_annotates_invalid_and_unjudged_results(
     pause = re.fullmatch(r"::stop-commands::([0-9a-f]{32})", lines[0])
     assert pause, lines[0]
     resume = lines.index(f"::{pause.group(1)}::")
-    commands = [line for line in lines[resume + 1:] if line.startswith("::")]
+    commands = [line for line in lines[resume + 1 :] if line.startswith("::")]
     assert [line.split(" ", 1)[0] for line in commands] == ["::error", "::warning"]
     error, warning = commands
     assert "alpha / r1 / script: invalid: " in error and "exited with code 3" in error

@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from trysquare import cli
 from trysquare.cli.parser import build_parser
 
 
-def commands(parser: argparse.ArgumentParser, prefix: str = "trysquare") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+def commands(
+    parser: argparse.ArgumentParser, prefix: str = "trysquare"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
@@ -24,7 +25,12 @@ def test_every_subcommand_has_a_description_an_example_and_help_lines() -> None:
     parser = build_parser()
     found = dict(commands(parser))
     # The core's and the in-tree plugins' commands are all there to be checked.
-    assert {"trysquare validate", "trysquare report", "trysquare form export", "trysquare form ingest"} <= set(found)
+    assert {
+        "trysquare validate",
+        "trysquare report",
+        "trysquare form export",
+        "trysquare form ingest",
+    } <= set(found)
     problems = []
     for name, sub in found.items():
         if not (sub.description or "").strip():
@@ -44,7 +50,9 @@ def test_every_subcommand_has_a_description_an_example_and_help_lines() -> None:
     assert problems == []
 
 
-@pytest.mark.parametrize("argv", [["validate"], ["report", "s.toml"], ["validate", "s.toml", "p", "--jobs", "0"]])
+@pytest.mark.parametrize(
+    "argv", [["validate"], ["report", "s.toml"], ["validate", "s.toml", "p", "--jobs", "0"]]
+)
 def test_usage_error_prints_usage_once_without_a_doubled_prefix(argv, capsys) -> None:
     assert cli.main(argv) == 2
     err = capsys.readouterr().err

@@ -32,7 +32,9 @@ def build(make_run, tmp_path: Path, verdict: str = "") -> tuple[Path, Path]:
         run.finish()
     write_script(tmp_path / "s", "score.py", SCORE)
     write_script(tmp_path / "s", "broken.py", BROKEN)
-    scenario = write_scenario(tmp_path / "s", """
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         name = "score"
         mode = "script"
@@ -44,7 +46,9 @@ def build(make_run, tmp_path: Path, verdict: str = "") -> tuple[Path, Path]:
         mode = "script"
         command = "broken.py"
         metrics = ["other"]
-    """ + verdict)
+    """
+        + verdict,
+    )
     return scenario, tmp_path / "exp"
 
 
@@ -54,10 +58,16 @@ def test_progress_and_closing_lines_count_unjudged(cli, make_run, tmp_path: Path
     lines = done.stdout.splitlines()
     assert lines, done.stderr
     run1 = next(line for line in lines if "run1 (alpha #1) score" in line)
-    assert "valid, 2 unjudged: ok (no response was recorded); passes (the suite ran nothing…)" in run1
+    assert (
+        "valid, 2 unjudged: ok (no response was recorded); passes (the suite ran nothing…)" in run1
+    )
     closing = lines[-1]
-    assert closing.startswith("2 runs: 2 valid; 2 runs with unjudged metrics (ok 1, passes 2)"), closing
-    assert done.returncode == 0, done.stderr  # --only score: broken's results are not this command's
+    assert closing.startswith("2 runs: 2 valid; 2 runs with unjudged metrics (ok 1, passes 2)"), (
+        closing
+    )
+    assert done.returncode == 0, (
+        done.stderr
+    )  # --only score: broken's results are not this command's
 
     quiet = cli("validate", scenario, experiment, "--only", "score", "-q")
     assert "2 runs with unjudged metrics (ok 1, passes 2)" in quiet.stdout
@@ -66,7 +76,9 @@ def test_progress_and_closing_lines_count_unjudged(cli, make_run, tmp_path: Path
 def test_fail_on_unjudged_makes_the_exit_code_1(cli, make_run, tmp_path: Path) -> None:
     scenario, experiment = build(make_run, tmp_path)
     assert cli("validate", scenario, experiment, "--only", "score", "-q").returncode == 0
-    failing = cli("validate", scenario, experiment, "--only", "score", "-q", "--fail-on", "unjudged")
+    failing = cli(
+        "validate", scenario, experiment, "--only", "score", "-q", "--fail-on", "unjudged"
+    )
     assert failing.returncode == 1
     assert "unjudged" in failing.stdout
     assert "--fail-on" in cli("validate", "--help").stdout
@@ -77,7 +89,9 @@ def test_exit_code_counts_only_the_selected_validators(cli, make_run, tmp_path: 
     everything = cli("validate", scenario, experiment, "-q")
     assert everything.returncode == 1  # broken is invalid in every run
     xml = tmp_path / "j.xml"
-    only = cli("validate", scenario, experiment, "--only", "score", "--junit-xml", xml, "--format", "json")
+    only = cli(
+        "validate", scenario, experiment, "--only", "score", "--junit-xml", xml, "--format", "json"
+    )
     document = json.loads(only.stdout)
     assert document["results"]["failed"] == 0
     assert only.returncode == 0 and document["exit_code"] == 0
@@ -90,18 +104,26 @@ def test_exit_code_counts_only_the_selected_validators(cli, make_run, tmp_path: 
 def test_a_cell_whose_criteria_have_no_judged_value_is_not_publishable(
     cli, make_run, tmp_path: Path
 ) -> None:
-    scenario, experiment = build(make_run, tmp_path, verdict="""
+    scenario, experiment = build(
+        make_run,
+        tmp_path,
+        verdict="""
         [verdict]
         criteria = ["ok", "passes"]
-    """)
+    """,
+    )
     done = cli("validate", scenario, experiment, "--only", "score", "-q")
     assert done.returncode == 1
     assert (
         "cell 'alpha' is not publishable: no run has a judged value of passes (a verdict rests on it)"
         in done.stdout
     )
-    document = json.loads(cli("validate", scenario, experiment, "--only", "score", "--format", "json").stdout)
-    assert document["unmeasured"] == {"alpha": ["passes"]} and document["unpublishable"] == ["alpha"]
+    document = json.loads(
+        cli("validate", scenario, experiment, "--only", "score", "--format", "json").stdout
+    )
+    assert document["unmeasured"] == {"alpha": ["passes"]} and document["unpublishable"] == [
+        "alpha"
+    ]
     assert document["exit_code"] == 1
     report = cli("report", scenario, experiment)
     assert report.returncode == 1
@@ -135,26 +157,36 @@ def test_by_run_names_the_validators_own_error_and_the_typo(cli, make_run, tmp_p
     run.base({"counter.py": "x = 1\n"})
     run.finish()
     write_script(tmp_path / "s", "checks.py", TYPO)
-    scenario = write_scenario(tmp_path / "s", """
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         name = "checks"
         mode = "script"
         command = "checks.py"
         metrics = ["added_tset"]
-    """)
+    """,
+    )
     experiment = tmp_path / "exp"
     assert cli("validate", scenario, experiment, "-q").returncode == 1
     report = cli("report", scenario, experiment)
-    by_run = report.stdout[report.stdout.index("### By run"):].replace("\\_", "_")
-    assert "script checks.py exited with code 1: checks.py: evaluate() did not return the declared " \
-        "metric 'added_tset'; it returned undeclared 'added_test' (did you mean 'added_tset'?)" in by_run
+    by_run = report.stdout[report.stdout.index("### By run") :].replace("\\_", "_")
+    assert (
+        "script checks.py exited with code 1: checks.py: evaluate() did not return the declared "
+        "metric 'added_tset'; it returned undeclared 'added_test' (did you mean 'added_tset'?)"
+        in by_run
+    )
 
 
 def test_a_criterion_typo_gets_a_did_you_mean(cli, make_run, tmp_path: Path) -> None:
-    scenario, _ = build(make_run, tmp_path, verdict="""
+    scenario, _ = build(
+        make_run,
+        tmp_path,
+        verdict="""
         [verdict]
         criteria = ["passse"]
-    """)
+    """,
+    )
     done = cli("check", scenario)
     assert done.returncode == 2
     assert (
@@ -199,13 +231,16 @@ def test_a_script_in_any_language_returning_a_typo_gets_a_did_you_mean(
     run.base({"counter.py": "x = 1\n"})
     run.finish()
     write_script(tmp_path / "s", "checks.py", 'print(\'{"metrics": {"added_test": true}}\')\n')
-    scenario = write_scenario(tmp_path / "s", """
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         name = "checks"
         mode = "script"
         command = "checks.py"
         metrics = ["added_tset"]
-    """)
+    """,
+    )
     done = cli("validate", scenario, tmp_path / "exp", "--no-progress")
     assert done.returncode == 1
     assert (

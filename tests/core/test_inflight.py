@@ -38,8 +38,13 @@ def matrix(tmp_path: Path) -> tuple[Path, Path]:
     root = tmp_path / "exp"
     runs = (("a", "ok"), ("b", "bad"), ("c", "ok"), ("d", "ok"))
     for repetition, (run_id, cell) in enumerate(runs):
-        build_run(root / "runs" / run_id, base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"},
-                  cell=cell, repetition=repetition)
+        build_run(
+            root / "runs" / run_id,
+            base={"a.py": "a = 1\n"},
+            changes={"a.py": "a = 2\n"},
+            cell=cell,
+            repetition=repetition,
+        )
     return scenario, root
 
 

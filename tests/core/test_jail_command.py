@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from trysquare import jail
 from trysquare.errors import ScenarioError
 from trysquare.scenario import load_scenario
@@ -41,7 +40,10 @@ def test_a_folder_on_path_that_holds_a_run_is_never_shown(
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     command = jail.jailed_command(
-        ["true"], cwd=str(scratch), writable=[str(scratch)], policy=jail.JailPolicy(),
+        ["true"],
+        cwd=str(scratch),
+        writable=[str(scratch)],
+        policy=jail.JailPolicy(),
         guarded=[str(run)],
     )
     shown = _shown(command)
@@ -59,8 +61,9 @@ def test_home_and_the_cache_are_never_shown_even_on_path(
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
-    monkeypatch.setenv("PATH", os.pathsep.join([str(home), str(cache / "trysquare" / "bin"),
-                                                 os.environ["PATH"]]))
+    monkeypatch.setenv(
+        "PATH", os.pathsep.join([str(home), str(cache / "trysquare" / "bin"), os.environ["PATH"]])
+    )
     command = jail.jailed_command(
         ["true"], cwd=str(tmp_path), writable=[str(tmp_path / "w")], policy=jail.JailPolicy()
     )
@@ -72,8 +75,9 @@ def test_home_and_the_cache_are_never_shown_even_on_path(
 def test_network_and_limits_reach_the_command(tmp_path: Path) -> None:
     tools = tmp_path / "tools"  # tmp_path itself holds the test's cache: never shown
     tools.mkdir()
-    policy = jail.JailPolicy(network=True, processes=7, memory_mib=100, file_size_mib=3,
-                             readable=(str(tools),))
+    policy = jail.JailPolicy(
+        network=True, processes=7, memory_mib=100, file_size_mib=3, readable=(str(tools),)
+    )
     command = jail.jailed_command(["true"], cwd="/", writable=[], policy=policy)
     joined = " ".join(command)
     assert "--unshare-net" not in command

@@ -75,16 +75,23 @@ def scored_experiment(make_run, tmp_path: Path) -> Path:
     run = make_run("r1")
     run.base({"a.py": "a = 1\n"})
     run.finish()
-    write_script(tmp_path / "s", "score.py", """
+    write_script(
+        tmp_path / "s",
+        "score.py",
+        """
         import json
         print(json.dumps({"metrics": {"ok": True}}))
-    """)
-    return write_scenario(tmp_path / "s", """
+    """,
+    )
+    return write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = ["ok"]
-    """)
+    """,
+    )
 
 
 def test_a_plugin_registering_built_in_names_is_refused_those_names_and_keeps_the_rest(
@@ -95,18 +102,31 @@ def test_a_plugin_registering_built_in_names_is_refused_those_names_and_keeps_th
     code, found = listing(cli)
     assert code == 1
     impostor = found["trysquare-aaa-impostor"]
-    for refused in ("mode 'script'", "provider 'openai'", "session format 'pi'", "report format 'md'",
-                    "report format 'html'", "executor 'local'"):
+    for refused in (
+        "mode 'script'",
+        "provider 'openai'",
+        "session format 'pi'",
+        "report format 'md'",
+        "report format 'html'",
+        "executor 'local'",
+    ):
         assert refused in impostor["error"], impostor["error"]
     assert "trysquare-script" in impostor["error"] and "trysquare-aaa-impostor" in impostor["error"]
     # Nothing else of either is lost.
     assert impostor["modes"] == ["own"]
-    assert found["trysquare-script"]["modes"] == ["script"] and found["trysquare-script"]["error"] is None
-    assert found["trysquare-judge"]["modes"] == ["judge"] and found["trysquare-judge"]["providers"] == ["openai"]
+    assert (
+        found["trysquare-script"]["modes"] == ["script"]
+        and found["trysquare-script"]["error"] is None
+    )
+    assert found["trysquare-judge"]["modes"] == ["judge"] and found["trysquare-judge"][
+        "providers"
+    ] == ["openai"]
     assert found["trysquare.sessions.builtin"]["session_formats"] == sorted(
         found["trysquare.sessions.builtin"]["session_formats"]
     )
-    assert {"pi", "claude-code", "codex"} <= set(found["trysquare.sessions.builtin"]["session_formats"])
+    assert {"pi", "claude-code", "codex"} <= set(
+        found["trysquare.sessions.builtin"]["session_formats"]
+    )
     assert found["trysquare.executors"]["executors"] == ["local"]
     text = cli("plugins")
     assert text.returncode == 1
@@ -117,7 +137,9 @@ def test_a_plugin_registering_built_in_names_is_refused_those_names_and_keeps_th
     validated = cli("validate", scenario, tmp_path / "exp", "--no-progress")
     assert validated.returncode == 0, validated.stderr
     assert "mode 'script' of 'trysquare-aaa-impostor' refused" in validated.stderr
-    result = json.loads((tmp_path / "exp" / "runs" / "r1" / "validation" / "script.json").read_text())
+    result = json.loads(
+        (tmp_path / "exp" / "runs" / "r1" / "validation" / "script.json").read_text()
+    )
     assert result["metrics"] == {"ok": True}
     html = cli("report", scenario, tmp_path / "exp", "--format", "html")
     assert "IMPOSTOR" not in html.stdout and "<html" in html.stdout.lower()
@@ -147,28 +169,41 @@ def spoof(folder: Path, dist: str, entry_point: str, module: str) -> None:
     (folder / f"{module}.py").write_text(textwrap.dedent(SPOOF), encoding="utf-8")
     info = folder / f"{dist.replace('-', '_')}-6.6.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 6.6\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text(f"[trysquare]\n{entry_point} = {module}\n", encoding="utf-8")
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: 6.6\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(
+        f"[trysquare]\n{entry_point} = {module}\n", encoding="utf-8"
+    )
 
 
-def test_a_distribution_declaring_a_built_ins_entry_point_name_is_named_and_blockable(cli, site) -> None:
+def test_a_distribution_declaring_a_built_ins_entry_point_name_is_named_and_blockable(
+    cli, site
+) -> None:
     folder = site("trysquare-unrelated", "trysquare_unrelated", "")
     spoof(folder, "evil-dist", "trysquare-script", "evil_script")
     code, found = listing(cli)
     assert code == 1
-    assert found["trysquare-script"]["modes"] == ["script"] and found["trysquare-script"]["error"] is None
+    assert (
+        found["trysquare-script"]["modes"] == ["script"]
+        and found["trysquare-script"]["error"] is None
+    )
     assert found["trysquare-script"]["version"] != "6.6"
     error = found["evil-dist"]["error"]
     assert "'trysquare-script'" in error and "TRYSQUARE_BLOCK_PLUGINS=evil-dist" in error
     assert "spoofed" not in json.dumps(found)
     code, found = listing(cli, TRYSQUARE_BLOCK_PLUGINS="evil-dist")
-    assert code == 0 and "evil-dist" not in found and found["trysquare-script"]["modes"] == ["script"]
+    assert (
+        code == 0 and "evil-dist" not in found and found["trysquare-script"]["modes"] == ["script"]
+    )
     # Blocking the real one does not hand its name to the other.
     code, found = listing(cli, TRYSQUARE_BLOCK_PLUGINS="trysquare-script")
     assert "trysquare-script" not in found and "spoofed" not in json.dumps(found)
 
 
-def test_two_distributions_with_one_entry_point_name_are_both_named_each_blockable(cli, site) -> None:
+def test_two_distributions_with_one_entry_point_name_are_both_named_each_blockable(
+    cli, site
+) -> None:
     folder = site("trysquare-unrelated", "trysquare_unrelated", "")
     spoof(folder, "acme-one", "acme", "acme_one")
     spoof(folder, "acme-two", "acme", "acme_two")
@@ -177,7 +212,11 @@ def test_two_distributions_with_one_entry_point_name_are_both_named_each_blockab
     assert "'acme'" in found["acme-one"]["error"] and "'acme'" in found["acme-two"]["error"]
     assert "acme-one" in found["acme-two"]["error"] and "acme-two" in found["acme-one"]["error"]
     code, found = listing(cli, TRYSQUARE_BLOCK_PLUGINS="acme-one")
-    assert "acme-one" not in found and found["acme"]["modes"] == ["spoofed"] and found["acme"]["error"] is None
+    assert (
+        "acme-one" not in found
+        and found["acme"]["modes"] == ["spoofed"]
+        and found["acme"]["error"] is None
+    )
     code, found = listing(cli, TRYSQUARE_BLOCK_PLUGINS="acme-two")
     assert "acme-two" not in found and found["acme"]["error"] is None
 
@@ -256,8 +295,12 @@ def test_help_and_version_never_wait_on_a_slow_plugin(cli_process, site) -> None
     for argv in (["--help"], ["validate", "--help"]):
         started = time.monotonic()
         shown = subprocess.run(
-            [sys.executable, "-m", "trysquare", *argv], env=cli_process.env,
-            capture_output=True, text=True, timeout=40, check=False,
+            [sys.executable, "-m", "trysquare", *argv],
+            env=cli_process.env,
+            capture_output=True,
+            text=True,
+            timeout=40,
+            check=False,
         )
         took = time.monotonic() - started
         assert took < 20, f"{argv} took {took:.0f} s"

@@ -65,8 +65,18 @@ def test_plugins_json_lists_the_in_tree_modes(cli) -> None:
     assert listing["trysquare-form"]["modes"] == ["form"]
     for entry in listing.values():
         # The pinned shape of `plugins --json` (docs/plugins.md): nothing added, nothing missing.
-        assert set(entry) == {"name", "version", "hooks", "modes", "providers", "session_formats",
-                              "executors", "report_formats", "error", "schema_version"}
+        assert set(entry) == {
+            "name",
+            "version",
+            "hooks",
+            "modes",
+            "providers",
+            "session_formats",
+            "executors",
+            "report_formats",
+            "error",
+            "schema_version",
+        }
         assert entry["schema_version"] == 1
         assert entry["error"] is None
     assert "trysquare_register_modes" in listing["trysquare-script"]["hooks"]
@@ -79,7 +89,9 @@ def test_plugins_json_lists_the_in_tree_modes(cli) -> None:
 def test_core_alone_lists_no_modes_and_names_the_missing_plugin(cli, tmp_path: Path) -> None:
     listing = plugins_json(cli, TRYSQUARE_LOAD_PLUGINS="")
     assert all(not entry["modes"] for entry in listing)
-    scenario = write_scenario(tmp_path, """
+    scenario = write_scenario(
+        tmp_path,
+        """
         [[validation]]
         mode = "judge"
         provider = "p"
@@ -88,7 +100,8 @@ def test_core_alone_lists_no_modes_and_names_the_missing_plugin(cli, tmp_path: P
         rubric = "rubric.md"
         pieces = ["diff"]
         metrics = ["ok"]
-    """)
+    """,
+    )
     done = cli("check", scenario, env={"TRYSQUARE_LOAD_PLUGINS": ""})
     assert done.returncode == 2
     # Run from this checkout: the command that installs it here, not a name on no index (issue 30).
@@ -118,8 +131,12 @@ def trysquare_register_judge_providers(register):
 
 
 def test_a_plugin_built_on_a_blocked_or_left_out_plugin(cli, site) -> None:
-    site("trysquare-fakeprovider", "trysquare_fakeprovider", PROVIDER_ON_THE_JUDGE,
-         requires=("trysquare-judge>=0.1.0", "httpx>=0.27", "pytest; extra == 'test'"))
+    site(
+        "trysquare-fakeprovider",
+        "trysquare_fakeprovider",
+        PROVIDER_ON_THE_JUDGE,
+        requires=("trysquare-judge>=0.1.0", "httpx>=0.27", "pytest; extra == 'test'"),
+    )
     assert by_name(plugins_json(cli))["trysquare-fakeprovider"]["error"] is None
     # Blocking the judge blocks the providers built on it, silently, as blocking the judge does.
     done = cli("plugins", "--json", env={"TRYSQUARE_BLOCK_PLUGINS": "trysquare-judge"})
@@ -127,11 +144,15 @@ def test_a_plugin_built_on_a_blocked_or_left_out_plugin(cli, site) -> None:
     assert "trysquare-fakeprovider" not in by_name(json.loads(done.stdout))
     assert "warning" not in done.stderr
     # Choosing the provider without the judge is a mistake, said as one.
-    listing = by_name(plugins_json(cli, failed=True, TRYSQUARE_LOAD_PLUGINS="trysquare-fakeprovider"))
+    listing = by_name(
+        plugins_json(cli, failed=True, TRYSQUARE_LOAD_PLUGINS="trysquare-fakeprovider")
+    )
     assert listing["trysquare-fakeprovider"]["error"] == (
         "needs trysquare-judge, which TRYSQUARE_LOAD_PLUGINS leaves out"
     )
-    both = by_name(plugins_json(cli, TRYSQUARE_LOAD_PLUGINS="trysquare-fakeprovider,trysquare-judge"))
+    both = by_name(
+        plugins_json(cli, TRYSQUARE_LOAD_PLUGINS="trysquare-fakeprovider,trysquare-judge")
+    )
     assert both["trysquare-fakeprovider"]["error"] is None
 
 
@@ -158,9 +179,15 @@ def test_a_mode_registered_twice_is_refused_naming_both(cli, site) -> None:
     listing = by_name(plugins_json(cli, failed=True))
     errors = [entry["error"] for entry in listing.values() if entry["error"]]
     assert len(errors) == 1
-    assert "'script'" in errors[0] and "trysquare-imposter" in errors[0] and "trysquare-script" in errors[0]
+    assert (
+        "'script'" in errors[0]
+        and "trysquare-imposter" in errors[0]
+        and "trysquare-script" in errors[0]
+    )
     # The built-in keeps its name and stays whole.
-    assert listing["trysquare-script"]["error"] is None and listing["trysquare-script"]["modes"] == ["script"]
+    assert listing["trysquare-script"]["error"] is None and listing["trysquare-script"][
+        "modes"
+    ] == ["script"]
 
 
 def test_blocking_a_broken_plugin_silences_it(cli, site) -> None:
@@ -175,7 +202,9 @@ def test_importing_trysquare_loads_no_plugin() -> None:
     import sys
 
     code = "import sys, trysquare, trysquare.assay; print('pluggy' in sys.modules, 'cattrs' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.split() == ["False", "False"]
     from trysquare import hookimpl
 
@@ -195,7 +224,9 @@ def trysquare_build_context(run, validation, context):
 """
 
 
-def test_plugin_context_keys_and_a_broken_plugin_skip_only_their_run(cli, site, make_run, tmp_path: Path) -> None:
+def test_plugin_context_keys_and_a_broken_plugin_skip_only_their_run(
+    cli, site, make_run, tmp_path: Path
+) -> None:
     from tests.helpers import write_script
 
     site("trysquare-tickets", "trysquare_tickets", CONTEXT_PLUGIN)
@@ -203,33 +234,46 @@ def test_plugin_context_keys_and_a_broken_plugin_skip_only_their_run(cli, site, 
         run = make_run(run_id, repetition=repetition)
         run.base({"a.py": "a = 1\n"})
         run.finish()
-    write_script(tmp_path / "s", "echo.py", """
+    write_script(
+        tmp_path / "s",
+        "echo.py",
+        """
         import json, sys
         context = json.load(open(sys.argv[1]))
         print(json.dumps({"metrics": {"ticket": context["ticket"]}}))
-    """)
-    scenario = write_scenario(tmp_path / "s", """
+    """,
+    )
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         mode = "script"
         command = "echo.py"
         metrics = ["ticket"]
-    """)
+    """,
+    )
     done = cli("validate", scenario, tmp_path / "exp", "--no-progress")
     assert done.returncode == 1, done.stderr
     assert "failed: ValueError: no ticket for this run" in done.stderr and "runs/bad" in done.stderr
     assert "context key 'cell' would replace a core key" in done.stderr and "'clash'" in done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "1 run: 1 valid; 2 run folder(s) could not be read"
-    good = json.loads((tmp_path / "exp" / "runs" / "good" / "validation" / "script.json").read_text())
+    assert (
+        done.stdout.strip().splitlines()[-1] == "1 run: 1 valid; 2 run folder(s) could not be read"
+    )
+    good = json.loads(
+        (tmp_path / "exp" / "runs" / "good" / "validation" / "script.json").read_text()
+    )
     assert good["metrics"] == {"ticket": "ticket-good"}
 
 
 def every_hook_raises(marker: Path) -> str:
     """A plugin whose every hook raises; importing it leaves ``marker`` behind."""
     hooks = [
-        "trysquare_register_modes(register)", "trysquare_register_session_formats(register)",
+        "trysquare_register_modes(register)",
+        "trysquare_register_session_formats(register)",
         "trysquare_build_context(run, validation, context)",
         "trysquare_metrics_collected(run, validation, outcome)",
-        "trysquare_register_commands(cli)", "trysquare_register_executors(register)",
+        "trysquare_register_commands(cli)",
+        "trysquare_register_executors(register)",
         "trysquare_protected_env(scenario_file, config)",
         "trysquare_register_report_formats(register)",
         "trysquare_register_judge_providers(register)",
@@ -247,19 +291,28 @@ def scored_run(make_run, tmp_path: Path) -> Path:
     run = make_run("r1")
     run.base({"a.py": "a = 1\n"})
     run.finish()
-    write_script(tmp_path / "s", "score.py", """
+    write_script(
+        tmp_path / "s",
+        "score.py",
+        """
         import json
         print(json.dumps({"metrics": {"ok": True}}))
-    """)
-    return write_scenario(tmp_path / "s", """
+    """,
+    )
+    return write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = ["ok"]
-    """)
+    """,
+    )
 
 
-def test_a_plugin_whose_every_hook_raises_breaks_no_command(cli, site, make_run, tmp_path: Path) -> None:
+def test_a_plugin_whose_every_hook_raises_breaks_no_command(
+    cli, site, make_run, tmp_path: Path
+) -> None:
     marker = tmp_path / "imported"
     site("trysquare-allbroken", "trysquare_allbroken", every_hook_raises(marker))
 
@@ -271,15 +324,22 @@ def test_a_plugin_whose_every_hook_raises_breaks_no_command(cli, site, make_run,
     shown = cli("--help")
     assert shown.returncode == 0, shown.stderr
     assert "validate" in shown.stdout and "form" in shown.stdout  # the other plugins' commands stay
-    assert "plugin 'trysquare-allbroken' failed" in shown.stderr and "internal error" not in shown.stderr
+    assert (
+        "plugin 'trysquare-allbroken' failed" in shown.stderr
+        and "internal error" not in shown.stderr
+    )
     assert marker.exists()
 
     listing = cli("plugins")
     assert listing.returncode == 1, listing.stderr
-    broken = [line for line in listing.stdout.splitlines() if line.startswith("trysquare-allbroken")]
+    broken = [
+        line for line in listing.stdout.splitlines() if line.startswith("trysquare-allbroken")
+    ]
     assert broken and "FAILED" in broken[0] and "broke" in broken[0], listing.stdout
-    assert any(line.startswith("trysquare-script") and "modes: script" in line
-               for line in listing.stdout.splitlines())
+    assert any(
+        line.startswith("trysquare-script") and "modes: script" in line
+        for line in listing.stdout.splitlines()
+    )
     as_json = by_name(plugins_json(cli, failed=True))
     assert "RuntimeError" in as_json["trysquare-allbroken"]["error"]
     assert as_json["trysquare-judge"]["providers"] == ["openai"]
@@ -288,7 +348,9 @@ def test_a_plugin_whose_every_hook_raises_breaks_no_command(cli, site, make_run,
     validated = cli("validate", scenario, tmp_path / "exp", "--no-progress")
     assert validated.returncode == 0, validated.stderr
     assert "plugin 'trysquare-allbroken' failed" in validated.stderr
-    result = json.loads((tmp_path / "exp" / "runs" / "r1" / "validation" / "script.json").read_text())
+    result = json.loads(
+        (tmp_path / "exp" / "runs" / "r1" / "validation" / "script.json").read_text()
+    )
     assert result["metrics"] == {"ok": True}
 
     reported = cli("report", scenario, tmp_path / "exp")
@@ -297,14 +359,18 @@ def test_a_plugin_whose_every_hook_raises_breaks_no_command(cli, site, make_run,
 
 
 def observer(raises: bool, log: Path) -> str:
-    action = "raise OSError('tracker is down')" if raises else f"Path({str(log)!r}).write_text(run.id)"
+    action = (
+        "raise OSError('tracker is down')" if raises else f"Path({str(log)!r}).write_text(run.id)"
+    )
     return (
         "from pathlib import Path\nfrom trysquare import hookimpl\n\n@hookimpl\n"
         f"def trysquare_metrics_collected(run, validation, outcome):\n    {action}\n"
     )
 
 
-def test_an_observer_that_raises_is_a_warning_and_the_others_are_told(cli, site, make_run, tmp_path: Path) -> None:
+def test_an_observer_that_raises_is_a_warning_and_the_others_are_told(
+    cli, site, make_run, tmp_path: Path
+) -> None:
     log = tmp_path / "told"
     site("trysquare-aaa-down", "trysquare_aaa_down", observer(True, log))
     site("trysquare-zzz-up", "trysquare_zzz_up", observer(False, log))
@@ -328,7 +394,9 @@ def test_a_plugin_whose_hookspecs_fail_is_reported_alone(cli, site) -> None:
     site("trysquare-nospecs", "trysquare_nospecs", ADDS_NO_SPECS)
     listing = by_name(plugins_json(cli, failed=True))
     assert "cannot add my hooks" in listing["trysquare-nospecs"]["error"]
-    assert listing["trysquare-judge"]["error"] is None and listing["trysquare-judge"]["providers"] == ["openai"]
+    assert listing["trysquare-judge"]["error"] is None and listing["trysquare-judge"][
+        "providers"
+    ] == ["openai"]
 
 
 GUARDS_A_KEY_BUT_BREAKS = """
@@ -346,24 +414,30 @@ def trysquare_protected_env(scenario_file, config):
 
 def test_a_key_a_failed_plugin_guards_stays_withheld(site, tmp_path: Path, capsys) -> None:
     import pytest
-
     from trysquare import plugins
     from trysquare.errors import ScenarioError
     from trysquare.scenario import load_scenario
+
     from tests.helpers import write_script
 
     site("trysquare-guard", "trysquare_guard", GUARDS_A_KEY_BUT_BREAKS)
     plugins.reset()
     write_script(tmp_path / "s", "score.py", "print('{}')\n")
-    scenario = write_scenario(tmp_path / "s", """
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = ["ok"]
         pass_env = ["MY_SERVICE_TOKEN_VAR"]
-    """)
+    """,
+    )
     with pytest.raises(ScenarioError) as refused:
         load_scenario(scenario)
     assert "MY_SERVICE_TOKEN_VAR" in refused.value.message
     assert "the broken plugin's service key" in refused.value.message
-    assert "plugin 'trysquare-guard' failed: trysquare_register_modes raised RuntimeError" in capsys.readouterr().err
+    assert (
+        "plugin 'trysquare-guard' failed: trysquare_register_modes raised RuntimeError"
+        in capsys.readouterr().err
+    )

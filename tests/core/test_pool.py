@@ -6,7 +6,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from trysquare._pool import bounded_map
 
 pytestmark = pytest.mark.fast

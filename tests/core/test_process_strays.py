@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from trysquare import _process
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux's")
@@ -19,9 +18,14 @@ def test_descendants_match_the_whole_process_table_restricted_to_ours() -> None:
         pytest.skip("this kernel lists no thread children")
     # A child that starts a grandchild and waits: two generations below us.
     child = subprocess.Popen(
-        [sys.executable, "-c",
-         ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']);"
-          " print(p.pid, flush=True); time.sleep(30)")],
+        [
+            sys.executable,
+            "-c",
+            (
+                "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']);"
+                " print(p.pid, flush=True); time.sleep(30)"
+            ),
+        ],
         stdout=subprocess.PIPE,
     )
     try:
@@ -41,7 +45,9 @@ def test_descendants_match_the_whole_process_table_restricted_to_ours() -> None:
             expected.update(kids)
             todo.extend(kids)
         assert {child.pid, grandchild} <= set(ours)
-        assert set(ours) - expected <= {p for p in ours if p not in everything}  # only ones born since
+        assert set(ours) - expected <= {
+            p for p in ours if p not in everything
+        }  # only ones born since
         assert expected - set(ours) <= {p for p in expected if not os.path.exists(f"/proc/{p}")}
     finally:
         child.kill()

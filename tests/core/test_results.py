@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from trysquare import _atomic, results
 from trysquare.runs import Run, discover
 from trysquare.scenario import Scenario, load_scenario
@@ -24,7 +23,9 @@ pytestmark = pytest.mark.fast
 
 @pytest.fixture
 def run(tmp_path: Path) -> Run:
-    build_run(tmp_path / "exp" / "runs" / "r1", base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"})
+    build_run(
+        tmp_path / "exp" / "runs" / "r1", base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"}
+    )
     (found,) = discover([tmp_path / "exp"])[0].runs
     return found
 
@@ -33,7 +34,10 @@ def run(tmp_path: Path) -> Run:
 def scenario(tmp_path: Path) -> Scenario:
     folder = tmp_path / "scn"
     write_script(folder, "score.py", "print('{}')\n")
-    return load_scenario(write_scenario(folder, """
+    return load_scenario(
+        write_scenario(
+            folder,
+            """
         [[validation]]
         name = "score"
         mode = "script"
@@ -45,11 +49,18 @@ def scenario(tmp_path: Path) -> Scenario:
         mode = "form"
         pieces = ["diff"]
         metrics = ["clear"]
-    """))
+    """,
+        )
+    )
 
 
 def document(state: str = "valid", **metrics: object) -> dict:
-    return {"metrics": metrics, "reasons": {}, "state": state, "error": None if state != "invalid" else "boom"}
+    return {
+        "metrics": metrics,
+        "reasons": {},
+        "state": state,
+        "error": None if state != "invalid" else "boom",
+    }
 
 
 def history(run: Run, name: str = "score") -> list[dict]:
@@ -82,7 +93,9 @@ def test_a_stderr_already_recorded_is_not_written_again(run: Run) -> None:
     for different in (b"same\nand more\n", b"sam", b""):  # longer, shorter, empty: each written
         results.write_result(run, "score", document(changed=False), different)
         assert stderr.read_bytes() == different
-    assert json.loads(results.result_path(run, "score").read_text())["metrics"] == {"changed": False}
+    assert json.loads(results.result_path(run, "score").read_text())["metrics"] == {
+        "changed": False
+    }
     assert [entry["metrics"] for entry in history(run)] == [{"changed": True}, {"changed": False}]
 
 
@@ -95,7 +108,10 @@ def test_a_damaged_result_is_never_a_measurement(run: Run, scenario: Scenario, d
         results.load_result(run, "score")
     row = results.run_row(scenario, run)
     assert row["state"] == "invalid" and row["metrics"] == {}
-    assert row["errors"][0]["validator"] == "score" and "run validate again" in row["errors"][0]["error"]
+    assert (
+        row["errors"][0]["validator"] == "score"
+        and "run validate again" in row["errors"][0]["error"]
+    )
 
 
 def test_a_rows_state_is_invalid_then_pending_then_valid(run: Run, scenario: Scenario) -> None:
@@ -106,15 +122,25 @@ def test_a_rows_state_is_invalid_then_pending_then_valid(run: Run, scenario: Sce
     results.write_result(run, "score", document(changed=True, small=True), None)
     results.write_result(run, "human", document(clear=True), None)
     row = results.run_row(scenario, run)
-    assert (row["state"], row["metrics"]) == ("valid", {"changed": True, "small": True, "clear": True})
+    assert (row["state"], row["metrics"]) == (
+        "valid",
+        {"changed": True, "small": True, "clear": True},
+    )
     results.write_result(run, "human", document("invalid"), None)
     row = results.run_row(scenario, run)
     assert row["state"] == "invalid" and row["errors"] == [{"validator": "human", "error": "boom"}]
 
 
-def test_measures_are_ordered_by_cell_then_repetition_and_written_whole(tmp_path: Path, scenario: Scenario) -> None:
+def test_measures_are_ordered_by_cell_then_repetition_and_written_whole(
+    tmp_path: Path, scenario: Scenario
+) -> None:
     for run_id, cell, repetition in (("z", "b", 1), ("y", "a", 2), ("x", "a", 1)):
-        build_run(tmp_path / "many" / "runs" / run_id, base={"a.py": "a\n"}, cell=cell, repetition=repetition)
+        build_run(
+            tmp_path / "many" / "runs" / run_id,
+            base={"a.py": "a\n"},
+            cell=cell,
+            repetition=repetition,
+        )
     rows = results.build_measures(scenario, discover([tmp_path / "many"])[0].runs)
     assert [row["id"] for row in rows] == ["x", "y", "z"]
     path = results.write_measures(tmp_path / "many", rows)
@@ -126,8 +152,14 @@ def test_measures_streamed_are_the_bytes_of_the_whole_list(tmp_path: Path, count
     """write_measures writes rows as they come, never the list: the file is what dumping
     the list at once would give (indentation, key order, non-ASCII text, nesting)."""
     rows = [
-        {"id": f"r{i}", "cell": "caf\u00e9 \u2603", "metrics": {"m": [1, {"deep": None}], "b": True},
-         "reasons": {"m": "line one\nline two"}, "errors": [], "pending": []}
+        {
+            "id": f"r{i}",
+            "cell": "caf\u00e9 \u2603",
+            "metrics": {"m": [1, {"deep": None}], "b": True},
+            "reasons": {"m": "line one\nline two"},
+            "errors": [],
+            "pending": [],
+        }
         for i in range(count)
     ]
     handed: list[int] = []
@@ -146,11 +178,18 @@ def test_measures_rows_come_in_order_without_reading_a_run_twice(
     tmp_path: Path, scenario: Scenario, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for run_id, cell, repetition in (("z", "b", 1), ("y", "a", 2), ("x", "a", 1)):
-        build_run(tmp_path / "many" / "runs" / run_id, base={"a.py": "a\n"}, cell=cell, repetition=repetition)
+        build_run(
+            tmp_path / "many" / "runs" / run_id,
+            base={"a.py": "a\n"},
+            cell=cell,
+            repetition=repetition,
+        )
     runs = discover([tmp_path / "many"])[0].runs
     read: list[str] = []
     real_row = results.run_row
-    monkeypatch.setattr(results, "run_row", lambda s, run, d=None: read.append(run.id) or real_row(s, run, d))
+    monkeypatch.setattr(
+        results, "run_row", lambda s, run, d=None: read.append(run.id) or real_row(s, run, d)
+    )
     rows = results.iter_measures(scenario, runs)
     assert read == []  # nothing read before the first row is asked for
     assert next(rows)["id"] == "x" and read == ["x"]

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from trysquare.runner import ValidateOptions, validate
 from trysquare.runs import discover
 from trysquare.scenario import load_scenario
@@ -36,13 +35,16 @@ def matrix(tmp_path: Path) -> tuple[Path, Path]:
     """Two cells of copied runs and one script validator; the scenario and the experiment."""
     folder = tmp_path / "scn"
     write_script(folder, "score.py", SCORE)
-    scenario = write_scenario(folder, """
+    scenario = write_scenario(
+        folder,
+        """
         [[validation]]
         name = "score"
         mode = "script"
         command = "score.py"
         metrics = ["changed"]
-    """)
+    """,
+    )
     experiment = tmp_path / "exp"
     build_matrix(
         experiment, [("a1", "plain", 1), ("a2", "plain", 2), ("b1", "broken", 1)],
@@ -54,7 +56,10 @@ def matrix(tmp_path: Path) -> tuple[Path, Path]:
 def run_validate(scenario: Path, experiment: Path, **options: object) -> tuple[object, str]:
     out = io.StringIO()
     summary = validate(
-        load_scenario(scenario), discover([experiment]), ValidateOptions(progress=False, **options), out=out
+        load_scenario(scenario),
+        discover([experiment]),
+        ValidateOptions(progress=False, **options),
+        out=out,
     )
     return summary, out.getvalue()
 
@@ -104,11 +109,15 @@ def test_stopping_before_the_first_task_records_nothing(matrix) -> None:
 def test_validate_writes_to_sys_stdout_as_it_is_at_the_call(matrix, capsys) -> None:
     # The default stream is looked up when validate runs, not bound when the module was imported.
     scenario, experiment = matrix
-    validate(load_scenario(scenario), discover([experiment]), ValidateOptions(progress=False, jobs=1))
+    validate(
+        load_scenario(scenario), discover([experiment]), ValidateOptions(progress=False, jobs=1)
+    )
     assert "[3/3]" in capsys.readouterr().out
 
 
-def test_measures_that_cannot_be_written_are_said_and_every_run_still_counted(matrix: tuple[Path, Path]) -> None:
+def test_measures_that_cannot_be_written_are_said_and_every_run_still_counted(
+    matrix: tuple[Path, Path],
+) -> None:
     scenario, experiment = matrix
     (experiment / "measures.json").mkdir()  # a folder where the file goes: the write fails
     summary, out = run_validate(scenario, experiment)

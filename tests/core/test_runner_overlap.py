@@ -12,7 +12,6 @@ from pathlib import Path
 
 import attrs
 import pytest
-
 from trysquare import _planned_tasks, executors, planning, runner
 from trysquare.modes import Validation
 from trysquare.runner import ValidateOptions, validate
@@ -32,17 +31,22 @@ print(json.dumps({"metrics": {"changed": True}, "reasons": {}}))
 RUNS = [(f"r{n}", "c", n) for n in range(1, 5)]
 
 
-def script_matrix(tmp_path: Path, source: str, runs: list[tuple[str, str, int]]) -> tuple[Path, Path]:
+def script_matrix(
+    tmp_path: Path, source: str, runs: list[tuple[str, str, int]]
+) -> tuple[Path, Path]:
     """One script validator ``score`` running ``source``, over ``runs``: scenario, experiment."""
     folder = tmp_path / "scn"
     write_script(folder, "score.py", source)
-    scenario = write_scenario(folder, """
+    scenario = write_scenario(
+        folder,
+        """
         [[validation]]
         name = "score"
         mode = "script"
         command = "score.py"
         metrics = ["changed"]
-    """)
+    """,
+    )
     experiment = tmp_path / "exp"
     build_matrix(experiment, runs, base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"})
     return scenario, experiment
@@ -74,7 +78,10 @@ def first_result_before_last_plan(
     monkeypatch.setattr(planning, "_plan_run", held)
     out = io.StringIO()
     summary = validate(
-        load_scenario(scenario), discover([experiment]), ValidateOptions(progress=False, jobs=1), out=out
+        load_scenario(scenario),
+        discover([experiment]),
+        ValidateOptions(progress=False, jobs=1),
+        out=out,
     )
     assert summary.exit_code == 0 and summary.executed == 4
     # The lines are the same either way: their total is known when they are printed.
@@ -84,11 +91,15 @@ def first_result_before_last_plan(
 
 
 @pytest.mark.skipif(not sandbox_enabled(), reason="needs Landlock: only then may tasks start early")
-def test_under_landlock_the_first_tasks_run_while_later_runs_are_planned(matrix, monkeypatch) -> None:
+def test_under_landlock_the_first_tasks_run_while_later_runs_are_planned(
+    matrix, monkeypatch
+) -> None:
     assert first_result_before_last_plan(*matrix, monkeypatch, patience=30)
 
 
-def test_without_the_sandbox_every_clone_is_pictured_before_the_first_task(matrix, monkeypatch) -> None:
+def test_without_the_sandbox_every_clone_is_pictured_before_the_first_task(
+    matrix, monkeypatch
+) -> None:
     monkeypatch.setenv(SWITCH, "off")
     assert not first_result_before_last_plan(*matrix, monkeypatch, patience=1.5)
 
@@ -153,11 +164,15 @@ print(json.dumps({"metrics": {"changed": True}, "reasons": {}}))
 """
 
 
-@pytest.mark.skipif(not sandbox_enabled(), reason="needs Landlock: only then is a clone checked early")
+@pytest.mark.skipif(
+    not sandbox_enabled(), reason="needs Landlock: only then is a clone checked early"
+)
 def test_under_landlock_a_run_is_checked_once_its_tasks_are_back_beside_those_still_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    scenario, experiment = script_matrix(tmp_path, WAIT_FOR_GO, [("r1", "first", 1), ("r2", "last", 1)])
+    scenario, experiment = script_matrix(
+        tmp_path, WAIT_FOR_GO, [("r1", "first", 1), ("r2", "last", 1)]
+    )
     go = experiment / "go"  # the last run's validator finishes only once it exists
     checked: list[str] = []
     clone_changes = planning.RunPlan.clone_changes
@@ -171,7 +186,9 @@ def test_under_landlock_a_run_is_checked_once_its_tasks_are_back_beside_those_st
     monkeypatch.setattr(planning.RunPlan, "clone_changes", checking)
     started = time.monotonic()
     summary = validate(
-        load_scenario(scenario), discover([experiment]), ValidateOptions(progress=False, jobs=2),
+        load_scenario(scenario),
+        discover([experiment]),
+        ValidateOptions(progress=False, jobs=2),
         out=io.StringIO(),
     )
     assert summary.exit_code == 0 and checked == ["r1", "r2"]

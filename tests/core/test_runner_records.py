@@ -9,8 +9,8 @@ from pathlib import Path
 
 import attrs
 import pytest
-
-from trysquare import modes, runner, scenario as scenarios
+from trysquare import modes, runner
+from trysquare import scenario as scenarios
 from trysquare.errors import ScenarioError
 from trysquare.execute import PlannedTask, TaskResult, execute_task
 from trysquare.modes import ValidationTask
@@ -34,13 +34,16 @@ def _matrix(tmp_path: Path) -> tuple[Path, Path]:
     run.repo.write("a.py", "a = 2\n")
     run.finish()
     write_script(tmp_path / "scenario", "check.py", SCRIPT)
-    scenario = write_scenario(tmp_path / "scenario", """
+    scenario = write_scenario(
+        tmp_path / "scenario",
+        """
         [[validation]]
         mode = "script"
         name = "check"
         command = "check.py"
         metrics = ["changed"]
-    """)
+    """,
+    )
     return scenario, tmp_path / "exp"
 
 
@@ -50,7 +53,9 @@ def _one_task(tmp_path: Path) -> ValidationTask:
     runs = discover([experiment])[0].runs
     errors: list = []
     with ThreadPoolExecutor(max_workers=2) as pool:
-        tasks = runner.plan(scenario, runs, scenario.validations, runner.ValidateOptions(jobs=1), errors, pool)
+        tasks = runner.plan(
+            scenario, runs, scenario.validations, runner.ValidateOptions(jobs=1), errors, pool
+        )
     assert errors == [] and len(tasks) == 1
     return tasks[0]
 
@@ -98,17 +103,32 @@ def test_a_document_sent_back_from_afar_becomes_the_same_record(tmp_path: Path) 
 
 def test_from_document_is_strict_and_names_the_validator(tmp_path: Path) -> None:
     task = _one_task(tmp_path)
-    good = {"metrics": {"changed": False}, "reasons": {}, "state": "valid", "error": None,
-            "notes": ["dropped metric 'x'"], "validator": {"name": "check"}, "duration": 0.1}
+    good = {
+        "metrics": {"changed": False},
+        "reasons": {},
+        "state": "valid",
+        "error": None,
+        "notes": ["dropped metric 'x'"],
+        "validator": {"name": "check"},
+        "duration": 0.1,
+    }
     outcome = TaskResult.from_document(task, good).outcome
     assert outcome.notes == ("dropped metric 'x'",) and outcome.state == "valid"
     with pytest.raises(ScenarioError, match="validator 'check'.*state"):
         TaskResult.from_document(task, {**good, "state": "excellent"})
     with pytest.raises(ScenarioError, match="validator 'check'.*metrics"):
         TaskResult.from_document(task, {**good, "metrics": ["changed"]})
-    unrecorded = TaskResult.from_document(task, {**good, "state": "invalid", "error": "disk", "unrecorded": True})
+    unrecorded = TaskResult.from_document(
+        task, {**good, "state": "invalid", "error": "disk", "unrecorded": True}
+    )
     assert not unrecorded.recorded and not unrecorded.no_space_left
-    full = {**good, "state": "invalid", "error": "no space", "unrecorded": True, "no_space_left": True}
+    full = {
+        **good,
+        "state": "invalid",
+        "error": "no space",
+        "unrecorded": True,
+        "no_space_left": True,
+    }
     assert TaskResult.from_document(task, full).no_space_left
 
 
@@ -121,12 +141,17 @@ def test_observers_are_told_the_recorded_outcome(tmp_path: Path) -> None:
     assert told == [{"run": task.run, "validation": task.validation, "outcome": result.outcome}]
 
 
-def test_validate_writes_to_the_stdout_of_its_call(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_writes_to_the_stdout_of_its_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # capsys replaces sys.stdout after trysquare.runner was imported: a default bound
     # at import would write to the old stream, and nothing would be captured.
     scenario_path, experiment = _matrix(tmp_path)
     assert sys.stdout is not sys.__stdout__
-    summary = runner.validate(load_scenario(scenario_path), discover([experiment]),
-                              runner.ValidateOptions(jobs=1, progress=False))
+    summary = runner.validate(
+        load_scenario(scenario_path),
+        discover([experiment]),
+        runner.ValidateOptions(jobs=1, progress=False),
+    )
     assert summary.exit_code == 0 and summary.executed == 1
     assert "[1/1] r1 (plain #1) check: valid" in capsys.readouterr().out

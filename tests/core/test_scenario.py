@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from tests.helpers import write_scenario, write_script
 from trysquare.errors import ScenarioError
 from trysquare.scenario import load_scenario
+
+from tests.helpers import write_scenario, write_script
 
 pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
@@ -32,7 +32,9 @@ def refusal(folder: Path, text: str) -> str:
 
 
 def test_full_scenario_loads_with_defaults(folder: Path) -> None:
-    scenario = load(folder, """
+    scenario = load(
+        folder,
+        """
         [task]
         test_command = "node --test 'src/**/*.test.js'"
         [[validation]]
@@ -44,7 +46,8 @@ def test_full_scenario_loads_with_defaults(folder: Path) -> None:
         name = "human"
         pieces = ["diff"]
         metrics = ["readable"]
-    """)
+    """,
+    )
     assert scenario.name == "scenario"  # the file's stem
     assert scenario.task.prepare == () and scenario.task.artefacts == ()
     assert [v.name for v in scenario.validations] == ["script", "human"]
@@ -53,7 +56,9 @@ def test_full_scenario_loads_with_defaults(folder: Path) -> None:
 
 
 def test_harness_sections_are_accepted_and_ignored(folder: Path) -> None:
-    scenario = load(folder, """
+    scenario = load(
+        folder,
+        """
         [scenario]
         name = "rule-vs-ticket"
         [agent]
@@ -70,7 +75,8 @@ def test_harness_sections_are_accepted_and_ignored(folder: Path) -> None:
         mode = "script"
         command = "score.py"
         metrics = ["ok"]
-    """)
+    """,
+    )
     assert scenario.name == "rule-vs-ticket"
     assert scenario.axes == {"prompt": ["nothing", "rule"]}
 
@@ -79,7 +85,10 @@ def test_harness_sections_are_accepted_and_ignored(folder: Path) -> None:
     ("text", "expected"),
     [
         ("[taks]\n", "taks: unknown key (did you mean 'task'?)"),
-        ("[task]\ntest_comand = 'x'\n", "task.test_comand: unknown key (did you mean 'test_command'?)"),
+        (
+            "[task]\ntest_comand = 'x'\n",
+            "task.test_comand: unknown key (did you mean 'test_command'?)",
+        ),
         (
             "[[validation]]\nmode = 'script'\ncommand = 'score.py'\nmetircs = ['a']\n",
             "[[validation]][1].metircs: unknown key (did you mean 'metrics'?)",
@@ -90,7 +99,10 @@ def test_harness_sections_are_accepted_and_ignored(folder: Path) -> None:
             "[[validation]]\nmode = 'script'\ncommand = 'score.py'\nmetrics = ['a']\ntimeout = true\n",
             "[[validation]][1].timeout: must be a number, not a boolean",
         ),
-        ("[[validation]]\nmode = 'script'\ncommand = 'score.py'\n", "[[validation]][1].metrics: required key is missing"),
+        (
+            "[[validation]]\nmode = 'script'\ncommand = 'score.py'\n",
+            "[[validation]][1].metrics: required key is missing",
+        ),
     ],
 )
 def test_strict_keys_and_types(folder: Path, text: str, expected: str) -> None:
@@ -120,7 +132,12 @@ def test_strict_keys_and_types(folder: Path, text: str, expected: str) -> None:
     ],
 )
 def test_shell_words_are_refused_by_name(folder: Path, command: str, named: str) -> None:
-    message = refusal(folder, f"[task]\ntest_command = {command!r}\n".replace("'", '"', 2) if "'" not in command else f'[task]\ntest_command = "{command}"\n')
+    message = refusal(
+        folder,
+        f"[task]\ntest_command = {command!r}\n".replace("'", '"', 2)
+        if "'" not in command
+        else f'[task]\ntest_command = "{command}"\n',
+    )
     assert message.startswith("scenario.toml: task.test_command: ")
     assert named in message
     assert "shell" in message
@@ -136,7 +153,7 @@ def test_quoted_glob_is_one_word(folder: Path) -> None:
     scenario = load(
         folder,
         "[task]\ntest_command = \"node --test 'src/**/*.test.js'\"\n"
-        "[[validation]]\nmode = \"script\"\ncommand = \"score.py\"\nmetrics = [\"ok\"]\n",
+        '[[validation]]\nmode = "script"\ncommand = "score.py"\nmetrics = ["ok"]\n',
     )
     assert scenario.task.test_command == "node --test 'src/**/*.test.js'"
 
@@ -146,18 +163,23 @@ def test_empty_test_command_is_refused(folder: Path) -> None:
 
 
 def test_tests_metric_needs_a_test_command(folder: Path) -> None:
-    message = refusal(folder, """
+    message = refusal(
+        folder,
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = ["tests"]
-    """)
+    """,
+    )
     assert "'tests'" in message and "test_command" in message
     assert message.startswith("scenario.toml: [[validation]][1].metrics:")
 
 
 def test_metric_declared_twice_is_refused(folder: Path) -> None:
-    message = refusal(folder, """
+    message = refusal(
+        folder,
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
@@ -166,12 +188,15 @@ def test_metric_declared_twice_is_refused(folder: Path) -> None:
         mode = "form"
         pieces = ["diff"]
         metrics = ["overflow"]
-    """)
+    """,
+    )
     assert "[[validation]][2].metrics: 'overflow' is also declared by validator 'script'" in message
 
 
 def test_duplicate_validation_names_are_refused(folder: Path) -> None:
-    message = refusal(folder, """
+    message = refusal(
+        folder,
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
@@ -180,17 +205,21 @@ def test_duplicate_validation_names_are_refused(folder: Path) -> None:
         mode = "script"
         command = "score.py"
         metrics = ["b"]
-    """)
+    """,
+    )
     assert "name 'script' is also the name of [[validation]][1]" in message
 
 
 def test_metric_named_like_a_piece_is_refused(folder: Path) -> None:
-    message = refusal(folder, """
+    message = refusal(
+        folder,
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = ["diff"]
-    """)
+    """,
+    )
     assert "'diff' is the name of a piece" in message
 
 
@@ -203,25 +232,32 @@ def test_unknown_mode_is_refused_with_a_suggestion(folder: Path) -> None:
 
 
 def test_missing_script_is_refused(folder: Path) -> None:
-    message = refusal(folder, "[[validation]]\nmode = 'script'\ncommand = 'nope.py'\nmetrics = ['a']\n")
+    message = refusal(
+        folder, "[[validation]]\nmode = 'script'\ncommand = 'nope.py'\nmetrics = ['a']\n"
+    )
     assert message.startswith("scenario.toml: [[validation]][1].command: 'nope.py' does not exist")
 
 
 def test_script_without_run_bit_is_refused(folder: Path) -> None:
     write_script(folder, "plain.py", VALIDATOR, executable=False)
-    message = refusal(folder, "[[validation]]\nmode = 'script'\ncommand = 'plain.py'\nmetrics = ['a']\n")
+    message = refusal(
+        folder, "[[validation]]\nmode = 'script'\ncommand = 'plain.py'\nmetrics = ['a']\n"
+    )
     assert "'plain.py' is not executable" in message and "chmod +x plain.py" in message
 
 
 def test_verdict_names_declared_metrics(folder: Path) -> None:
-    message = refusal(folder, """
+    message = refusal(
+        folder,
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = ["in_scope"]
         [verdict]
         criteria = ["in_scop"]
-    """)
+    """,
+    )
     assert "verdict.criteria: 'in_scop' is not a metric any validator declares" in message
 
 
@@ -248,29 +284,37 @@ def test_check_exits_2_with_one_plain_sentence(cli, folder: Path, text: str, nam
 
 
 def test_a_metric_listed_twice_by_one_validator_is_said_so(folder: Path) -> None:
-    message = refusal(folder, "[[validation]]\nmode = 'script'\ncommand = 'score.py'\nmetrics = ['a', 'a']\n")
+    message = refusal(
+        folder, "[[validation]]\nmode = 'script'\ncommand = 'score.py'\nmetrics = ['a', 'a']\n"
+    )
     assert message == "scenario.toml: [[validation]][1].metrics: 'a' is declared twice"
 
 
 def test_a_scenario_with_no_validation_is_refused(folder: Path) -> None:
     # Issue 14.6: it would validate nothing, and every cell would read publishable.
-    message = refusal(folder, """
+    message = refusal(
+        folder,
+        """
         [task]
         test_command = "python -m unittest"
-    """)
+    """,
+    )
     assert message.startswith("scenario.toml: no [[validation]] table")
 
 
 @pytest.mark.parametrize("pattern", ["", "   ", "/", "./"])
 def test_a_blank_artefacts_entry_is_refused(folder: Path, pattern: str) -> None:
-    message = refusal(folder, f"""
+    message = refusal(
+        folder,
+        f"""
         [task]
         artefacts = ["__pycache__", "{pattern}"]
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = ["ok"]
-    """)
+    """,
+    )
     assert "task.artefacts[2]" in message and "names no path" in message
 
 
@@ -303,4 +347,6 @@ def test_a_suite_the_agent_may_redefine_is_refused(folder: Path, command: str, w
      "node_modules/.bin/mocha", "python3 -m pytest", "go test ./..."],
 )  # fmt: skip
 def test_a_runner_named_directly_loads(folder: Path, command: str) -> None:
-    assert load(folder, f"[task]\ntest_command = {command!r}\n{SCORED}").task.test_command == command
+    assert (
+        load(folder, f"[task]\ntest_command = {command!r}\n{SCORED}").task.test_command == command
+    )

@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from trysquare import _scratch
 from trysquare.api import scratch_folder
 
 pytestmark = pytest.mark.fast
 
-needs_linux = pytest.mark.skipif(sys.platform != "linux", reason="folders are reused where strays are ended: Linux")
+needs_linux = pytest.mark.skipif(
+    sys.platform != "linux", reason="folders are reused where strays are ended: Linux"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +59,9 @@ def test_a_folder_opened_up_or_replaced_by_its_task_is_removed_not_reused(tmp_pa
     assert not os.path.lexists(second) and tmp_path.is_dir()  # the link went, not what it named
 
 
-def test_no_folder_is_reused_where_strays_may_outlive_their_task(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_folder_is_reused_where_strays_may_outlive_their_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("TRYSQUARE_SANDBOX", "off")
     with scratch_folder("t-") as first:
         Path(first, "out.txt").write_text("x")

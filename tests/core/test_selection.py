@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from trysquare.errors import RunError, UsageError
 from trysquare.runs import Experiment, Run
 from trysquare.selection import Selection
@@ -16,9 +15,20 @@ from tests.helpers import write_scenario, write_script
 
 def fake_run(root: Path, run_id: str, cell: str) -> Run:
     return Run(
-        dir=root / run_id, id=run_id, cell=cell, repetition=1, repo=root / run_id / "repo", base="HEAD",
-        base_commit=None, prompt=root / run_id / "prompt.txt", session=None, session_format=None,
-        trace=None, model=None, given=(), etalon=None,
+        dir=root / run_id,
+        id=run_id,
+        cell=cell,
+        repetition=1,
+        repo=root / run_id / "repo",
+        base="HEAD",
+        base_commit=None,
+        prompt=root / run_id / "prompt.txt",
+        session=None,
+        session_format=None,
+        trace=None,
+        model=None,
+        given=(),
+        etalon=None,
     )
 
 
@@ -28,8 +38,11 @@ def test_globs_choose_runs_and_unreadable_folders(tmp_path: Path) -> None:
     (broken / "run.toml").write_text('cell = "rule / high"\nrepetition = "x"\n')
     experiment = Experiment(
         root=tmp_path,
-        runs=(fake_run(tmp_path, "a1", "rule / high"), fake_run(tmp_path, "a2", "rule / low"),
-              fake_run(tmp_path, "n1", "nothing")),
+        runs=(
+            fake_run(tmp_path, "a1", "rule / high"),
+            fake_run(tmp_path, "a2", "rule / low"),
+            fake_run(tmp_path, "n1", "nothing"),
+        ),
         errors=(RunError("b9: bad repetition", run_dir=broken),),
     )
     (chosen,) = Selection(cells=("rule / *",)).apply([experiment])
@@ -64,12 +77,15 @@ def build(make_run, tmp_path: Path, bad: int) -> tuple[Path, Path]:
         run.repo.write("counter.py", f"x = {index}\n")
         run.finish()
     write_script(tmp_path / "s", "score.py", FAILS_ON_REPETITION.replace("BAD", str(bad)))
-    scenario = write_scenario(tmp_path / "s", """
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = ["ok"]
-    """)
+    """,
+    )
     return scenario, tmp_path / "exp"
 
 
@@ -84,7 +100,9 @@ def test_cell_and_run_on_validate_and_report(cli, make_run, tmp_path: Path) -> N
     assert done.stdout.splitlines()[-1] == "2 runs: 2 valid"
     assert recorded(experiment) == {"run0", "run1"}
     # measures.json still holds every run: the two left out are pending.
-    rows = {row["id"]: row["state"] for row in json.loads((experiment / "measures.json").read_text())}
+    rows = {
+        row["id"]: row["state"] for row in json.loads((experiment / "measures.json").read_text())
+    }
     assert rows == {"run0": "valid", "run1": "valid", "run2": "pending", "run3": "pending"}
 
     done = cli("validate", scenario, experiment, "--no-progress", "--run", "run3", "--run", "run0")
@@ -108,7 +126,9 @@ def test_exitfirst_and_quiet(cli, make_run, tmp_path: Path) -> None:
     assert done.returncode == 1
     lines = done.stdout.splitlines()
     # -q: the one invalid result (with its stderr's last 10 lines) and the closing line.
-    assert lines[0].startswith("[1/4] run0 (rule / high #0) script: invalid: script score.py exited with code 2")
+    assert lines[0].startswith(
+        "[1/4] run0 (rule / high #0) script: invalid: script score.py exited with code 2"
+    )
     assert lines[1:11] == [f"    stderr: line {n}" for n in range(2, 12)]
     assert lines[-1] == (
         "4 runs: 1 invalid, 3 pending (cell 'rule / high' is not publishable); "
@@ -116,5 +136,7 @@ def test_exitfirst_and_quiet(cli, make_run, tmp_path: Path) -> None:
     )
     assert len(lines) == 12
     assert recorded(experiment) == {"run0"}
-    rows = {row["id"]: row["state"] for row in json.loads((experiment / "measures.json").read_text())}
+    rows = {
+        row["id"]: row["state"] for row in json.loads((experiment / "measures.json").read_text())
+    }
     assert rows["run0"] == "invalid" and rows["run3"] == "pending"

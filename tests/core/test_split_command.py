@@ -8,7 +8,6 @@ import shlex
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from trysquare.scenario import ShellWordError, split_command
 
 pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
@@ -50,16 +49,42 @@ def test_unclosed_quotes_are_refused(command: str) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["a && b", "a || b", "a | b", "a; b", "a &", "a > f", "a >> f", "a < f", "a 2>&1", "echo $X",
-     "echo ${X}", "echo $(x)", "echo `x`", "ls *.py", "ls ?.py", "ls [a].py", "~/x", "X=1 y", "! make",
-     'echo "$X"', 'echo "`x`"', "echo {a,b}", "a # comment"],
+    [
+        "a && b",
+        "a || b",
+        "a | b",
+        "a; b",
+        "a &",
+        "a > f",
+        "a >> f",
+        "a < f",
+        "a 2>&1",
+        "echo $X",
+        "echo ${X}",
+        "echo $(x)",
+        "echo `x`",
+        "ls *.py",
+        "ls ?.py",
+        "ls [a].py",
+        "~/x",
+        "X=1 y",
+        "! make",
+        'echo "$X"',
+        'echo "`x`"',
+        "echo {a,b}",
+        "a # comment",
+    ],
 )
 def test_shell_only_words_are_refused(command: str) -> None:
     with pytest.raises(ShellWordError, match="only means something to a shell"):
         split_command(command)
 
 
-words = st.lists(st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\0"), min_size=1), min_size=1, max_size=6)
+words = st.lists(
+    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\0"), min_size=1),
+    min_size=1,
+    max_size=6,
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.test_suite_control import _matrix, _result
 from tests.security.guard_fixtures import run_validate
+from tests.security.test_suite_control import _matrix, _result
 
 
 def test_trysquare_failing_to_run_the_suite_makes_the_task_invalid_never_unjudged(

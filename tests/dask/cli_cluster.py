@@ -25,10 +25,18 @@ DASK = str(Path(sys.executable).with_name("dask"))
 class CommandLineCluster:
     """``with CommandLineCluster(folder, workers=2, threads=1) as cluster: cluster.address``."""
 
-    def __init__(self, folder: Path, *, workers: int = 2, threads: int = 1,
-                 env: Mapping[str, str] | None = None, timeout: float = 90.0,
-                 nanny: bool = True, tls: Mapping[str, str] | None = None,
-                 preload: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        workers: int = 2,
+        threads: int = 1,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 90.0,
+        nanny: bool = True,
+        tls: Mapping[str, str] | None = None,
+        preload: Sequence[str] = (),
+    ) -> None:
         self.folder = Path(folder)
         self.workers = workers
         self.threads = threads
@@ -51,8 +59,14 @@ class CommandLineCluster:
     def _tls_options(self) -> list[str]:
         if self.tls is None:
             return []
-        return ["--tls-ca-file", self.tls["ca"], "--tls-cert", self.tls["cert"],
-                "--tls-key", self.tls["key"]]
+        return [
+            "--tls-ca-file",
+            self.tls["ca"],
+            "--tls-cert",
+            self.tls["cert"],
+            "--tls-key",
+            self.tls["key"],
+        ]
 
     def security(self) -> Any:
         """What a client of this cluster presents (None: clear text)."""
@@ -60,16 +74,26 @@ class CommandLineCluster:
             return None
         from distributed.security import Security
 
-        return Security(tls_ca_file=self.tls["ca"], tls_client_cert=self.tls["cert"],
-                        tls_client_key=self.tls["key"], require_encryption=True)
+        return Security(
+            tls_ca_file=self.tls["ca"],
+            tls_client_cert=self.tls["cert"],
+            tls_client_key=self.tls["key"],
+            require_encryption=True,
+        )
 
     def _start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
         with open(self.folder / log, "wb") as out:
             # A process group of its own: the teardown ends the whole tree (nanny, worker,
             # validators). Not a session of its own: a validate run in this process ends every
             # child of it that left its session, as a validator's escaped grandchild.
-            process = subprocess.Popen([DASK, *args], stdout=out, stderr=subprocess.STDOUT,
-                                       env=self.env, process_group=0, cwd=self.folder)
+            process = subprocess.Popen(
+                [DASK, *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                process_group=0,
+                cwd=self.folder,
+            )
         self.processes.append(process)
         return process
 
@@ -79,20 +103,47 @@ class CommandLineCluster:
         try:
             # Without a dashboard each still serves HTTP: at port 0 too, not a contended 8787.
             protocol = ["--protocol", "tls"] if self.tls else []
-            self._start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                        "--dashboard-address", "127.0.0.1:0", *protocol, *self._tls_options(),
-                        "--scheduler-file", str(scheduler_file), log="scheduler.log")
+            self._start(
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--dashboard-address",
+                "127.0.0.1:0",
+                *protocol,
+                *self._tls_options(),
+                "--scheduler-file",
+                str(scheduler_file),
+                log="scheduler.log",
+            )
             preloads: list[str] = []
             for module in self.preload:
                 preloads += ["--preload", module]
                 if self.nanny:
                     preloads += ["--preload-nanny", module]
             for number in range(self.workers):
-                self._start("worker", "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1",
-                            "--nthreads", str(self.threads), "--nworkers", "1", "--no-dashboard",
-                            "--dashboard-address", "127.0.0.1:0", *self._tls_options(), *preloads,
-                            "--nanny" if self.nanny else "--no-nanny", "--name", f"w{number}",
-                            log=f"worker{number}.log")
+                self._start(
+                    "worker",
+                    "--scheduler-file",
+                    str(scheduler_file),
+                    "--host",
+                    "127.0.0.1",
+                    "--nthreads",
+                    str(self.threads),
+                    "--nworkers",
+                    "1",
+                    "--no-dashboard",
+                    "--dashboard-address",
+                    "127.0.0.1:0",
+                    *self._tls_options(),
+                    *preloads,
+                    "--nanny" if self.nanny else "--no-nanny",
+                    "--name",
+                    f"w{number}",
+                    log=f"worker{number}.log",
+                )
             deadline = time.monotonic() + self.timeout
             # The scheduler creates its file before it has written it: wait until it parses.
             while (address := self._scheduler_address(scheduler_file)) is None:
@@ -128,7 +179,9 @@ class CommandLineCluster:
                 time.sleep(0.05)
 
     def logs(self) -> str:
-        return "\n".join(path.read_text(errors="replace")[-2000:] for path in sorted(self.folder.glob("*.log")))
+        return "\n".join(
+            path.read_text(errors="replace")[-2000:] for path in sorted(self.folder.glob("*.log"))
+        )
 
     def __exit__(self, *_: object) -> None:
         # Killed outright: nothing of theirs outlives the test (their scratch space is in the

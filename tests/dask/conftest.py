@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from trysquare.testing import build_matrix
 
 from tests.conftest import share_signing_key
@@ -144,8 +143,14 @@ def command_line_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C
     workers hold the judge laboratory's key, as an operator's workers hold theirs.
     """
     root = tmp_path_factory.mktemp("dask-cli")
-    env = {k: v for k, v in os.environ.items() if k not in ("TRYSQUARE_LOAD_PLUGINS", "TRYSQUARE_BLOCK_PLUGINS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TRYSQUARE_LOAD_PLUGINS", "TRYSQUARE_BLOCK_PLUGINS")
+    }
     # Its workers sign results with the key the client checks them with (as an operator's must).
     env.update({"XDG_CACHE_HOME": str(share_signing_key(root / "cache")), KEY_ENV: KEY})
-    with CommandLineCluster(root / "cluster", workers=2, threads=1, env=env, nanny=False) as cluster:
+    with CommandLineCluster(
+        root / "cluster", workers=2, threads=1, env=env, nanny=False
+    ) as cluster:
         yield cluster

@@ -36,8 +36,18 @@ def test_a_command_line_cluster_writes_what_the_local_pool_writes(
     m: Matrix = matrix(["r1", "r2", "bad1", "r3"])
     on_cluster = m.copy("exp-cluster")
     local = cli("validate", m.scenario, m.exp, "--no-progress", "--only", "score", "--jobs", "2")
-    dask = cli("validate", m.scenario, on_cluster, "--no-progress", "--only", "score",
-               "--executor", "dask", "--executor-option", f"address={command_line_cluster.address}")
+    dask = cli(
+        "validate",
+        m.scenario,
+        on_cluster,
+        "--no-progress",
+        "--only",
+        "score",
+        "--executor",
+        "dask",
+        "--executor-option",
+        f"address={command_line_cluster.address}",
+    )
     assert local.returncode == dask.returncode == 1, dask.stdout + dask.stderr
     assert dask.stdout.splitlines()[-1] == local.stdout.splitlines()[-1]
     expected, got = m.results(m.exp), m.results(on_cluster)
@@ -103,11 +113,25 @@ def test_tasks_on_a_cluster_with_no_worker_end_validate_saying_so(
     (A real process with a deadline: without the clock, the wait would never end.)"""
     m: Matrix = matrix(["r1", "r2"])
     with CommandLineCluster(tmp_path / "cluster", workers=0) as cluster:
-        done = cli_process("validate", m.scenario, m.exp, "--no-progress", "--only", "score",
-                           "--executor", "dask", "--executor-option", f"address={cluster.address}",
-                           "--executor-option", "worker_wait=1", timeout=120)
+        done = cli_process(
+            "validate",
+            m.scenario,
+            m.exp,
+            "--no-progress",
+            "--only",
+            "score",
+            "--executor",
+            "dask",
+            "--executor-option",
+            f"address={cluster.address}",
+            "--executor-option",
+            "worker_wait=1",
+            timeout=120,
+        )
     assert done.returncode == 2, done.stdout + done.stderr
-    assert (f"dask: the cluster at {cluster.address} has had no worker for 1 s while 2 tasks "
-            "waited; nothing was recorded for them") in done.stderr
+    assert (
+        f"dask: the cluster at {cluster.address} has had no worker for 1 s while 2 tasks "
+        "waited; nothing was recorded for them"
+    ) in done.stderr
     assert "Traceback" not in done.stderr
     assert not list(m.exp.glob("runs/*/validation/score.json"))

@@ -39,7 +39,9 @@ def progress_lines(stdout: str) -> list[str]:
     return sorted(line.split("] ", 1)[1] for line in stdout.splitlines() if line.startswith("["))
 
 
-def test_a_local_cluster_writes_what_the_local_pool_writes_though_a_worker_is_killed(cli, matrix) -> None:
+def test_a_local_cluster_writes_what_the_local_pool_writes_though_a_worker_is_killed(
+    cli, matrix
+) -> None:
     m: Matrix = matrix(["r1", "r2", "bad1", "hang1", "r3"], timeout=1.5)
     on_cluster = m.copy("exp-dask")
     # On the cluster only (locally it would kill this process): r3's validator kills the
@@ -54,7 +56,9 @@ def test_a_local_cluster_writes_what_the_local_pool_writes_though_a_worker_is_ki
 
     assert local.returncode == dask.returncode == 1, dask.stderr
     assert "Traceback" not in dask.stderr
-    assert (on_cluster / "runs" / "r3" / "validation" / "score" / "killed-worker.txt").exists(), "no worker was killed"
+    assert (on_cluster / "runs" / "r3" / "validation" / "score" / "killed-worker.txt").exists(), (
+        "no worker was killed"
+    )
     # Same progress and the same closing line: they come from the runner either way.
     assert dask.stdout.splitlines()[-1] == local.stdout.splitlines()[-1]
     assert "2 invalid, 3 pending" in dask.stdout.splitlines()[-1]
@@ -71,7 +75,11 @@ def test_a_local_cluster_writes_what_the_local_pool_writes_though_a_worker_is_ki
     assert got[("bad1", "score")]["state"] == "invalid"
     assert "exited with code 3" in got[("bad1", "score")]["error"]
     assert "exceeded its timeout" in got[("hang1", "score")]["error"]
-    assert got[("r1", "score")]["metrics"] == got[("r3", "score")]["metrics"] == {"changed": True, "files": 2}
+    assert (
+        got[("r1", "score")]["metrics"]
+        == got[("r3", "score")]["metrics"]
+        == {"changed": True, "files": 2}
+    )
     # The evidence a worker kept is the same too.
     stderr = on_cluster / "runs" / "bad1" / "validation" / "score.stderr"
     assert "broken on purpose" in stderr.read_text()
@@ -89,7 +97,9 @@ def test_a_local_cluster_writes_what_the_local_pool_writes_though_a_worker_is_ki
     # A second validate reuses every result, as with the local pool: no cluster needed.
     again = cli("validate", m.scenario, on_cluster, "--no-progress", *CLUSTER)
     assert again.returncode == 1
-    assert again.stdout.splitlines() == [local.stdout.splitlines()[-1] + "; 10 results unchanged (reused)"]
+    assert again.stdout.splitlines() == [
+        local.stdout.splitlines()[-1] + "; 10 results unchanged (reused)"
+    ]
 
 
 def test_an_existing_cluster_is_used_by_its_address(cli, matrix) -> None:
@@ -123,12 +133,13 @@ def test_an_existing_cluster_is_used_by_its_address(cli, matrix) -> None:
     assert results[("r1", "score")]["state"] == "valid"
     assert results[("bad1", "score")]["state"] == "invalid"
     assert (
-        done.stdout.splitlines()[-1]
-        == "2 runs: 1 valid, 1 invalid (cell 'c1' is not publishable)"
+        done.stdout.splitlines()[-1] == "2 runs: 1 valid, 1 invalid (cell 'c1' is not publishable)"
     )
 
 
-def test_the_judge_concurrency_bound_holds_across_worker_processes(lab, command_line_cluster) -> None:
+def test_the_judge_concurrency_bound_holds_across_worker_processes(
+    lab, command_line_cluster
+) -> None:
     """Two worker processes, each free to hold a conversation: two could run at once.
 
     Each process's own connection allows max_concurrency (one) request; only the
@@ -141,7 +152,9 @@ def test_the_judge_concurrency_bound_holds_across_worker_processes(lab, command_
         lab.run(f"r{number}", repetition=number + 1)
     good = {"note_usable": True, "cites_paths": True}
     lab.respond(lambda _: Reply(body=verdict(good).body, delay=0.2))
-    done = lab.validate("--executor", "dask", "--executor-option", f"address={command_line_cluster.address}")
+    done = lab.validate(
+        "--executor", "dask", "--executor-option", f"address={command_line_cluster.address}"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(lab.server.received) == 4
     assert lab.server.peak == 1
@@ -197,10 +210,15 @@ def test_a_recorded_result_is_released_on_the_cluster(matrix) -> None:
 
     def kept() -> list[str]:
         """Finished trysquare tasks the scheduler still holds for some client."""
-        return [str(key) for key, state in list(cluster.scheduler.tasks.items())
-                if str(key).startswith("trysquare-") and state.state == "memory" and state.who_wants]
+        return [
+            str(key)
+            for key, state in list(cluster.scheduler.tasks.items())
+            if str(key).startswith("trysquare-") and state.state == "memory" and state.who_wants
+        ]
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
         executor = DaskRun(parse_options({"scheduler": cluster.scheduler_address}))
         documents = []
         recorded: set[str] = set()  # the key suffixes of the tasks handed back: "-<number>"

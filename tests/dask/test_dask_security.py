@@ -321,7 +321,7 @@ from trysquare.sandbox import protection_line
 print(json.dumps({"metrics": {"seen": True}, "reasons": {"seen": protection_line()}}))
 """
 
-WRITE_TEST = '''\
+WRITE_TEST = """\
 import unittest
 
 class Write(unittest.TestCase):
@@ -332,7 +332,7 @@ class Write(unittest.TestCase):
         except OSError as error:
             outcome = type(error).__name__
         self.fail("WRITE[" + outcome + "]WRITE")
-'''
+"""
 
 
 def test_the_agents_code_on_a_worker_runs_under_the_protection_the_client_reports(
@@ -392,7 +392,7 @@ def test_the_agents_code_on_a_worker_runs_under_the_protection_the_client_report
 
 # What the agent's test on a worker sees of the machine: the processes besides itself and the
 # listening sockets in its view, and its parent.
-JAIL_TEST = '''\
+JAIL_TEST = """\
 import os, unittest
 from pathlib import Path
 
@@ -403,7 +403,7 @@ class Look(unittest.TestCase):
         listening = [line for line in Path("/proc/net/tcp").read_text().splitlines()[1:]
                      if line.split()[3] == "0A"]
         self.fail(f"JAIL[ppid={os.getppid()} others={len(others)} listening={len(listening)}]JAIL")
-'''
+"""
 
 
 def test_the_agents_code_on_a_worker_runs_in_the_jail(cli, make_run, tmp_path: Path) -> None:

@@ -47,9 +47,18 @@ def test_a_scheduler_address_is_kept() -> None:
         ({"threads": "-1"}, "--executor-option threads=-1: must be at least 1"),
         ({"retries": "-1"}, "--executor-option retries=-1: must be 0 or more"),
         ({"processes": "maybe"}, "--executor-option processes=maybe: must be true or false"),
-        ({"worker_wait": "soon"}, "--executor-option worker_wait=soon: must be a number of seconds"),
-        ({"worker_wait": "0"}, "--executor-option worker_wait=0: must be a number of seconds above 0"),
-        ({"worker_wait": "nan"}, "--executor-option worker_wait=nan: must be a number of seconds above 0"),
+        (
+            {"worker_wait": "soon"},
+            "--executor-option worker_wait=soon: must be a number of seconds",
+        ),
+        (
+            {"worker_wait": "0"},
+            "--executor-option worker_wait=0: must be a number of seconds above 0",
+        ),
+        (
+            {"worker_wait": "nan"},
+            "--executor-option worker_wait=nan: must be a number of seconds above 0",
+        ),
         ({"scheduler": ""}, "--executor-option scheduler: is empty"),
         (
             {"scheduler": "tcp://h:8786", "workers": "2"},
@@ -66,7 +75,8 @@ def test_a_bad_option_is_refused_naming_it(options: dict[str, str], expected: st
 
 def test_the_unknown_key_refusal_lists_the_options() -> None:
     with pytest.raises(
-        UsageError, match="it takes scheduler, address, workers, threads, processes, retries, worker_wait"
+        UsageError,
+        match="it takes scheduler, address, workers, threads, processes, retries, worker_wait",
     ):
         parse_options({"memory": "4GB"})
 

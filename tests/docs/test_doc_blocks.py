@@ -57,12 +57,19 @@ def blocks(page: Path) -> list[Block]:
         end = number + 1
         closing = re.compile(re.escape(fence[0]) + f"{{{len(fence)},}}")  # as long or longer
         while end < len(lines) and not closing.fullmatch(lines[end].strip()):
-            body.append(lines[end][len(indent):] if lines[end].startswith(indent) else lines[end])
+            body.append(lines[end].removeprefix(indent))
             end += 1
         previous = next((lines[i] for i in range(number - 1, -1, -1) if lines[i].strip()), "")
         marker = _MARKER.match(previous)
-        found.append(Block(page, number + 1, opening["lang"].lower(), "\n".join(body) + "\n",
-                           marker["reason"] if marker else None))
+        found.append(
+            Block(
+                page,
+                number + 1,
+                opening["lang"].lower(),
+                "\n".join(body) + "\n",
+                marker["reason"] if marker else None,
+            )
+        )
         number = end + 1
     return found
 
@@ -150,7 +157,9 @@ def test_a_block_not_run_says_why_and_still_compiles(page: Path) -> None:
         if block.lang in PYTHON:
             compile(block.code, f"{page.name}:{block.line}", "exec")
     # A marker that is not right before a fence marks nothing: a slip to report, not to ignore.
-    assert stray_markers(page) == 0, f"{page.name}: a `<!-- not-run: ... -->` is not right before a fence"
+    assert stray_markers(page) == 0, (
+        f"{page.name}: a `<!-- not-run: ... -->` is not right before a fence"
+    )
 
 
 # The harness itself, on small pages, so a broken reader cannot pass every page vacuously.
@@ -203,10 +212,16 @@ def test_blocks_reads_languages_markers_and_indented_fences(tmp_path: Path) -> N
     assert stray_markers(page) == 1
 
 
-def test_a_failing_block_fails_naming_its_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_block_fails_naming_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     page = tmp_path / "page.md"
-    page.write_text("# P\n\n```python\nx = 1\n```\n\n```python\nassert x == 2, 'x'\n```\n", encoding="utf-8")
-    with pytest.raises(pytest.fail.Exception, match=r"page.md:7: the Python block raised AssertionError"):
+    page.write_text(
+        "# P\n\n```python\nx = 1\n```\n\n```python\nassert x == 2, 'x'\n```\n", encoding="utf-8"
+    )
+    with pytest.raises(
+        pytest.fail.Exception, match=r"page.md:7: the Python block raised AssertionError"
+    ):
         run_blocks(blocks(page), tmp_path, monkeypatch)
     page.write_text("# P\n\n```sh\nuv run python -c 'raise SystemExit(3)'\n```\n", encoding="utf-8")
     with pytest.raises(AssertionError, match=r"page.md:3: the shell block exited 3"):

@@ -56,7 +56,13 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
 RECORDS = {
     "trysquare.modes": ("TableSource", "Validation", "ValidationTask", "Outcome"),
     "trysquare_judge.providers": (
-        "ProviderConfig", "ChatRequest", "Message", "ToolSpec", "ToolCall", "ChatReply", "Usage",
+        "ProviderConfig",
+        "ChatRequest",
+        "Message",
+        "ToolSpec",
+        "ToolCall",
+        "ChatReply",
+        "Usage",
     ),
 }
 # Names the API page must document (functions, classes, methods), each by its anchor.

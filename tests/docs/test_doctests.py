@@ -53,13 +53,15 @@ def modules_with_examples() -> list[tuple[Path, str]]:
 
 def test_the_examples_are_found() -> None:
     # The walk itself must see the known examples, or the test below checks nothing.
-    assert ("trysquare._shown" in {name for _, name in modules_with_examples()})
+    assert "trysquare._shown" in {name for _, name in modules_with_examples()}
 
 
 @pytest.mark.parametrize(
     ("src", "name"), modules_with_examples(), ids=[name for _, name in modules_with_examples()]
 )
-def test_doctests_pass(src: Path, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_doctests_pass(
+    src: Path, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     top = name.split(".")[0]
     from_source = importlib.util.find_spec(top) is None
     if from_source:
@@ -69,7 +71,9 @@ def test_doctests_pass(src: Path, name: str, tmp_path: Path, monkeypatch: pytest
         module = importlib.import_module(name)
         finder = doctest.DocTestFinder()
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-        tests = [test for test in finder.find(module, extraglobs={"tmp": tmp_path}) if test.examples]
+        tests = [
+            test for test in finder.find(module, extraglobs={"tmp": tmp_path}) if test.examples
+        ]
         assert tests, f"{name} has a '>>> ' line but no doctest was found in it"
         report: list[str] = []
         for test in tests:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import attrs
 import pytest
-
 from trysquare.testing import build_matrix
 
 from tests.helpers import write_scenario, write_script
@@ -95,7 +94,9 @@ def matrix(tmp_path: Path) -> Matrix:
 def build_form_matrix(tmp_path: Path) -> Matrix:
     """The matrix's experiment (``exp``), scenario (``scn``) and form folder (``out``) under ``tmp_path``."""
     root = tmp_path / "exp"
-    runs = {_id(cell, repetition): cell for cell in CELLS for repetition in range(1, RUNS_PER_CELL + 1)}
+    runs = {
+        _id(cell, repetition): cell for cell in CELLS for repetition in range(1, RUNS_PER_CELL + 1)
+    }
     # Each run's diff and response are its own: a form that mixed two runs up would show.
     build_matrix(
         root,
@@ -104,7 +105,9 @@ def build_form_matrix(tmp_path: Path) -> Matrix:
         changes=lambda _id, cell, repetition: {
             "counter.py": f"def add(a, b):\n    return a + b  # variant {CELLS.index(cell)}{repetition}\n"
         },
-        response=lambda _id, _cell, repetition: f"I fixed add() in counter.py (attempt {repetition}).\n",
+        response=lambda _id, _cell, repetition: (
+            f"I fixed add() in counter.py (attempt {repetition}).\n"
+        ),
         prompt="Fix the counter.\n",
     )
     scenario = write_scenario(tmp_path / "scn", SCENARIO)
@@ -121,8 +124,12 @@ def copy_matrix(matrix: Matrix, tmp_path: Path) -> Matrix:
     top = matrix.root.parent
     for name in ("exp", "scn", "out"):
         shutil.copytree(top / name, tmp_path / name, symlinks=True)
-    return Matrix(root=tmp_path / "exp", scenario=tmp_path / "scn" / matrix.scenario.name,
-                  runs=dict(matrix.runs), out=tmp_path / "out")
+    return Matrix(
+        root=tmp_path / "exp",
+        scenario=tmp_path / "scn" / matrix.scenario.name,
+        runs=dict(matrix.runs),
+        out=tmp_path / "out",
+    )
 
 
 def fill(form: Path, opaque: str, *lines: str) -> None:
@@ -137,7 +144,9 @@ def fill(form: Path, opaque: str, *lines: str) -> None:
     block = text[start:end]
     for line in lines:
         metric = line.split("=")[0].strip()
-        hint = next((i for i, l in enumerate(block) if re.match(rf"# {re.escape(metric)} = ", l)), None)
+        hint = next(
+            (i for i, l in enumerate(block) if re.match(rf"# {re.escape(metric)} = ", l)), None
+        )
         if hint is None:
             while block and block[-1] == "":
                 block.pop()
@@ -149,4 +158,6 @@ def fill(form: Path, opaque: str, *lines: str) -> None:
 
 
 def git(*args: str, cwd: Path) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True
+    ).stdout

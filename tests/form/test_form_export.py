@@ -17,7 +17,9 @@ def export(cli, matrix: Matrix, name: str = "FORM.toml", *extra: str):
     return form, done
 
 
-def test_export_writes_one_table_per_run_that_parses_before_anything_is_filled(cli, matrix: Matrix) -> None:
+def test_export_writes_one_table_per_run_that_parses_before_anything_is_filled(
+    cli, matrix: Matrix
+) -> None:
     form, done = export(cli, matrix, "FORM.toml", "--seed", "7")
     assert done.returncode == 0, done.stderr
     assert "form: blind over 3 cells (pieces: diff, response, prompt)" in done.stdout
@@ -47,7 +49,9 @@ def test_export_writes_one_table_per_run_that_parses_before_anything_is_filled(c
             or line.startswith("#")
             or re.fullmatch(r'form = "FORM-[0-9a-f]{12}"', line)
             or re.fullmatch(r"\[run\.[0-9a-f]{8}\]", line)
-            or re.fullmatch(r'(diff|response|prompt) = "FORM\.d/[0-9a-f]{8}/[a-z]+\.(patch|md)"', line)
+            or re.fullmatch(
+                r'(diff|response|prompt) = "FORM\.d/[0-9a-f]{8}/[a-z]+\.(patch|md)"', line
+            )
         ), line
     # The seed stays in the key (amendment of 2026-11-30): the form never names it.
     assert "seed = 7" not in text and "--seed 7" not in text
@@ -83,14 +87,22 @@ def test_no_cell_name_and_no_run_id_anywhere_in_the_form_or_its_pieces(cli, matr
     key = matrix.key(form)
     for opaque, entry in key["runs"].items():
         run = matrix.run_dir(entry["id"])
-        assert (form.parent / "FORM.d" / opaque / "diff.patch").read_text() == (run / "diff.patch").read_text()
+        assert (form.parent / "FORM.d" / opaque / "diff.patch").read_text() == (
+            run / "diff.patch"
+        ).read_text()
         assert "+    return a + b" in (form.parent / "FORM.d" / opaque / "diff.patch").read_text()
-        assert (form.parent / "FORM.d" / opaque / "response.md").read_text() == (run / "response.md").read_text()
+        assert (form.parent / "FORM.d" / opaque / "response.md").read_text() == (
+            run / "response.md"
+        ).read_text()
         assert (form.parent / "FORM.d" / opaque / "prompt.md").read_text() == "Fix the counter.\n"
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_one_seed_gives_one_form_two_seeds_two_orders(cli, matrix: Matrix) -> None:
@@ -99,11 +111,13 @@ def test_one_seed_gives_one_form_two_seeds_two_orders(cli, matrix: Matrix) -> No
     other, _ = export(cli, matrix, "other.toml", "--seed", "12")
     # The same form but for its export id: each export has its own key.
     without_id = lambda form: re.sub(r'(?m)^form = ".*"$', "", form.read_text())
-    assert without_id(first).replace("again", "first") == without_id(again).replace("again", "first")
+    assert without_id(first).replace("again", "first") == without_id(again).replace(
+        "again", "first"
+    )
     assert matrix.key(first)["form_id"] != matrix.key(again)["form_id"]
     assert _tree(matrix.out / "first.d") == _tree(matrix.out / "again.d")
     assert matrix.key(first)["order"] == matrix.key(again)["order"]
-    order = lambda form: [matrix.key(form)["runs"][o]["id"] for o in matrix.key(form)["order"]]  # noqa: E731
+    order = lambda form: [matrix.key(form)["runs"][o]["id"] for o in matrix.key(form)["order"]]
     assert order(first) == order(again)
     assert order(first) != order(other)
     assert set(matrix.key(first)["runs"]).isdisjoint(matrix.key(other)["runs"])
@@ -111,7 +125,9 @@ def test_one_seed_gives_one_form_two_seeds_two_orders(cli, matrix: Matrix) -> No
     assert order(first) != sorted(matrix.runs) or order(other) != sorted(matrix.runs)
 
 
-def test_same_seed_same_name_is_byte_identical_and_the_default_seed_is_recorded(cli, matrix: Matrix) -> None:
+def test_same_seed_same_name_is_byte_identical_and_the_default_seed_is_recorded(
+    cli, matrix: Matrix
+) -> None:
     form, done = export(cli, matrix)
     assert done.returncode == 0, done.stderr
     seed = str(matrix.key(form)["seed"])  # recorded in the key, never in the form
@@ -154,12 +170,15 @@ def test_a_prompt_that_names_the_treatment_is_said(cli, tmp_path: Path, make_run
         builder.base({"x.py": "x = 1\n"})
         builder.repo.write("x.py", "x = 2\n")
         builder.finish(response="done\n")
-    scenario = write_scenario(tmp_path / "scn", """\
+    scenario = write_scenario(
+        tmp_path / "scn",
+        """\
         [[validation]]
         mode = "form"
         pieces = ["prompt", "diff"]
         metrics = ["clear"]
-    """)
+    """,
+    )
     done = cli("form", "export", scenario, tmp_path / "exp", "-o", tmp_path / "f.toml")
     assert done.returncode == 0, done.stderr
     assert "! form is only partially blind: prompt varies between cells" in done.stdout
@@ -168,19 +187,45 @@ def test_a_prompt_that_names_the_treatment_is_said(cli, tmp_path: Path, make_run
 def test_refusals_at_export(cli, matrix: Matrix, tmp_path: Path) -> None:
     from tests.helpers import write_scenario
 
-    done = cli("form", "export", matrix.scenario, matrix.root, "-o", matrix.out / "f.toml", "--only", "script")
+    done = cli(
+        "form",
+        "export",
+        matrix.scenario,
+        matrix.root,
+        "-o",
+        matrix.out / "f.toml",
+        "--only",
+        "script",
+    )
     assert done.returncode == 2
-    assert done.stderr.strip() == "trysquare: validator 'script' of scenario.toml is a script, not a form"
-    done = cli("form", "export", matrix.scenario, matrix.root, "-o", matrix.out / "f.toml", "--only", "nope")
+    assert (
+        done.stderr.strip()
+        == "trysquare: validator 'script' of scenario.toml is a script, not a form"
+    )
+    done = cli(
+        "form",
+        "export",
+        matrix.scenario,
+        matrix.root,
+        "-o",
+        matrix.out / "f.toml",
+        "--only",
+        "nope",
+    )
     assert done.returncode == 2 and "no form validator named 'nope'" in done.stderr
-    done = cli("form", "export", matrix.scenario, tmp_path / "empty-nowhere", "-o", matrix.out / "f.toml")
+    done = cli(
+        "form", "export", matrix.scenario, tmp_path / "empty-nowhere", "-o", matrix.out / "f.toml"
+    )
     assert done.returncode == 2
-    bad = write_scenario(tmp_path / "bad", """\
+    bad = write_scenario(
+        tmp_path / "bad",
+        """\
         [[validation]]
         mode = "form"
         pieces = ["diff", "transcript"]
         metrics = ["clear"]
-    """)
+    """,
+    )
     done = cli("check", bad)
     assert done.returncode == 2
     assert "pieces: unknown piece 'transcript'" in done.stderr

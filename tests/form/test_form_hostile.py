@@ -26,9 +26,13 @@ def ingest(cli, matrix: Matrix, form: Path, *args: str):
     return cli("form", "ingest", matrix.scenario, matrix.root, form, "--by", "ana", *args)
 
 
-def test_a_table_id_holding_terminal_sequences_cannot_forge_ingest_lines(cli, matrix: Matrix) -> None:
+def test_a_table_id_holding_terminal_sequences_cannot_forge_ingest_lines(
+    cli, matrix: Matrix
+) -> None:
     form = export(cli, matrix, "FORM.toml", "--seed", "1")
-    forged = "FORM.toml: 6 merged, 0 still pending, 0 refused\\nmeasures.json: 6 runs: 6 valid\\u001b[8m"
+    forged = (
+        "FORM.toml: 6 merged, 0 still pending, 0 refused\\nmeasures.json: 6 runs: 6 valid\\u001b[8m"
+    )
     opaque = next(iter(matrix.opaque_of(form).values()))
     fill(form, opaque, '"y\\u001b]0;PWNED\\u0007" = true')
     with form.open("a", encoding="utf-8") as handle:
@@ -57,21 +61,26 @@ def test_a_huge_refused_value_is_cut_with_its_size(cli, matrix: Matrix) -> None:
 def test_a_form_that_is_a_fifo_is_refused_without_waiting(cli_process, matrix: Matrix) -> None:
     fifo = matrix.out / "FORM.toml"
     os.mkfifo(fifo)
-    done = cli_process("form", "ingest", matrix.scenario, matrix.root, fifo, "--by", "ana", timeout=DEADLINE)
+    done = cli_process(
+        "form", "ingest", matrix.scenario, matrix.root, fifo, "--by", "ana", timeout=DEADLINE
+    )
     assert done.returncode == 2, done.stderr
     assert "is a FIFO, not a file" in done.stderr and str(fifo) in done.stderr
     assert "internal error" not in done.stderr
 
 
 def test_a_form_that_is_a_device_or_too_large_is_one_sentence(cli_process, matrix: Matrix) -> None:
-    done = cli_process("form", "ingest", matrix.scenario, matrix.root, "/dev/zero", "--by", "ana",
-                       timeout=DEADLINE)
+    done = cli_process(
+        "form", "ingest", matrix.scenario, matrix.root, "/dev/zero", "--by", "ana", timeout=DEADLINE
+    )
     assert done.returncode == 2, done.stderr
     assert "/dev/zero: is a device, not a file" in done.stderr and "MemoryError" not in done.stderr
     huge = matrix.out / "HUGE.toml"
     with huge.open("wb") as handle:
         handle.truncate(64 * 1024 * 1024)  # sparse: costs no disk
-    done = cli_process("form", "ingest", matrix.scenario, matrix.root, huge, "--by", "ana", timeout=DEADLINE)
+    done = cli_process(
+        "form", "ingest", matrix.scenario, matrix.root, huge, "--by", "ana", timeout=DEADLINE
+    )
     assert done.returncode == 2, done.stderr
     assert "larger than 16 MiB" in done.stderr and "internal error" not in done.stderr
 
@@ -119,11 +128,16 @@ def test_an_older_form_ingested_after_a_newer_one_does_not_revert_the_correction
     # The old form comes back (sent again by mistake): its answer is older than the correction.
     stale = ingest(cli, matrix, old)
     assert stale.returncode == 1, stale.stdout
-    assert "a newer answer is recorded (false by ana" in stale.stdout and "from new.toml" in stale.stdout
+    assert (
+        "a newer answer is recorded (false by ana" in stale.stdout
+        and "from new.toml" in stale.stdout
+    )
     result = matrix.result(target)
     assert result["metrics"]["readable_in_class"] is False
     origin = result["provenance"]["readable_in_class"]
-    assert origin["form"] == "new.toml" and origin["form_id"] == tomllib.loads(new.read_text())["form"]
+    assert (
+        origin["form"] == "new.toml" and origin["form_id"] == tomllib.loads(new.read_text())["form"]
+    )
     assert origin["exported"] == matrix.key(new)["exported"]
     # Taken only when asked, and recorded as such.
     forced = ingest(cli, matrix, old, "--accept-stale")
@@ -132,7 +146,9 @@ def test_an_older_form_ingested_after_a_newer_one_does_not_revert_the_correction
     assert origin["form"] == "old.toml" and "a newer answer is recorded" in origin["accepted"]
 
 
-def test_an_answer_about_a_response_that_changed_since_export_is_refused(cli, matrix: Matrix) -> None:
+def test_an_answer_about_a_response_that_changed_since_export_is_refused(
+    cli, matrix: Matrix
+) -> None:
     form = export(cli, matrix, "FORM.toml", "--seed", "1")
     key = matrix.key(form)
     target = min(matrix.runs)

@@ -57,12 +57,16 @@ def ingest(cli, matrix: Matrix, form: Path, *extra: str, env: dict[str, str] | N
 
 
 def summary(done) -> tuple[int, int, int]:
-    found = re.search(r"(\d+) merged(?:, \d+ unchanged)?, (\d+) still pending, (\d+) refused", done.stdout)
+    found = re.search(
+        r"(\d+) merged(?:, \d+ unchanged)?, (\d+) still pending, (\d+) refused", done.stdout
+    )
     assert found, done.stdout + done.stderr
     return tuple(int(n) for n in found.groups())  # type: ignore[return-value]
 
 
-def test_a_partly_filled_form_merges_what_is_there_and_leaves_the_rest_pending(cli, validated: Matrix) -> None:
+def test_a_partly_filled_form_merges_what_is_there_and_leaves_the_rest_pending(
+    cli, validated: Matrix
+) -> None:
     matrix = validated
     form = export(cli, matrix)
     first, second = sorted(matrix.runs)[:2]
@@ -100,7 +104,9 @@ def test_a_partly_filled_form_merges_what_is_there_and_leaves_the_rest_pending(c
     assert "measures.json: 6 runs: 1 valid, 5 pending" in done.stdout
 
 
-def test_each_bad_entry_is_refused_alone_and_a_measured_metric_is_never_overwritten(cli, validated: Matrix) -> None:
+def test_each_bad_entry_is_refused_alone_and_a_measured_metric_is_never_overwritten(
+    cli, validated: Matrix
+) -> None:
     matrix = validated
     form = export(cli, matrix)
     target = min(matrix.runs)
@@ -124,9 +130,14 @@ def test_each_bad_entry_is_refused_alone_and_a_measured_metric_is_never_overwrit
     opaque = ids[target]
     lines = [line for line in done.stdout.splitlines() if line.startswith("refused: ")]
     assert len(lines) == 4
-    assert f"refused: run.{opaque}.note_usable_human: expected true or false, not the string 'yes'" in lines
+    assert (
+        f"refused: run.{opaque}.note_usable_human: expected true or false, not the string 'yes'"
+        in lines
+    )
     assert any(
-        line.startswith(f"refused: run.{opaque}.delivered: 'delivered' is measured by validator 'script'")
+        line.startswith(
+            f"refused: run.{opaque}.delivered: 'delivered' is measured by validator 'script'"
+        )
         for line in lines
     )
     assert any(line.startswith(f"refused: run.{opaque}.colour: unknown metric") for line in lines)
@@ -172,13 +183,21 @@ def test_re_validating_never_loses_an_ingested_value(cli, validated_in_place: Ma
     matrix = validated_in_place
     form = export(cli, matrix)
     target = sorted(matrix.runs)[1]
-    fill(form, matrix.opaque_of(form)[target], "readable_in_class = false", "note_usable_human = true")
+    fill(
+        form,
+        matrix.opaque_of(form)[target],
+        "readable_in_class = false",
+        "note_usable_human = true",
+    )
     assert ingest(cli, matrix, form, "--by", "ana").returncode == 0
     recorded = matrix.result(target)
 
     done = cli("validate", matrix.scenario, matrix.root, "--no-progress")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "6 runs: 1 valid, 5 pending; 12 results unchanged (reused)"
+    assert (
+        done.stdout.strip().splitlines()[-1]
+        == "6 runs: 1 valid, 5 pending; 12 results unchanged (reused)"
+    )
     assert matrix.result(target) == recorded  # up to date: not even re-run
 
     done = cli("validate", matrix.scenario, matrix.root, "--no-progress", "--force")
@@ -259,9 +278,12 @@ def test_by_defaults_to_the_login_name(cli, validated: Matrix) -> None:
     assert matrix.result(target)["provenance"]["readable_in_class"]["by"] == "carla-from-env"
 
 
-def test_the_python_api_exports_and_ingests(validated: Matrix, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_python_api_exports_and_ingests(
+    validated: Matrix, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from trysquare.runs import discover
     from trysquare.scenario import load_scenario
+
     from trysquare_form import export_form, ingest_form
 
     matrix = validated

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from trysquare.errors import ScenarioError
 from trysquare.modes import ValidationTask
 from trysquare.scenario import load_scenario
@@ -15,12 +14,15 @@ from tests.helpers import write_scenario
 
 
 def load(tmp_path: Path, pieces: str, metrics: str = '["clear", "usable"]') -> FormValidation:
-    path = write_scenario(tmp_path, f"""\
+    path = write_scenario(
+        tmp_path,
+        f"""\
         [[validation]]
         mode = "form"
         pieces = {pieces}
         metrics = {metrics}
-    """)
+    """,
+    )
     (validation,) = load_scenario(path, modes={"form": FormMode()}).validations
     assert isinstance(validation, FormValidation)
     return validation
@@ -65,7 +67,10 @@ def test_evaluate_keeps_the_humans_values(tmp_path: Path) -> None:
     # A metric no longer declared is left out; the history still holds it.
     assert dict(outcome.metrics) == {"clear": False, "usable": True}
     assert dict(outcome.reasons) == {"clear": "too terse"}
-    assert {k: dict(v) for k, v in outcome.provenance.items()} == {"clear": origin, "usable": origin}
+    assert {k: dict(v) for k, v in outcome.provenance.items()} == {
+        "clear": origin,
+        "usable": origin,
+    }
     assert outcome.state == "valid"
 
     partial = {"metrics": {"clear": True}, "provenance": {"clear": origin}, "state": "pending"}

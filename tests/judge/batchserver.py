@@ -83,7 +83,9 @@ class BatchFake:
         self.kill_after = 1  # the n-th such event kills
         self.kill_pid: int | None = None
         self.killed = False
-        self.end_states: dict[int, str] = {}  # batch number (from 1) -> how it ended, if not completed
+        self.end_states: dict[
+            int, str
+        ] = {}  # batch number (from 1) -> how it ended, if not completed
         self.api = True  # False: a server with no batch API (a local vLLM), 404 on every batch path
         fake = self
 

@@ -16,7 +16,17 @@ from typing import Any
 from tests import loopback
 from tests.loopback import JsonServer, Received, Reply, Responder
 
-__all__ = ["ChatServer", "Received", "Reply", "by_turn", "error", "prose", "script", "tool_call", "verdict"]
+__all__ = [
+    "ChatServer",
+    "Received",
+    "Reply",
+    "by_turn",
+    "error",
+    "prose",
+    "script",
+    "tool_call",
+    "verdict",
+]
 
 
 _ids = itertools.count(1)
@@ -34,7 +44,9 @@ USAGE: dict[str, Any] = {
 }
 
 
-def completion(message: Mapping[str, Any], usage: Mapping[str, Any] | None = USAGE) -> dict[str, Any]:
+def completion(
+    message: Mapping[str, Any], usage: Mapping[str, Any] | None = USAGE
+) -> dict[str, Any]:
     """A chat completion; ``usage=None`` is a server that reports no usage at all."""
     body: dict[str, Any] = {
         "id": f"chatcmpl-{next(_ids)}",
@@ -48,25 +60,38 @@ def completion(message: Mapping[str, Any], usage: Mapping[str, Any] | None = USA
 
 
 def tool_call(
-    arguments: Any, *, name: str = "verdict", raw: bool = False, usage: Mapping[str, Any] | None = USAGE
+    arguments: Any,
+    *,
+    name: str = "verdict",
+    raw: bool = False,
+    usage: Mapping[str, Any] | None = USAGE,
 ) -> Reply:
     """A reply calling ``name``; ``arguments`` JSON-encoded unless ``raw`` (a string as is)."""
     text = arguments if raw else json.dumps(arguments)
-    return Reply(body=completion({
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{
-            "id": f"call_{next(_ids)}",
-            "type": "function",
-            "function": {"name": name, "arguments": text},
-        }],
-    }, usage))
+    return Reply(
+        body=completion(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{next(_ids)}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": text},
+                    }
+                ],
+            },
+            usage,
+        )
+    )
 
 
 def verdict(
     values: Mapping[str, bool], reason: str = "because", *, usage: Mapping[str, Any] | None = USAGE
 ) -> Reply:
-    return tool_call({m: {"reason": f"{reason} ({m})", "value": v} for m, v in values.items()}, usage=usage)
+    return tool_call(
+        {m: {"reason": f"{reason} ({m})", "value": v} for m, v in values.items()}, usage=usage
+    )
 
 
 def prose(text: str = "I think the work is fine.") -> Reply:
@@ -74,7 +99,12 @@ def prose(text: str = "I think the work is fine.") -> Reply:
 
 
 def error(status: int, headers: Mapping[str, str] | None = None, delay: float = 0.0) -> Reply:
-    return Reply(status=status, body={"error": {"message": f"status {status}"}}, headers=headers or {}, delay=delay)
+    return Reply(
+        status=status,
+        body={"error": {"message": f"status {status}"}},
+        headers=headers or {},
+        delay=delay,
+    )
 
 
 def script(replies: Iterable[Reply]) -> Responder:

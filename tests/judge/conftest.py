@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from trysquare.testing import RunBuilder
 
 from tests.judge.chatserver import ChatServer, Received, Reply, error
@@ -64,7 +63,11 @@ class JudgeLab:
         self.server.responder = responder
 
     def write_scenario(
-        self, *, thinking: str = "off", pieces: str = '["prompt", "response", "diff"]', text: str | None = None
+        self,
+        *,
+        thinking: str = "off",
+        pieces: str = '["prompt", "response", "diff"]',
+        text: str | None = None,
     ) -> None:
         body = text if text is not None else SCENARIO.format(thinking=thinking, pieces=pieces)
         self.scenario.write_text(textwrap.dedent(body), encoding="utf-8")
@@ -106,7 +109,9 @@ class JudgeLab:
         return builder
 
     def validate(self, *args: str | Path, jobs: int = 4) -> subprocess.CompletedProcess[str]:
-        return self.cli("validate", self.scenario, self.exp, "--no-progress", "--jobs", str(jobs), *args)
+        return self.cli(
+            "validate", self.scenario, self.exp, "--no-progress", "--jobs", str(jobs), *args
+        )
 
     def check(self, *paths: Path) -> subprocess.CompletedProcess[str]:
         return self.cli("check", self.scenario, *paths)

@@ -247,7 +247,10 @@ def test_no_wait_returns_pending_and_a_later_validate_collects_without_sending_a
     assert sent.returncode == 0, sent.stdout + sent.stderr
     remote = batch.fake.order[0]
     assert f"judge 'judge': batch {remote} sent (2 requests)" in sent.stdout
-    assert f"judge 'judge': batch {remote} " in sent.stdout and ": 0 done, 0 failed, 2 pending, oldest 0s" in sent.stdout
+    assert (
+        f"judge 'judge': batch {remote} " in sent.stdout
+        and ": 0 done, 0 failed, 2 pending, oldest 0s" in sent.stdout
+    )
     last = sent.stdout.splitlines()[-1]
     assert last.startswith("2 runs: 2 pending"), last
     assert "2 verdicts in flight in 1 batch; run validate again to collect them" in last
@@ -298,12 +301,17 @@ def test_a_rejudge_whose_batch_fails_keeps_the_previous_verdict_like_an_interact
     rejudged = batch.validate("--rejudge")
     assert rejudged.returncode == 1, rejudged.stdout + rejudged.stderr
     last = rejudged.stdout.splitlines()[-1]
-    assert last.startswith("2 runs: 2 valid; 2 results kept as recorded: asking again failed ("), last
+    assert last.startswith("2 runs: 2 valid; 2 results kept as recorded: asking again failed ("), (
+        last
+    )
     assert batch.fake.counts["create"] == 1 + 3  # asked again, up to the attempt bound
     for run_id in ids:
         result = batch.lab.result(run_id)
         assert result["state"] == "valid", result
-        assert (result["metrics"], result["reasons"]) == (first[run_id]["metrics"], first[run_id]["reasons"])
+        assert (result["metrics"], result["reasons"]) == (
+            first[run_id]["metrics"],
+            first[run_id]["reasons"],
+        )
         assert result["kept_after"].startswith("kept the previous verdict: judge provider")
         assert "errored 3 times" in result["kept_after"]
         # The spending of the kept verdict stays counted, with that of the failed asks.
@@ -397,13 +405,17 @@ def test_batches_are_split_at_the_providers_request_and_byte_limits(
     assert openai_batch.validate().returncode == 0
     assert [len(openai_batch.fake.requests[b]) for b in openai_batch.fake.order] == [2, 2, 1]
     monkeypatch.setattr(OpenAIBatchClient, "max_requests", 50_000)
-    monkeypatch.setattr(OpenAIBatchClient, "max_bytes", 1)  # each request alone is over it: one a batch
+    monkeypatch.setattr(
+        OpenAIBatchClient, "max_bytes", 1
+    )  # each request alone is over it: one a batch
     assert openai_batch.validate("--rejudge").returncode == 0
     assert [len(openai_batch.fake.requests[b]) for b in openai_batch.fake.order[3:]] == [1] * 5
     assert all(openai_batch.lab.result(run_id)["state"] == "valid" for run_id in ids)
 
 
-def test_a_server_without_a_batch_api_leaves_the_runs_invalid_saying_why(openai_batch: BatchLab) -> None:
+def test_a_server_without_a_batch_api_leaves_the_runs_invalid_saying_why(
+    openai_batch: BatchLab,
+) -> None:
     openai_batch.fake.api = False
     openai_batch.runs(1)
     done = openai_batch.validate()

@@ -37,7 +37,10 @@ def test_a_good_verdict_is_recorded_and_the_request_is_blind_and_forced(lab: Jud
     result = lab.result()
     assert result["state"] == "valid" and result["error"] is None
     assert result["metrics"] == GOOD
-    assert result["reasons"] == {"note_usable": "because (note_usable)", "cites_paths": "because (cites_paths)"}
+    assert result["reasons"] == {
+        "note_usable": "because (note_usable)",
+        "cites_paths": "because (cites_paths)",
+    }
 
     [request] = lab.server.received
     body = request.body
@@ -112,12 +115,21 @@ def test_an_invalid_call_is_corrected_on_the_second_turn(lab: JudgeLab) -> None:
 
 def test_an_invalid_call_never_corrected_makes_the_run_invalid(lab: JudgeLab) -> None:
     lab.run()
-    lab.respond(lambda _: tool_call({"note_usable": {"reason": "ok", "value": "yes"}, "cites_paths": {"reason": "", "value": False}}))
+    lab.respond(
+        lambda _: tool_call(
+            {
+                "note_usable": {"reason": "ok", "value": "yes"},
+                "cites_paths": {"reason": "", "value": False},
+            }
+        )
+    )
     done = lab.validate()
     assert done.returncode == 1
     result = lab.result()
     assert result["state"] == "invalid" and result["metrics"] == {}
-    assert result["error"].startswith("verdict failed validation: note_usable.value: 'yes' is not of type 'boolean'")
+    assert result["error"].startswith(
+        "verdict failed validation: note_usable.value: 'yes' is not of type 'boolean'"
+    )
     assert len(lab.server.received) == 3
 
 
@@ -197,7 +209,9 @@ def test_revalidation_reuses_the_verdict_unless_rejudge_and_keeps_history(lab: J
     assert len(lab.server.received) == 2
     assert lab.result()["metrics"] == {"note_usable": False, "cites_paths": True}
     validation = lab.exp / "runs" / "r1" / "validation"
-    history = [json.loads(line) for line in (validation / "judge.history.jsonl").read_text().splitlines()]
+    history = [
+        json.loads(line) for line in (validation / "judge.history.jsonl").read_text().splitlines()
+    ]
     assert [h["metrics"] for h in history] == [GOOD]
     old_transcripts = (validation / "judge" / "transcript.history.jsonl").read_text().splitlines()
     assert len(old_transcripts) == 1
@@ -223,6 +237,8 @@ def test_the_context_archived_for_the_judge_is_blinded(lab: JudgeLab) -> None:
     lab.run()
     lab.respond(script([verdict(GOOD)]))
     lab.validate()
-    context = json.loads((lab.exp / "runs" / "r1" / "validation" / "judge" / "context.json").read_text())
+    context = json.loads(
+        (lab.exp / "runs" / "r1" / "validation" / "judge" / "context.json").read_text()
+    )
     assert "cell" not in context and "given" not in context
     assert os.path.isabs(context["prompt"]) and Path(context["diff"]).is_file()

@@ -41,7 +41,10 @@ def test_bad_pieces_are_refused(lab: JudgeLab, pieces: str, expected: str) -> No
 
 def test_thinking_outside_its_four_words_is_refused(lab: JudgeLab) -> None:
     lab.write_scenario(thinking="max")
-    assert "[[validation]][1].thinking: must be one of off, low, medium, high, not 'max'" in refusal(lab)
+    assert (
+        "[[validation]][1].thinking: must be one of off, low, medium, high, not 'max'"
+        in refusal(lab)
+    )
 
 
 def test_an_unknown_key_is_refused_with_a_suggestion(lab: JudgeLab) -> None:
@@ -52,34 +55,55 @@ def test_an_unknown_key_is_refused_with_a_suggestion(lab: JudgeLab) -> None:
 
 
 def test_a_provider_that_is_neither_a_section_nor_a_type_is_refused(lab: JudgeLab) -> None:
-    lab.write_scenario(text=lab.scenario.read_text().replace('provider = "local"', 'provider = "ilaas"'))
+    lab.write_scenario(
+        text=lab.scenario.read_text().replace('provider = "local"', 'provider = "ilaas"')
+    )
     message = refusal(lab)
     assert "[[validation]][1].provider: 'ilaas' is neither a provider section" in message
     assert "trysquare.toml" in message and "installed: openai" in message
 
 
 def test_a_registered_type_named_bare_loads_with_its_defaults(lab: JudgeLab) -> None:
-    lab.write_scenario(text=lab.scenario.read_text().replace('provider = "local"', 'provider = "openai"'))
+    lab.write_scenario(
+        text=lab.scenario.read_text().replace('provider = "local"', 'provider = "openai"')
+    )
     assert lab.check().returncode == 0
 
 
 def test_a_section_whose_type_no_plugin_provides_is_refused(lab: JudgeLab) -> None:
     lab.write_config(type="anthropic")
     message = refusal(lab)
-    assert "trysquare.toml: providers.local.type: no installed plugin provides provider type 'anthropic'" in message
+    assert (
+        "trysquare.toml: providers.local.type: no installed plugin provides provider type 'anthropic'"
+        in message
+    )
 
 
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"max_concurency": 3}, "trysquare.toml: providers.local.max_concurency: unknown key (did you mean 'max_concurrency'?)"),
-        ({"max_concurrency": 0}, "trysquare.toml: providers.local.max_concurrency: must be at least 1"),
+        (
+            {"max_concurency": 3},
+            "trysquare.toml: providers.local.max_concurency: unknown key (did you mean 'max_concurrency'?)",
+        ),
+        (
+            {"max_concurrency": 0},
+            "trysquare.toml: providers.local.max_concurrency: must be at least 1",
+        ),
         ({"timeout": "soon"}, "trysquare.toml: providers.local.timeout: must be a number"),
-        ({"base_url": "127.0.0.1:8000"}, "trysquare.toml: providers.local.base_url: '127.0.0.1:8000' is not an http"),
-        ({"tool_choice": "always"}, "trysquare.toml: providers.local.tool_choice: must be one of named, required, auto"),
+        (
+            {"base_url": "127.0.0.1:8000"},
+            "trysquare.toml: providers.local.base_url: '127.0.0.1:8000' is not an http",
+        ),
+        (
+            {"tool_choice": "always"},
+            "trysquare.toml: providers.local.tool_choice: must be one of named, required, auto",
+        ),
     ],
 )
-def test_the_config_is_strict_and_names_file_and_key(lab: JudgeLab, overrides: dict, expected: str) -> None:
+def test_the_config_is_strict_and_names_file_and_key(
+    lab: JudgeLab, overrides: dict, expected: str
+) -> None:
     lab.write_config(**overrides)
     assert expected in refusal(lab)
 
@@ -93,7 +117,9 @@ def test_an_options_table_for_a_type_that_declares_none_is_refused(lab: JudgeLab
 
 
 @pytest.mark.parametrize("model", ["local/judge-model-1", "judge-model-1"])
-def test_a_judge_that_is_the_model_under_test_is_refused_once_runs_are_given(lab: JudgeLab, model: str) -> None:
+def test_a_judge_that_is_the_model_under_test_is_refused_once_runs_are_given(
+    lab: JudgeLab, model: str
+) -> None:
     lab.run("r1")
     lab.run("r2", repetition=2, model=model)
     assert lab.check().returncode == 0  # without runs there is nothing to compare
@@ -123,7 +149,9 @@ def test_check_says_the_judge_is_blind_when_no_piece_names_the_cell(lab: JudgeLa
 
 def test_check_says_when_the_prompt_names_the_treatment(lab: JudgeLab) -> None:
     lab.run("a1", cell=CELL_A, prompt="Fix it. Follow the rule.")
-    lab.run("a2", cell=CELL_A, repetition=2, prompt="Fix it. Follow the rule.", change="count = 2\n")
+    lab.run(
+        "a2", cell=CELL_A, repetition=2, prompt="Fix it. Follow the rule.", change="count = 2\n"
+    )
     lab.run("b1", cell=CELL_B, prompt="Fix it.")
     lab.run("b2", cell=CELL_B, repetition=2, prompt="Fix it.", change="count = 3\n")
     done = lab.check(lab.exp)
@@ -136,9 +164,18 @@ def test_check_says_when_the_prompt_names_the_treatment(lab: JudgeLab) -> None:
 
 def test_several_leaking_pieces_are_named_together(lab: JudgeLab) -> None:
     lab.run("a1", cell=CELL_A, prompt="Rule.", response="Done the rule way.")
-    lab.run("a2", cell=CELL_A, repetition=2, prompt="Rule.", response="Done the rule way.", change="count = 2\n")
+    lab.run(
+        "a2",
+        cell=CELL_A,
+        repetition=2,
+        prompt="Rule.",
+        response="Done the rule way.",
+        change="count = 2\n",
+    )
     lab.run("b1", cell=CELL_B, prompt="Ticket.", response="Done.")
-    lab.run("b2", cell=CELL_B, repetition=2, prompt="Ticket.", response="Done.", change="count = 3\n")
+    lab.run(
+        "b2", cell=CELL_B, repetition=2, prompt="Ticket.", response="Done.", change="count = 3\n"
+    )
     done = lab.check(lab.exp)
     assert "! judge is only partially blind: prompt, response vary between cells" in done.stdout
 
@@ -163,7 +200,11 @@ def test_config_named_on_the_command_line_wins(lab: JudgeLab, tmp_path) -> None:
     done = lab.cli("check", lab.scenario, "--config", elsewhere)
     assert done.returncode == 0, done.stderr
     missing = lab.cli("check", lab.scenario, "--config", tmp_path / "nope.toml")
-    assert missing.returncode == 2 and "--config" in missing.stderr and "no such file" in missing.stderr
+    assert (
+        missing.returncode == 2
+        and "--config" in missing.stderr
+        and "no such file" in missing.stderr
+    )
 
 
 @pytest.mark.parametrize("piece", ["response.md", "prompt.txt"])
@@ -184,14 +225,19 @@ def test_check_never_waits_on_a_piece_that_is_a_fifo(tmp_path, cli_process, piec
         done = cli_process("check", lab.scenario, lab.exp, timeout=60)
         assert done.returncode == 1, done.stdout + done.stderr
         said = "response 'response.md'" if piece == "response.md" else "prompt 'prompt.txt'"
-        assert f"{hostile.path / 'run.toml'}: {said} is a FIFO, not a file" in done.stdout + done.stderr
+        assert (
+            f"{hostile.path / 'run.toml'}: {said} is a FIFO, not a file"
+            in done.stdout + done.stderr
+        )
         assert "1 run(s) readable" in done.stdout
 
 
 def test_a_prompt_varying_within_a_cell_still_names_the_treatment(lab: JudgeLab) -> None:
     # Issue 30: one run's prompt changed; the two cells' prompts never coincide.
     lab.run("a1", cell=CELL_A, prompt="Fix it. Follow the rule.")
-    lab.run("a2", cell=CELL_A, repetition=2, prompt="Fix it. Follow the rule.", change="count = 2\n")
+    lab.run(
+        "a2", cell=CELL_A, repetition=2, prompt="Fix it. Follow the rule.", change="count = 2\n"
+    )
     lab.run("b1", cell=CELL_B, prompt="Fix it.")
     lab.run("b2", cell=CELL_B, repetition=2, prompt="Fix it, please.", change="count = 3\n")
     done = lab.check(lab.exp)
@@ -206,5 +252,7 @@ def test_a_prompt_varying_within_a_cell_still_names_the_treatment(lab: JudgeLab)
 def test_a_prompt_the_cells_share_leaves_the_judge_blind(lab: JudgeLab) -> None:
     for index, cell in enumerate((CELL_A, CELL_A, CELL_B, CELL_B)):
         prompt = "Fix it." if index % 2 else "Fix it, please."
-        lab.run(f"r{index}", cell=cell, repetition=index, prompt=prompt, change=f"count = {index}\n")
+        lab.run(
+            f"r{index}", cell=cell, repetition=index, prompt=prompt, change=f"count = {index}\n"
+        )
     assert "judge: blind over 2 cells" in lab.check(lab.exp).stdout

@@ -7,9 +7,8 @@ import json
 import re
 from pathlib import Path
 
-from trysquare_judge import hookspecs
-
 from tests.judge.conftest import JudgeLab
+from trysquare_judge import hookspecs
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "judge.md"
 
@@ -51,13 +50,17 @@ def test_the_judge_lists_its_provider_types(lab: JudgeLab) -> None:
     assert "trysquare_register_judge_providers" in listing["trysquare-judge"]["hooks"]
 
 
-def test_a_provider_type_from_a_plugin_is_used_bare_and_through_a_section(lab: JudgeLab, site) -> None:
+def test_a_provider_type_from_a_plugin_is_used_bare_and_through_a_section(
+    lab: JudgeLab, site
+) -> None:
     site("trysquare-canned", "trysquare_canned", CANNED)
     listing = {e["name"]: e for e in json.loads(lab.cli("plugins", "--json").stdout)}
     assert listing["trysquare-canned"]["providers"] == ["canned"]
 
     lab.run()
-    lab.write_scenario(text=lab.scenario.read_text().replace('provider = "local"', 'provider = "canned"'))
+    lab.write_scenario(
+        text=lab.scenario.read_text().replace('provider = "local"', 'provider = "canned"')
+    )
     done = lab.validate()
     assert done.returncode == 0, done.stdout + done.stderr
     assert lab.result()["metrics"] == {"note_usable": True, "cites_paths": True}
@@ -73,7 +76,13 @@ def test_a_provider_type_from_a_plugin_is_used_bare_and_through_a_section(lab: J
 
 def test_each_judge_hookspec_has_a_section_in_the_docs() -> None:
     text = DOCS.read_text(encoding="utf-8")
-    specs = [name for name, _ in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("trysquare_")]
+    specs = [
+        name
+        for name, _ in inspect.getmembers(hookspecs, inspect.isfunction)
+        if name.startswith("trysquare_")
+    ]
     assert specs
     for name in specs:
-        assert re.search(rf"^### `{name}\(", text, re.MULTILINE), f"docs/judge.md has no section for {name}"
+        assert re.search(rf"^### `{name}\(", text, re.MULTILINE), (
+            f"docs/judge.md has no section for {name}"
+        )

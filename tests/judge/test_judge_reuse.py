@@ -19,13 +19,16 @@ print(json.dumps({"metrics": {"delivered": bool(context["touched"])}, "reasons":
 
 def _with_script(lab: JudgeLab, pieces: str = '["prompt", "response", "diff"]') -> None:
     write_script(lab.folder, "score.py", SCORE)
-    lab.write_scenario(text=SCENARIO.format(thinking="off", pieces=pieces) + textwrap.dedent("""
+    lab.write_scenario(
+        text=SCENARIO.format(thinking="off", pieces=pieces)
+        + textwrap.dedent("""
         [[validation]]
         name = "score"
         mode = "script"
         command = "score.py"
         metrics = ["delivered"]
-    """))
+    """)
+    )
 
 
 def test_a_copied_experiment_revalidates_with_nothing_recomputed(lab: JudgeLab) -> None:

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from trysquare.demo import build_matrix
-from trysquare_judge import prompt
 from trysquare_judge.providers import http as http_transport
 from trysquare_judge.verdict import VerdictError, parse_verdict, verdict_schema
 
 from tests.judge.chatserver import ChatServer, by_turn, verdict
+from trysquare_judge import prompt
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -41,16 +40,28 @@ def test_the_schema_is_exactly_the_pinned_one() -> None:
     ("arguments", "message"),
     [
         ({"a": {"reason": "r", "value": True}}, "'b' is a required property"),
-        ({"a": {"reason": "r", "value": True}, "b": {"reason": "r", "value": True}, "c": 1},
-         "Additional properties are not allowed ('c' was unexpected)"),
-        ({"a": {"reason": "r", "value": True, "score": 3}, "b": {"reason": "r", "value": False}},
-         "a: Additional properties are not allowed ('score' was unexpected)"),
-        ({"a": {"value": True}, "b": {"reason": "r", "value": False}}, "a: 'reason' is a required property"),
-        ({"a": {"reason": "r", "value": 1}, "b": {"reason": "r", "value": False}}, "a.value: 1 is not of type 'boolean'"),
+        (
+            {"a": {"reason": "r", "value": True}, "b": {"reason": "r", "value": True}, "c": 1},
+            "Additional properties are not allowed ('c' was unexpected)",
+        ),
+        (
+            {"a": {"reason": "r", "value": True, "score": 3}, "b": {"reason": "r", "value": False}},
+            "a: Additional properties are not allowed ('score' was unexpected)",
+        ),
+        (
+            {"a": {"value": True}, "b": {"reason": "r", "value": False}},
+            "a: 'reason' is a required property",
+        ),
+        (
+            {"a": {"reason": "r", "value": 1}, "b": {"reason": "r", "value": False}},
+            "a.value: 1 is not of type 'boolean'",
+        ),
         ([], "[] is not of type 'object'"),
     ],
 )
-def test_a_verdict_that_breaks_the_schema_is_refused_with_the_cause(arguments: object, message: str) -> None:
+def test_a_verdict_that_breaks_the_schema_is_refused_with_the_cause(
+    arguments: object, message: str
+) -> None:
     with pytest.raises(VerdictError) as caught:
         parse_verdict(json.dumps(arguments), ["a", "b"])
     assert message in str(caught.value)
@@ -82,7 +93,9 @@ def test_text_inside_a_piece_cannot_close_its_fence(text: str) -> None:
     assert all(len(run) < len(marker) for run in re.findall(r"`+", text))
     opening = message.index(marker + "response\n")
     closing = message.rindex("\n" + marker)
-    assert message[opening + len(marker) + len("response\n"): closing + 1] == (text if text.endswith("\n") else text + "\n")
+    assert message[opening + len(marker) + len("response\n") : closing + 1] == (
+        text if text.endswith("\n") else text + "\n"
+    )
 
 
 def test_the_user_message_labels_each_declared_piece_in_order() -> None:
@@ -108,7 +121,9 @@ def test_retry_after_as_an_http_date() -> None:
     import email.utils
     import time
 
-    response = httpx.Response(503, headers={"Retry-After": email.utils.formatdate(time.time() + 5, usegmt=True)})
+    response = httpx.Response(
+        503, headers={"Retry-After": email.utils.formatdate(time.time() + 5, usegmt=True)}
+    )
     waited = http_transport._retry_after(response)
     assert waited is not None and 3.0 <= waited <= 5.0
 
@@ -145,9 +160,17 @@ def test_the_rubrics_state_failures_and_what_to_do_with_empty_material() -> None
 def _verdict_shapes() -> list[object]:
     good = {"reason": "r", "value": True}
     shapes: list[object] = [[], None, "x", {}, {"a": good}, {"a": good, "b": good}]
-    for bad in ({"reason": "r", "value": 1}, {"reason": "r", "value": 0}, {"reason": "r", "value": "true"},
-                {"reason": 1, "value": True}, {"reason": None, "value": False}, {"value": True},
-                {"reason": "r", "value": True, "x": 1}, ["r", True], "r"):
+    for bad in (
+        {"reason": "r", "value": 1},
+        {"reason": "r", "value": 0},
+        {"reason": "r", "value": "true"},
+        {"reason": 1, "value": True},
+        {"reason": None, "value": False},
+        {"value": True},
+        {"reason": "r", "value": True, "x": 1},
+        ["r", True],
+        "r",
+    ):
         shapes.append({"a": good, "b": bad})
     shapes.append({"a": good, "b": good, "c": good})
     return shapes

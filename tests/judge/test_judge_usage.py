@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from trysquare.errors import ConfigError
 from trysquare_judge.providers import Usage, load_config
 from trysquare_judge.providers.openai import usage_of
@@ -27,7 +26,10 @@ from tests.judge.chatserver import (
 from tests.judge.conftest import CELL_A, CELL_B, JudgeLab
 
 GOOD = {"note_usable": True, "cites_paths": False}
-WRONG = {"note_usable": {"reason": "r", "value": "yes"}, "cites_paths": {"reason": "r", "value": True}}
+WRONG = {
+    "note_usable": {"reason": "r", "value": "yes"},
+    "cites_paths": {"reason": "r", "value": True},
+}
 
 
 def report(lab: JudgeLab, fmt: str) -> str:
@@ -61,7 +63,9 @@ def test_retries_and_corrections_count_and_the_declared_price_gives_a_cost(lab: 
     assert [(r["validator"], r["cell"]) for r in rows] == [("judge", CELL_A), ("judge", None)]
     for row in rows:
         assert row["requests"] == 3 and row["results"] == 1
-        assert row["input_tokens"] == 2 * PROMPT_TOKENS and row["cached_tokens"] == 2 * CACHED_TOKENS
+        assert (
+            row["input_tokens"] == 2 * PROMPT_TOKENS and row["cached_tokens"] == 2 * CACHED_TOKENS
+        )
         assert row["cost_usd"] == pytest.approx(cost) and row["unpriced"] == {}
 
     markdown = report(lab, "md")
@@ -77,7 +81,9 @@ def test_retries_and_corrections_count_and_the_declared_price_gives_a_cost(lab: 
     assert spent[("", "judge", "cached_tokens")]["estimate"] == str(2 * CACHED_TOKENS)
 
 
-def test_unreported_tokens_stay_unknown_and_an_undeclared_price_is_never_zero(lab: JudgeLab) -> None:
+def test_unreported_tokens_stay_unknown_and_an_undeclared_price_is_never_zero(
+    lab: JudgeLab,
+) -> None:
     lab.write_config(max_retries=1)
     lab.write_scenario(text=lab.scenario.read_text() + "max_piece_bytes = 4000\n")
     lab.run("quiet", cell=CELL_A, prompt="QUIET: fix counter.py")
@@ -95,7 +101,11 @@ def test_unreported_tokens_stay_unknown_and_an_undeclared_price_is_never_zero(la
 
     quiet = lab.result("quiet")["usage"]
     assert quiet["requests"] == 1
-    assert quiet["input_tokens"] is None and quiet["output_tokens"] is None and quiet["cached_tokens"] is None
+    assert (
+        quiet["input_tokens"] is None
+        and quiet["output_tokens"] is None
+        and quiet["cached_tokens"] is None
+    )
     assert quiet["price_input"] is None and quiet["price_output"] is None
     storm = lab.result("storm")
     assert storm["state"] == "invalid" and storm["usage"]["requests"] == 2  # first try + one retry
@@ -116,22 +126,32 @@ def test_unreported_tokens_stay_unknown_and_an_undeclared_price_is_never_zero(la
     assert "not reported" in line and "no price declared" in line and "$" not in line
 
     table = list(csv.DictReader(io.StringIO(report(lab, "csv"))))
-    cost = next(r for r in table if r["table"] == "usage" and r["cell"] == CELL_A and r["metric"] == "cost_usd")
+    cost = next(
+        r
+        for r in table
+        if r["table"] == "usage" and r["cell"] == CELL_A and r["metric"] == "cost_usd"
+    )
     assert cost["estimate"] == "" and cost["state"] == "no price declared"
 
 
 def test_prices_are_checked_like_every_provider_key(tmp_path: Path) -> None:
     config = tmp_path / "trysquare.toml"
-    for value, words in [('"cheap"', "must be a number, not a string"),
-                         ("-1", "must be a non-negative number"),
-                         ("nan", "must be a non-negative number")]:
-        config.write_text(f'[providers.p]\ntype = "openai"\nprice_input = {value}\n', encoding="utf-8")
+    for value, words in [
+        ('"cheap"', "must be a number, not a string"),
+        ("-1", "must be a non-negative number"),
+        ("nan", "must be a non-negative number"),
+    ]:
+        config.write_text(
+            f'[providers.p]\ntype = "openai"\nprice_input = {value}\n', encoding="utf-8"
+        )
         with pytest.raises(ConfigError) as refused:
             load_config(config)
         message = refused.value.message
         assert "providers.p.price_input" in message and words in message, message
         assert "\n" not in message
-    config.write_text('[providers.p]\ntype = "openai"\nprice_input = 3\nprice_output = 0.25\n', encoding="utf-8")
+    config.write_text(
+        '[providers.p]\ntype = "openai"\nprice_input = 3\nprice_output = 0.25\n', encoding="utf-8"
+    )
     loaded = load_config(config)["p"]
     assert (loaded.price_input, loaded.price_output) == (3.0, 0.25)
     # A price tunes no verdict: changing it never makes a paid verdict stale.
@@ -139,10 +159,21 @@ def test_prices_are_checked_like_every_provider_key(tmp_path: Path) -> None:
 
 
 def test_usage_adds_up_and_reads_what_a_chat_completion_reports() -> None:
-    assert Usage(requests=1, input_tokens=5) + Usage(requests=2) == Usage(requests=3, input_tokens=5)
+    assert Usage(requests=1, input_tokens=5) + Usage(requests=2) == Usage(
+        requests=3, input_tokens=5
+    )
     assert (Usage() + Usage()).input_tokens is None
-    read = usage_of({"usage": {"prompt_tokens": 9, "completion_tokens": 4,
-                               "prompt_tokens_details": {"cached_tokens": 2}}})
+    read = usage_of(
+        {
+            "usage": {
+                "prompt_tokens": 9,
+                "completion_tokens": 4,
+                "prompt_tokens_details": {"cached_tokens": 2},
+            }
+        }
+    )
     assert (read.input_tokens, read.output_tokens, read.cached_tokens) == (9, 4, 2)
-    assert usage_of({"usage": {"prompt_tokens": 9, "completion_tokens": True}}).output_tokens is None
+    assert (
+        usage_of({"usage": {"prompt_tokens": 9, "completion_tokens": True}}).output_tokens is None
+    )
     assert usage_of({}).input_tokens is None

@@ -39,7 +39,6 @@ USAGE: dict[str, Any] = {
 }
 
 
-
 def message(blocks: Sequence[Mapping[str, Any]], stop_reason: str = "end_turn") -> Reply:
     return Reply(
         body={

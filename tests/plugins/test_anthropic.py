@@ -25,7 +25,6 @@ import pytest
 from trysquare.testing import RunBuilder
 
 from tests.helpers import dist_info
-from tests.venvs import Venv, build_venv
 from tests.plugins.messages_server import (
     CACHE_READ_TOKENS,
     INPUT_TOKENS,
@@ -40,6 +39,7 @@ from tests.plugins.messages_server import (
     tool_use,
     verdict,
 )
+from tests.venvs import Venv, build_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 ANTHROPIC_SRC = ROOT / "plugins" / "trysquare-anthropic" / "src"
@@ -160,7 +160,9 @@ def lab(tmp_path: Path, cli: Any) -> Iterator[Lab]:
     except metadata.PackageNotFoundError:  # `uv run pytest`: its source, found by entry point
         site = dist_info(tmp_path / "site", "trysquare-anthropic", "trysquare_anthropic",
                          version="0.1.0", requires=("trysquare-judge>=0.1.0",))  # fmt: skip
-        cli.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), cli.env.get("PYTHONPATH")]))
+        cli.env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(site), cli.env.get("PYTHONPATH")])
+        )
     with MessagesServer(lambda _: error(599)) as server:
         yield Lab(tmp_path, server, cli)
 
@@ -279,9 +281,11 @@ def test_options_left_at_their_defaults_keep_the_identity() -> None:
     bare = config("http://127.0.0.1:1")
     defaults = config("http://127.0.0.1:1", options=AnthropicOptions())
     changed = config("http://127.0.0.1:1", options=AnthropicOptions(version="2099-01-01"))
-    assert bare.identity() == defaults.identity() == {
-        "name": "claude", "type": "anthropic", "base_url": "http://127.0.0.1:1"
-    }
+    assert (
+        bare.identity()
+        == defaults.identity()
+        == {"name": "claude", "type": "anthropic", "base_url": "http://127.0.0.1:1"}
+    )
     assert changed.identity()["options"] == {"version": "2099-01-01"}
     assert hash(changed) != hash(defaults)
 
@@ -516,8 +520,16 @@ def attrs_of(reply: Reply) -> dict[str, Any]:
 
 
 def test_usage_is_read_from_a_messages_reply_and_unreported_counts_stay_unknown() -> None:
-    full = wire.read_usage({"usage": {"input_tokens": 7, "output_tokens": 3,
-                                      "cache_read_input_tokens": 11, "cache_creation_input_tokens": 5}})
+    full = wire.read_usage(
+        {
+            "usage": {
+                "input_tokens": 7,
+                "output_tokens": 3,
+                "cache_read_input_tokens": 11,
+                "cache_creation_input_tokens": 5,
+            }
+        }
+    )
     assert (full.input_tokens, full.output_tokens, full.cached_tokens) == (23, 3, 11)
     bare = wire.read_usage({"usage": {"input_tokens": 7, "output_tokens": 3}})
     assert (bare.input_tokens, bare.output_tokens, bare.cached_tokens) == (7, 3, None)

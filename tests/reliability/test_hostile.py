@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trysquare.outputs import parse_validator_output
 
 from tests.helpers import write_scenario, write_script
-from trysquare.outputs import parse_validator_output
 
 HEALTHY = "import json; print(json.dumps({'metrics': {'fine': True}}))\n"
 
@@ -19,20 +19,31 @@ HOSTILE = {
     "exit-1": ("import sys; sys.exit(1)\n", "exited with code 1"),
     "exit-2": ("import sys; sys.exit(2)\n", "exited with code 2"),
     "exit-139": ("import sys; sys.exit(139)\n", "exited with code 139"),
-    "segfault": ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)\n", "was killed by signal 11"),
+    "segfault": (
+        "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)\n",
+        "was killed by signal 11",
+    ),
     "json-array": ("print('[true]')\n", "printed JSON list, not an object"),
     "json-string": ("print('\"ok\"')\n", "printed JSON str, not an object"),
-    "nan": ("print('{\"metrics\": {\"x\": NaN}}')\n", "printed unreadable JSON"),
-    "invalid-utf8": ("import sys; sys.stdout.buffer.write(b'{\"metrics\": {\"x\": \"\\xff\"}}')\n",
-                     "printed invalid UTF-8"),
-    "empty-metric-name": ("print('{\"metrics\": {\"\": true, \"x\": true}}')\n",
-                          "printed a metric with an empty name"),
-    "huge-output": ("import sys\nchunk = b'x' * (1 << 20)\nfor _ in range(300):\n    sys.stdout.buffer.write(chunk)\n",
-                    "printed more than the output cap"),
+    "nan": ('print(\'{"metrics": {"x": NaN}}\')\n', "printed unreadable JSON"),
+    "invalid-utf8": (
+        'import sys; sys.stdout.buffer.write(b\'{"metrics": {"x": "\\xff"}}\')\n',
+        "printed invalid UTF-8",
+    ),
+    "empty-metric-name": (
+        'print(\'{"metrics": {"": true, "x": true}}\')\n',
+        "printed a metric with an empty name",
+    ),
+    "huge-output": (
+        "import sys\nchunk = b'x' * (1 << 20)\nfor _ in range(300):\n    sys.stdout.buffer.write(chunk)\n",
+        "printed more than the output cap",
+    ),
     "forked-child-holds-stdout": (
-        ("import json, subprocess, sys\n"
-         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-         "print(json.dumps({'metrics': {'x': True}}))\n"),
+        (
+            "import json, subprocess, sys\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            "print(json.dumps({'metrics': {'x': True}}))\n"
+        ),
         None,  # valid: the child is reaped with its group and cannot hang the runner
     ),
 }
@@ -49,7 +60,9 @@ def test_hostile_validator(cli, make_run, tmp_path: Path, case: str) -> None:
     folder = tmp_path / "s"
     write_script(folder, "hostile.py", body)
     write_script(folder, "healthy.py", HEALTHY)
-    scenario = write_scenario(folder, """
+    scenario = write_scenario(
+        folder,
+        """
         [[validation]]
         name = "hostile"
         mode = "script"
@@ -61,7 +74,8 @@ def test_hostile_validator(cli, make_run, tmp_path: Path, case: str) -> None:
         mode = "script"
         command = "healthy.py"
         metrics = ["fine"]
-    """)
+    """,
+    )
     done = cli("validate", scenario, experiment, "--no-progress", timeout=120)
     assert "Traceback" not in done.stderr
     for index in range(2):
@@ -93,12 +107,15 @@ def test_run_toml_with_a_broken_repo_is_skipped(cli, make_run, tmp_path: Path, k
         os.symlink(bad / "repo", bad / "loop-b")
     (bad / "run.toml").write_text('cell = "c"\nrepetition = 1\nprompt = "prompt.txt"\n')
     write_script(tmp_path / "s", "healthy.py", HEALTHY)
-    scenario = write_scenario(tmp_path / "s", """
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         mode = "script"
         command = "healthy.py"
         metrics = ["fine"]
-    """)
+    """,
+    )
     done = cli("validate", scenario, tmp_path / "exp", "--no-progress")
     assert done.returncode == 1
     assert f"{bad / 'run.toml'}: repo 'repo' is not a git repository" in done.stderr
@@ -111,16 +128,23 @@ def test_a_scenario_with_ten_thousand_metrics(cli, make_run, tmp_path: Path) -> 
     run.base({"a.py": "a = 1\n"})
     run.finish()
     names = [f"m{i}" for i in range(10_000)]
-    write_script(tmp_path / "s", "many.py", f"""
+    write_script(
+        tmp_path / "s",
+        "many.py",
+        f"""
         import json
         print(json.dumps({{"metrics": {{f"m{{i}}": i % 2 == 0 for i in range({len(names)})}}}}))
-    """)
-    scenario = write_scenario(tmp_path / "s", f"""
+    """,
+    )
+    scenario = write_scenario(
+        tmp_path / "s",
+        f"""
         [[validation]]
         mode = "script"
         command = "many.py"
         metrics = {json.dumps(names)}
-    """)
+    """,
+    )
     done = cli("validate", scenario, tmp_path / "exp", "--no-progress")
     assert done.returncode == 0, done.stderr
     recorded = json.loads((run.path / "validation" / "script.json").read_text())
@@ -138,7 +162,9 @@ def test_output_parser_never_raises_on_bytes(data: bytes) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=10,
 )
 

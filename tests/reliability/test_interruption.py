@@ -25,15 +25,22 @@ def slow_scenario(folder: Path, seconds: float = 0.6) -> Path:
     """One script validator, `slow`, that sleeps ``seconds`` before it answers while the file
     ``slow.switch`` beside it exists (removed, it answers at once)."""
     switch = folder / "slow.switch"
-    write_script(folder, "slow.py", SLOW.replace("SWITCH", repr(str(switch))).replace("SECONDS", str(seconds)))
+    write_script(
+        folder,
+        "slow.py",
+        SLOW.replace("SWITCH", repr(str(switch))).replace("SECONDS", str(seconds)),
+    )
     switch.write_text("on\n")
-    return write_scenario(folder, """
+    return write_scenario(
+        folder,
+        """
         [[validation]]
         name = "slow"
         mode = "script"
         command = "slow.py"
         metrics = ["done"]
-    """)
+    """,
+    )
 
 
 GATED = """
@@ -51,13 +58,16 @@ def gated_scenario(folder: Path, gate: Path) -> Path:
     machine (a fixed sleep raced the first command's end)."""
     gate.write_text("closed\n")
     write_script(folder, "slow.py", GATED.replace("GATE", repr(str(gate))))
-    return write_scenario(folder, """
+    return write_scenario(
+        folder,
+        """
         [[validation]]
         name = "slow"
         mode = "script"
         command = "slow.py"
         metrics = ["done"]
-    """)
+    """,
+    )
 
 
 def wait_for_validator(script: Path, timeout: float = 60) -> None:
@@ -89,9 +99,22 @@ def matrix(make_run, count: int) -> Path:
 
 def start_validate(cli, scenario: Path, experiment: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "trysquare", "validate", str(scenario), str(experiment),
-         "--no-progress", "--jobs", "1", *extra],
-        env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "trysquare",
+            "validate",
+            str(scenario),
+            str(experiment),
+            "--no-progress",
+            "--jobs",
+            "1",
+            *extra,
+        ],
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -105,7 +128,9 @@ def wait_for_results(experiment: Path, count: int, timeout: float = 60) -> None:
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_signal_keeps_finished_results_and_resumes(cli, make_run, tmp_path: Path, signum, code) -> None:
+def test_signal_keeps_finished_results_and_resumes(
+    cli, make_run, tmp_path: Path, signum, code
+) -> None:
     experiment = matrix(make_run, 8)
     scenario = slow_scenario(tmp_path / "s")
     process = start_validate(cli, scenario, experiment)
@@ -151,7 +176,9 @@ def test_overlapping_paths_are_refused_too(cli, make_run, tmp_path: Path, second
     gate = tmp_path / "gate"
     scenario = gated_scenario(tmp_path / "s", gate)
     inner = experiment / "runs" / "r01"
-    first_path, other = (experiment, inner) if second_path == "a run inside" else (inner, experiment)
+    first_path, other = (
+        (experiment, inner) if second_path == "a run inside" else (inner, experiment)
+    )
     first = start_validate(cli, scenario, first_path)
     wait_for_validator(scenario.parent / "slow.py")
     second = cli("validate", scenario, other, "--no-progress")

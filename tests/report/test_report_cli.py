@@ -68,7 +68,9 @@ def test_report_over_a_validated_matrix(cli, make_run, tmp_path: Path) -> None:
     synthesis = (experiment / "synthesis.md").read_text(encoding="utf-8")
     assert first.stdout == synthesis
     # [axes] order: nothing before rule, though rule's runs are found first.
-    assert synthesis.index("| nothing (reference) | 4 | 4/4 | 1/4 |") < synthesis.index("| rule | 4 | 4/4 | 4/4 |")
+    assert synthesis.index("| nothing (reference) | 4 | 4/4 | 1/4 |") < synthesis.index(
+        "| rule | 4 | 4/4 | 4/4 |"
+    )
     assert "| rule | in_scope | 4/4 | 1/4 |" in synthesis
     assert "Diagnostics, recorded per run and never aggregated: `touched` (list)." in synthesis
     assert "### Numbers" in synthesis
@@ -103,10 +105,18 @@ def test_an_invalid_run_makes_report_exit_one_and_says_why(cli, make_run, tmp_pa
     for run in runs:
         name = run.name
         document = {
-            "metrics": {"delivered": True, "in_scope": True, "changed": 1, "touched": ["counter.py"]},
-            "reasons": {}, "state": "valid", "error": None,
+            "metrics": {
+                "delivered": True,
+                "in_scope": True,
+                "changed": 1,
+                "touched": ["counter.py"],
+            },
+            "reasons": {},
+            "state": "valid",
+            "error": None,
             "validator": {"name": "score", "mode": "script", "digest": digest},
-            "context_digest": None, "duration": 0.1,
+            "context_digest": None,
+            "duration": 0.1,
         }
         if name == "r1":  # a rule run whose validator crashed
             document.update(metrics={}, state="invalid", error="exited with status 3")

@@ -12,9 +12,12 @@ from trysquare.report import stats
 pytestmark = pytest.mark.fast  # the inner loop: `uv run pytest -m fast -n 0`
 
 
-def gap(cell: tuple[int, int], reference: tuple[int, int], resamples: int = stats.RESAMPLES) -> stats.Gap:
+def gap(
+    cell: tuple[int, int], reference: tuple[int, int], resamples: int = stats.RESAMPLES
+) -> stats.Gap:
     return stats.proportion_gap(
-        cell, reference,
+        cell,
+        reference,
         cell_counts=stats.resampled_counts(*cell, stats.rng_for("c", "cell"), resamples),
         reference_counts=stats.resampled_counts(*reference, stats.rng_for("c", "ref"), resamples),
     )
@@ -117,8 +120,13 @@ def test_kappa_on_a_known_table() -> None:
     # kappa = (0.7 - 0.5) / (1 - 0.5) = 0.4
     pairs = [(True, True)] * 20 + [(True, False)] * 5 + [(False, True)] * 10 + [(False, False)] * 15
     result = stats.agreement(pairs)
-    assert (result.n, result.both_true, result.first_only, result.second_only, result.both_false) == (
-        50, 20, 5, 10, 15)
+    assert (
+        result.n,
+        result.both_true,
+        result.first_only,
+        result.second_only,
+        result.both_false,
+    ) == (50, 20, 5, 10, 15)
     assert result.raw == pytest.approx(0.7)
     assert result.kappa == pytest.approx(0.4)
 

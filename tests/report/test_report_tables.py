@@ -26,15 +26,23 @@ def row(
     stale: Sequence[str] = (),
 ) -> dict[str, Any]:
     result: dict[str, Any] = {
-        "id": run_id, "cell": cell, "repetition": 1, "state": state, "metrics": metrics,
-        "reasons": {}, "errors": list(errors), "pending": list(pending),
+        "id": run_id,
+        "cell": cell,
+        "repetition": 1,
+        "state": state,
+        "metrics": metrics,
+        "reasons": {},
+        "errors": list(errors),
+        "pending": list(pending),
     }
     if stale:
         result["stale"] = list(stale)
     return result
 
 
-def cell_rows(cell: str, true: int, n: int, metric: str = "ok", **extra: Any) -> list[dict[str, Any]]:
+def cell_rows(
+    cell: str, true: int, n: int, metric: str = "ok", **extra: Any
+) -> list[dict[str, Any]]:
     return [row(f"{cell}-{i}", cell, {metric: i < true, **extra}) for i in range(n)]
 
 
@@ -74,8 +82,10 @@ def test_gap_table_has_one_row_per_cell_and_criterion_naming_cell_and_state() ->
     report = build_report(layout(metrics=("a", "b"), reference="ref"), rows)
     got = [(r["cell"], r["criterion"], r["state"]) for r in report["gaps"]["rows"]]
     assert got == [
-        ("one", "a", "established"), ("two", "a", "established"),
-        ("one", "b", "inconclusive"), ("two", "b", "inconclusive"),
+        ("one", "a", "established"),
+        ("two", "a", "established"),
+        ("one", "b", "inconclusive"),
+        ("two", "b", "inconclusive"),
     ]
     md = render(report, "md")
     assert "| one | a | 10/10 | 0/10 | +1.000 [+1.000, +1.000] | established |" in md
@@ -104,13 +114,25 @@ def test_an_unjudged_metric_shrinks_only_its_own_denominator() -> None:
 
 
 def test_an_invalid_run_leaves_every_denominator_and_blocks_its_cell_only() -> None:
-    bad = row("bad", "rule", {"a": True}, state="invalid",
-              errors=[{"validator": "script", "error": "exited with status 3\nTraceback..."}])
-    rows = cell_rows("ref", 1, 4, "a") + cell_rows("rule", 4, 4, "a") + cell_rows("other", 4, 4, "a")
+    bad = row(
+        "bad",
+        "rule",
+        {"a": True},
+        state="invalid",
+        errors=[{"validator": "script", "error": "exited with status 3\nTraceback..."}],
+    )
+    rows = (
+        cell_rows("ref", 1, 4, "a") + cell_rows("rule", 4, 4, "a") + cell_rows("other", 4, 4, "a")
+    )
     rows.append(bad)
     report = build_report(layout(metrics=("a",), reference="ref"), rows)
     rule, other = cell_of(report, "rule"), cell_of(report, "other")
-    assert rule["scores"]["a"] == {"true": 4, "n": 4, "unjudged": 0, "pending": 0}  # the invalid run's True is not counted
+    assert rule["scores"]["a"] == {
+        "true": 4,
+        "n": 4,
+        "unjudged": 0,
+        "pending": 0,
+    }  # the invalid run's True is not counted
     assert (rule["runs"], rule["invalid"]) == (5, 1)
     assert not rule["publishable"]
     assert rule["why_not"] == [{"run": "bad", "reason": "invalid: script: exited with status 3"}]
@@ -123,12 +145,16 @@ def test_an_invalid_run_leaves_every_denominator_and_blocks_its_cell_only() -> N
     md = render(report, "md")
     assert "| rule (not publishable) | 5 (1 invalid) | 4/4 |" in md
     assert "- **rule**: 1 invalid run(s)" in md
-    assert "- **rule**\n  - run `bad` (#1): invalid, first error: script: exited with status 3" in md
+    assert (
+        "- **rule**\n  - run `bad` (#1): invalid, first error: script: exited with status 3" in md
+    )
 
 
 def test_an_unpublishable_reference_withholds_every_verdict() -> None:
     rows = cell_rows("ref", 0, 5) + cell_rows("x", 5, 5)
-    rows.append(row("broken", "ref", {}, state="invalid", errors=[{"validator": "v", "error": "boom"}]))
+    rows.append(
+        row("broken", "ref", {}, state="invalid", errors=[{"validator": "v", "error": "boom"}])
+    )
     report = build_report(layout(reference="ref"), rows)
     assert [r["state"] for r in report["gaps"]["rows"]] == ["not publishable"]
     assert cell_of(report, "x")["publishable"]
@@ -138,14 +164,25 @@ def test_only_runs_passing_validity_count_for_a_verdict() -> None:
     # ref: 10 runs, delivered in all, ok in none.
     rows = [row(f"ref-{i}", "ref", {"ok": False, "delivered": True}) for i in range(10)]
     # cell: ok in 10 runs, but 7 of them did not deliver (one unjudged): 3/3 counted.
-    rows += [row(f"c-{i}", "c", {"ok": True, "delivered": i < 3 if i != 9 else None}) for i in range(10)]
-    report = build_report(layout(metrics=("ok", "delivered"), reference="ref",
-                                 criteria=("ok",), validity=("delivered",)), rows)
+    rows += [
+        row(f"c-{i}", "c", {"ok": True, "delivered": i < 3 if i != 9 else None}) for i in range(10)
+    ]
+    report = build_report(
+        layout(
+            metrics=("ok", "delivered"), reference="ref", criteria=("ok",), validity=("delivered",)
+        ),
+        rows,
+    )
     gap = gaps_by(report)[("c", "ok")]
     assert gap["cell_score"] == {"true": 3, "n": 3}
     assert gap["reference_score"] == {"true": 0, "n": 10}
     # The score table still counts every run that judged it.
-    assert cell_of(report, "c")["scores"]["ok"] == {"true": 10, "n": 10, "unjudged": 0, "pending": 0}
+    assert cell_of(report, "c")["scores"]["ok"] == {
+        "true": 10,
+        "n": 10,
+        "unjudged": 0,
+        "pending": 0,
+    }
     assert "runs where `delivered` is true" in render(report, "md")
 
 
@@ -164,23 +201,34 @@ def test_a_pending_value_on_a_metric_no_verdict_rests_on_does_not_block() -> Non
     report = build_report(layout(metrics=("ok", "note"), reference="c", criteria=("ok",)), rows)
     assert report["publishable"]
     assert cell_of(report, "c")["pending"] == {"note": 3}
-    assert cell_of(report, "c")["scores"]["note"] == {"true": 0, "n": 0, "unjudged": 0, "pending": 3}
+    assert cell_of(report, "c")["scores"]["note"] == {
+        "true": 0,
+        "n": 0,
+        "unjudged": 0,
+        "pending": 3,
+    }
     assert "`note` in 3 run(s)" in render(report, "md")
 
 
 def test_a_pending_validity_metric_blocks_too() -> None:
     rows = [row("r1", "c", {"ok": True}, state="pending", pending=["delivered"])]
-    report = build_report(layout(metrics=("ok", "delivered"), criteria=("ok",), validity=("delivered",)), rows)
+    report = build_report(
+        layout(metrics=("ok", "delivered"), criteria=("ok",), validity=("delivered",)), rows
+    )
     assert not report["publishable"]
 
 
 def test_criteria_default_to_every_boolean_metric() -> None:
-    rows = [row(f"{cell}-{i}", cell, {"a": True, "b": False, "t": 1.5, "files": ["x"]})
-            for cell in ("ref", "c") for i in range(3)]
+    rows = [
+        row(f"{cell}-{i}", cell, {"a": True, "b": False, "t": 1.5, "files": ["x"]})
+        for cell in ("ref", "c")
+        for i in range(3)
+    ]
     report = build_report(layout(metrics=("a", "b", "t", "files"), reference="ref"), rows)
     assert report["gaps"]["criteria"] == ["a", "b"]
     assert report["metrics"] == {
-        "boolean": ["a", "b"], "number": ["t"],
+        "boolean": ["a", "b"],
+        "number": ["t"],
         "diagnostic": [{"metric": "files", "kind": "list"}],
     }
 
@@ -200,8 +248,10 @@ def test_a_reference_without_runs_means_no_verdict_and_exit_one() -> None:
 
 
 def test_numbers_get_a_median_and_interval_lists_and_strings_are_diagnostics() -> None:
-    rows = [row(f"r{i}", "c", {"seconds": float(i), "calls": i * 2, "touched": ["a.py"], "note": "hi"})
-            for i in range(1, 10)]
+    rows = [
+        row(f"r{i}", "c", {"seconds": float(i), "calls": i * 2, "touched": ["a.py"], "note": "hi"})
+        for i in range(1, 10)
+    ]
     report = build_report(layout(metrics=("seconds", "calls", "touched", "note")), rows)
     numbers = cell_of(report, "c")["numbers"]
     assert numbers["seconds"]["median"] == 5 and numbers["seconds"]["n"] == 9
@@ -209,7 +259,10 @@ def test_numbers_get_a_median_and_interval_lists_and_strings_are_diagnostics() -
     assert numbers["calls"]["median"] == 10
     assert "touched" not in cell_of(report, "c")["scores"]
     md = render(report, "md")
-    assert "Diagnostics, recorded per run and never aggregated: `touched` (list), `note` (string)." in md
+    assert (
+        "Diagnostics, recorded per run and never aggregated: `touched` (list), `note` (string)."
+        in md
+    )
     assert "| c | 5 [" in md
 
 
@@ -260,7 +313,12 @@ def test_json_and_csv_carry_the_same_numbers() -> None:
     assert parsed["gaps"]["rows"][0]["state"] == "established"
     table = list(csv.DictReader(io.StringIO(render(report, "csv"))))
     gap = next(r for r in table if r["table"] == "gap")
-    assert (gap["cell"], gap["metric"], gap["estimate"], gap["state"]) == ("all", "ok", "1.0", "established")
+    assert (gap["cell"], gap["metric"], gap["estimate"], gap["state"]) == (
+        "all",
+        "ok",
+        "1.0",
+        "established",
+    )
     # "procedure": which procedure holds and how many gaps were tested (issue 33); no gap is open.
     assert {r["table"] for r in table} == {"score", "gap", "procedure"}
 
@@ -268,8 +326,16 @@ def test_json_and_csv_carry_the_same_numbers() -> None:
 def test_markdown_stays_small_for_a_ci_summary() -> None:
     rows = []
     for c in range(20):
-        rows += [row(f"c{c}-{i}", f"cell {c}", {"ok": True}, state="invalid",
-                     errors=[{"validator": "script", "error": "x" * 5000}]) for i in range(200)]
+        rows += [
+            row(
+                f"c{c}-{i}",
+                f"cell {c}",
+                {"ok": True},
+                state="invalid",
+                errors=[{"validator": "script", "error": "x" * 5000}],
+            )
+            for i in range(200)
+        ]
     md = render(build_report(layout(), rows), "md")
     assert len(md.encode()) < 64 * 1024
     assert "… and 190 more" in md
@@ -283,8 +349,11 @@ def test_cell_names_cannot_break_the_markdown_table() -> None:
 @pytest.mark.parametrize(
     ("axes", "variants", "expected"),
     [
-        ({"rule": ["nothing", "rule"], "effort": ["off", "high"]}, None,
-         ["nothing / off", "nothing / high", "rule / off", "rule / high"]),
+        (
+            {"rule": ["nothing", "rule"], "effort": ["off", "high"]},
+            None,
+            ["nothing / off", "nothing / high", "rule / off", "rule / high"],
+        ),
         ({"rule": {"nothing": {}, "rule": {}}}, None, ["nothing", "rule"]),
         (None, {"rule": {}, "nothing": {}}, ["rule", "nothing"]),
         (None, ["b", "a"], ["b", "a"]),

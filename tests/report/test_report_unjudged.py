@@ -14,24 +14,51 @@ from tests.helpers import write_scenario, write_script
 
 def row(run_id: str, cell: str, metrics: dict[str, Any], **extra: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
-        "id": run_id, "cell": cell, "repetition": 1, "state": "valid", "metrics": metrics,
-        "reasons": {}, "errors": [], "pending": [],
+        "id": run_id,
+        "cell": cell,
+        "repetition": 1,
+        "state": "valid",
+        "metrics": metrics,
+        "reasons": {},
+        "errors": [],
+        "pending": [],
     }
     return {**base, **extra}
 
 
 LAYOUT = Layout(
-    name="demo", metrics=("tests", "note"), owners={"tests": "score", "note": "form"},
+    name="demo",
+    metrics=("tests", "note"),
+    owners={"tests": "score", "note": "form"},
 )
 ROWS = [
-    row("r1", "c", {"tests": None}, reasons={"tests": "the suite ran nothing, so nobody judged it"},
-        state="pending", pending=["note"]),
-    row("r2", "c", {"tests": None}, reasons={"tests": "prepare failed"},
-        state="pending", pending=["note"]),
+    row(
+        "r1",
+        "c",
+        {"tests": None},
+        reasons={"tests": "the suite ran nothing, so nobody judged it"},
+        state="pending",
+        pending=["note"],
+    ),
+    row(
+        "r2",
+        "c",
+        {"tests": None},
+        reasons={"tests": "prepare failed"},
+        state="pending",
+        pending=["note"],
+    ),
     row("r3", "c", {"tests": True, "note": True}),
-    row("r4", "c", {}, state="invalid",
-        errors=[{"validator": "score", "error": "script score.py exited with code 1"},
-                {"validator": "form", "error": "later error"}]),
+    row(
+        "r4",
+        "c",
+        {},
+        state="invalid",
+        errors=[
+            {"validator": "score", "error": "script score.py exited with code 1"},
+            {"validator": "form", "error": "later error"},
+        ],
+    ),
 ]
 
 
@@ -49,7 +76,10 @@ def test_every_score_cell_shows_unjudged_and_pending_counts() -> None:
     assert cell["scores"]["tests"] == {"true": 1, "n": 1, "unjudged": 2, "pending": 0}
     assert cell["scores"]["note"] == {"true": 1, "n": 1, "unjudged": 0, "pending": 2}
     text = render(report, "md")
-    assert "| c (not publishable) | 4 (1 invalid) | 1/1 \u00b7 2 unjudged | 1/1 \u00b7 2 pending |" in text
+    assert (
+        "| c (not publishable) | 4 (1 invalid) | 1/1 \u00b7 2 unjudged | 1/1 \u00b7 2 pending |"
+        in text
+    )
 
 
 def test_json_and_csv_carry_the_counts() -> None:
@@ -66,16 +96,22 @@ def test_each_run_with_an_unknown_is_listed_with_validator_metric_and_reason() -
     by_run = {d["run"]: d for d in report["by_run"]}
     assert set(by_run) == {"r1", "r2", "r4"}  # r3 judged everything
     assert by_run["r1"]["unjudged"] == [
-        {"metric": "tests", "validator": "score", "reason": "the suite ran nothing, so nobody judged it"}
+        {
+            "metric": "tests",
+            "validator": "score",
+            "reason": "the suite ran nothing, so nobody judged it",
+        }
     ]
     assert by_run["r1"]["pending"] == [{"metric": "note", "validator": "form"}]
     text = render(report, "md")
-    section = text[text.index("### By run"):]
+    section = text[text.index("### By run") :]
     assert "run `r1` (#1): pending" in section
     assert "`tests` (score) unjudged: the suite ran nothing, so nobody judged it" in section
     assert "`note` (form) pending: no value yet" in section
     # An invalid run's line names its first error; the others follow.
-    assert "run `r4` (#1): invalid, first error: score: script score.py exited with code 1" in section
+    assert (
+        "run `r4` (#1): invalid, first error: score: script score.py exited with code 1" in section
+    )
     assert "invalid: form: later error" in section
 
 
@@ -84,7 +120,9 @@ def test_the_per_run_list_in_csv_and_runs_only() -> None:
 
     report = build_report(LAYOUT, ROWS)
     table = list(csv.DictReader(io.StringIO(render(report, "csv"))))
-    runs = [(r["run"], r["metric"], r["state"], r["validator"]) for r in table if r["table"] == "run"]
+    runs = [
+        (r["run"], r["metric"], r["state"], r["validator"]) for r in table if r["table"] == "run"
+    ]
     assert ("r1", "tests", "unjudged", "score") in runs
     assert ("r4", "", "invalid", "score") in runs
     assert "run `r2` (#1): pending" in render_runs(report, "md")
@@ -100,13 +138,16 @@ print(json.dumps({"metrics": {"probe": None}, "reasons": {"probe": "no probe was
 def test_report_runs_on_the_command_line(cli, make_run, tmp_path) -> None:
     folder = tmp_path / "scenario"
     write_script(folder, "score.py", SCORE)
-    scenario = write_scenario(folder, """
+    scenario = write_scenario(
+        folder,
+        """
 [[validation]]
 mode = "script"
 name = "score"
 command = "score.py"
 metrics = ["probe"]
-""")
+""",
+    )
     run = make_run("r1", cell="c", repetition=1)
     run.base({"a.py": "x = 1\n"})
     run.finish()

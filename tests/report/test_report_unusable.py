@@ -48,7 +48,9 @@ def test_a_run_naming_a_missing_session_counts_as_invalid_in_its_cell(
     assert (plain["runs"], plain["invalid"], plain["publishable"]) == (3, 1, False)
     synthesis = (experiment / "synthesis.md").read_text(encoding="utf-8")
     assert "| plain (not publishable) | 3 (1 invalid) | 2/2 |" in synthesis
-    assert "run `r2` (#3): invalid, first error: run.toml: the run folder cannot be used" in synthesis
+    assert (
+        "run `r2` (#3): invalid, first error: run.toml: the run folder cannot be used" in synthesis
+    )
 
 
 def test_a_run_toml_naming_no_cell_belongs_to_no_cell(cli, make_run, tmp_path: Path) -> None:

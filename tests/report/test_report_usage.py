@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import pytest
-
 from trysquare.report.render import render
 from trysquare.report.tables import Layout, build_report
 from trysquare.results import usage_of
@@ -16,16 +15,33 @@ from trysquare.results import usage_of
 LAYOUT = Layout(name="s", metrics=("ok", "good"), owners={"ok": "judge", "good": "second"})
 
 
-def spent(requests: Any, tokens_in: Any, tokens_out: Any, price: tuple[Any, Any] = (None, None)) -> dict:
-    return {"requests": requests, "input_tokens": tokens_in, "output_tokens": tokens_out,
-            "cached_tokens": None, "provider": "p", "model": "m",
-            "price_input": price[0], "price_output": price[1]}
+def spent(
+    requests: Any, tokens_in: Any, tokens_out: Any, price: tuple[Any, Any] = (None, None)
+) -> dict:
+    return {
+        "requests": requests,
+        "input_tokens": tokens_in,
+        "output_tokens": tokens_out,
+        "cached_tokens": None,
+        "provider": "p",
+        "model": "m",
+        "price_input": price[0],
+        "price_output": price[1],
+    }
 
 
 def row(run: str, cell: str, usage: dict[str, dict], state: str = "valid") -> dict:
-    return {"id": run, "cell": cell, "repetition": 1, "state": state,
-            "metrics": {"ok": True, "good": False} if state == "valid" else {},
-            "reasons": {}, "errors": [], "pending": [], "usage": usage}
+    return {
+        "id": run,
+        "cell": cell,
+        "repetition": 1,
+        "state": state,
+        "metrics": {"ok": True, "good": False} if state == "valid" else {},
+        "reasons": {},
+        "errors": [],
+        "pending": [],
+        "usage": usage,
+    }
 
 
 ROWS = [
@@ -38,8 +54,17 @@ ROWS = [
 def test_totals_per_validator_and_cell_then_every_validator() -> None:
     usage = build_report(LAYOUT, ROWS)["usage"]
     keyed = {(u["validator"], u["cell"]): u for u in usage}
-    assert list(keyed) == [("judge", "a"), ("judge", "b"), ("judge", None), ("second", "a"), ("second", "b"),
-                           ("second", None), (None, "a"), (None, "b"), (None, None)]
+    assert list(keyed) == [
+        ("judge", "a"),
+        ("judge", "b"),
+        ("judge", None),
+        ("second", "a"),
+        ("second", "b"),
+        ("second", None),
+        (None, "a"),
+        (None, "b"),
+        (None, None),
+    ]
     judge_a = keyed[("judge", "a")]
     # The invalid run's requests and tokens were paid for: they count.
     assert (judge_a["results"], judge_a["requests"], judge_a["input_tokens"]) == (2, 4, 3_000_000)
@@ -54,7 +79,9 @@ def test_totals_per_validator_and_cell_then_every_validator() -> None:
     total = keyed[(None, None)]
     assert total["requests"] == 7 and total["results"] == 5
     assert total["cost_usd"] == pytest.approx(3.4) and total["unpriced"] == {
-        "no price declared": 1, "tokens not reported": 1}
+        "no price declared": 1,
+        "tokens not reported": 1,
+    }
 
 
 def test_every_format_shows_the_cost_or_says_no_price_was_declared() -> None:
@@ -67,7 +94,10 @@ def test_every_format_shows_the_cost_or_says_no_price_was_declared() -> None:
     assert json.loads(render(report, "json"))["usage"][0]["cost_usd"] == pytest.approx(3.4)
     table = [r for r in csv.DictReader(io.StringIO(render(report, "csv"))) if r["table"] == "usage"]
     cost = {(r["validator"], r["cell"]): r for r in table if r["metric"] == "cost_usd"}
-    assert cost[("second", "a")]["estimate"] == "" and cost[("second", "a")]["state"] == "no price declared"
+    assert (
+        cost[("second", "a")]["estimate"] == ""
+        and cost[("second", "a")]["state"] == "no price declared"
+    )
     assert float(cost[("judge", "a")]["estimate"]) == pytest.approx(3.4)
     tokens = {(r["validator"], r["cell"]): r for r in table if r["metric"] == "input_tokens"}
     assert tokens[("judge", "b")]["state"] == "not reported"
@@ -79,11 +109,20 @@ def test_no_usage_recorded_means_no_usage_section() -> None:
     assert report["usage"] == [] and "Usage and cost" not in render(report, "md")
 
 
-@pytest.mark.parametrize("planted", [
-    {"requests": "<b>9</b>", "input_tokens": -1, "output_tokens": 1.5, "price_input": float("nan"),
-     "price_output": True, "provider": ["x"]},
-    {"requests": 10**3, "input_tokens": True, "price_input": "1", "price_output": float("inf")},
-])
+@pytest.mark.parametrize(
+    "planted",
+    [
+        {
+            "requests": "<b>9</b>",
+            "input_tokens": -1,
+            "output_tokens": 1.5,
+            "price_input": float("nan"),
+            "price_output": True,
+            "provider": ["x"],
+        },
+        {"requests": 10**3, "input_tokens": True, "price_input": "1", "price_output": float("inf")},
+    ],
+)
 def test_a_usage_value_of_the_wrong_kind_reads_as_unknown(planted: dict[str, Any]) -> None:
     clean = usage_of({"usage": planted})
     assert clean is not None

@@ -34,22 +34,29 @@ ARRAY = "print('[1, 2]')\n"
 
 def build_matrix(make_run, count: int = 2) -> Path:
     for index in range(count):
-        run = make_run(f"run{index}", cell="rule / high" if index % 2 else "nothing", repetition=index)
+        run = make_run(
+            f"run{index}", cell="rule / high" if index % 2 else "nothing", repetition=index
+        )
         run.base({"counter.py": "x = 1\n", "README.md": "hello\n"})
         run.repo.write("counter.py", f"x = {index + 2}\n")
         run.finish()
     return run.path.parents[1]
 
 
-def scenario_for(folder: Path, body: str, metrics: str = '["changed"]', timeout: float = 30) -> Path:
+def scenario_for(
+    folder: Path, body: str, metrics: str = '["changed"]', timeout: float = 30
+) -> Path:
     write_script(folder, "score.py", body)
-    return write_scenario(folder, f"""
+    return write_scenario(
+        folder,
+        f"""
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = {metrics}
         timeout = {timeout}
-    """)
+    """,
+    )
 
 
 def result(run_dir: Path, name: str = "script") -> dict:
@@ -72,7 +79,9 @@ def test_healthy_validator_records_metrics(cli, make_run, tmp_path: Path) -> Non
     measures = json.loads((experiment / "measures.json").read_text())
     assert [row["id"] for row in measures] == ["run0", "run1"]
     assert {row["state"] for row in measures} == {"valid"}
-    context = json.loads((experiment / "runs" / "run0" / "validation" / "script" / "context.json").read_text())
+    context = json.loads(
+        (experiment / "runs" / "run0" / "validation" / "script" / "context.json").read_text()
+    )
     assert context["touched"] == ["counter.py"]
 
 
@@ -87,7 +96,9 @@ def test_healthy_validator_records_metrics(cli, make_run, tmp_path: Path) -> Non
     ],
     ids=["crash", "garbage", "silence", "missing-metric", "array"],
 )
-def test_hostile_validator_makes_runs_invalid(cli, make_run, tmp_path, body, cause, stderr_holds) -> None:
+def test_hostile_validator_makes_runs_invalid(
+    cli, make_run, tmp_path, body, cause, stderr_holds
+) -> None:
     experiment = build_matrix(make_run)
     scenario = scenario_for(tmp_path / "s", body)
     done = cli("validate", scenario, experiment, "--no-progress")
@@ -101,7 +112,9 @@ def test_hostile_validator_makes_runs_invalid(cli, make_run, tmp_path, body, cau
         stderr = (experiment / "runs" / run / "validation" / "script.stderr").read_text()
         assert stderr_holds in stderr
     measures = json.loads((experiment / "measures.json").read_text())
-    assert all(row["state"] == "invalid" and row["errors"][0]["validator"] == "script" for row in measures)
+    assert all(
+        row["state"] == "invalid" and row["errors"][0]["validator"] == "script" for row in measures
+    )
 
 
 def test_timeout_kills_the_whole_group(cli, make_run, tmp_path: Path) -> None:
@@ -113,7 +126,11 @@ def test_timeout_kills_the_whole_group(cli, make_run, tmp_path: Path) -> None:
     assert recorded["state"] == "invalid"
     assert "exceeded its timeout of 1 s" in recorded["error"]
     assert recorded["duration"] < 20
-    leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).endswith("time.sleep(120)")]
+    leftovers = [
+        p
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _cmdline(p).endswith("time.sleep(120)")
+    ]
     assert leftovers == []
 
 
@@ -129,7 +146,9 @@ def test_one_failing_validator_does_not_stop_the_others(cli, make_run, tmp_path:
     folder = tmp_path / "s"
     write_script(folder, "good.py", HEALTHY)
     write_script(folder, "bad.py", CRASH)
-    scenario = write_scenario(folder, """
+    scenario = write_scenario(
+        folder,
+        """
         [[validation]]
         name = "good"
         mode = "script"
@@ -140,7 +159,8 @@ def test_one_failing_validator_does_not_stop_the_others(cli, make_run, tmp_path:
         mode = "script"
         command = "bad.py"
         metrics = ["other"]
-    """)
+    """,
+    )
     done = cli("validate", scenario, experiment, "--no-progress")
     assert done.returncode == 1
     for run in ("run0", "run1"):
@@ -148,12 +168,20 @@ def test_one_failing_validator_does_not_stop_the_others(cli, make_run, tmp_path:
         assert result(experiment / "runs" / run, "bad")["state"] == "invalid"
 
 
-def test_extra_metric_declared_elsewhere_is_dropped_with_a_note(cli, make_run, tmp_path: Path) -> None:
+def test_extra_metric_declared_elsewhere_is_dropped_with_a_note(
+    cli, make_run, tmp_path: Path
+) -> None:
     experiment = build_matrix(make_run, count=1)
     folder = tmp_path / "s"
-    write_script(folder, "a.py", "import json; print(json.dumps({'metrics': {'a': True, 'b': False}}))\n")
-    write_script(folder, "b.py", "import json; print(json.dumps({'metrics': {'b': True, 'extra': [1]}}))\n")
-    scenario = write_scenario(folder, """
+    write_script(
+        folder, "a.py", "import json; print(json.dumps({'metrics': {'a': True, 'b': False}}))\n"
+    )
+    write_script(
+        folder, "b.py", "import json; print(json.dumps({'metrics': {'b': True, 'extra': [1]}}))\n"
+    )
+    scenario = write_scenario(
+        folder,
+        """
         [[validation]]
         name = "first"
         mode = "script"
@@ -164,7 +192,8 @@ def test_extra_metric_declared_elsewhere_is_dropped_with_a_note(cli, make_run, t
         mode = "script"
         command = "b.py"
         metrics = ["b"]
-    """)
+    """,
+    )
     assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
     first = result(experiment / "runs" / "run0", "first")
     assert first["metrics"] == {"a": True}
@@ -225,7 +254,9 @@ def test_replay_rescores_archived_contexts(cli, make_run, tmp_path: Path) -> Non
     # By hand, on the archived context, the validator prints what was recorded.
     by_hand = __import__("subprocess").run(
         [str(folder / "score.py"), str(run_dir / "validation" / "script" / "context.json")],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert json.loads(by_hand.stdout)["metrics"] == result(run_dir)["metrics"]
 
@@ -236,37 +267,49 @@ def tree_digest(root: Path) -> dict[str, str]:
         if path.is_file() and not path.is_symlink():
             stat = path.stat()
             digests[str(path.relative_to(root))] = (
-                hashlib.sha256(path.read_bytes()).hexdigest() + f":{stat.st_mode:o}:{stat.st_mtime_ns}"
+                hashlib.sha256(path.read_bytes()).hexdigest()
+                + f":{stat.st_mode:o}:{stat.st_mtime_ns}"
             )
     return digests
 
 
 def test_validation_never_modifies_the_measured_clone(cli, tmp_path: Path, make_run) -> None:
     run = make_run("r1", cell="c")
-    run.base({"counter.py": "def f():\n    return 1\n", "tests/test_counter.py":
-              "import unittest\nfrom counter import f\nclass T(unittest.TestCase):\n"
-              "    def test_f(self):\n        self.assertEqual(f(), 2)\n"})
+    run.base(
+        {
+            "counter.py": "def f():\n    return 1\n",
+            "tests/test_counter.py": "import unittest\nfrom counter import f\nclass T(unittest.TestCase):\n"
+            "    def test_f(self):\n        self.assertEqual(f(), 2)\n",
+        }
+    )
     run.repo.write("counter.py", "def f():\n    return 2\n")
     run.repo.write("notes.txt", "untracked\n")
     run.finish()
     experiment = run.path.parents[1]
     folder = tmp_path / "s"
     # A validator that runs the suite in a throwaway copy (the example validator does the same).
-    write_script(folder, "suite.py", """
+    write_script(
+        folder,
+        "suite.py",
+        """
         from trysquare.assay import validator
         @validator
         def evaluate(run):
             return {"tests": run.tests, "delivered": bool(run.touched)}
         raise SystemExit(evaluate.cli())
-    """)
-    scenario = write_scenario(folder, """
+    """,
+    )
+    scenario = write_scenario(
+        folder,
+        """
         [task]
         test_command = "python3 -m unittest discover -s tests"
         [[validation]]
         mode = "script"
         command = "suite.py"
         metrics = ["tests", "delivered"]
-    """)
+    """,
+    )
     before = tree_digest(run.repo.path)
     done = cli("validate", scenario, experiment, "--no-progress")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -279,25 +322,34 @@ def test_validation_never_modifies_the_measured_clone(cli, tmp_path: Path, make_
 DETECTION_ONLY = {"TRYSQUARE_SANDBOX": "off"}
 
 
-def test_a_validator_deleting_files_in_the_clone_is_caught_by_path(cli, make_run, tmp_path: Path) -> None:
+def test_a_validator_deleting_files_in_the_clone_is_caught_by_path(
+    cli, make_run, tmp_path: Path
+) -> None:
     experiment = build_matrix(make_run, count=1)
-    scenario = scenario_for(tmp_path / "s", """
+    scenario = scenario_for(
+        tmp_path / "s",
+        """
         import json, os, sys
         context = json.load(open(sys.argv[1]))
         os.remove(os.path.join(context["repo"], "README.md"))
         print(json.dumps({"metrics": {"changed": True}}))
-    """)
+    """,
+    )
     done = cli("validate", scenario, experiment, "--no-progress", env=DETECTION_ONLY)
     assert done.returncode == 1
     assert "the measured clone changed during validation (deleted README.md)" in done.stdout
     recorded = result(experiment / "runs" / "run0")
     assert recorded["state"] == "invalid" and "deleted README.md" in recorded["error"]
     history = (experiment / "runs" / "run0" / "validation" / "script.history.jsonl").read_text()
-    assert json.loads(history)["metrics"] == {"changed": True}  # what it claimed is kept as evidence
+    assert json.loads(history)["metrics"] == {
+        "changed": True
+    }  # what it claimed is kept as evidence
 
 
 @pytest.mark.parametrize("damage", ['{"metrics": 5}', "{garbage", '["a list"]'])
-def test_a_damaged_result_file_is_invalid_and_revalidated(cli, make_run, tmp_path: Path, damage: str) -> None:
+def test_a_damaged_result_file_is_invalid_and_revalidated(
+    cli, make_run, tmp_path: Path, damage: str
+) -> None:
     experiment = build_matrix(make_run, count=2)
     scenario = scenario_for(tmp_path / "s", HEALTHY)
     assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
@@ -307,7 +359,10 @@ def test_a_damaged_result_file_is_invalid_and_revalidated(cli, make_run, tmp_pat
     assert report.returncode == 1 and "Traceback" not in report.stderr, report.stderr
     rows = {row["id"]: row for row in json.loads((experiment / "measures.json").read_text())}
     assert rows["run0"]["state"] == "invalid"
-    assert "cannot be read" in rows["run0"]["errors"][0]["error"] or "not a trysquare result" in rows["run0"]["errors"][0]["error"]
+    assert (
+        "cannot be read" in rows["run0"]["errors"][0]["error"]
+        or "not a trysquare result" in rows["run0"]["errors"][0]["error"]
+    )
     assert rows["run1"]["state"] == "valid"
     # The next validate runs it again; the damaged file is kept in the history.
     again = cli("validate", scenario, experiment, "--no-progress")
@@ -317,7 +372,9 @@ def test_a_damaged_result_file_is_invalid_and_revalidated(cli, make_run, tmp_pat
     assert damage.strip("{}[]")[:4] in history
 
 
-def test_a_run_whose_context_cannot_be_built_is_named_and_not_counted(cli, make_run, tmp_path: Path) -> None:
+def test_a_run_whose_context_cannot_be_built_is_named_and_not_counted(
+    cli, make_run, tmp_path: Path
+) -> None:
     experiment = build_matrix(make_run, count=2)
     run_toml = experiment / "runs" / "run1" / "run.toml"
     run_toml.write_text(run_toml.read_text().replace('tag = "etalon-v1"', 'tag = "no-such-tag"'))
@@ -325,7 +382,9 @@ def test_a_run_whose_context_cannot_be_built_is_named_and_not_counted(cli, make_
     done = cli("validate", scenario, experiment, "--no-progress")
     assert done.returncode == 1
     assert f"trysquare: skipped: {run_toml}" in done.stderr and "no-such-tag" in done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "1 run: 1 valid; 1 run folder(s) could not be read"
+    assert (
+        done.stdout.strip().splitlines()[-1] == "1 run: 1 valid; 1 run folder(s) could not be read"
+    )
     # check, which spends nothing, finds it too.
     checked = cli("check", scenario, experiment)
     assert checked.returncode == 1 and "no-such-tag" in checked.stderr
@@ -336,12 +395,16 @@ def test_replay_checks_the_clone_too(cli, make_run, tmp_path: Path) -> None:
     folder = tmp_path / "s"
     scenario = scenario_for(folder, HEALTHY)
     assert cli("validate", scenario, experiment, "--no-progress").returncode == 0
-    write_script(folder, "score.py", """
+    write_script(
+        folder,
+        "score.py",
+        """
         import json, os, sys
         context = json.load(open(sys.argv[1]))
         os.remove(os.path.join(context["repo"], "README.md"))
         print(json.dumps({"metrics": {"changed": True}}))
-    """)
+    """,
+    )
     done = cli("validate", scenario, experiment, "--no-progress", "--replay", env=DETECTION_ONLY)
     assert done.returncode == 1
     assert "the measured clone changed during validation (deleted README.md)" in done.stdout
@@ -355,14 +418,19 @@ def test_replay_checks_the_clone_too(cli, make_run, tmp_path: Path) -> None:
     ],
     ids=["adds", "edits"],
 )
-def test_a_validator_writing_into_the_clone_is_caught(cli, make_run, tmp_path: Path, action: str, said: str) -> None:
+def test_a_validator_writing_into_the_clone_is_caught(
+    cli, make_run, tmp_path: Path, action: str, said: str
+) -> None:
     experiment = build_matrix(make_run, count=1)
-    scenario = scenario_for(tmp_path / "s", f"""
+    scenario = scenario_for(
+        tmp_path / "s",
+        f"""
         import json, os, sys
         context = json.load(open(sys.argv[1]))
         {action}
         print(json.dumps({{"metrics": {{"changed": True}}}}))
-    """)
+    """,
+    )
     done = cli("validate", scenario, experiment, "--no-progress", env=DETECTION_ONLY)
     assert done.returncode == 1
     assert f"the measured clone changed during validation {said}" in done.stdout
@@ -379,13 +447,19 @@ print(json.dumps({"metrics": {"changed": True}}))
 """
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="scratch folders are reused where strays are ended: Linux")
-def test_each_task_starts_in_an_empty_scratch_folder_reused_once_emptied(cli, make_run, tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    sys.platform != "linux", reason="scratch folders are reused where strays are ended: Linux"
+)
+def test_each_task_starts_in_an_empty_scratch_folder_reused_once_emptied(
+    cli, make_run, tmp_path: Path
+) -> None:
     experiment = build_matrix(make_run, count=3)
     scenario = scenario_for(tmp_path / "s", LITTERING)
     done = cli("validate", scenario, experiment, "--jobs", "1")
     assert done.returncode == 0, done.stdout + done.stderr
-    seen = [json.loads((experiment / "runs" / f"run{i}" / "validation" / "script.stderr").read_text())
-            for i in range(3)]
+    seen = [
+        json.loads((experiment / "runs" / f"run{i}" / "validation" / "script.stderr").read_text())
+        for i in range(3)
+    ]
     assert all(s["found"] == [] and s["tmp"] == s["cwd"] for s in seen)
     assert len({s["cwd"] for s in seen}) == 1  # one folder, emptied between tasks

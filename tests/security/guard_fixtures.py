@@ -57,14 +57,18 @@ def scenario(folder: Path, body: str, *, test_command: str | None = None) -> Pat
     """A scenario with one script validator running ``body`` after :data:`PRELUDE`."""
     write_script(folder, "attack.py", PRELUDE + body + CLOSE)
     task = f'[task]\ntest_command = "{test_command}"\n' if test_command else ""
-    return write_scenario(folder, task + """
+    return write_scenario(
+        folder,
+        task
+        + """
 [[validation]]
 mode = "script"
 name = "attack"
 command = "attack.py"
 metrics = ["blocked"]
 timeout = 60
-""")
+""",
+    )
 
 
 def run_validate(scenario_path: Path, experiment: Path, **options: Any) -> tuple[Summary, str]:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from trysquare import runner
 from trysquare.runs import discover
 from trysquare.scenario import load_scenario

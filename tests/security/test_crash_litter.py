@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tests.helpers import write_scenario, write_script
 from trysquare import _atomic, results
 from trysquare.runner import ValidateOptions, validate
 from trysquare.runs import discover
 from trysquare.scenario import load_scenario
 from trysquare.testing import build_run
+
+from tests.helpers import write_scenario, write_script
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
 EXERCISES = ("trysquare._atomic", "trysquare.lock")
@@ -32,21 +32,33 @@ print(json.dumps({"metrics": {"scored": True}}))
 def matrix(tmp_path: Path, count: int = 1) -> tuple[Path, Path]:
     exp = tmp_path / "exp"
     for index in range(count):
-        build_run(exp / "runs" / f"r{index}", base={"a.py": "a = 1\n"}, changes={"a.py": f"a = {index + 2}\n"},
-                  response="ok\n", repetition=index + 1)
+        build_run(
+            exp / "runs" / f"r{index}",
+            base={"a.py": "a = 1\n"},
+            changes={"a.py": f"a = {index + 2}\n"},
+            response="ok\n",
+            repetition=index + 1,
+        )
     write_script(tmp_path / "s", "score.py", SCORE)
-    return exp, write_scenario(tmp_path / "s", """
+    return exp, write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         name = "score"
         mode = "script"
         command = "score.py"
         metrics = ["scored"]
-    """)
+    """,
+    )
 
 
 def run(scenario: Path, exp: Path, *, force: bool = False, jobs: int = 2):
-    return validate(load_scenario(scenario), discover([exp]), ValidateOptions(progress=False, jobs=jobs, force=force),
-                    out=io.StringIO())
+    return validate(
+        load_scenario(scenario),
+        discover([exp]),
+        ValidateOptions(progress=False, jobs=jobs, force=force),
+        out=io.StringIO(),
+    )
 
 
 def test_temp_files_of_a_killed_run_are_removed_by_the_next_start(tmp_path: Path) -> None:
@@ -81,7 +93,10 @@ def test_temp_files_of_a_killed_writer_in_the_experiment_folder_are_removed_by_t
     for path in litter:
         path.write_bytes(b"[" * 1000)
         os.utime(path, (time.time() - 120, time.time() - 120))  # left two minutes ago
-    kept = [exp / "notes.tmp", exp / ".report.md.k2j3h4l5.tmp"]  # not ours, or not written under the lock
+    kept = [
+        exp / "notes.tmp",
+        exp / ".report.md.k2j3h4l5.tmp",
+    ]  # not ours, or not written under the lock
     # A second old: perhaps a `report` writing it now (it takes no lock), so it stays.
     kept.append(exp / ".measures.json.fresh1.tmp")
     for path in kept:
@@ -96,8 +111,10 @@ def test_temp_files_of_a_killed_form_export_are_removed_by_the_next_export(tmp_p
 
     exp, scenario_path = matrix(tmp_path)
     with scenario_path.open("a", encoding="utf-8") as scenario_file:
-        scenario_file.write('\n[[validation]]\nname = "human"\nmode = "form"\npieces = ["diff"]\n'
-                            'metrics = ["clear"]\n')
+        scenario_file.write(
+            '\n[[validation]]\nname = "human"\nmode = "form"\npieces = ["diff"]\n'
+            'metrics = ["clear"]\n'
+        )
     scenario = load_scenario(scenario_path)
     (experiment,) = discover([exp])
     export_form(scenario, experiment, tmp_path / "one.toml", seed=1)
@@ -131,7 +148,9 @@ def test_kill_between_history_append_and_result_replace_never_duplicates_history
 
     def killed(self: _atomic.Folder, name: str, data: bytes) -> None:
         if name == "score.json":
-            raise SystemExit("killed")  # as SIGKILL would: after the history append, before the replace
+            raise SystemExit(
+                "killed"
+            )  # as SIGKILL would: after the history append, before the replace
         real_write(self, name, data)
 
     monkeypatch.setattr(_atomic.Folder, "write", killed)
@@ -140,7 +159,9 @@ def test_kill_between_history_append_and_result_replace_never_duplicates_history
     monkeypatch.setattr(_atomic.Folder, "write", real_write)
 
     history = validation / "score.history.jsonl"
-    assert [json.loads(line) for line in history.read_text(encoding="utf-8").splitlines()] == [first]
+    assert [json.loads(line) for line in history.read_text(encoding="utf-8").splitlines()] == [
+        first
+    ]
     assert run(scenario, exp, force=True).exit_code == 0
     lines = [json.loads(line) for line in history.read_text(encoding="utf-8").splitlines()]
     assert lines == [first], "the result the killed run left was appended twice"
@@ -158,7 +179,9 @@ def test_torn_history_line_is_not_taken_for_the_last_line(tmp_path: Path) -> Non
     assert (validation / "score.json").exists()
 
 
-def test_full_disk_makes_the_task_invalid_and_stops_the_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_full_disk_makes_the_task_invalid_and_stops_the_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exp, scenario = matrix(tmp_path, count=4)
     real_write = _atomic.Folder.write
 
@@ -175,7 +198,9 @@ def test_full_disk_makes_the_task_invalid_and_stops_the_matrix(tmp_path: Path, m
     rows = json.loads((exp / "measures.json").read_text(encoding="utf-8"))
     failed = [r for r in rows if r["state"] == "invalid"]
     assert failed and "no space left on device" in failed[0]["errors"][0]["error"]
-    assert not any((exp / "runs" / f"r{i}" / "validation" / "score.json").exists() for i in range(4))
+    assert not any(
+        (exp / "runs" / f"r{i}" / "validation" / "score.json").exists() for i in range(4)
+    )
 
 
 def test_full_disk_on_the_cli_exits_1_without_a_traceback(cli_process, tmp_path: Path) -> None:
@@ -196,7 +221,9 @@ def test_full_disk_on_the_cli_exits_1_without_a_traceback(cli_process, tmp_path:
         "_atomic.Folder.write = _full\n",
         encoding="utf-8",
     )
-    done = cli_process("validate", scenario, exp, "--no-progress", "--jobs", "1", env={"PYTHONPATH": str(site)})
+    done = cli_process(
+        "validate", scenario, exp, "--no-progress", "--jobs", "1", env={"PYTHONPATH": str(site)}
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
     assert "no space left on device" in done.stdout
@@ -213,11 +240,15 @@ def test_file_size_limit_in_a_real_process_spoils_only_that_run(tmp_path: Path) 
     # RLIMIT_FSIZE makes a write fail (EFBIG, SIGXFSZ ignored) in the real
     # process: the run whose stderr is too big is invalid, named; the other is recorded.
     exp, _ = matrix(tmp_path, count=2)
-    write_script(tmp_path / "s", "score.py", """\
+    write_script(
+        tmp_path / "s",
+        "score.py",
+        """\
         import json, sys
         sys.stderr.write("e" * (200_000 if "/r1/" in open(sys.argv[1]).read() else 10))
         print(json.dumps({"metrics": {"scored": True}}))
-    """)
+    """,
+    )
     limit = 100_000
 
     def limited() -> None:
@@ -225,9 +256,21 @@ def test_file_size_limit_in_a_real_process_spoils_only_that_run(tmp_path: Path) 
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     done = subprocess.run(
-        [sys.executable, "-m", "trysquare", "validate", str(tmp_path / "s" / "scenario.toml"), str(exp),
-         "--no-progress", "--jobs", "1"],
-        capture_output=True, text=True, preexec_fn=limited, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "c")},
+        [
+            sys.executable,
+            "-m",
+            "trysquare",
+            "validate",
+            str(tmp_path / "s" / "scenario.toml"),
+            str(exp),
+            "--no-progress",
+            "--jobs",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=limited,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "c")},
         timeout=300,
         check=False,
     )

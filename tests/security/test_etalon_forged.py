@@ -19,7 +19,6 @@ from tests.security.guard_fixtures import build_run
 EXERCISES = ("trysquare.git.etalon",)
 
 
-
 def test_a_base_blob_the_agent_rewrote_in_its_object_store_never_reaches_the_etalon(
     tmp_path: Path,
 ) -> None:
@@ -27,8 +26,11 @@ def test_a_base_blob_the_agent_rewrote_in_its_object_store_never_reaches_the_eta
     clone = run.repo.path
     assert run.base_commit is not None
     blob = subprocess.run(
-        ["git", "rev-parse", f"{run.base_commit}:counter.py"], cwd=clone, check=True,
-        capture_output=True, text=True,
+        ["git", "rev-parse", f"{run.base_commit}:counter.py"],
+        cwd=clone,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     loose = clone / ".git" / "objects" / blob[:2] / blob[2:]
     if not loose.exists():
@@ -38,7 +40,7 @@ def test_a_base_blob_the_agent_rewrote_in_its_object_store_never_reaches_the_eta
     loose.write_bytes(zlib.compress(b"blob %d\0" % len(forged) + forged))
     try:
         etalon = materialise_etalon(clone, run.base_commit, cache=tmp_path / "etalons")
-    except Exception:  # noqa: BLE001 - refusing the forged store is a right answer too
+    except Exception:
         return
     assert (etalon / "counter.py").read_text() == "x = 1\n"
 
@@ -53,8 +55,9 @@ def test_a_base_tree_the_agent_rewrote_in_its_object_store_is_refused_by_name(
     assert run.base_commit is not None
 
     def git(*args: str, data: bytes | None = None) -> bytes:
-        return subprocess.run(["git", *args], cwd=clone, check=True, capture_output=True,
-                              input=data).stdout
+        return subprocess.run(
+            ["git", *args], cwd=clone, check=True, capture_output=True, input=data
+        ).stdout
 
     subtree = git("rev-parse", f"{run.base_commit}:src").decode().strip()
     loose = clone / ".git" / "objects" / subtree[:2] / subtree[2:]
@@ -66,7 +69,10 @@ def test_a_base_tree_the_agent_rewrote_in_its_object_store_is_refused_by_name(
     loose.write_bytes(zlib.compress(b"tree %d\0" % len(forged) + forged))
     with pytest.raises(RepoError) as refused:
         materialise_etalon(clone, run.base_commit, cache=tmp_path / "etalons")
-    assert subtree in refused.value.message and "does not hold what its id names" in refused.value.message
+    assert (
+        subtree in refused.value.message
+        and "does not hold what its id names" in refused.value.message
+    )
     assert not list((tmp_path / "etalons").glob("*/src/counter.py"))
 
 
@@ -78,8 +84,9 @@ def test_a_base_commit_rewritten_to_name_another_tree_is_refused(tmp_path: Path)
     assert run.base_commit is not None
 
     def git(*args: str, data: bytes | None = None) -> bytes:
-        return subprocess.run(["git", *args], cwd=clone, check=True, capture_output=True,
-                              input=data).stdout
+        return subprocess.run(
+            ["git", *args], cwd=clone, check=True, capture_output=True, input=data
+        ).stdout
 
     loose = clone / ".git" / "objects" / run.base_commit[:2] / run.base_commit[2:]
     if not loose.exists():

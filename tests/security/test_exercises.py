@@ -19,12 +19,13 @@ ATTACKS = sorted(path for path in HERE.glob("test_*.py") if path.name != Path(__
 
 def _exercises(path: Path) -> tuple[str, ...] | None:
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if (
-            isinstance(node, ast.Assign)
-            and [getattr(target, "id", None) for target in node.targets] == ["EXERCISES"]
-        ):
+        if isinstance(node, ast.Assign) and [
+            getattr(target, "id", None) for target in node.targets
+        ] == ["EXERCISES"]:
             value = ast.literal_eval(node.value)
-            assert isinstance(value, tuple) and all(isinstance(name, str) for name in value), path.name
+            assert isinstance(value, tuple) and all(isinstance(name, str) for name in value), (
+                path.name
+            )
             return value
     return None
 

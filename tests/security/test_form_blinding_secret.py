@@ -15,12 +15,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from tests.helpers import write_scenario
 from trysquare.runner import ValidateOptions, validate
 from trysquare.runs import discover
 from trysquare.scenario import load_scenario
 from trysquare.testing import build_run
+
+from tests.helpers import write_scenario
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
 EXERCISES = ("trysquare_form.export", "trysquare_form.keyfile")
@@ -33,15 +33,24 @@ SEED = 7
 def world(tmp_path: Path):
     exp = tmp_path / "exp"
     for index in range(6):
-        build_run(exp / "runs" / f"run{index}", base={"a.py": "a = 1\n"}, changes={"a.py": f"a = {index}\n"},
-                  response=f"answer {index}\n", cell=f"cell{index % 2}", repetition=index)
-    scenario = write_scenario(tmp_path / "s", """
+        build_run(
+            exp / "runs" / f"run{index}",
+            base={"a.py": "a = 1\n"},
+            changes={"a.py": f"a = {index}\n"},
+            response=f"answer {index}\n",
+            cell=f"cell{index % 2}",
+            repetition=index,
+        )
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         name = "human"
         mode = "form"
         pieces = ["diff", "response"]
         metrics = ["clear"]
-    """)
+    """,
+    )
     loaded = load_scenario(scenario)
     validate(loaded, discover([exp]), ValidateOptions(progress=False), out=io.StringIO())
     return exp, scenario

@@ -165,7 +165,9 @@ def test_core_hookspath_and_hooks(pair: Pair) -> None:
 
 def test_include_path(pair: Pair) -> None:
     included = pair.tmp / "included.config"
-    included.write_text(f"[core]\n\tfsmonitor = {pair.script}\n[diff]\n\texternal = {pair.script}\n")
+    included.write_text(
+        f"[core]\n\tfsmonitor = {pair.script}\n[diff]\n\texternal = {pair.script}\n"
+    )
     pair.config(f"include.path={included}")
     pair.check()
 

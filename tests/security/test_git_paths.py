@@ -46,11 +46,18 @@ def test_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
 def test_sixty_thousand_paths_removed_from_the_index(tmp_path: Path) -> None:
     g = GitRepo.init(tmp_path / "clone")
     # One commit of 60,000 empty files, made by fast-import.
-    names = [b"d%02d/file_%04d_with_a_longish_name.txt" % (i // 1000, i % 1000) for i in range(60_000)]
-    lines = [b"blob\nmark :1\ndata 0\n", b"commit refs/heads/main\n",
-             b"committer t <t@t.invalid> 0 +0000\ndata 4\nbase\n"]
+    names = [
+        b"d%02d/file_%04d_with_a_longish_name.txt" % (i // 1000, i % 1000) for i in range(60_000)
+    ]
+    lines = [
+        b"blob\nmark :1\ndata 0\n",
+        b"commit refs/heads/main\n",
+        b"committer t <t@t.invalid> 0 +0000\ndata 4\nbase\n",
+    ]
     lines += [b"M 100644 :1 %s\n" % name for name in names]
-    subprocess.run(["git", "-C", str(g.path), "fast-import", "--quiet"], input=b"".join(lines), check=True)
+    subprocess.run(
+        ["git", "-C", str(g.path), "fast-import", "--quiet"], input=b"".join(lines), check=True
+    )
     base = g.git("rev-parse", "main").strip()
     # The same files in the working tree and no index, as `git reset --hard` then
     # `git rm -r --cached .` leave them: 60k paths untracked. Created here, one folder fd

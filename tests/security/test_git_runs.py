@@ -54,7 +54,9 @@ def test_tag_moved_after_first_measurement(tmp_path: Path) -> None:
 def test_repo_is_the_run_folder(tmp_path: Path) -> None:
     run = finished(tmp_path)
     os.rename(run.path / "repo" / ".git", run.path / ".git")  # the run folder is the clone
-    (run.path / "run.toml").write_text((run.path / "run.toml").read_text().replace('repo = "repo"', 'repo = "."'))
+    (run.path / "run.toml").write_text(
+        (run.path / "run.toml").read_text().replace('repo = "repo"', 'repo = "."')
+    )
     with pytest.raises(RunError, match=r"repo '\.' is the run folder"):
         load_run(run.path / "run.toml")
 
@@ -89,7 +91,14 @@ def test_response_symlinked_outside_the_run(tmp_path: Path) -> None:
         ("trace", "trace.jsonl", os.mkfifo, "a FIFO"),
         ("session", "log.jsonl", lambda path: os.symlink("/dev/zero", path), "a device"),
     ],
-    ids=["prompt-fifo", "response-fifo", "response-folder", "session-fifo", "trace-fifo", "session-link-to-dev-zero"],
+    ids=[
+        "prompt-fifo",
+        "response-fifo",
+        "response-folder",
+        "session-fifo",
+        "trace-fifo",
+        "session-link-to-dev-zero",
+    ],
 )
 def test_an_input_that_is_no_file_refuses_the_run_at_load(
     tmp_path: Path, key: str, name: str, make: Callable[[Path], None], kind: str
@@ -129,7 +138,12 @@ def test_a_session_folder_log_linked_outside_the_run_is_refused_not_judged(tmp_p
     run = finished(tmp_path)
     elsewhere = write_pi_session(
         tmp_path / "elsewhere" / "other.jsonl",
-        [{"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "SECRET"}]}}],
+        [
+            {
+                "type": "message",
+                "message": {"role": "assistant", "content": [{"type": "text", "text": "SECRET"}]},
+            }
+        ],
         cwd=str(run.repo.path),
     )
     (run.path / "logs").mkdir()
@@ -138,7 +152,9 @@ def test_a_session_folder_log_linked_outside_the_run_is_refused_not_judged(tmp_p
     (run.path / "response.md").unlink()
     run.extra["session"] = "logs"
     run.finish()
-    with pytest.raises(RunError, match=r"session 'logs/1-other.jsonl' resolves outside the run folder"):
+    with pytest.raises(
+        RunError, match=r"session 'logs/1-other.jsonl' resolves outside the run folder"
+    ):
         load_run(run.path / "run.toml")
     assert not (run.path / "response.md").exists()
     # A link that stays in the run is the agent's own log, read as before.
@@ -237,7 +253,9 @@ def test_etalon_tag_moved_after_first_measurement(tmp_path: Path) -> None:
     assert before in caught.value.message and moved in caught.value.message
 
 
-def test_a_fifo_in_place_of_the_base_commit_object_refuses_the_run_without_waiting(tmp_path: Path) -> None:
+def test_a_fifo_in_place_of_the_base_commit_object_refuses_the_run_without_waiting(
+    tmp_path: Path,
+) -> None:
     # git opens a loose object as a file: on a FIFO it would wait for a writer for ever.
     run = finished(tmp_path)
     base = run.repo.head()

@@ -96,7 +96,9 @@ PLACES: dict[str, Callable[[RunBuilder], Path]] = {
     "pack index": lambda run: run.repo.path / f".git/objects/pack/{PACK}.idx",
     "multi-pack index": lambda run: run.repo.path / ".git/objects/pack/multi-pack-index",
     "commit-graph": lambda run: run.repo.path / ".git/objects/info/commit-graph",
-    "commit-graph chain": lambda run: run.repo.path / ".git/objects/info/commit-graphs/commit-graph-chain",
+    "commit-graph chain": lambda run: (
+        run.repo.path / ".git/objects/info/commit-graphs/commit-graph-chain"
+    ),
     "alternates": lambda run: run.repo.path / ".git/objects/info/alternates",
     "top .gitattributes": lambda run: run.repo.path / ".gitattributes",
     "nested .gitattributes": lambda run: run.repo.path / "sub" / ".gitattributes",
@@ -113,7 +115,9 @@ def test_a_fifo_where_git_opens_a_file_is_refused_by_name(
     if place == "pack index":
         (run.repo.path / f".git/objects/pack/{PACK}.pack").write_bytes(b"")
     if place == "new folder's .gitattributes":
-        run.repo.write("fresh/new.py", "n = 1\n")  # untracked: its attributes are asked for the patch
+        run.repo.write(
+            "fresh/new.py", "n = 1\n"
+        )  # untracked: its attributes are asked for the patch
     fifo = fifo_at(PLACES[place](run))
     started = time.monotonic()
     got = facts_of(run)
@@ -153,13 +157,21 @@ ALTERNATES: dict[str, Callable[[RunBuilder, Path], tuple[bytes, Path]]] = {
     "relative": lambda run, tmp: (b"../../../alt\n", run.repo.path.parent / "alt"),
     "quoted": lambda run, tmp: (b'"' + os.fsencode(tmp / "q\tstore") + b'"\n', tmp / "q\tstore"),
     "trailing space kept": lambda run, tmp: (os.fsencode(tmp / "sp ") + b"\n", tmp / "sp "),
-    "inside objects/info": lambda run, tmp: (b"info/alt\n", run.repo.path / ".git/objects/info/alt"),
-    "carriage return kept": lambda run, tmp: (b"# a comment\n" + os.fsencode(tmp / "cr\r") + b"\n", tmp / "cr\r"),
+    "inside objects/info": lambda run, tmp: (
+        b"info/alt\n",
+        run.repo.path / ".git/objects/info/alt",
+    ),
+    "carriage return kept": lambda run, tmp: (
+        b"# a comment\n" + os.fsencode(tmp / "cr\r") + b"\n",
+        tmp / "cr\r",
+    ),
 }
 
 
 @pytest.mark.parametrize("how", list(ALTERNATES))
-def test_an_alternate_store_is_found_as_git_finds_it(tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_alternate_store_is_found_as_git_finds_it(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(GIT_TIMEOUT_VARIABLE, "600")
     run = finished(tmp_path)
     listing, store = ALTERNATES[how](run, tmp_path)
@@ -196,13 +208,18 @@ def test_a_folder_reached_deep_first_is_still_listed_where_git_opens_it(tmp_path
     assert f"{fifo} is a FIFO" in got.message
 
 
-def test_a_fifo_planted_after_the_shadow_was_built_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fifo_planted_after_the_shadow_was_built_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(GIT_TIMEOUT_VARIABLE, "600")
     run = finished(tmp_path)
     first = facts_of(run)
     assert not isinstance(first, BaseException), first
     run.repo.tag("base-v1")
-    assert within(WAIT, lambda: changed_files(run.repo.path, "base-v1")) == {"counter.py", "sub/b.py"}
+    assert within(WAIT, lambda: changed_files(run.repo.path, "base-v1")) == {
+        "counter.py",
+        "sub/b.py",
+    }
     (run.repo.path / ".git/objects/pack").mkdir(exist_ok=True)
     fifo = fifo_at(run.repo.path / f".git/objects/pack/{PACK}.idx")
     (run.repo.path / f".git/objects/pack/{PACK}.pack").write_bytes(b"")
@@ -289,21 +306,35 @@ def test_a_deadline_that_is_no_number_of_seconds_is_named(
     )
 
 
-def test_validate_scores_the_others_and_names_the_run_git_would_wait_on(cli_process, tmp_path: Path) -> None:
+def test_validate_scores_the_others_and_names_the_run_git_would_wait_on(
+    cli_process, tmp_path: Path
+) -> None:
     # A real process: its timeout is what fails the test if validate waits for ever.
     exp = tmp_path / "exp"
     build_run(exp / "runs" / "good", base=BASE, changes={"counter.py": "x = 2\n"}, response="ok\n")
-    hostile = build_run(exp / "runs" / "hostile", base=BASE, changes={"counter.py": "x = 3\n"},
-                        response="ok\n", repetition=2)
+    hostile = build_run(
+        exp / "runs" / "hostile",
+        base=BASE,
+        changes={"counter.py": "x = 3\n"},
+        response="ok\n",
+        repetition=2,
+    )
     fifo = fifo_at(hostile.repo.path / ".gitattributes")
-    write_script(tmp_path / "s", "score.py", 'import json; print(json.dumps({"metrics": {"scored": True}}))\n')
-    scenario = write_scenario(tmp_path / "s", """
+    write_script(
+        tmp_path / "s",
+        "score.py",
+        'import json; print(json.dumps({"metrics": {"scored": True}}))\n',
+    )
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         name = "score"
         mode = "script"
         command = "score.py"
         metrics = ["scored"]
-    """)
+    """,
+    )
     done = cli_process("validate", scenario, exp, "--no-progress", timeout=WAIT * 2)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"{fifo} is a FIFO where git reads a file" in done.stderr
@@ -313,7 +344,9 @@ def test_validate_scores_the_others_and_names_the_run_git_would_wait_on(cli_proc
 
 
 @pytest.mark.parametrize("kind", ["FIFO", "socket"])
-def test_a_tracked_file_replaced_by_no_file_refuses_the_run_naming_it(tmp_path: Path, kind: str) -> None:
+def test_a_tracked_file_replaced_by_no_file_refuses_the_run_naming_it(
+    tmp_path: Path, kind: str
+) -> None:
     import socket
 
     run = finished(tmp_path)

@@ -21,7 +21,6 @@ from tests.security.guard_fixtures import attempts, build_run, result, run_valid
 EXERCISES = ("trysquare.clone_guard",)
 
 
-
 @pytest.fixture(autouse=True)
 def _detection_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRYSQUARE_SANDBOX", "off")
@@ -43,14 +42,20 @@ def _invalid_naming(tmp_path: Path, body: str, *paths: str) -> str:
 
 def test_guard_validator_appending_to_a_file_the_agent_changed(tmp_path: Path) -> None:
     # `git status` says "M counter.py" before and after: only the picture sees it.
-    error = _invalid_naming(tmp_path, 'attempt("append", lambda: append(os.path.join(repo, "counter.py")))\n',
-                            "counter.py")
+    error = _invalid_naming(
+        tmp_path,
+        'attempt("append", lambda: append(os.path.join(repo, "counter.py")))\n',
+        "counter.py",
+    )
     assert "changed during validation (changed counter.py)" in error
 
 
 def test_guard_validator_writing_an_ignored_file(tmp_path: Path) -> None:
-    _invalid_naming(tmp_path, 'attempt("ignored", lambda: append(os.path.join(repo, "debug.log")))\n',
-                    "added debug.log")
+    _invalid_naming(
+        tmp_path,
+        'attempt("ignored", lambda: append(os.path.join(repo, "debug.log")))\n',
+        "added debug.log",
+    )
 
 
 def test_guard_validator_editing_git_config(tmp_path: Path) -> None:
@@ -115,8 +120,11 @@ def test_guard_a_planted_work_record_cannot_hide_work(tmp_path: Path) -> None:
     # The agent leaves a record saying it touched nothing.
     planted = run.path / ".trysquare" / "work.json"
     planted.parent.mkdir(parents=True)
-    planted.write_text(json.dumps({"version": 1, "base": None, "touched": {}, "git": {}, "root": [0, 0],
-                                   "picture": {}}))
+    planted.write_text(
+        json.dumps(
+            {"version": 1, "base": None, "touched": {}, "git": {}, "root": [0, 0], "picture": {}}
+        )
+    )
     run_validate(scenario(tmp_path / "s", ""), run.path.parents[1])
     recorded = result(run)
     assert recorded["state"] == "invalid"
@@ -127,7 +135,7 @@ def test_guard_a_planted_work_record_cannot_hide_work(tmp_path: Path) -> None:
 
 # The agent's own test: plants a file in every etalon checkout it can find, and
 # passes only when every such write fails.
-PLANTING_TEST = '''
+PLANTING_TEST = """
 import glob, os, unittest
 
 class Plant(unittest.TestCase):
@@ -143,7 +151,7 @@ class Plant(unittest.TestCase):
                 outcomes.append(f"failed errno {error.errno}")
         self.assertTrue(found)
         self.assertEqual([o for o in outcomes if o.startswith("wrote")], [])
-'''
+"""
 
 SUITE_VALIDATOR = """
 from trysquare.assay import validator
@@ -182,6 +190,8 @@ def test_guard_validator_forging_another_runs_result(tmp_path: Path) -> None:
     assert attempts(second) == {"forge": "wrote"}  # nothing prevented it here
     recorded = result(first)
     assert recorded["state"] == "invalid", out
-    assert str(forged) in recorded["error"] and "something other than trysquare" in recorded["error"]
+    assert (
+        str(forged) in recorded["error"] and "something other than trysquare" in recorded["error"]
+    )
     assert result(second)["state"] == "valid"
     assert summary.exit_code == 1

@@ -21,7 +21,6 @@ from tests.security.guard_fixtures import build_run, result, run_validate, scena
 EXERCISES = ("trysquare.planning", "trysquare.clone_guard")
 
 
-
 @pytest.fixture(autouse=True)
 def _detection_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRYSQUARE_SANDBOX", "off")
@@ -50,7 +49,9 @@ attempt("context", lambda: open({str(context)!r}, "w").write(json.dumps(doc)))
     assert summary.exit_code == 1
 
 
-def test_a_result_rewritten_before_its_run_is_validated_is_neither_kept_nor_measured(tmp_path: Path) -> None:
+def test_a_result_rewritten_before_its_run_is_validated_is_neither_kept_nor_measured(
+    tmp_path: Path,
+) -> None:
     build_run(tmp_path, "r1")
     second = build_run(tmp_path, "r2")
     run_validate(scenario(tmp_path / "s", ""), tmp_path / "exp")
@@ -96,7 +97,9 @@ if os.path.basename(os.path.dirname(repo)) == {attacker!r}:
             attempt("record", lambda: open(name, "wb").write(marshal.dumps((picture, planned))))
 """
     summary, out = run_validate(scenario(tmp_path / "s", body), tmp_path / "exp")
-    assert json.loads(result(runs[attacker])["reasons"]["blocked"]) == {"record": "wrote"}  # found and rewrote it
+    assert json.loads(result(runs[attacker])["reasons"]["blocked"]) == {
+        "record": "wrote"
+    }  # found and rewrote it
     recorded = result(runs[victim])
     assert recorded["state"] == "invalid", out
     assert "trysquare's record" in recorded["error"] and "was changed" in recorded["error"]
@@ -122,12 +125,13 @@ if os.path.basename(os.path.dirname(repo)) == 'r2':
 """
     done: list[tuple[object, str]] = []
     worker = threading.Thread(
-        target=lambda: done.append(run_validate(scenario(tmp_path / "s", body), tmp_path / "exp")), daemon=True
+        target=lambda: done.append(run_validate(scenario(tmp_path / "s", body), tmp_path / "exp")),
+        daemon=True,
     )
     worker.start()
     worker.join(120)
     assert not worker.is_alive(), "validate hung on a FIFO"
-    (summary, out), = done
+    ((summary, out),) = done
     assert summary.exit_code == 1  # type: ignore[attr-defined]
     assert "is not a regular file" in out
     assert f"{planted_late}" in out

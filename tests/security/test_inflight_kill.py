@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from trysquare.testing import build_run
 
 from tests.helpers import write_scenario, write_script
@@ -78,8 +77,13 @@ def lab(tmp_path: Path, how: str) -> tuple[Path, Path]:
     root = tmp_path / "exp"
     base = {"a.py": "a = 1\n"}
     for run_id, cell, repetition in (("ok-1", "ok", 1), ("bad-1", "bad", 1), ("ok-2", "ok", 2)):
-        build_run(root / "runs" / run_id, base=base, changes={"a.py": "a = 2\n"}, cell=cell,
-                  repetition=repetition)
+        build_run(
+            root / "runs" / run_id,
+            base=base,
+            changes={"a.py": "a = 2\n"},
+            cell=cell,
+            repetition=repetition,
+        )
     return scenario, root
 
 
@@ -87,9 +91,22 @@ def validate(cli_process, scenario: Path, root: Path) -> subprocess.CompletedPro
     """A real ``trysquare validate`` in a session of its own (its process group is its own:
     a validator killing that group kills trysquare, never the test)."""
     return subprocess.run(
-        [sys.executable, "-m", "trysquare", "validate", str(scenario), str(root), "--no-progress",
-         "--jobs", "2"],
-        env=cli_process.env, capture_output=True, text=True, timeout=120, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "trysquare",
+            "validate",
+            str(scenario),
+            str(root),
+            "--no-progress",
+            "--jobs",
+            "2",
+        ],
+        env=cli_process.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
         check=False,
     )
 
@@ -147,11 +164,21 @@ def test_a_planted_marker_is_named_and_not_believed(tmp_path: Path, cli) -> None
     scenario, root = lab(tmp_path, "sigkill")
     folder = root / ".trysquare" / "inflight"
     folder.mkdir(parents=True)
-    (folder / ("0" * 32 + ".json")).write_text(json.dumps({
-        "kind": "trysquare validation in flight", "run": "runs/ok-1", "id": "ok-1",
-        "validator": "score",
-        "ended": 2, "digest": "x", "context_digest": None, "mac": "0" * 64,
-    }), encoding="utf-8")
+    (folder / ("0" * 32 + ".json")).write_text(
+        json.dumps(
+            {
+                "kind": "trysquare validation in flight",
+                "run": "runs/ok-1",
+                "id": "ok-1",
+                "validator": "score",
+                "ended": 2,
+                "digest": "x",
+                "context_digest": None,
+                "mac": "0" * 64,
+            }
+        ),
+        encoding="utf-8",
+    )
     done = cli("validate", scenario, root, "--no-progress", "--only", "score", "--run", "ok-*")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "was not written by trysquare here: removed, not believed" in done.stdout

@@ -15,16 +15,16 @@ import os
 import signal
 import socket
 import sys
-import threading
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
+from trysquare import jail
 
 from tests.helpers import write_scenario, write_script
 from tests.security.guard_fixtures import build_run, run_validate
-from trysquare import jail
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
 EXERCISES = ("trysquare.jail",)
@@ -49,7 +49,9 @@ def _attack(tmp_path: Path, body: str, *, task: str = "", runs: int = 1) -> list
     """Runs whose agent added ``tests/test_attack.py`` (a test running ``body``)."""
     made = []
     for number in range(1, runs + 1):
-        run = build_run(tmp_path, f"r{number}", base={"counter.py": "x = 1\n", "tests/__init__.py": ""})
+        run = build_run(
+            tmp_path, f"r{number}", base={"counter.py": "x = 1\n", "tests/__init__.py": ""}
+        )
         test = "import os, socket, sys, time, unittest\n\nclass Attack(unittest.TestCase):\n"
         test += "    def test_attack(self):\n" + "".join(
             f"        {line}\n" for line in body.strip("\n").splitlines()
@@ -58,7 +60,9 @@ def _attack(tmp_path: Path, body: str, *, task: str = "", runs: int = 1) -> list
         made.append(run.path)
     folder = tmp_path / "s"
     write_script(folder, "suite.py", SUITE_VALIDATOR)
-    write_scenario(folder, f"""
+    write_scenario(
+        folder,
+        f"""
 [task]
 test_command = "{sys.executable} -m unittest discover -s tests -t . -v"
 {task}
@@ -69,13 +73,16 @@ name = "suite"
 command = "suite.py"
 metrics = ["tests"]
 timeout = 120
-""")
+""",
+    )
     return made
 
 
 def _validate(tmp_path: Path) -> dict:
     _, out = run_validate(tmp_path / "s" / "scenario.toml", tmp_path / "exp")
-    recorded = json.loads((tmp_path / "exp" / "runs" / "r1" / "validation" / "suite.json").read_text())
+    recorded = json.loads(
+        (tmp_path / "exp" / "runs" / "r1" / "validation" / "suite.json").read_text()
+    )
     assert recorded["state"] == "valid", (out, recorded)
     return recorded
 
@@ -109,8 +116,10 @@ def test_the_agents_code_cannot_reach_a_host_loopback_service(tmp_path: Path, wh
     server.close()
     if where == "jail":
         assert recorded["metrics"] == {"tests": False}
-        assert "Connection refused" in recorded["reasons"]["tests"] or "unreachable" in recorded[
-            "reasons"]["tests"]
+        assert (
+            "Connection refused" in recorded["reasons"]["tests"]
+            or "unreachable" in recorded["reasons"]["tests"]
+        )
         assert knocked == []
     else:
         assert recorded["metrics"] == {"tests": True}
@@ -120,8 +129,11 @@ def test_the_agents_code_cannot_reach_a_host_loopback_service(tmp_path: Path, wh
 def test_network_true_lets_the_suite_reach_the_hosts_loopback(tmp_path: Path) -> None:
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
-    _attack(tmp_path, f"socket.create_connection(('127.0.0.1', {port}), timeout=5).close()",
-            task="network = true")
+    _attack(
+        tmp_path,
+        f"socket.create_connection(('127.0.0.1', {port}), timeout=5).close()",
+        task="network = true",
+    )
     recorded = _validate(tmp_path)
     server.close()
     assert recorded["metrics"] == {"tests": True}, recorded
@@ -252,8 +264,15 @@ for target in (0, -1):
         pass
 """
     runs = _attack(tmp_path, body, runs=2)
-    done = cli_process("validate", tmp_path / "s" / "scenario.toml", tmp_path / "exp", "--no-progress",
-                       "--jobs", "1", timeout=240)
+    done = cli_process(
+        "validate",
+        tmp_path / "s" / "scenario.toml",
+        tmp_path / "exp",
+        "--no-progress",
+        "--jobs",
+        "1",
+        timeout=240,
+    )
     assert done.returncode == 0, (done.stdout, done.stderr)
     measures = json.loads((tmp_path / "exp" / "measures.json").read_text())
     assert sorted(row["id"] for row in measures) == ["r1", "r2"]
@@ -270,8 +289,10 @@ with open('big.bin', 'wb') as handle:
     _attack(tmp_path, body, task="limits = { file_size_mib = 1 }")
     recorded = _validate(tmp_path)
     assert recorded["metrics"] == {"tests": False}, recorded
-    assert "File too large" in recorded["reasons"]["tests"] or "signal 25" in recorded["reasons"][
-        "tests"]
+    assert (
+        "File too large" in recorded["reasons"]["tests"]
+        or "signal 25" in recorded["reasons"]["tests"]
+    )
 
 
 def test_memory_over_the_limit_cannot_be_allocated(tmp_path: Path) -> None:
@@ -299,19 +320,29 @@ def test_isolation_required_refuses_validate_where_the_jail_cannot_start(
 ) -> None:
     _attack(tmp_path, "pass", task='isolation = "required"')
     off = {"TRYSQUARE_JAIL": "off"}
-    done = cli("validate", tmp_path / "s" / "scenario.toml", tmp_path / "exp", "--no-progress", env=off)
+    done = cli(
+        "validate", tmp_path / "s" / "scenario.toml", tmp_path / "exp", "--no-progress", env=off
+    )
     assert done.returncode == 2
     assert 'isolation = "required"' in done.stderr and "nothing was run" in done.stderr
     assert not (tmp_path / "exp" / "runs" / "r1" / "validation" / "suite.json").exists()
-    again = cli("validate", tmp_path / "s" / "scenario.toml", tmp_path / "exp", "--no-progress",
-                "--require-isolation", env=off)
+    again = cli(
+        "validate",
+        tmp_path / "s" / "scenario.toml",
+        tmp_path / "exp",
+        "--no-progress",
+        "--require-isolation",
+        env=off,
+    )
     assert again.returncode == 2 and "--require-isolation" in again.stderr
 
 
 def test_the_fallback_is_said_loudly(tmp_path: Path, cli) -> None:
     _attack(tmp_path, "pass")
     off = {"TRYSQUARE_JAIL": "off"}
-    done = cli("validate", tmp_path / "s" / "scenario.toml", tmp_path / "exp", "--no-progress", env=off)
+    done = cli(
+        "validate", tmp_path / "s" / "scenario.toml", tmp_path / "exp", "--no-progress", env=off
+    )
     assert done.returncode == 0, done.stderr
     assert "NOT JAILED" in done.stderr
     checked = cli("check", tmp_path / "s" / "scenario.toml", env=off)
@@ -331,8 +362,9 @@ def test_a_required_jail_that_cannot_start_leaves_the_suite_unjudged_by_hand(
     repo = tmp_path / "repo"
     build = build_run(tmp_path, "r1")
     monkeypatch.setenv("TRYSQUARE_JAIL", "off")
-    verdict = run_suite(build.repo.path, [sys.executable, "-c", "pass"],
-                        jail=jail.JailPolicy(required=True))
+    verdict = run_suite(
+        build.repo.path, [sys.executable, "-c", "pass"], jail=jail.JailPolicy(required=True)
+    )
     assert verdict.value is None
     assert "the jail is required" in verdict.reason
     assert not repo.exists()
@@ -345,11 +377,14 @@ def test_the_jail_dies_with_trysquare(tmp_path: Path, cli_process) -> None:
     import time
 
     marker = f"trysquare-orphan-{uuid.uuid4().hex}"
-    _attack(tmp_path, f"""
+    _attack(
+        tmp_path,
+        f"""
 import subprocess
 subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])
 time.sleep(600)
-""")
+""",
+    )
 
     def holders() -> list[str]:
         found = []
@@ -362,9 +397,18 @@ time.sleep(600)
         return found
 
     validate = subprocess.Popen(
-        [sys.executable, "-m", "trysquare", "validate", str(tmp_path / "s" / "scenario.toml"),
-         str(tmp_path / "exp"), "--no-progress"],
-        env=cli_process.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "trysquare",
+            "validate",
+            str(tmp_path / "s" / "scenario.toml"),
+            str(tmp_path / "exp"),
+            "--no-progress",
+        ],
+        env=cli_process.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 60
@@ -442,8 +486,12 @@ def test_the_cache_is_never_shown_when_xdg_cache_home_is_unset(
     ids = jail.new_jail_ids()
     jail.hand_over([str(scratch)], ids)
     argv = jail.jailed_command(
-        ["/bin/sh", "-c", f"ls {cache} {cache / 'bin'}"], cwd=str(scratch / "repo"),
-        writable=[str(scratch)], policy=jail.JailPolicy(), programs=[str(link)], ids=ids,
+        ["/bin/sh", "-c", f"ls {cache} {cache / 'bin'}"],
+        cwd=str(scratch / "repo"),
+        writable=[str(scratch)],
+        policy=jail.JailPolicy(),
+        programs=[str(link)],
+        ids=ids,
     )
     assert str(key) not in argv and str(cache / "bin") not in argv
     done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
@@ -510,9 +558,13 @@ for _ in range(5000):
 os.chdir(top)
 self.fail('the agent's code is wrong')
 """
+
     def deep_leftovers() -> set[Path]:
-        return {p for p in Path(tempfile.gettempdir()).glob("trysquare-tests-*")
-                if (p / "repo" / "d").exists()}
+        return {
+            p
+            for p in Path(tempfile.gettempdir()).glob("trysquare-tests-*")
+            if (p / "repo" / "d").exists()
+        }
 
     before = deep_leftovers()
     _attack(tmp_path, body.replace("agent's", "agents"))
@@ -524,10 +576,10 @@ self.fail('the agent's code is wrong')
 def test_a_folder_too_deep_left_by_prepare_is_handed_over_to_the_suite(tmp_path: Path) -> None:
     """``prepare`` runs the agent's code (its setup.py) and leaves 5000 nested folders; the
     copy is handed to the jail's user again before the suite (as root): the suite runs."""
-    runs = _attack(tmp_path, "self.fail('wrong')",
-                   task=f'prepare = ["{sys.executable} setup.py"]')
+    runs = _attack(tmp_path, "self.fail('wrong')", task=f'prepare = ["{sys.executable} setup.py"]')
     (runs[0] / "repo" / "setup.py").write_text(
-        "import os\nfor _ in range(5000):\n    os.mkdir('d')\n    os.chdir('d')\n")
+        "import os\nfor _ in range(5000):\n    os.mkdir('d')\n    os.chdir('d')\n"
+    )
     recorded = _validate(tmp_path)
     assert recorded["metrics"] == {"tests": False}, recorded
     assert "wrong" in recorded["reasons"]["tests"]
@@ -578,18 +630,29 @@ def test_the_loader_never_searches_the_agents_copy_while_the_jail_starts(tmp_pat
     copy = scratch / "repo"
     copy.mkdir(parents=True)
     (copy / "evil.so").write_bytes(b"not a library: the agent's")
-    env = {**os.environ, "LD_PRELOAD": "evil.so", "LD_LIBRARY_PATH": ":/usr/lib",
-           "LD_AUDIT": "evil.so"}
-    done = run_process(["/bin/sh", "-c", "echo LD_PRELOAD=${LD_PRELOAD-unset}; echo $LD_LIBRARY_PATH"],
-                       cwd=copy, timeout=60, env=env, sandbox=Sandbox([scratch]),
-                       jail=jail.JailPolicy())
+    env = {
+        **os.environ,
+        "LD_PRELOAD": "evil.so",
+        "LD_LIBRARY_PATH": ":/usr/lib",
+        "LD_AUDIT": "evil.so",
+    }
+    done = run_process(
+        ["/bin/sh", "-c", "echo LD_PRELOAD=${LD_PRELOAD-unset}; echo $LD_LIBRARY_PATH"],
+        cwd=copy,
+        timeout=60,
+        env=env,
+        sandbox=Sandbox([scratch]),
+        jail=jail.JailPolicy(),
+    )
     said = (done.stdout + done.stderr).decode()
     assert done.returncode == 0, said
     assert "evil.so" not in said  # the loader never tried the agent's file
     assert "LD_PRELOAD=unset" in said and "/usr/lib" in said
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the jail's own user is chosen where trysquare is root")
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="the jail's own user is chosen where trysquare is root"
+)
 def test_prepare_and_the_suite_run_as_one_jail_user_and_the_scratch_is_handed_over_once(
     tmp_path: Path,
 ) -> None:
@@ -602,10 +665,24 @@ def test_prepare_and_the_suite_run_as_one_jail_user_and_the_scratch_is_handed_ov
     copy = scratch / "repo"
     copy.mkdir(parents=True)
     done = run_steps(
-        [("prepare", [sys.executable, "-c", "import os; open('built', 'w').write(str(os.getuid()))"]),
-         ("the suite", [sys.executable, "-c",
-                        "import os; assert open('built').read() == str(os.getuid()); print('same')"])],
-        cwd=copy, timeout=60, sandbox=Sandbox([str(scratch)]), jail=jail.JailPolicy(),
+        [
+            (
+                "prepare",
+                [sys.executable, "-c", "import os; open('built', 'w').write(str(os.getuid()))"],
+            ),
+            (
+                "the suite",
+                [
+                    sys.executable,
+                    "-c",
+                    "import os; assert open('built').read() == str(os.getuid()); print('same')",
+                ],
+            ),
+        ],
+        cwd=copy,
+        timeout=60,
+        sandbox=Sandbox([str(scratch)]),
+        jail=jail.JailPolicy(),
     )
     assert done.problem is None and done.last is not None
     assert done.last.returncode == 0, done.transcript.decode()

@@ -74,7 +74,6 @@ def test_sparse_piece_of_gigabytes_is_sized_without_reading(tmp_path: Path) -> N
 
 def test_cap_refused_when_not_positive(lab_with_key) -> None:
     import pytest
-
     from trysquare.errors import ScenarioError
     from trysquare.scenario import load_scenario
 
@@ -87,7 +86,10 @@ def test_cap_refused_when_not_positive(lab_with_key) -> None:
 def _cells_with_injected_file(lab) -> list:
     """Two cells of two runs: every run's own change, plus a file each cell's harness injected."""
     runs = []
-    for cell, rule in (("cell-a", "Always write tests first.\n"), ("cell-b", "Never touch tests.\n")):
+    for cell, rule in (
+        ("cell-a", "Always write tests first.\n"),
+        ("cell-b", "Never touch tests.\n"),
+    ):
         for repetition in (1, 2):
             run = lab.run(
                 f"{cell}-{repetition}",
@@ -165,7 +167,9 @@ def test_a_planted_diff_patch_fifo_never_holds_the_blinding_check(tmp_path: Path
     os.mkfifo(hostile.path / "diff.patch")
     loaded = [load_run(run.path / "run.toml") for run in runs]
     found: list[list[str]] = []
-    worker = threading.Thread(target=lambda: found.append(blinding.leaking_pieces(loaded, ["diff"])), daemon=True)
+    worker = threading.Thread(
+        target=lambda: found.append(blinding.leaking_pieces(loaded, ["diff"])), daemon=True
+    )
     worker.start()
     worker.join(30)
     assert not worker.is_alive(), "the blinding check waited on the planted diff.patch"

@@ -103,7 +103,8 @@ def test_key_of_another_configured_provider_echoed_is_scrubbed(lab_with_key, mon
     monkeypatch.setenv("OTHER_JUDGE_CRED", other)
     config = lab.root / "trysquare.toml"
     config.write_text(
-        config.read_text() + '\n[providers.other]\ntype = "openai"\napi_key_env = "OTHER_JUDGE_CRED"\n'
+        config.read_text()
+        + '\n[providers.other]\ntype = "openai"\napi_key_env = "OTHER_JUDGE_CRED"\n'
     )
     lab.run()
     arguments = {m: {"reason": f"I know {other}", "value": False} for m in METRICS}
@@ -111,8 +112,6 @@ def test_key_of_another_configured_provider_echoed_is_scrubbed(lab_with_key, mon
     _, printed = validate_in_process(lab)
     assert lab.result()["reasons"]["note_usable"] == "I know ***"
     assert other not in written(lab.exp) + printed
-
-
 
 
 def _encodings(key: str) -> dict[str, str]:

@@ -91,8 +91,9 @@ def test_max_reply_bytes_is_configured_per_provider(lab_with_key: Any) -> None:
     assert validate_in_process(lab, rejudge=True)[0] == 0
     result = lab.result()
     assert result["metrics"] == dict.fromkeys(METRICS)
-    assert f"is {size:,} bytes, over max_reply_bytes = 2,000 of [providers.local]" in (
-        result["reasons"]["note_usable"]
+    assert (
+        f"is {size:,} bytes, over max_reply_bytes = 2,000 of [providers.local]"
+        in (result["reasons"]["note_usable"])
     )
     transcript = (lab.exp / "runs" / "r1" / "validation" / "judge" / "transcript.json").read_text()
     assert "r" * 3000 not in transcript  # the reply over the cap is not kept
@@ -121,9 +122,21 @@ def test_sigterm_ends_validate_within_seconds_while_requests_are_in_flight(
     lab.respond(lambda _: next(replies, Reply(body=verdict(METRICS).body, trickle=0.4)))
     env = {**cli_process.env, **lab.cli.env}
     process = subprocess.Popen(
-        [sys.executable, "-m", "trysquare", "validate", str(lab.scenario), str(lab.exp),
-         "--no-progress", "--jobs", "4"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "trysquare",
+            "validate",
+            str(lab.scenario),
+            str(lab.exp),
+            "--no-progress",
+            "--jobs",
+            "4",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -174,19 +187,31 @@ def test_the_anthropic_provider_holds_the_same_deadline_and_cap(
 
     monkeypatch.setenv("TRYSQUARE_WIRE_KEY", KEY)
     request = ChatRequest(
-        model="m", thinking="off", system="sys", messages=(Message(role="user", content="x"),),
+        model="m",
+        thinking="off",
+        system="sys",
+        messages=(Message(role="user", content="x"),),
         tool=ToolSpec("verdict", "record it", verdict_schema(list(METRICS))),
     )
     good = messages_verdict(METRICS)
-    replies = iter([
-        Reply(body=good.body, trickle=0.4),
-        Reply(body=messages_verdict(METRICS, reason="y" * 5000).body),
-    ])
+    replies = iter(
+        [
+            Reply(body=good.body, trickle=0.4),
+            Reply(body=messages_verdict(METRICS, reason="y" * 5000).body),
+        ]
+    )
     with MessagesServer(lambda _: next(replies)) as server:
-        connection = AnthropicConnection(ProviderConfig(
-            name="claude", type="anthropic", base_url=server.base_url,
-            api_key_env="TRYSQUARE_WIRE_KEY", timeout=1.0, max_retries=0, max_reply_bytes=4000,
-        ))
+        connection = AnthropicConnection(
+            ProviderConfig(
+                name="claude",
+                type="anthropic",
+                base_url=server.base_url,
+                api_key_env="TRYSQUARE_WIRE_KEY",
+                timeout=1.0,
+                max_retries=0,
+                max_reply_bytes=4000,
+            )
+        )
         started = time.monotonic()
         with pytest.raises(ProviderError) as slow:
             connection.complete(request)
@@ -224,14 +249,23 @@ def test_an_interrupted_request_leaves_no_thread_or_connection_behind(
 
     monkeypatch.setenv("TRYSQUARE_WIRE_KEY", KEY)
     request = ChatRequest(
-        model="m", thinking="off", system="sys", messages=(Message(role="user", content="x"),),
+        model="m",
+        thinking="off",
+        system="sys",
+        messages=(Message(role="user", content="x"),),
         tool=ToolSpec("verdict", "record it", {"type": "object"}),
     )
     with ChatServer(lambda _: Reply(body=verdict(METRICS).body, trickle=30)) as server:
-        connection = OpenAIConnection(ProviderConfig(
-            name="local", type="openai", base_url=server.base_url,
-            api_key_env="TRYSQUARE_WIRE_KEY", timeout=120.0, max_retries=0,
-        ))
+        connection = OpenAIConnection(
+            ProviderConfig(
+                name="local",
+                type="openai",
+                base_url=server.base_url,
+                api_key_env="TRYSQUARE_WIRE_KEY",
+                timeout=120.0,
+                max_retries=0,
+            )
+        )
         stop = threading.Timer(1.0, _process.interrupt)
         stop.start()
         started = time.monotonic()
@@ -253,8 +287,12 @@ def _openai(server_url: str, **overrides: Any) -> Any:
     from trysquare_judge.providers.openai import OpenAIConnection
 
     values: dict[str, Any] = {
-        "name": "local", "type": "openai", "base_url": server_url,
-        "api_key_env": "TRYSQUARE_WIRE_KEY", "timeout": 30.0, "max_retries": 0,
+        "name": "local",
+        "type": "openai",
+        "base_url": server_url,
+        "api_key_env": "TRYSQUARE_WIRE_KEY",
+        "timeout": 30.0,
+        "max_retries": 0,
     }
     return OpenAIConnection(ProviderConfig(**{**values, **overrides}))
 
@@ -263,7 +301,10 @@ def _request() -> Any:
     from trysquare_judge.providers import ChatRequest, Message, ToolSpec
 
     return ChatRequest(
-        model="m", thinking="off", system="sys", messages=(Message(role="user", content="x"),),
+        model="m",
+        thinking="off",
+        system="sys",
+        messages=(Message(role="user", content="x"),),
         tool=ToolSpec("verdict", "record it", {"type": "object"}),
     )
 

@@ -38,10 +38,17 @@ print(json.dumps({"metrics": {"ok": True}}))
 def experiment(tmp_path: Path) -> tuple[Path, Path]:
     exp = tmp_path / "exp"
     for index in range(2):
-        build_run(exp / "runs" / f"r{index}", base={"a.py": "a = 1\n"}, changes={"a.py": f"a = {index + 2}\n"},
-                  response="done\n", repetition=index + 1)
+        build_run(
+            exp / "runs" / f"r{index}",
+            base={"a.py": "a = 1\n"},
+            changes={"a.py": f"a = {index + 2}\n"},
+            response="done\n",
+            repetition=index + 1,
+        )
     write_script(tmp_path / "s", "score.py", SCORE)
-    scenario = write_scenario(tmp_path / "s", """
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         name = "score"
         mode = "script"
@@ -53,7 +60,8 @@ def experiment(tmp_path: Path) -> tuple[Path, Path]:
         mode = "form"
         pieces = ["diff", "response"]
         metrics = ["clear"]
-    """)
+    """,
+    )
     return exp, scenario
 
 
@@ -86,7 +94,9 @@ def test_a_non_regular_lock_in_a_run_refuses_that_run_and_validates_the_others(
 ) -> None:
     exp, scenario = experiment(tmp_path)
     lock = plant(exp / "runs" / "r0", kind)
-    done = cli_process("validate", scenario, exp, "--no-progress", "--only", "score", timeout=DEADLINE)
+    done = cli_process(
+        "validate", scenario, exp, "--no-progress", "--only", "score", timeout=DEADLINE
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert str(lock) in done.stderr and "not a regular file" in done.stderr
     assert "internal error" not in done.stderr and "Traceback" not in done.stderr
@@ -94,11 +104,15 @@ def test_a_non_regular_lock_in_a_run_refuses_that_run_and_validates_the_others(
     assert (exp / "runs" / "r1" / "validation" / "score.json").is_file()
     assert not (exp / "runs" / "r0" / "validation" / "score.json").exists()
     # The experiment's own lock was released: a second validate is not refused as "another trysquare".
-    again = cli_process("validate", scenario, exp, "--no-progress", "--only", "score", timeout=DEADLINE)
+    again = cli_process(
+        "validate", scenario, exp, "--no-progress", "--only", "score", timeout=DEADLINE
+    )
     assert "another trysquare" not in again.stderr
 
 
-def test_validate_on_the_run_whose_lock_is_a_fifo_names_the_run(cli_process, tmp_path: Path) -> None:
+def test_validate_on_the_run_whose_lock_is_a_fifo_names_the_run(
+    cli_process, tmp_path: Path
+) -> None:
     exp, scenario = experiment(tmp_path)
     lock = plant(exp / "runs" / "r0", "fifo")
     done = cli_process("validate", scenario, exp / "runs" / "r0", "--no-progress", timeout=DEADLINE)
@@ -110,7 +124,9 @@ def test_validate_on_the_run_whose_lock_is_a_fifo_names_the_run(cli_process, tmp
 def test_form_ingest_never_waits_on_a_fifo_lock(cli_process, tmp_path: Path) -> None:
     exp, scenario = experiment(tmp_path)
     form = tmp_path / "FORM.toml"
-    exported = cli_process("form", "export", scenario, exp, "-o", form, "--seed", "1", timeout=DEADLINE)
+    exported = cli_process(
+        "form", "export", scenario, exp, "-o", form, "--seed", "1", timeout=DEADLINE
+    )
     assert exported.returncode == 0, exported.stderr
     text = form.read_text(encoding="utf-8").replace("# clear = true|false", "clear = true")
     form.write_text(text, encoding="utf-8")
@@ -146,22 +162,29 @@ def trysquare_register_modes(register):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_ends_validate_whatever_it_waits_on(cli_process, site, tmp_path: Path, signum: int) -> None:
+def test_a_signal_ends_validate_whatever_it_waits_on(
+    cli_process, site, tmp_path: Path, signum: int
+) -> None:
     """A wait no handler can cut short (a blocking open in a plugin) still ends on SIGTERM/SIGINT."""
     site("trysquare-waits", "trysquare_waits", WAITS_IN_PREPARE)
     fifo = tmp_path / "never-written"
     os.mkfifo(fifo)
     exp, _ = experiment(tmp_path)
-    scenario = write_scenario(tmp_path / "w", """
+    scenario = write_scenario(
+        tmp_path / "w",
+        """
         [[validation]]
         name = "w"
         mode = "waits"
         metrics = ["x"]
-    """)
+    """,
+    )
     process = subprocess.Popen(
         [sys.executable, "-m", "trysquare", "validate", str(scenario), str(exp), "--no-progress"],
         env={**cli_process.env, "WAIT_ON_FIFO": str(fifo)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         # Wait until the process is in the plugin's open (it holds the experiment's lock).
@@ -184,7 +207,9 @@ def test_a_signal_ends_validate_whatever_it_waits_on(cli_process, site, tmp_path
     assert "interrupted" in stderr and "Traceback" not in stderr
 
 
-def test_a_fifo_lock_planted_after_the_runs_were_loaded_never_holds_the_lock(tmp_path: Path) -> None:
+def test_a_fifo_lock_planted_after_the_runs_were_loaded_never_holds_the_lock(
+    tmp_path: Path,
+) -> None:
     """The race: the run loaded clean, then its lock became a FIFO before the overlap probe."""
     import threading
 

@@ -13,9 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.helpers import write_scenario, write_script
 from trysquare.runs import discover
 from trysquare.testing import build_run
+
+from tests.helpers import write_scenario, write_script
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
 EXERCISES = ("trysquare.lock",)
@@ -39,11 +40,18 @@ print(json.dumps({"metrics": {"done": True}}))
 def experiment(tmp_path: Path) -> tuple[Path, Path]:
     exp = tmp_path / "exp"
     for index in range(2):
-        build_run(exp / "runs" / f"r{index}", base={"a.py": "a = 1\n"}, changes={"a.py": f"a = {index + 2}\n"},
-                  response="done\n", repetition=index + 1)
+        build_run(
+            exp / "runs" / f"r{index}",
+            base={"a.py": "a = 1\n"},
+            changes={"a.py": f"a = {index + 2}\n"},
+            response="done\n",
+            repetition=index + 1,
+        )
     write_script(tmp_path / "s", "slow.py", SLOW)
     (tmp_path / "s" / "gate").write_text("closed\n")
-    scenario = write_scenario(tmp_path / "s", """
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         name = "slow"
         mode = "script"
@@ -55,7 +63,8 @@ def experiment(tmp_path: Path) -> tuple[Path, Path]:
         mode = "form"
         pieces = ["diff", "response"]
         metrics = ["clear"]
-    """)
+    """,
+    )
     return exp, scenario
 
 
@@ -65,7 +74,9 @@ def start(cli, *args: str | Path) -> subprocess.Popen[str]:
         # The slow validator signals through a file beside the scenario: a write the
         # sandbox would refuse, and these tests are about the lock, not the sandbox.
         env={**cli.env, "TRYSQUARE_SANDBOX": "off"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -90,7 +101,9 @@ def filled_form(cli, exp: Path, scenario: Path, tmp_path: Path) -> Path:
 def test_form_ingest_on_the_experiment_while_validate_works_on_one_run(cli, tmp_path: Path) -> None:
     exp, scenario = experiment(tmp_path)
     form = filled_form(cli, exp, scenario, tmp_path)
-    validating = start(cli, "validate", scenario, exp / "runs" / "r0", "--no-progress", "--only", "slow")
+    validating = start(
+        cli, "validate", scenario, exp / "runs" / "r0", "--no-progress", "--only", "slow"
+    )
     wait_started(scenario, validating)
     ingest = cli("form", "ingest", scenario, exp, form, "--by", "ana")
     scenario.with_name("gate").unlink()
@@ -106,14 +119,18 @@ def test_form_ingest_on_the_experiment_while_validate_works_on_one_run(cli, tmp_
     assert "2 merged" in again.stdout
 
 
-def test_validate_on_one_run_while_form_ingest_holds_the_experiment(cli_process, tmp_path: Path) -> None:
+def test_validate_on_one_run_while_form_ingest_holds_the_experiment(
+    cli_process, tmp_path: Path
+) -> None:
     from trysquare.lock import experiment_lock
 
     exp, scenario = experiment(tmp_path)
     runs = discover([exp])[0].runs
     # The lock is held by this process, as `form ingest` would hold it: validate must be another.
     with experiment_lock(exp, runs, command="form ingest"):
-        done = cli_process("validate", scenario, exp / "runs" / "r1", "--no-progress", "--only", "slow")
+        done = cli_process(
+            "validate", scenario, exp / "runs" / "r1", "--no-progress", "--only", "slow"
+        )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "another trysquare form ingest is running on" in done.stderr
     assert not (exp / "runs" / "r1" / "validation" / "slow.json").exists()
@@ -123,7 +140,9 @@ def test_same_run_through_a_symlinked_path_is_not_validated_twice(cli, tmp_path:
     exp, scenario = experiment(tmp_path)
     alias = tmp_path / "alias"
     alias.symlink_to(exp / "runs" / "r1", target_is_directory=True)
-    validating = start(cli, "validate", scenario, exp, "--no-progress", "--only", "slow", "--jobs", "1")
+    validating = start(
+        cli, "validate", scenario, exp, "--no-progress", "--only", "slow", "--jobs", "1"
+    )
     wait_started(scenario, validating)
     second = cli("validate", scenario, alias, "--no-progress", "--only", "slow")
     scenario.with_name("gate").unlink()
@@ -138,7 +157,9 @@ def test_symlinked_experiment_above_a_run_being_validated(cli, tmp_path: Path) -
     exp, scenario = experiment(tmp_path)
     alias = tmp_path / "alias"
     alias.symlink_to(exp, target_is_directory=True)
-    validating = start(cli, "validate", scenario, exp / "runs" / "r0", "--no-progress", "--only", "slow")
+    validating = start(
+        cli, "validate", scenario, exp / "runs" / "r0", "--no-progress", "--only", "slow"
+    )
     wait_started(scenario, validating)
     second = cli("validate", scenario, alias, "--no-progress", "--only", "slow")
     scenario.with_name("gate").unlink()

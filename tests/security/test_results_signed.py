@@ -50,10 +50,12 @@ def two_runs(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     scenario = write_scenario(folder, SCENARIO)
     root = tmp_path / "exp"
     base = {"counter.py": "def count(text):\n    return len(text.split(' '))\n"}
-    good = build_run(root / "runs" / "good", base=base, changes={"feature.py": "x = 1\n"},
-                     cell="c", repetition=1).path
-    agent = build_run(root / "runs" / "agent", base=base, changes={"notes.txt": "todo\n"},
-                      cell="c", repetition=2).path
+    good = build_run(
+        root / "runs" / "good", base=base, changes={"feature.py": "x = 1\n"}, cell="c", repetition=1
+    ).path
+    agent = build_run(
+        root / "runs" / "agent", base=base, changes={"notes.txt": "todo\n"}, cell="c", repetition=2
+    ).path
     return scenario, root, good, agent
 
 
@@ -196,8 +198,14 @@ def test_an_edited_judge_verdict_is_not_reused_nor_bought_again_unasked(lab) -> 
     from tests.judge.chatserver import script, verdict
 
     lab.run()
-    lab.respond(script([verdict({"note_usable": False, "cites_paths": False}),
-                        verdict({"note_usable": False, "cites_paths": True})]))
+    lab.respond(
+        script(
+            [
+                verdict({"note_usable": False, "cites_paths": False}),
+                verdict({"note_usable": False, "cites_paths": True}),
+            ]
+        )
+    )
     assert lab.validate().returncode == 0
     path = lab.exp / "runs" / "r1" / "validation" / "judge.json"
     document = json.loads(path.read_text(encoding="utf-8"))

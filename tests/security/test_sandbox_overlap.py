@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from trysquare import planning
 from trysquare.sandbox import sandbox_enabled
 
@@ -23,10 +22,14 @@ from tests.security.guard_fixtures import attempts, build_run, result, run_valid
 EXERCISES = ("trysquare.sandbox",)
 
 
-pytestmark = pytest.mark.skipif(not sandbox_enabled(), reason="needs Landlock: only then do tasks start early")
+pytestmark = pytest.mark.skipif(
+    not sandbox_enabled(), reason="needs Landlock: only then do tasks start early"
+)
 
 
-def test_a_validator_cannot_plant_work_in_a_clone_not_yet_pictured(tmp_path: Path, monkeypatch) -> None:
+def test_a_validator_cannot_plant_work_in_a_clone_not_yet_pictured(
+    tmp_path: Path, monkeypatch
+) -> None:
     first, later = build_run(tmp_path, "r1"), build_run(tmp_path, "r2")
     planted = later.repo.path / "planted.py"
     body = f"""

@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from trysquare import sandbox
+from trysquare.clone_guard import stat_picture
 
 from tests.helpers import write_scenario, write_script
 from tests.security.guard_fixtures import attempts, build_run, result, run_validate, scenario
 from tests.security.test_guard_clone import PLANTING_TEST, SUITE_SCENARIO, SUITE_VALIDATOR
-from trysquare import sandbox
-from trysquare.clone_guard import stat_picture
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
 EXERCISES = ("trysquare.sandbox",)
@@ -58,19 +58,28 @@ def test_sandbox_validator_writing_an_ignored_file(tmp_path: Path) -> None:
 
 
 def test_sandbox_validator_editing_git_config(tmp_path: Path) -> None:
-    _blocked(tmp_path, 'attempt("config", lambda: append(os.path.join(repo, ".git", "config"), "[core]\\n\\tfsmonitor = evil\\n"))\n')
+    _blocked(
+        tmp_path,
+        'attempt("config", lambda: append(os.path.join(repo, ".git", "config"), "[core]\\n\\tfsmonitor = evil\\n"))\n',
+    )
 
 
 def test_sandbox_validator_adding_a_hook(tmp_path: Path) -> None:
-    _blocked(tmp_path, 'attempt("hook", lambda: append(os.path.join(repo, ".git", "hooks", "post-checkout"), "#!/bin/sh\\n"))\n')
+    _blocked(
+        tmp_path,
+        'attempt("hook", lambda: append(os.path.join(repo, ".git", "hooks", "post-checkout"), "#!/bin/sh\\n"))\n',
+    )
 
 
 def test_sandbox_validator_deleting_or_renaming_in_the_clone(tmp_path: Path) -> None:
-    _blocked(tmp_path, (
-        'attempt("delete", lambda: os.remove(os.path.join(repo, "README.md")))\n'
-        'attempt("rename", lambda: os.rename(os.path.join(repo, "notes.txt"), os.path.join(repo, "n.txt")))\n'
-        'attempt("truncate", lambda: os.truncate(os.path.join(repo, "counter.py"), 0))\n'
-    ))
+    _blocked(
+        tmp_path,
+        (
+            'attempt("delete", lambda: os.remove(os.path.join(repo, "README.md")))\n'
+            'attempt("rename", lambda: os.rename(os.path.join(repo, "notes.txt"), os.path.join(repo, "n.txt")))\n'
+            'attempt("truncate", lambda: os.truncate(os.path.join(repo, "counter.py"), 0))\n'
+        ),
+    )
 
 
 def test_sandbox_validator_forging_results_in_its_run_and_another(tmp_path: Path) -> None:
@@ -78,18 +87,21 @@ def test_sandbox_validator_forging_results_in_its_run_and_another(tmp_path: Path
     (other.path / "validation").mkdir()
     forged = other.path / "validation" / "attack.json"
     forged.write_text("{}")
-    _blocked(tmp_path, (
-        f'attempt("other run", lambda: append({str(forged)!r}))\n'
-        'attempt("own result", lambda: append(os.path.join(os.path.dirname(os.path.dirname(sys.argv[1])), "attack.json")))\n'
-        'attempt("own work record", lambda: append(os.path.join(os.path.dirname(repo), ".trysquare", "work.json")))\n'
-        'attempt("/tmp", lambda: append("/tmp/trysquare-stray-" + str(os.getpid())))\n'
-    ))
+    _blocked(
+        tmp_path,
+        (
+            f'attempt("other run", lambda: append({str(forged)!r}))\n'
+            'attempt("own result", lambda: append(os.path.join(os.path.dirname(os.path.dirname(sys.argv[1])), "attack.json")))\n'
+            'attempt("own work record", lambda: append(os.path.join(os.path.dirname(repo), ".trysquare", "work.json")))\n'
+            'attempt("/tmp", lambda: append("/tmp/trysquare-stray-" + str(os.getpid())))\n'
+        ),
+    )
 
 
 def test_sandbox_scratch_archive_and_dev_null_stay_writable(tmp_path: Path) -> None:
     run = build_run(tmp_path)
     body = (
-        'import tempfile\n'
+        "import tempfile\n"
         'attempt("scratch", lambda: append("here.txt"))\n'
         'attempt("tmpdir", lambda: tempfile.NamedTemporaryFile(delete=True).close())\n'
         'attempt("archive", lambda: append(os.path.join(os.path.dirname(sys.argv[1]), "evidence.txt")))\n'
@@ -100,7 +112,9 @@ def test_sandbox_scratch_archive_and_dev_null_stay_writable(tmp_path: Path) -> N
     assert (run.path / "validation" / "attack" / "evidence.txt").exists()
 
 
-def test_sandbox_suite_editing_the_etalon_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sandbox_suite_editing_the_etalon_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The fallback's guarantee (in the jail the cache is not even visible: test_jail.py).
     monkeypatch.setenv("TRYSQUARE_JAIL", "off")
     run = build_run(tmp_path)
@@ -153,7 +167,9 @@ def test_sandbox_suite_grandchild_is_killed_when_the_suite_ends(tmp_path: Path) 
     run = build_run(tmp_path)
     mark = f"daemon-{os.getpid()}-{time.monotonic_ns()}"  # names this test's daemon in the process table
     # The agent's test starts a daemon that leaves the session and clears its environment.
-    run.repo.write("tests/test_daemon.py", f'''
+    run.repo.write(
+        "tests/test_daemon.py",
+        f"""
 import os, subprocess, sys, tempfile, time, unittest
 
 class Daemon(unittest.TestCase):
@@ -164,17 +180,26 @@ class Daemon(unittest.TestCase):
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while not os.path.exists(pid):
             time.sleep(0.05)
-''')
+""",
+    )
     folder = tmp_path / "s"
     write_script(folder, "suite.py", SUITE_VALIDATOR)
     run_validate(write_scenario(folder, SUITE_SCENARIO), run.path.parents[1])
-    assert json.loads((run.path / "validation" / "suite.json").read_text())["metrics"] == {"tests": True}
+    assert json.loads((run.path / "validation" / "suite.json").read_text())["metrics"] == {
+        "tests": True
+    }
     assert [p for p in os.listdir("/proc") if p.isdigit() and mark in _cmdline(p)] == []
 
 
 def _cmdline(pid: str) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        return (
+            Path(f"/proc/{pid}/cmdline")
+            .read_bytes()
+            .replace(b"\0", b" ")
+            .decode(errors="replace")
+            .strip()
+        )
     except OSError:
         return ""
 
@@ -182,7 +207,9 @@ def _cmdline(pid: str) -> str:
 def test_sandbox_concurrent_validators_are_never_taken_for_strays(tmp_path: Path) -> None:
     # With --jobs 2, one validation ending must not end the other one starting or running.
     runs = [build_run(tmp_path, f"r{index}") for index in range(1, 13)]
-    summary, out = run_validate(scenario(tmp_path / "s", "time.sleep(0.05)\n"), tmp_path / "exp", jobs=2)
+    summary, out = run_validate(
+        scenario(tmp_path / "s", "time.sleep(0.05)\n"), tmp_path / "exp", jobs=2
+    )
     assert summary.exit_code == 0, out
     assert all(result(run)["state"] == "valid" for run in runs)
 

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from trysquare import runner
 from trysquare.errors import ScenarioError
 from trysquare.runs import discover
@@ -98,7 +97,9 @@ def _agent_run(make_run, dump: Path):
     return run
 
 
-def _validate(scenario_path: Path, experiment: Path, modes=None, *, force: bool = False) -> tuple[int, str]:
+def _validate(
+    scenario_path: Path, experiment: Path, modes=None, *, force: bool = False
+) -> tuple[int, str]:
     scenario = load_scenario(scenario_path, modes)
     out = io.StringIO()
     summary = runner.validate(
@@ -123,7 +124,9 @@ def _suite_scenario(folder: Path, task_extra: str = "", validation_extra: str = 
     (folder / "trysquare.toml").parent.mkdir(parents=True, exist_ok=True)
     (folder / "trysquare.toml").write_text(CONFIG, encoding="utf-8")
     write_script(folder, "score.py", SUITE_VALIDATOR)
-    return write_scenario(folder, f"""
+    return write_scenario(
+        folder,
+        f"""
         [task]
         test_command = "{sys.executable} -m unittest discover -s tests -t ."
         {task_extra}
@@ -133,7 +136,8 @@ def _suite_scenario(folder: Path, task_extra: str = "", validation_extra: str = 
         command = "score.py"
         metrics = ["tests"]
         {validation_extra}
-    """)
+    """,
+    )
 
 
 def test_agent_test_printing_provider_key_leaks_nothing(keys, make_run, tmp_path: Path) -> None:
@@ -166,13 +170,16 @@ def test_script_validator_environment_has_no_key(keys, make_run, tmp_path: Path)
     folder.mkdir()
     (folder / "trysquare.toml").write_text(CONFIG, encoding="utf-8")
     write_script(folder, "score.py", ENV_VALIDATOR)
-    scenario = write_scenario(folder, """
+    scenario = write_scenario(
+        folder,
+        """
         [[validation]]
         mode = "script"
         command = "score.py"
         metrics = ["seen"]
         pass_env = ["GITHUB_TOKEN"]
-    """)
+    """,
+    )
     code, printed = _validate(scenario, tmp_path / "exp")
     result = json.loads((run.path / "validation" / "script.json").read_text())
     seen = result["reasons"]["seen"]
@@ -196,9 +203,11 @@ def test_task_pass_env_reaches_the_suite_only(keys, make_run, tmp_path: Path) ->
 
 @pytest.mark.parametrize("where", ["task", "validation"])
 def test_pass_env_naming_provider_key_refused(keys, tmp_path: Path, where: str) -> None:
-    extra = {"task_extra": f'pass_env = ["{PROVIDER_VAR}"]'} if where == "task" else {
-        "validation_extra": f'pass_env = ["{PROVIDER_VAR}"]'
-    }
+    extra = (
+        {"task_extra": f'pass_env = ["{PROVIDER_VAR}"]'}
+        if where == "task"
+        else {"validation_extra": f'pass_env = ["{PROVIDER_VAR}"]'}
+    )
     scenario = _suite_scenario(tmp_path / "s", **extra)
     with pytest.raises(ScenarioError) as refused:
         load_scenario(scenario)
@@ -235,14 +244,17 @@ def test_hidden_tests_command_gets_no_key(keys, make_run, tmp_path: Path) -> Non
     (folder / "hidden_test.py").write_text(
         f"import os\nopen({str(dump)!r}, 'w').write(repr(dict(os.environ)))\n", encoding="utf-8"
     )
-    scenario = write_scenario(folder, f"""
+    scenario = write_scenario(
+        folder,
+        f"""
         [[validation]]
         mode = "hidden-tests"
         files = {{ "hidden_test.py" = "hidden_test.py" }}
         command = "{sys.executable} hidden_test.py {{junit}}"
         fail_to_pass = ["t.a"]
         metrics = ["resolved"]
-    """)
+    """,
+    )
     try:
         _validate(scenario, tmp_path / "exp", {"hidden-tests": HiddenTestsMode()})
     finally:

@@ -67,7 +67,9 @@ def test_a_planted_report_in_the_archive_folder_is_never_signed(tmp_path: Path, 
     scenario, run_dir = make_matrix(tmp_path, fixed=False, validator=NO_SUITE)
     archive = run_dir / "validation" / "score"
     archive.mkdir(parents=True)
-    (archive / "suite-outcome.json").write_text(json.dumps({"value": True, "reason": ""}), encoding="utf-8")
+    (archive / "suite-outcome.json").write_text(
+        json.dumps({"value": True, "reason": ""}), encoding="utf-8"
+    )
     done = cli("validate", scenario, run_dir.parent, "--no-progress")
     assert done.returncode == 0, done.stderr
     assert not list((run_dir / ".trysquare").glob("suite/*.json"))

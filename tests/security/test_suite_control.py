@@ -15,9 +15,10 @@ import os
 import sys
 from pathlib import Path
 
+from trysquare.testing import RunBuilder
+
 from tests.helpers import write_scenario, write_script
 from tests.security.guard_fixtures import run_validate
-from trysquare.testing import RunBuilder
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
 EXERCISES = ("trysquare._suite",)
@@ -45,20 +46,34 @@ class T(unittest.TestCase):
 """
 
 
-def _matrix(tmp_path: Path, changes: dict[str, dict[str, str]], *, base: dict[str, str] | None = None,
-            prepare: str = "") -> Path:
+def _matrix(
+    tmp_path: Path,
+    changes: dict[str, dict[str, str]],
+    *,
+    base: dict[str, str] | None = None,
+    prepare: str = "",
+) -> Path:
     """Runs whose agent made ``changes`` (id -> files) on a project whose suite is
     ``sh run-tests.sh``; the scenario's validator returns ``run.tests()``."""
     for run_id, files in changes.items():
         run = RunBuilder(tmp_path / "exp" / "runs" / run_id, cell="c", repetition=int(run_id[1:]))
-        run.base(base or {"run-tests.sh": RUNNER, "tests/__init__.py": "", "tests/test_it.py": TEST,
-                          "check.py": "print('ok')\n"})
+        run.base(
+            base
+            or {
+                "run-tests.sh": RUNNER,
+                "tests/__init__.py": "",
+                "tests/test_it.py": TEST,
+                "check.py": "print('ok')\n",
+            }
+        )
         for path, text in files.items():
             run.repo.write(path, text)
         run.finish()
     folder = tmp_path / "s"
     write_script(folder, "suite.py", SUITE_VALIDATOR)
-    return write_scenario(folder, f"""
+    return write_scenario(
+        folder,
+        f"""
 [task]
 test_command = "sh run-tests.sh"
 {prepare}
@@ -69,7 +84,8 @@ name = "suite"
 command = "suite.py"
 metrics = ["tests"]
 timeout = 120
-""")
+""",
+    )
 
 
 def _result(tmp_path: Path, run_id: str) -> dict:
@@ -77,7 +93,9 @@ def _result(tmp_path: Path, run_id: str) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def test_a_runner_the_agent_pointed_at_nothing_fails_when_the_suite_runs_at_base(tmp_path: Path) -> None:
+def test_a_runner_the_agent_pointed_at_nothing_fails_when_the_suite_runs_at_base(
+    tmp_path: Path,
+) -> None:
     broken = "#!/bin/sh\nexec no-such-test-runner-anywhere --all\n"  # exit 127 in this tree
     scenario = _matrix(tmp_path, {"r1": {"run-tests.sh": broken}, "r2": {}})
     run_validate(scenario, tmp_path / "exp")
@@ -100,7 +118,8 @@ def test_a_suite_the_agent_emptied_fails_when_it_ran_tests_at_base(tmp_path: Pat
 
 def test_a_prepare_the_agent_broke_fails_when_it_worked_at_base(tmp_path: Path) -> None:
     scenario = _matrix(
-        tmp_path, {"r1": {"check.py": "raise SystemExit(3)\n"}},
+        tmp_path,
+        {"r1": {"check.py": "raise SystemExit(3)\n"}},
         prepare=f'prepare = ["{sys.executable} check.py"]',
     )
     run_validate(scenario, tmp_path / "exp")
@@ -113,7 +132,8 @@ def test_a_prepare_the_agent_broke_fails_when_it_worked_at_base(tmp_path: Path) 
 def test_a_suite_that_runs_nothing_at_base_either_stays_unjudged(tmp_path: Path) -> None:
     nothing = "#!/bin/sh\nexec no-such-test-runner-anywhere --all\n"
     scenario = _matrix(
-        tmp_path, {"r1": {}},
+        tmp_path,
+        {"r1": {}},
         base={"run-tests.sh": nothing, "tests/__init__.py": "", "check.py": ""},
     )
     run_validate(scenario, tmp_path / "exp")

@@ -18,7 +18,6 @@ from tests.view.viewlab import SECRET, build_lab, source_of
 EXERCISES = ("trysquare_view.page", "trysquare_view.panel")
 
 
-
 def test_view_markup_in_file_name_reason_response_and_cell_stays_text(tmp_path: Path) -> None:
     page = build_page(source_of(build_lab(tmp_path)))
     tags = parse(page)
@@ -58,7 +57,9 @@ def test_view_symlinked_validation_folder_is_not_followed(tmp_path: Path) -> Non
 def test_view_diff_colouring_escapes_every_token() -> None:
     from trysquare_view.panel import _coloured
 
-    hostile = "+x = '<script>a</script>'  # <img src=x onerror=alert(1)>\n<script>b</script>\n-\"<b>\""
+    hostile = (
+        "+x = '<script>a</script>'  # <img src=x onerror=alert(1)>\n<script>b</script>\n-\"<b>\""
+    )
     for name in ("a.py", "a.js", "a.txt", "a.sh"):
         coloured = _coloured(hostile, name)
         assert "<script>" not in coloured and "<img" not in coloured and "<b>" not in coloured

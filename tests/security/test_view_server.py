@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from trysquare.scenario import load_scenario
 from trysquare.testing import write_result
 from trysquare_view.server import make_server
@@ -17,7 +16,6 @@ from tests.view.viewlab import SECRET, Lab, build_lab, tree
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
 EXERCISES = ("trysquare_view.server",)
-
 
 
 def _serve(lab: Lab) -> Iterator[tuple[Lab, int]]:
@@ -45,7 +43,9 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, int]
 def request(port: int, path: str, method: str = "GET", host: str | None = None) -> tuple[int, str]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     headers = {"Host": host} if host else {}
-    connection.request(method, path, body=b"x" if method in ("POST", "PUT") else None, headers=headers)
+    connection.request(
+        method, path, body=b"x" if method in ("POST", "PUT") else None, headers=headers
+    )
     response = connection.getresponse()
     body = response.read().decode("utf-8", "replace")
     connection.close()
@@ -61,16 +61,19 @@ def test_view_binds_loopback_only(tmp_path: Path) -> None:
         server.server_close()
 
 
-@pytest.mark.parametrize("path", [
-    "/../scenario/scenario.toml",
-    "/runs/evil-2/response.md",
-    "/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
-    "/run/../../outside/id_rsa",
-    "/run/999",
-    "/run/-1",
-    "//etc/passwd",
-    "/measures.json",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/../scenario/scenario.toml",
+        "/runs/evil-2/response.md",
+        "/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        "/run/../../outside/id_rsa",
+        "/run/999",
+        "/run/-1",
+        "//etc/passwd",
+        "/measures.json",
+    ],
+)
 def test_view_traversal_is_404(shared, path: str) -> None:
     _, port = shared
     status, body = request(port, path)
@@ -103,11 +106,19 @@ def test_view_picks_up_results_written_while_serving(served) -> None:
     status, page = request(port, "/")
     assert status == 200 and "1/1 \u00b7 1 pending" in page
     run = lab.root / "runs" / "evil-3"
-    write_result(run, "judge", {
-        "metrics": {"clear": True}, "reasons": {}, "state": "valid", "error": None,
-        "validator": {"name": "judge", "mode": "script", "digest": "sha256:x"},
-        "context_digest": None, "duration": 0.1,
-    })
+    write_result(
+        run,
+        "judge",
+        {
+            "metrics": {"clear": True},
+            "reasons": {},
+            "state": "valid",
+            "error": None,
+            "validator": {"name": "judge", "mode": "script", "digest": "sha256:x"},
+            "context_digest": None,
+            "duration": 0.1,
+        },
+    )
     status, page = request(port, "/")
     assert "2/2" in page and "1 pending" not in page
 
@@ -129,8 +140,20 @@ def test_view_command_serves_on_loopback_and_stops(tmp_path: Path) -> None:
 
     lab = build_lab(tmp_path)
     process = subprocess.Popen(
-        [sys.executable, "-m", "trysquare", "view", str(lab.scenario), str(lab.root), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        [
+            sys.executable,
+            "-m",
+            "trysquare",
+            "view",
+            str(lab.scenario),
+            str(lab.root),
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
     )
     try:
         assert process.stdout is not None

@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trysquare.runner import ValidateOptions, validate
+from trysquare.runs import discover
+from trysquare.scenario import load_scenario
+from trysquare.testing import build_run
 
 from tests.security.judgelab import lab_with_key, validate_in_process  # noqa: F401
 from tests.security.test_writes_symlinks import (
@@ -26,10 +30,6 @@ from tests.security.test_writes_symlinks import (
     scenario_file,
     two_runs,
 )
-from trysquare.runner import ValidateOptions, validate
-from trysquare.runs import discover
-from trysquare.scenario import load_scenario
-from trysquare.testing import build_run
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
 EXERCISES = ("trysquare._atomic",)
@@ -125,13 +125,19 @@ def test_hard_linked_input_is_never_read(tmp_path: Path, key: str) -> None:
     exp = tmp_path / "exp"
     base = {"a.py": "a = 1\n"}
     good = build_run(exp / "runs" / "good", base=base, changes={"a.py": "a = 2\n"}, response="ok\n")
-    evil = build_run(exp / "runs" / "evil", base=base, changes={"a.py": "a = 3\n"}, response="ok\n",
-                     repetition=2)
+    evil = build_run(
+        exp / "runs" / "evil", base=base, changes={"a.py": "a = 3\n"}, response="ok\n", repetition=2
+    )
     secret = outside(tmp_path, "id_secret", f"{SECRET}\n")
     run_toml = evil.path / "run.toml"
-    names = {"response": "response.md", "prompt": "prompt.txt", "diff": "diff.patch",
-             "session": "session.jsonl", "trace": "trace.jsonl",
-             "session folder": "sessions/a.jsonl"}
+    names = {
+        "response": "response.md",
+        "prompt": "prompt.txt",
+        "diff": "diff.patch",
+        "session": "session.jsonl",
+        "trace": "trace.jsonl",
+        "session folder": "sessions/a.jsonl",
+    }
     planted = evil.path / names[key]
     plant(planted, secret)
     if key in ("session", "trace", "session folder"):

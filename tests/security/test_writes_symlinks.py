@@ -14,14 +14,14 @@ import os
 from pathlib import Path
 
 import pytest
-
-from tests.helpers import write_scenario, write_script
 from trysquare import _atomic
 from trysquare.errors import ScenarioError
 from trysquare.runner import Summary, ValidateOptions, validate
 from trysquare.runs import discover
 from trysquare.scenario import load_scenario
 from trysquare.testing import build_run
+
+from tests.helpers import write_scenario, write_script
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
 EXERCISES = ("trysquare._atomic",)
@@ -37,28 +37,45 @@ VICTIM_TEXT = "root:x:0:0:the victim's own content\n"
 
 def scenario_file(folder: Path, name: str = "score") -> Path:
     write_script(folder, "score.py", SCORE)
-    return write_scenario(folder, f"""
+    return write_scenario(
+        folder,
+        f"""
         [[validation]]
         name = "{name}"
         mode = "script"
         command = "score.py"
         metrics = ["scored"]
-    """)
+    """,
+    )
 
 
 def two_runs(tmp_path: Path) -> tuple[Path, Path, Path]:
     """An experiment with a good run and one the test makes hostile."""
     exp = tmp_path / "exp"
-    good = build_run(exp / "runs" / "good", base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"}, response="ok\n")
-    evil = build_run(exp / "runs" / "evil", base={"a.py": "a = 1\n"}, changes={"a.py": "a = 3\n"}, response="ok\n",
-                     repetition=2)
+    good = build_run(
+        exp / "runs" / "good",
+        base={"a.py": "a = 1\n"},
+        changes={"a.py": "a = 2\n"},
+        response="ok\n",
+    )
+    evil = build_run(
+        exp / "runs" / "evil",
+        base={"a.py": "a = 1\n"},
+        changes={"a.py": "a = 3\n"},
+        response="ok\n",
+        repetition=2,
+    )
     return exp, good.path, evil.path
 
 
-def run_validate(tmp_path: Path, exp: Path, *, force: bool = False) -> tuple[Summary, str, list[dict]]:
+def run_validate(
+    tmp_path: Path, exp: Path, *, force: bool = False
+) -> tuple[Summary, str, list[dict]]:
     scenario = load_scenario(scenario_file(tmp_path / "s"))
     out = io.StringIO()
-    summary = validate(scenario, discover([exp]), ValidateOptions(progress=False, jobs=2, force=force), out=out)
+    summary = validate(
+        scenario, discover([exp]), ValidateOptions(progress=False, jobs=2, force=force), out=out
+    )
     rows = json.loads((exp / "measures.json").read_text(encoding="utf-8"))
     return summary, out.getvalue(), rows
 
@@ -215,43 +232,65 @@ def test_lone_surrogates_never_stop_a_writer(tmp_path: Path) -> None:
 
 def test_lone_surrogate_in_a_reason_is_recorded(tmp_path: Path) -> None:
     exp, _, _ = two_runs(tmp_path)
-    write_script(tmp_path / "s", "score.py", """\
+    write_script(
+        tmp_path / "s",
+        "score.py",
+        """\
         import sys
         sys.stdout.write('{"metrics": {"scored": true}, "reasons": {"scored": "Done \\\\ud83d"}}')
-    """)
-    scenario = write_scenario(tmp_path / "s", """
+    """,
+    )
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         name = "score"
         mode = "script"
         command = "score.py"
         metrics = ["scored"]
-    """)
-    summary = validate(load_scenario(scenario), discover([exp]), ValidateOptions(progress=False), out=io.StringIO())
+    """,
+    )
+    summary = validate(
+        load_scenario(scenario), discover([exp]), ValidateOptions(progress=False), out=io.StringIO()
+    )
     assert summary.exit_code == 0
-    recorded = json.loads((exp / "runs" / "evil" / "validation" / "score.json").read_text(encoding="utf-8"))
+    recorded = json.loads(
+        (exp / "runs" / "evil" / "validation" / "score.json").read_text(encoding="utf-8")
+    )
     assert recorded["reasons"]["scored"] == "Done \ud83d"
 
 
-def test_planted_result_link_costs_no_validator_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_planted_result_link_costs_no_validator_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The validator logs its calls beside the scenario, which the sandbox would refuse.
     monkeypatch.setenv("TRYSQUARE_SANDBOX", "off")
     exp, _, evil = two_runs(tmp_path)
     (evil / "validation").mkdir()
     (evil / "validation" / "score.json").symlink_to(victim_file(tmp_path))
-    write_script(tmp_path / "s", "score.py", """\
+    write_script(
+        tmp_path / "s",
+        "score.py",
+        """\
         import json, pathlib, sys
         with open(pathlib.Path(__file__).with_name("calls.log"), "a") as log:
             log.write(sys.argv[1] + "\\n")
         print(json.dumps({"metrics": {"scored": True}}))
-    """)
-    scenario = write_scenario(tmp_path / "s", """
+    """,
+    )
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         name = "score"
         mode = "script"
         command = "score.py"
         metrics = ["scored"]
-    """)
-    summary = validate(load_scenario(scenario), discover([exp]), ValidateOptions(progress=False), out=io.StringIO())
+    """,
+    )
+    summary = validate(
+        load_scenario(scenario), discover([exp]), ValidateOptions(progress=False), out=io.StringIO()
+    )
     calls = (tmp_path / "s" / "calls.log").read_text(encoding="utf-8")
     assert "runs/good/" in calls and "runs/evil/" not in calls  # a judge would not be paid for it
     assert summary.exit_code == 1

@@ -22,9 +22,15 @@ from tests.view.viewlab import EVIL_CELL, SECRET, Lab, build_lab, source_of
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("TRYSQUARE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-SCREENSHOTS = Path(os.environ.get("TRYSQUARE_SCREENSHOTS")
-                   or Path(__file__).resolve().parents[2] / "build" / "screenshots")
+CHROMIUM = (
+    os.environ.get("TRYSQUARE_CHROMIUM")
+    or shutil.which("chromium")
+    or shutil.which("chromium-browser")
+)
+SCREENSHOTS = Path(
+    os.environ.get("TRYSQUARE_SCREENSHOTS")
+    or Path(__file__).resolve().parents[2] / "build" / "screenshots"
+)
 
 try:
     from playwright.sync_api import sync_playwright
@@ -71,7 +77,9 @@ class Watched:
         self.requests: list[str] = []
         self.errors: list[str] = []
         page.on("request", lambda request: self.requests.append(request.url))
-        page.on("console", lambda message: message.type == "error" and self.errors.append(message.text))
+        page.on(
+            "console", lambda message: message.type == "error" and self.errors.append(message.text)
+        )
         page.on("pageerror", lambda error: self.errors.append(str(error)))
 
     def shot(self, name: str) -> None:
@@ -82,7 +90,9 @@ class Watched:
 @pytest.fixture
 def watched(browser: Any, request: pytest.FixtureRequest) -> Iterator[Watched]:
     enabled = not request.node.get_closest_marker("no_javascript")
-    context = browser.new_context(viewport={"width": 1200, "height": 900}, java_script_enabled=enabled)
+    context = browser.new_context(
+        viewport={"width": 1200, "height": 900}, java_script_enabled=enabled
+    )
     page = Watched(context.new_page())
     page.page.set_default_timeout(5000)
     yield page
@@ -100,7 +110,9 @@ def _assert_quiet(watched: Watched, allowed_prefix: str) -> None:
     assert watched.errors == []
 
 
-def test_browser_file_shows_every_cell_and_metric(watched: Watched, report_file: Path, lab: Lab) -> None:
+def test_browser_file_shows_every_cell_and_metric(
+    watched: Watched, report_file: Path, lab: Lab
+) -> None:
     page = _open_file(watched, report_file)
     scores = page.locator("#score-table").inner_text()
     matrix_head = page.locator("#matrix thead").inner_text()
@@ -115,7 +127,9 @@ def test_browser_file_shows_every_cell_and_metric(watched: Watched, report_file:
     _assert_quiet(watched, report_file.as_uri())
 
 
-def test_browser_click_a_run_shows_its_diff_and_reasons(watched: Watched, report_file: Path) -> None:
+def test_browser_click_a_run_shows_its_diff_and_reasons(
+    watched: Watched, report_file: Path
+) -> None:
     page = _open_file(watched, report_file)
     page.get_by_role("link", name="base-2", exact=True).click()
     panel = page.locator("#run-1")
@@ -132,11 +146,16 @@ def test_browser_click_a_run_shows_its_diff_and_reasons(watched: Watched, report
     _assert_quiet(watched, report_file.as_uri())
 
 
-def test_browser_filter_to_invalid_runs_shows_only_those(watched: Watched, report_file: Path, lab: Lab) -> None:
+def test_browser_filter_to_invalid_runs_shows_only_those(
+    watched: Watched, report_file: Path, lab: Lab
+) -> None:
     page = _open_file(watched, report_file)
     page.select_option("#f-state", "invalid")
-    visible = [row.get_attribute("data-state") for row in page.locator("#matrix tr.runrow").all()
-               if row.is_visible()]
+    visible = [
+        row.get_attribute("data-state")
+        for row in page.locator("#matrix tr.runrow").all()
+        if row.is_visible()
+    ]
     assert visible == ["invalid"] * len(lab.invalid)
     assert page.locator("#f-count").inner_text() == f"{len(lab.invalid)} run(s) shown"
     page.select_option("#f-state", "")
@@ -151,7 +170,9 @@ def test_browser_filter_to_invalid_runs_shows_only_those(watched: Watched, repor
 
 
 @pytest.mark.no_javascript
-def test_browser_tables_are_readable_with_javascript_off(watched: Watched, report_file: Path) -> None:
+def test_browser_tables_are_readable_with_javascript_off(
+    watched: Watched, report_file: Path
+) -> None:
     page = _open_file(watched, report_file)
     assert "1/1 \u00b7 1 unjudged" in page.locator("#score-table").inner_text()
     assert page.locator("#matrix tr.runrow").count() == 5
@@ -184,7 +205,9 @@ def test_browser_view_server_loads_a_panel_on_demand(watched: Watched, lab: Lab)
         server.server_close()
 
 
-def test_browser_view_pages_and_filters_the_matrix_on_the_server(watched: Watched, lab: Lab) -> None:
+def test_browser_view_pages_and_filters_the_matrix_on_the_server(
+    watched: Watched, lab: Lab
+) -> None:
     """10,000 runs open at once because the matrix comes a page at a time: here 2 runs a page."""
     from trysquare.scenario import load_scenario
     from trysquare_view.server import make_server
@@ -210,7 +233,9 @@ def test_browser_view_pages_and_filters_the_matrix_on_the_server(watched: Watche
         page.select_option("#f-state", "invalid")  # the script submits the form to the server
         page.wait_for_url("**state=invalid**")
         assert shown_runs() == list(lab.invalid)
-        assert {row.get_attribute("data-state") for row in page.locator("#matrix tr.runrow").all()} == {"invalid"}
+        assert {
+            row.get_attribute("data-state") for row in page.locator("#matrix tr.runrow").all()
+        } == {"invalid"}
         assert "of 1 matching" in page.locator("#pager").inner_text()
         assert page.locator("#f-state").input_value() == "invalid"  # the filter stays chosen
         page.get_by_role("link", name=lab.invalid[0], exact=True).click()
@@ -233,8 +258,9 @@ print(json.dumps({"metrics": {"words": words, "ok": True},
 """
 
 
-def test_browser_numbers_show_their_unjudged_count(watched: Watched, cli: Any, make_run: Any,
-                                                    tmp_path: Path) -> None:
+def test_browser_numbers_show_their_unjudged_count(
+    watched: Watched, cli: Any, make_run: Any, tmp_path: Path
+) -> None:
     """Issue 30: the caption promises unjudged values counted beside n; the Numbers table keeps it."""
     from tests.helpers import write_scenario, write_script
 
@@ -243,13 +269,16 @@ def test_browser_numbers_show_their_unjudged_count(watched: Watched, cli: Any, m
         run.base({"a.py": "x = 1\n"})
         run.finish()
     write_script(tmp_path / "s", "words.py", NUMBERS)
-    scenario = write_scenario(tmp_path / "s", """
+    scenario = write_scenario(
+        tmp_path / "s",
+        """
         [[validation]]
         name = "words"
         mode = "script"
         command = "words.py"
         metrics = ["words", "ok"]
-    """)
+    """,
+    )
     assert cli("validate", scenario, tmp_path / "exp", "-q").returncode == 0
     html = tmp_path / "report.html"
     done = cli("report", scenario, tmp_path / "exp", "--format", "html", "-o", html)
@@ -281,16 +310,22 @@ def test_browser_reasons_keep_their_lines_and_wide_tables_scroll_in_their_box(
     run.finish()
     write_script(tmp_path / "s", "wide.py", WIDE)
     names = ", ".join(f'"metric_with_a_long_name_{n}"' for n in range(14))
-    scenario = write_scenario(tmp_path / "s", f"""
+    scenario = write_scenario(
+        tmp_path / "s",
+        f"""
         [[validation]]
         name = "wide"
         mode = "script"
         command = "wide.py"
         metrics = [{names}, "suite_ok"]
-    """)
+    """,
+    )
     assert cli("validate", scenario, tmp_path / "exp", "-q").returncode == 0
     html = tmp_path / "report.html"
-    assert cli("report", scenario, tmp_path / "exp", "--format", "html", "-o", html).returncode in (0, 1)
+    assert cli("report", scenario, tmp_path / "exp", "--format", "html", "-o", html).returncode in (
+        0,
+        1,
+    )
     page = _open_file(watched, html)
     page.get_by_role("link", name="w1", exact=True).click()
     reason = page.locator("details.run[open] td.reason", has_text="2 tests failed")
@@ -306,9 +341,19 @@ def test_browser_reasons_keep_their_lines_and_wide_tables_scroll_in_their_box(
 
 
 def _gap_rows(cell: str, true: int, n: int) -> list[dict[str, Any]]:
-    return [{"id": f"{cell}-{i}", "cell": cell, "repetition": i, "state": "valid",
-             "metrics": {"ok": i < true}, "reasons": {}, "errors": [], "pending": []}
-            for i in range(n)]
+    return [
+        {
+            "id": f"{cell}-{i}",
+            "cell": cell,
+            "repetition": i,
+            "state": "valid",
+            "metrics": {"ok": i < true},
+            "reasons": {},
+            "errors": [],
+            "pending": [],
+        }
+        for i in range(n)
+    ]
 
 
 def test_browser_gap_table_and_chart_show_the_runs_needed(watched: Watched, tmp_path: Path) -> None:
@@ -317,8 +362,12 @@ def test_browser_gap_table_and_chart_show_the_runs_needed(watched: Watched, tmp_
     from trysquare.report.formats import ReportSource
     from trysquare_view.page import build_page
 
-    rows = [*_gap_rows("ref", 2, 6), *_gap_rows("a", 4, 6), *_gap_rows("b", 2, 6),
-            *_gap_rows("c", 6, 6)]
+    rows = [
+        *_gap_rows("ref", 2, 6),
+        *_gap_rows("a", 4, 6),
+        *_gap_rows("b", 2, 6),
+        *_gap_rows("c", 6, 6),
+    ]
     report = build_report(Layout(name="gaps", metrics=("ok",), reference="ref"), rows)
     path = tmp_path / "gaps.html"
     path.write_text(build_page(ReportSource(report=report, rows=tuple(rows))), encoding="utf-8")
@@ -336,6 +385,9 @@ def test_browser_gap_table_and_chart_show_the_runs_needed(watched: Watched, tmp_
     method = page.locator("#runs-needed-method").bounding_box()
     assert gaps is not None and method is not None
     height = method["y"] + method["height"] - gaps["y"] + 8
-    page.screenshot(path=str(SCREENSHOTS / "file-gaps-runs-needed-close.png"), full_page=True,
-                    clip={"x": 0, "y": gaps["y"], "width": 1200, "height": height})
+    page.screenshot(
+        path=str(SCREENSHOTS / "file-gaps-runs-needed-close.png"),
+        full_page=True,
+        clip={"x": 0, "y": gaps["y"], "width": 1200, "height": height},
+    )
     _assert_quiet(watched, path.as_uri())

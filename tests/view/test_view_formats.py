@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from trysquare import plugins
 from trysquare.cli import main
 
@@ -55,11 +54,17 @@ def test_json_through_the_hook_is_unchanged(lab, capsys) -> None:
 
     printed = json.loads(capsys.readouterr().out)
     assert printed["scenario"] == "view-lab"
-    assert render_json(printed) == json.dumps(printed, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    assert (
+        render_json(printed)
+        == json.dumps(printed, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    )
 
 
 def test_a_plugin_registers_its_own_format(lab, site, capsys) -> None:
-    site("trysquare-txt", "trysquare_txt", """
+    site(
+        "trysquare-txt",
+        "trysquare_txt",
+        """
         from trysquare import hookimpl
 
         class Txt:
@@ -73,14 +78,18 @@ def test_a_plugin_registers_its_own_format(lab, site, capsys) -> None:
         @hookimpl
         def trysquare_register_report_formats(register):
             register(Txt())
-    """)
+    """,
+    )
     plugins.reset()
     main(["report", str(lab.scenario), str(lab.root), "--format", "txt"])
     assert capsys.readouterr().out.startswith("base: 2\n")
 
 
 def test_a_second_html_is_refused_naming_both(lab, site, capsys) -> None:
-    site("trysquare-html2", "trysquare_html2", """
+    site(
+        "trysquare-html2",
+        "trysquare_html2",
+        """
         from trysquare import hookimpl
 
         class Html:
@@ -94,7 +103,8 @@ def test_a_second_html_is_refused_naming_both(lab, site, capsys) -> None:
         @hookimpl
         def trysquare_register_report_formats(register):
             register(Html())
-    """)
+    """,
+    )
     plugins.reset()
     formats = plugins.report_formats()
     # The built-in keeps its name: the newcomer's registration is refused, naming both.
@@ -115,7 +125,11 @@ def test_html_without_the_view_says_where_it_comes_from(lab, capsys, monkeypatch
     plugins.reset()
     assert main(["report", str(lab.scenario), str(lab.root), "--format", "html"]) == 2
     root = Path(__file__).resolve().parents[2]
-    assert capsys.readouterr().err.strip().endswith(
-        f"(registered: csv, json, md); html comes with trysquare-view: from the checkout {root}: "
-        "uv sync --all-packages, which installs trysquare-view"
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            f"(registered: csv, json, md); html comes with trysquare-view: from the checkout {root}: "
+            "uv sync --all-packages, which installs trysquare-view"
+        )
     )

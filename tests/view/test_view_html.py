@@ -49,7 +49,9 @@ def test_every_cell_metric_and_run_is_on_the_page(lab, page: str) -> None:
 
 
 def test_score_table_shows_counts_reference_and_publishability(page: str) -> None:
-    table = page[page.index('id="score-table"'):page.index("</table>", page.index('id="score-table"'))]
+    table = page[
+        page.index('id="score-table"') : page.index("</table>", page.index('id="score-table"'))
+    ]
     assert "reference</span>" in table
     assert "1/1 \u00b7 1 unjudged" in table  # base: style judged once, unjudged once
     assert "1/1 \u00b7 1 pending" in table  # evil cell: clear pending for evil-3
@@ -90,43 +92,60 @@ def test_a_diff_file_past_the_limit_is_cut_naming_the_full_file(lab, page: str) 
 
 
 def test_panel_holds_response_reasons_stderr_tail_transcript_and_history(page: str) -> None:
-    panel = page[page.index('id="run-1"'):page.index('id="run-2"')]  # base-2
+    panel = page[page.index('id="run-1"') : page.index('id="run-2"')]  # base-2
     assert "Nothing to do." in panel
     assert "suite failed:" in panel and "linter crashed" in panel
     assert "judge transcript" in panel and "&quot;pieces&quot;" in panel
     # What the judge cost, from its transcript: a retry is a request too.
     assert "requests: 2 \u00b7 tokens in 1,200 (300 cached) \u00b7 out 80" in panel
     # What the judge recorded with its result, and what that cost at the price recorded with it.
-    assert ("spent: 2 request(s) \u00b7 input tokens 1,200 (300 cached) \u00b7 output tokens 80 "
-            "\u00b7 $0.00076 \u00b7 local/judge-1") in panel
+    assert (
+        "spent: 2 request(s) \u00b7 input tokens 1,200 (300 cached) \u00b7 output tokens 80 "
+        "\u00b7 $0.00076 \u00b7 local/judge-1"
+    ) in panel
     assert "result history (1 earlier result(s)" in panel
-    evil1 = page[page.index('id="run-2"'):page.index('id="run-3"')]
+    evil1 = page[page.index('id="run-2"') : page.index('id="run-3"')]
     assert "stderr (tail)" in evil1 and "showing the last 4,000 of" in evil1
 
 
 def test_an_invalid_run_panel_names_its_error(page: str) -> None:
-    panel = page[page.index('id="run-3"'):page.index('id="run-4"')]  # evil-2
+    panel = page[page.index('id="run-3"') : page.index('id="run-4"')]  # evil-2
     assert "invalid: check: the clone changed:" in panel
 
 
 def test_notes_say_why_a_cell_is_not_publishable_and_what_is_stale(page: str) -> None:
-    notes = page[page.index('id="notes"'):]
+    notes = page[page.index('id="notes"') :]
     assert "not publishable: run <code>evil-2</code>: invalid: check: the clone changed:" in notes
     assert "stale: run <code>base-1</code>: recorded by check, judge before it changed" in notes
 
 
 def test_usage_table_totals_per_validator_and_cell_with_the_cost_or_no_price(page: str) -> None:
     start = page.index('id="usage-table"')
-    table = page[start:page.index("</table>", start)]
+    table = page[start : page.index("</table>", start)]
     rows = [row for row in table.split("<tr")[2:]]
     base = next(row for row in rows if "<td>base</td>" in row)
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", base)
-    assert cells == ["judge", "base", "2", str(BASE_USAGE["requests"]), f"{BASE_USAGE['input_tokens']:,}",
-                     "300", str(BASE_USAGE["output_tokens"]), BASE_USAGE["cost"]]
+    assert cells == [
+        "judge",
+        "base",
+        "2",
+        str(BASE_USAGE["requests"]),
+        f"{BASE_USAGE['input_tokens']:,}",
+        "300",
+        str(BASE_USAGE["output_tokens"]),
+        BASE_USAGE["cost"],
+    ]
     evil = next(row for row in rows if "all cells" not in row and "base" not in row)
     # evil-1's judge reported no tokens and had no price; evil-2's usage was planted garbage.
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", evil)
-    assert cells[2:] == ["2", "1", "not reported", "not reported", "not reported", "no price declared"]
+    assert cells[2:] == [
+        "2",
+        "1",
+        "not reported",
+        "not reported",
+        "not reported",
+        "no price declared",
+    ]
     total = next(row for row in rows if "all cells" in row)
     assert 'class="total"' in total and "$0.00152 + 2 result(s): no price declared" in total
     assert XSS not in page and "$0.00" not in evil
@@ -139,8 +158,14 @@ def test_view_matrix_is_one_window_filtered_and_paged_by_the_query(lab) -> None:
     first = build_page(source, lazy=True, window=Window.from_query("", size=2))
     assert first.count('class="runrow"') == 2 and "runs 1\u20132 of 5" in first
     assert 'href="?from=2#runs"' in first and 'id="run-' not in first  # panels come on demand
-    invalid = build_page(source, lazy=True, window=Window.from_query("state=invalid&from=abc", size=2))
-    assert invalid.count('class="runrow"') == 1 and 'data-run="3"' in invalid and "of 1 matching" in invalid
+    invalid = build_page(
+        source, lazy=True, window=Window.from_query("state=invalid&from=abc", size=2)
+    )
+    assert (
+        invalid.count('class="runrow"') == 1
+        and 'data-run="3"' in invalid
+        and "of 1 matching" in invalid
+    )
     assert '<option value="invalid" selected>' in invalid
     # A hostile or malformed query is the default window, never an error or markup.
     odd = Window.from_query("from=99999999999&state=%3Cscript%3E&metric=nope&x=1&x=2", size=2)
@@ -150,7 +175,9 @@ def test_view_matrix_is_one_window_filtered_and_paged_by_the_query(lab) -> None:
     none = build_page(source, lazy=True, window=Window.from_query("cell=nowhere"))
     assert "no run matches (of 5)" in none and 'class="runrow"' not in none
     # Past the last page: back to the first.
-    assert build_page(source, lazy=True, window=Window(start=40, size=2)).count('class="runrow"') == 2
+    assert (
+        build_page(source, lazy=True, window=Window(start=40, size=2)).count('class="runrow"') == 2
+    )
 
 
 def test_gap_table_and_chart_carry_the_runs_needed_and_the_procedure() -> None:
@@ -159,18 +186,31 @@ def test_gap_table_and_chart_carry_the_runs_needed_and_the_procedure() -> None:
     from trysquare.report.formats import ReportSource
 
     def rows(cell: str, true: int, n: int) -> list[dict]:
-        return [{"id": f"{cell}-{i}", "cell": cell, "repetition": i, "state": "valid",
-                 "metrics": {"ok": i < true}, "reasons": {}, "errors": [], "pending": []}
-                for i in range(n)]
+        return [
+            {
+                "id": f"{cell}-{i}",
+                "cell": cell,
+                "repetition": i,
+                "state": "valid",
+                "metrics": {"ok": i < true},
+                "reasons": {},
+                "errors": [],
+                "pending": [],
+            }
+            for i in range(n)
+        ]
 
     made = rows("ref", 2, 6) + rows("a", 4, 6)
-    layout = Layout(name="gaps", metrics=("ok",), reference="ref", stopping="anytime",
-                    correction="holm")
+    layout = Layout(
+        name="gaps", metrics=("ok",), reference="ref", stopping="anytime", correction="holm"
+    )
     page = build_page(ReportSource(report=build_report(layout, made), rows=tuple(made)))
-    table = page[page.index('id="gap-table"'):page.index("</table>", page.index('id="gap-table"'))]
+    table = page[
+        page.index('id="gap-table"') : page.index("</table>", page.index('id="gap-table"'))
+    ]
     assert "<th>runs needed</th>" in table and '<td class="runs-needed">\u2248 ' in table
-    forest = page[page.index('id="forest"'):page.index("</svg>", page.index('id="forest"'))]
+    forest = page[page.index('id="forest"') : page.index("</svg>", page.index('id="forest"'))]
     assert 'class="runs-needed">\u2248 ' in forest
     assert "confidence sequence (anytime-valid)" in page
-    procedure = page[page.index('id="procedure"'):]
+    procedure = page[page.index('id="procedure"') :]
     assert "Procedure: anytime-valid." in procedure and "with Holm&#x27;s correction" in procedure

@@ -61,25 +61,45 @@ class Lab:
     invalid: tuple[str, ...]
 
 
-def _result(metrics: Mapping[str, Any], reasons: Mapping[str, str] | None = None,
-            *, state: str = "valid", error: str | None = None, name: str = "check",
-            usage: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def _result(
+    metrics: Mapping[str, Any],
+    reasons: Mapping[str, str] | None = None,
+    *,
+    state: str = "valid",
+    error: str | None = None,
+    name: str = "check",
+    usage: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     document = {
-        "metrics": dict(metrics), "reasons": dict(reasons or {}), "state": state, "error": error,
+        "metrics": dict(metrics),
+        "reasons": dict(reasons or {}),
+        "state": state,
+        "error": error,
         "validator": {"name": name, "mode": "script", "digest": "sha256:old"},
-        "context_digest": None, "duration": 0.25,
+        "context_digest": None,
+        "duration": 0.25,
     }
     if usage is not None:
         document["usage"] = dict(usage)
     return document
 
 
-def _usage(requests: int, tokens: tuple[int | None, int | None, int | None],
-           price: tuple[float | None, float | None] = (None, None)) -> dict[str, Any]:
+def _usage(
+    requests: int,
+    tokens: tuple[int | None, int | None, int | None],
+    price: tuple[float | None, float | None] = (None, None),
+) -> dict[str, Any]:
     """A judge's usage record as the judge mode writes it."""
-    return {"requests": requests, "input_tokens": tokens[0], "output_tokens": tokens[1],
-            "cached_tokens": tokens[2], "provider": "local", "model": "judge-1",
-            "price_input": price[0], "price_output": price[1]}
+    return {
+        "requests": requests,
+        "input_tokens": tokens[0],
+        "output_tokens": tokens[1],
+        "cached_tokens": tokens[2],
+        "provider": "local",
+        "model": "judge-1",
+        "price_input": price[0],
+        "price_output": price[1],
+    }
 
 
 # What the page must show for the judge's spending (base: priced; the evil cell: not).
@@ -94,14 +114,22 @@ def _signed(run_dir: Path, name: str, document: Mapping[str, Any]) -> dict[str, 
     return results.sign_result(load_run(run_dir / "run.toml", replay=True), name, document)
 
 
-def _record(run_dir: Path, name: str, document: Mapping[str, Any], *, stderr: str | None = None) -> None:
+def _record(
+    run_dir: Path, name: str, document: Mapping[str, Any], *, stderr: str | None = None
+) -> None:
     write_result(run_dir, name, document)  # as trysquare records it: signed
     if stderr is not None:
         _atomic.write_text(run_dir / "validation" / f"{name}.stderr", stderr)
 
 
-def _run(root: Path, run_id: str, cell: str, repetition: int, changes: Mapping[str, str],
-         response: str | None) -> Path:
+def _run(
+    root: Path,
+    run_id: str,
+    cell: str,
+    repetition: int,
+    changes: Mapping[str, str],
+    response: str | None,
+) -> Path:
     builder = RunBuilder(root / "runs" / run_id, cell=cell, repetition=repetition)
     builder.base({"counter.py": "def count(text):\n    return len(text.split(' '))\n"})
     builder.repo.write_files(changes)
@@ -123,34 +151,89 @@ def build_lab(tmp_path: Path) -> Lab:
     fixed = {"counter.py": "def count(text):\n    return len(text.split())\n"}
     base1 = _run(root, "base-1", "base", 1, fixed, "Fixed the split.")
     _record(base1, "check", _result({"passes": True, "style": True}), stderr="ran 3 tests\nOK\n")
-    _record(base1, "judge", _result({"clear": True}, {"clear": "reads well"}, name="judge",
-                                    usage=_usage(1, (1200, 80, 0), (0.5, 2.0))))
+    _record(
+        base1,
+        "judge",
+        _result(
+            {"clear": True},
+            {"clear": "reads well"},
+            name="judge",
+            usage=_usage(1, (1200, 80, 0), (0.5, 2.0)),
+        ),
+    )
 
     base2 = _run(root, "base-2", "base", 2, {}, "Nothing to do.")
-    _record(base2, "check", _result({"passes": False, "style": None},
-                                    {"passes": f"suite failed: {XSS}", "style": f"linter crashed {XSS}"}))
-    _record(base2, "judge", _result({"clear": False}, {"clear": "no change"}, name="judge",
-                                    usage=_usage(2, (1200, 80, 300), (0.5, 2.0))))
+    _record(
+        base2,
+        "check",
+        _result(
+            {"passes": False, "style": None},
+            {"passes": f"suite failed: {XSS}", "style": f"linter crashed {XSS}"},
+        ),
+    )
+    _record(
+        base2,
+        "judge",
+        _result(
+            {"clear": False},
+            {"clear": "no change"},
+            name="judge",
+            usage=_usage(2, (1200, 80, 300), (0.5, 2.0)),
+        ),
+    )
     (base2 / "validation" / "judge").mkdir()
-    _atomic.write_json(base2 / "validation" / "judge" / "transcript.json", {
-        "exchanges": [
-            {"attempt": 1, "request": {"body": {"pieces": "Nothing to do."}}, "error": "HTTP 429",
-             "response": {"status": 429, "body": {"error": "slow down"}}},
-            {"attempt": 2, "request": {"body": {"pieces": {"diff": "", "response": "Nothing to do."}}},
-             "response": {"status": 200, "body": {"verdict": {"clear": False}, "text": XSS, "usage": {
-                 "prompt_tokens": 1200, "completion_tokens": 80,
-                 "prompt_tokens_details": {"cached_tokens": 300}}}}},
-        ],
-        "outcome": {"state": "valid", "error": None},
-    })
-    _atomic.append_line(base2 / "validation" / "check.history.jsonl",
-                        _signed(base2, "check", _result({"passes": True, "style": True})))
+    _atomic.write_json(
+        base2 / "validation" / "judge" / "transcript.json",
+        {
+            "exchanges": [
+                {
+                    "attempt": 1,
+                    "request": {"body": {"pieces": "Nothing to do."}},
+                    "error": "HTTP 429",
+                    "response": {"status": 429, "body": {"error": "slow down"}},
+                },
+                {
+                    "attempt": 2,
+                    "request": {"body": {"pieces": {"diff": "", "response": "Nothing to do."}}},
+                    "response": {
+                        "status": 200,
+                        "body": {
+                            "verdict": {"clear": False},
+                            "text": XSS,
+                            "usage": {
+                                "prompt_tokens": 1200,
+                                "completion_tokens": 80,
+                                "prompt_tokens_details": {"cached_tokens": 300},
+                            },
+                        },
+                    },
+                },
+            ],
+            "outcome": {"state": "valid", "error": None},
+        },
+    )
+    _atomic.append_line(
+        base2 / "validation" / "check.history.jsonl",
+        _signed(base2, "check", _result({"passes": True, "style": True})),
+    )
 
-    evil1 = _run(root, "evil-1", EVIL_CELL, 1, {**fixed, EVIL_FILE: f"print('{XSS}')\n",
-                                                   BIG_FILE: "x" * 60_000 + "\n"}, XSS)
-    _record(evil1, "check", _result({"passes": True, "style": True}, {"passes": XSS}),
-            stderr="noise\n" * 2000 + f"last line {XSS}\n")
-    _record(evil1, "judge", _result({"clear": True}, name="judge", usage=_usage(1, (None, None, None))))
+    evil1 = _run(
+        root,
+        "evil-1",
+        EVIL_CELL,
+        1,
+        {**fixed, EVIL_FILE: f"print('{XSS}')\n", BIG_FILE: "x" * 60_000 + "\n"},
+        XSS,
+    )
+    _record(
+        evil1,
+        "check",
+        _result({"passes": True, "style": True}, {"passes": XSS}),
+        stderr="noise\n" * 2000 + f"last line {XSS}\n",
+    )
+    _record(
+        evil1, "judge", _result({"clear": True}, name="judge", usage=_usage(1, (None, None, None)))
+    )
 
     evil2 = _run(root, "evil-2", EVIL_CELL, 2, fixed, None)
     # A link that leaves the run folder refuses the whole run at load; one into the
@@ -160,15 +243,33 @@ def build_lab(tmp_path: Path) -> Lab:
     (evil2 / "response.md").symlink_to(inside)
     _record(evil2, "check", _result({}, state="invalid", error=f"the clone changed: {XSS}"))
     # A planted usage record: nothing in it may reach the page as markup or as a number.
-    _record(evil2, "judge", _result({"clear": True}, name="judge", usage={
-        "requests": XSS, "input_tokens": -5, "output_tokens": 1e9, "provider": XSS, "price_input": "free"}))
+    _record(
+        evil2,
+        "judge",
+        _result(
+            {"clear": True},
+            name="judge",
+            usage={
+                "requests": XSS,
+                "input_tokens": -5,
+                "output_tokens": 1e9,
+                "provider": XSS,
+                "price_input": "free",
+            },
+        ),
+    )
 
     evil3 = _run(root, "evil-3", EVIL_CELL, 3, fixed, "Done.")
     _record(evil3, "check", _result({"passes": True, "style": False}, {"style": "long lines"}))
     # no judge result: `clear` is pending
 
-    return Lab(scenario=scenario, root=root, secret=secret,
-               run_ids=("base-1", "base-2", "evil-1", "evil-2", "evil-3"), invalid=("evil-2",))
+    return Lab(
+        scenario=scenario,
+        root=root,
+        secret=secret,
+        run_ids=("base-1", "base-2", "evil-1", "evil-2", "evil-3"),
+        invalid=("evil-2",),
+    )
 
 
 def source_of(lab: Lab) -> Any:

@@ -12,9 +12,9 @@ TYPE_CHECKING = False
 from trysquare._version import __version__
 
 if TYPE_CHECKING:
-    from pluggy import HookimplMarker
-
     from typing import Any
+
+    from pluggy import HookimplMarker
 
     hookimpl: HookimplMarker
 

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 __all__ = [
+    "Folder",
     "UnsafePath",
     "append_line",
-    "Folder",
     "create_once",
     "dump_json",
     "encode",
@@ -93,7 +93,7 @@ def _below(path: Path, root: Path | None) -> tuple[str, tuple[str, ...]]:
     if not absolute.startswith(prefix):
         why = "is not a file inside" if absolute == top else "is not inside"
         raise UnsafePath(Path(absolute), f"{why} {Path(top)}")
-    return top, tuple(absolute[len(prefix):].split(os.sep)[:-1])
+    return top, tuple(absolute[len(prefix) :].split(os.sep)[:-1])
 
 
 @contextmanager
@@ -232,11 +232,16 @@ def dump_json(value: Any, *, compact: bool = False) -> str:
     which any JSON reader turns back into the same string.
     """
     indent = None if compact else 2
-    text = json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    text = (
+        json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=True, allow_nan=False) + "\n"
+        text = (
+            json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=True, allow_nan=False)
+            + "\n"
+        )
     return text
 
 
@@ -361,7 +366,10 @@ class Folder:
         """Append ``line`` and a newline to ``name`` (created if absent) in a single ``write``."""
         try:
             fd = os.open(
-                name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666, dir_fd=self.fd
+                name,
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC,
+                0o666,
+                dir_fd=self.fd,
             )
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(self.fd, name):
@@ -420,7 +428,9 @@ def open_lock(path: Path, *, root: Path) -> int:
     with _parent_fd(path, root, create=True) as folder:
         try:
             fd = os.open(
-                path.name, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, 0o666,
+                path.name,
+                os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC,
+                0o666,
                 dir_fd=folder,
             )
         except OSError as error:
@@ -452,7 +462,9 @@ def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> by
     path = Path(path)
     with _parent_fd(path, root, create=True) as folder:
         temp = f".{path.name}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=folder)
+        fd = os.open(
+            temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=folder
+        )
         try:
             try:
                 _write_all(fd, data)
@@ -460,7 +472,9 @@ def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> by
             finally:
                 os.close(fd)
             try:
-                os.link(temp, path.name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+                os.link(
+                    temp, path.name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False
+                )
             except FileExistsError:
                 pass
         finally:
@@ -500,7 +514,9 @@ def remove_stale_temps(folder: Path, *, root: Path) -> list[str]:
         with _parent_fd(Path(folder) / "x", root, create=False) as fd:
             with os.scandir(fd) as entries:
                 names = [
-                    e.name for e in entries if _TEMP_NAME.match(e.name) and e.is_file(follow_symlinks=False)
+                    e.name
+                    for e in entries
+                    if _TEMP_NAME.match(e.name) and e.is_file(follow_symlinks=False)
                 ]
             for name in names:
                 try:

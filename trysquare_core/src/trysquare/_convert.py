@@ -8,8 +8,8 @@ Strict: unknown keys are refused (with a close-match suggestion), and ``str``,
 from __future__ import annotations
 
 import difflib
-import tomllib
 import re
+import tomllib
 import typing
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -60,8 +60,14 @@ def _strict_path(value: Any, _: type) -> Path:
 
 
 def _describe(value: Any) -> str:
-    kinds = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-             list: "a list", dict: "a table"}
+    kinds = {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a table",
+    }
     return kinds.get(type(value), type(value).__name__)
 
 
@@ -92,7 +98,9 @@ def _sequence_hook(kind: Any) -> Any:
             try:
                 items.append(_converter.structure(item, item_kind))
             except Exception as error:  # noqa: BLE001 - gathered into one cattrs error
-                note = IterableValidationNote(f"Structuring {kind} @ index {index}", index, item_kind)
+                note = IterableValidationNote(
+                    f"Structuring {kind} @ index {index}", index, item_kind
+                )
                 error.__notes__ = [*getattr(error, "__notes__", []), note]
                 errors.append(error)
         if errors:
@@ -110,7 +118,9 @@ def register_structure_hook(kind: Any, hook: Any) -> None:
     _converter.register_structure_hook(kind, hook)
 
 
-def read_toml(path: Path, *, error: type[TrysquareError], label: str | None = None) -> dict[str, Any]:
+def read_toml(
+    path: Path, *, error: type[TrysquareError], label: str | None = None
+) -> dict[str, Any]:
     """Parse a TOML file, or raise ``error`` with one sentence starting with ``label``."""
     label = label or str(path)
     try:

@@ -76,7 +76,9 @@ def withheld_names(
 def _withheld(environ: Iterable[str], passed: Iterable[str], protected: Iterable[str]) -> set[str]:
     blocked = set(protected)
     allowed = set(passed) - blocked
-    return {name for name in environ if name in blocked or (name not in allowed and looks_secret(name))}
+    return {
+        name for name in environ if name in blocked or (name not in allowed and looks_secret(name))
+    }
 
 
 def child_environment(

@@ -171,7 +171,7 @@ class InFlight:
             "digest": task.digest,
             "context_digest": task.context_digest,
             "pid": os.getpid(),
-            "at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         entry["mac"] = _signing.mac(_signed(entry))
         with self._changed:

@@ -16,7 +16,13 @@ from typing import Any
 from trysquare.errors import UsageError
 from trysquare.runs import RUN_FILE, Run
 
-__all__ = ["DuplicateRunsError", "duplicates", "matrix_problems", "one_edit_apart", "refuse_duplicates"]
+__all__ = [
+    "DuplicateRunsError",
+    "duplicates",
+    "matrix_problems",
+    "one_edit_apart",
+    "refuse_duplicates",
+]
 
 
 class DuplicateRunsError(UsageError):
@@ -37,10 +43,10 @@ def one_edit_apart(first: str, second: str) -> bool:
                     index + 1 < len(first)
                     and first[index] == second[index + 1]
                     and first[index + 1] == second[index]
-                    and first[index + 2:] == second[index + 2:]
+                    and first[index + 2 :] == second[index + 2 :]
                 )
-                return swapped or first[index + 1:] == second[index + 1:]
-            return first[index:] == second[index + 1:]
+                return swapped or first[index + 1 :] == second[index + 1 :]
+            return first[index:] == second[index + 1 :]
     return True  # one is the other plus a last character
 
 
@@ -98,7 +104,7 @@ def matrix_problems(scenario: Any, runs: Sequence[Run], declared: Sequence[str] 
         )
     wanted = set(declared)
     for index, first in enumerate(sorted(cells)):
-        for second in sorted(cells)[index + 1:]:
+        for second in sorted(cells)[index + 1 :]:
             if first in wanted and second in wanted:
                 continue
             if one_edit_apart(first, second):

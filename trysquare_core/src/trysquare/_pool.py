@@ -20,7 +20,9 @@ def io_workers() -> int:
     return min(8, 2 * (os.cpu_count() or 1))
 
 
-def bounded_map(pool: Executor, function: Callable[[T], R], items: Iterable[T], *, window: int) -> Iterator[R]:
+def bounded_map(
+    pool: Executor, function: Callable[[T], R], items: Iterable[T], *, window: int
+) -> Iterator[R]:
     """``pool.map`` that keeps at most ``window`` calls submitted (twice the pool's threads
     keeps it busy). ``Executor.map`` submits every item at once: over 10,000 runs their
     futures and results would be held together. Results come in the order of ``items``.

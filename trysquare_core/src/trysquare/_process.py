@@ -65,7 +65,7 @@ def kill_groups(groups: Iterable[int]) -> None:
 class ProcessResult:
     """What became of one child process."""
 
-    __slots__ = ("argv", "returncode", "stdout", "stderr", "timed_out", "truncated", "duration")
+    __slots__ = ("argv", "duration", "returncode", "stderr", "stdout", "timed_out", "truncated")
 
     def __init__(
         self,
@@ -186,10 +186,17 @@ def run_process(
                 moved = {writable[0]: shown_as}
                 inside = os.path.join(shown_as, os.path.relpath(str(cwd), writable[0]))
             argv = jailed_command(
-                argv, cwd=inside, writable=writable, policy=jail, shown_as=moved,
+                argv,
+                cwd=inside,
+                writable=writable,
+                policy=jail,
+                shown_as=moved,
                 guarded=[str(p) for p in guarded],
                 # The command's own files (the scenario's: a script it names by path).
-                programs=[program, *(w for w in argv[1:] if os.path.isabs(w) and os.path.isfile(w))],
+                programs=[
+                    program,
+                    *(w for w in argv[1:] if os.path.isabs(w) and os.path.isfile(w)),
+                ],
                 ids=ids,
             )
             env = jail_environment(os.environ if env is None else env)
@@ -211,6 +218,7 @@ def run_process(
     # Held while a child is being started: until it is in _live_groups, another
     # thread's _end_strays would take the new session leader for a stray.
     _spawning.acquire()
+
     def spawn() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             list(argv),
@@ -333,7 +341,11 @@ def _become_subreaper() -> None:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(
-            _PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+            _PR_SET_CHILD_SUBREAPER,
+            ctypes.c_ulong(1),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
         )
     except (OSError, AttributeError):
         pass  # then an orphan goes to init; the session and token still find it
@@ -386,7 +398,9 @@ _children_files: list[bool] = []
 def _has_children_files() -> bool:
     """Whether this kernel lists a thread's children (``/proc/<pid>/task/<tid>/children``)."""
     if not _children_files:
-        _children_files.append(os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children"))
+        _children_files.append(
+            os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children")
+        )
     return _children_files[0]
 
 
@@ -558,8 +572,15 @@ def run_steps(
         transcript.append(f"$ {shown}\n".encode())
         try:
             done = run_process(
-                argv, cwd=cwd, timeout=max(deadline - time.monotonic(), 0.0), env=env,
-                sandbox=sandbox, jail=jail, guarded=guarded, jail_ids=ids, shown_as=shown_as,
+                argv,
+                cwd=cwd,
+                timeout=max(deadline - time.monotonic(), 0.0),
+                env=env,
+                sandbox=sandbox,
+                jail=jail,
+                guarded=guarded,
+                jail_ids=ids,
+                shown_as=shown_as,
             )
         except IsolationUnavailable as error:
             problem = f"{label} `{shown}` was not run: {error}"

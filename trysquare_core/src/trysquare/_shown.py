@@ -85,7 +85,7 @@ def md(text: object) -> str:
     leading = _MD_LEADING.match(value)
     if leading and (leading.group(2) == "") == (leading.group(3) in "#+-="):
         # "# x", "- x", "= x" or "1. x", "2) x": the punctuation gets the backslash.
-        value = value[: leading.start(3)] + "\\" + value[leading.start(3):]
+        value = value[: leading.start(3)] + "\\" + value[leading.start(3) :]
     return value
 
 

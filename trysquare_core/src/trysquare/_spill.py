@@ -56,7 +56,7 @@ class Spill:
             end = 32 * (number + 1)
             if len(self._digests) < end:
                 self._digests.extend(bytes(end - len(self._digests)))
-            self._digests[end - 32:end] = hashlib.sha256(data).digest()
+            self._digests[end - 32 : end] = hashlib.sha256(data).digest()
         return number
 
     def load(self, number: int) -> Any:
@@ -67,7 +67,7 @@ class Spill:
                 data = handle.read()
         except OSError as error:
             raise Tampered(f"{path} cannot be read ({error.strerror})") from None
-        if hashlib.sha256(data).digest() != bytes(self._digests[32 * number:32 * number + 32]):
+        if hashlib.sha256(data).digest() != bytes(self._digests[32 * number : 32 * number + 32]):
             raise Tampered(f"{path} was changed")
         return marshal.loads(data)  # checked first: marshal reads only what was written here
 

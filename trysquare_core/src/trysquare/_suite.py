@@ -74,6 +74,7 @@ class SuiteVerdict:
     def __repr__(self) -> str:
         return f"SuiteVerdict({self.value!r}, {self.reason!r})"
 
+
 def _words(command: str | Sequence[str]) -> list[str]:
     # The scenario carries strings; an already split argv is accepted as it is.
     if isinstance(command, str):
@@ -128,16 +129,34 @@ def run_suite(
         return copy_tree(Path(repo), Path(scratch) / "repo")
 
     verdict, settled = _on_the_prepared_tree(
-        Path(repo), steps, shown, env=env, timeout=timeout, jail=policy,
+        Path(repo),
+        steps,
+        shown,
+        env=env,
+        timeout=timeout,
+        jail=policy,
         guarded=[Path(repo), *guarded],
     ) or _run_steps_on(
-        copy_run, steps, shown, env=env, timeout=timeout, jail=policy, guarded=[Path(repo), *guarded]
+        copy_run,
+        steps,
+        shown,
+        env=env,
+        timeout=timeout,
+        jail=policy,
+        guarded=[Path(repo), *guarded],
     )
     if settled or base is None:
         return verdict
     control = _control_at_base(
-        Path(repo), base, steps, shown, env=env, timeout=timeout, jail=policy,
-        guarded=[Path(repo), *guarded], pass_env=pass_env,
+        Path(repo),
+        base,
+        steps,
+        shown,
+        env=env,
+        timeout=timeout,
+        jail=policy,
+        guarded=[Path(repo), *guarded],
+        pass_env=pass_env,
     )
     if control is None:
         return verdict  # the base tree could not be read: nobody can tell
@@ -174,7 +193,12 @@ def _on_the_prepared_tree(
         return None
     started = time.monotonic()
     shared = _prepared.shared_prepare(
-        repo, steps[:-1], env=env, timeout=timeout, jail=jail, guarded=guarded,
+        repo,
+        steps[:-1],
+        env=env,
+        timeout=timeout,
+        jail=jail,
+        guarded=guarded,
         tail_lines=TAIL_LINES,
     )
     if shared is None:
@@ -191,7 +215,13 @@ def _on_the_prepared_tree(
     left = max(timeout - (time.monotonic() - started), 0.0)
     try:
         return _run_steps_on(
-            copy_prepared, steps[-1:], shown, env=env, timeout=left, jail=jail, guarded=guarded,
+            copy_prepared,
+            steps[-1:],
+            shown,
+            env=env,
+            timeout=left,
+            jail=jail,
+            guarded=guarded,
             shown_as=shared.origin,
         )
     except OSError:
@@ -222,7 +252,10 @@ def _run_steps_on(
         env = {**env, "TMPDIR": seen_as}
         copy = make_copy(scratch)
         done = run_steps(
-            steps, cwd=copy, timeout=timeout, env=env,
+            steps,
+            cwd=copy,
+            timeout=timeout,
+            env=env,
             # The agent's test code writes only in its throwaway scratch folder
             # (where the kernel allows it): never the clone, the run, the etalon cache.
             sandbox=Sandbox([scratch]),
@@ -234,7 +267,9 @@ def _run_steps_on(
     hint = "" if done.last is None else _confinement_hint(output_text(done.last), seen_as)
     if done.problem is not None or done.last is None:
         timed_out = done.last is not None and done.last.timed_out
-        return SuiteVerdict.unjudged((done.problem or "there was no suite to run") + hint), timed_out
+        return SuiteVerdict.unjudged(
+            (done.problem or "there was no suite to run") + hint
+        ), timed_out
     verdict = _verdict(shown, done.last.returncode, output_text(done.last))
     if hint and verdict.value is not True:
         verdict = SuiteVerdict(verdict.value, verdict.reason + hint)
@@ -296,8 +331,11 @@ def _control_at_base(
     except (RepoError, OSError):
         return None
     decided = {
-        "version": 1, "tree": tree.name, "steps": [list(argv) for _, argv in steps],
-        "pass_env": sorted(pass_env), "jail": jail_key(jail),
+        "version": 1,
+        "tree": tree.name,
+        "steps": [list(argv) for _, argv in steps],
+        "pass_env": sorted(pass_env),
+        "jail": jail_key(jail),
     }
     key = hashlib.sha256(json.dumps(decided, sort_keys=True).encode()).hexdigest()
     cache = _cache_root() / "controls"
@@ -329,8 +367,10 @@ def _control_at_base(
     if settled and not judged:
         return None  # a control that timed out says nothing either way; not kept
     first = verdict.reason.splitlines()[0] if verdict.reason else ""
-    said = "it passed" if verdict.value is True else (
-        "it ran and failed" if verdict.value is False else first[:200]
+    said = (
+        "it passed"
+        if verdict.value is True
+        else ("it ran and failed" if verdict.value is False else first[:200])
     )
     try:
         cache.mkdir(parents=True, exist_ok=True)

@@ -143,9 +143,12 @@ def store(task: Task, key: str, value: bool, reason: str) -> None:
     """Keep a judged outcome, signed, for a clone that is still its recorded work."""
     from trysquare import clone_guard
 
-    if task.clone_before is None or clone_guard.clone_changes(task.run, task.clone_before) is not None:
+    if (
+        task.clone_before is None
+        or clone_guard.clone_changes(task.run, task.clone_before) is not None
+    ):
         return
-    at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     entry: dict[str, Any] = {"value": value, "reason": reason, "at": at}
     try:
         entry["mac"] = _mac(key, entry)

@@ -24,7 +24,7 @@ import tempfile
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Self
 
 from trysquare import _suitecache
 from trysquare._process import kill_groups, owned_groups
@@ -69,7 +69,10 @@ class SuiteService:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 

@@ -55,6 +55,9 @@ if TYPE_CHECKING:
     from trysquare.execute import execute_task, record_invalid
     from trysquare.executor_protocol import Executor, RunningExecutor
     from trysquare.executors import execute_stoppable
+    from trysquare.git.etalon import materialise_etalon
+    from trysquare.git.patch import write_diff_patch
+    from trysquare.git.suite_copy import copy_tree
     from trysquare.jail import JailPolicy
     from trysquare.lock import experiment_lock, folder_lock, sweep_temps
     from trysquare.modes import (
@@ -73,9 +76,6 @@ if TYPE_CHECKING:
     )
     from trysquare.outputs import keep_output, parse_validator_output
     from trysquare.plugins import observe_outcome, registry
-    from trysquare.git.etalon import materialise_etalon
-    from trysquare.git.patch import write_diff_patch
-    from trysquare.git.suite_copy import copy_tree
     from trysquare.report import report_source
     from trysquare.report.render import (
         cost_text,
@@ -109,11 +109,26 @@ if TYPE_CHECKING:
 _ELSEWHERE: dict[str, str] = {
     **dict.fromkeys(["Commands", "add_selection_options"], "trysquare.commands"),
     **dict.fromkeys(
-        ["RunFacts", "build_context", "context_digest", "dump_context", "gather_facts", "write_session_facts"],
+        [
+            "RunFacts",
+            "build_context",
+            "context_digest",
+            "dump_context",
+            "gather_facts",
+            "write_session_facts",
+        ],
         "trysquare.context",
     ),
     **dict.fromkeys(
-        ["ConfigError", "NoRunsError", "RepoError", "RunError", "ScenarioError", "TrysquareError", "UsageError"],
+        [
+            "ConfigError",
+            "NoRunsError",
+            "RepoError",
+            "RunError",
+            "ScenarioError",
+            "TrysquareError",
+            "UsageError",
+        ],
         "trysquare.errors",
     ),
     **dict.fromkeys(["execute_task", "record_invalid"], "trysquare.execute"),
@@ -122,8 +137,20 @@ _ELSEWHERE: dict[str, str] = {
     **dict.fromkeys(["JailPolicy"], "trysquare.jail"),
     **dict.fromkeys(["experiment_lock", "folder_lock", "sweep_temps"], "trysquare.lock"),
     **dict.fromkeys(
-        ["PIECES", "Gathered", "Gathering", "LoadedScenario", "Mode", "Outcome", "State", "TableSource",
-         "Validation", "ValidationTask", "check_pieces", "check_timeout"],
+        [
+            "PIECES",
+            "Gathered",
+            "Gathering",
+            "LoadedScenario",
+            "Mode",
+            "Outcome",
+            "State",
+            "TableSource",
+            "Validation",
+            "ValidationTask",
+            "check_pieces",
+            "check_timeout",
+        ],
         "trysquare.modes",
     ),
     **dict.fromkeys(["keep_output", "parse_validator_output"], "trysquare.outputs"),
@@ -140,13 +167,23 @@ _ELSEWHERE: dict[str, str] = {
     **dict.fromkeys(["Layout", "build_report"], "trysquare.report.tables"),
     **dict.fromkeys(["usage_totals"], "trysquare.report.usage"),
     **dict.fromkeys(
-        ["archive_dir", "build_measures", "read_result", "result_document", "signature_problem", "usage_of",
-         "write_measures", "write_result"],
+        [
+            "archive_dir",
+            "build_measures",
+            "read_result",
+            "result_document",
+            "signature_problem",
+            "usage_of",
+            "write_measures",
+            "write_result",
+        ],
         "trysquare.results",
     ),
     **dict.fromkeys(["Experiment", "Run"], "trysquare.run_records"),
     **dict.fromkeys(["discover", "load_experiments"], "trysquare.runs"),
-    **dict.fromkeys(["Scenario", "ShellWordError", "load_scenario", "split_command"], "trysquare.scenario"),
+    **dict.fromkeys(
+        ["Scenario", "ShellWordError", "load_scenario", "split_command"], "trysquare.scenario"
+    ),
     **dict.fromkeys(["Selection"], "trysquare.selection"),
     **dict.fromkeys(["final_response", "open_session"], "trysquare.sessions"),
     **dict.fromkeys(["SessionFormat", "SessionReading", "ToolCall"], "trysquare.sessions.reading"),
@@ -154,9 +191,10 @@ _ELSEWHERE: dict[str, str] = {
 }
 
 __all__ = [
+    "DEFAULT_OUTPUT_CAP",
+    "PIECES",
     "Commands",
     "ConfigError",
-    "DEFAULT_OUTPUT_CAP",
     "Executor",
     "Experiment",
     "Gathered",
@@ -167,7 +205,6 @@ __all__ = [
     "Mode",
     "NoRunsError",
     "Outcome",
-    "PIECES",
     "PlannedTask",
     "ProcessResult",
     "RepoError",
@@ -219,12 +256,12 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "interrupted",
-    "listed_as",
     "keep_output",
-    "machine_mac",
-    "machine_mac_holds",
+    "listed_as",
     "load_experiments",
     "load_scenario",
+    "machine_mac",
+    "machine_mac_holds",
     "materialise_etalon",
     "observe_outcome",
     "open_session",
@@ -241,8 +278,8 @@ __all__ = [
     "report_source",
     "result_document",
     "run_process",
-    "run_warm_if_served",
     "run_steps",
+    "run_warm_if_served",
     "runs_needed_method",
     "runs_needed_text",
     "scratch_folder",
@@ -346,8 +383,16 @@ def run_steps(
         raise ValueError("run_steps(jail=...) needs writable=[the scratch folder]")
     sandbox = None if writable is None else Sandbox([str(path) for path in writable])
     return run(
-        steps, cwd=cwd, timeout=timeout, env=env, sandbox=sandbox, consequence=consequence,
-        tail_lines=tail_lines, jail=jail, guarded=guarded, shown_as=shown_as,
+        steps,
+        cwd=cwd,
+        timeout=timeout,
+        env=env,
+        sandbox=sandbox,
+        consequence=consequence,
+        tail_lines=tail_lines,
+        jail=jail,
+        guarded=guarded,
+        shown_as=shown_as,
     )
 
 
@@ -391,7 +436,12 @@ def prepared_tree(
     steps = [("prepare", split(step)) for step in task.context.get("prepare") or ()]
     repo = Path(task.context["repo"])
     return _prepared.shared_prepare(
-        repo, steps, env=env, timeout=timeout, jail=task.jail, guarded=[repo, task.run.dir],
+        repo,
+        steps,
+        env=env,
+        timeout=timeout,
+        jail=task.jail,
+        guarded=[repo, task.run.dir],
         tail_lines=tail_lines,
     )
 
@@ -432,7 +482,9 @@ def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
     return last(text, lines, chars)
 
 
-def child_environment(*, passed: Iterable[str] = (), protected: Iterable[str] = ()) -> dict[str, str]:
+def child_environment(
+    *, passed: Iterable[str] = (), protected: Iterable[str] = ()
+) -> dict[str, str]:
     """This process's environment minus what a validator or the suite must not see.
 
     ``protected`` names (every judge key, :attr:`ValidationTask.protected_env`)
@@ -575,7 +627,9 @@ def register_structure_hook(kind: Any, hook: Callable[[Any, Any], Any]) -> None:
     _convert.register_structure_hook(kind, hook)
 
 
-def read_toml(path: Path, *, error: type[TrysquareError], label: str | None = None) -> dict[str, Any]:
+def read_toml(
+    path: Path, *, error: type[TrysquareError], label: str | None = None
+) -> dict[str, Any]:
     """Parse a TOML file, or raise ``error`` with one sentence naming it (``label``)."""
     from trysquare import _convert
 

@@ -90,7 +90,7 @@ class Metric:
     ...`` stays unjudged when the suite could not be judged.
     """
 
-    __slots__ = ("value", "reason")
+    __slots__ = ("reason", "value")
 
     def __init__(self, value: Any, reason: str = "") -> None:
         if not isinstance(reason, str):
@@ -175,7 +175,7 @@ _ABSENT_BECAUSE = {
 class Etalon:
     """The reference side: its tag, and a folder holding its files (never read through git)."""
 
-    __slots__ = ("tag", "checkout")
+    __slots__ = ("checkout", "tag")
 
     def __init__(self, tag: str | None, checkout: Path | None) -> None:
         self.tag = tag
@@ -485,11 +485,19 @@ class Assay:
             # variables the scenario lets the suite see are handed on; nothing else.
             passed = [n for n in self._context.get("pass_env") or () if isinstance(n, str)]
             found = run_suite(
-                self.repo, command, self.prepare, timeout=timeout, pass_env=passed,
+                self.repo,
+                command,
+                self.prepare,
+                timeout=timeout,
+                pass_env=passed,
                 jail=policy_from_context(self._context),
                 base=str(self._context["base"]) if self._context.get("base") else None,
             )
-            verdict = Metric.unjudged(found.reason) if found.value is None else Metric(found.value, found.reason)
+            verdict = (
+                Metric.unjudged(found.reason)
+                if found.value is None
+                else Metric(found.value, found.reason)
+            )
         self._cache["tests"] = verdict
         return verdict
 
@@ -645,7 +653,9 @@ def _resolve(name: str, value: Any) -> tuple[Any, str]:
         except _MissingContext as error:
             raise _MissingContext(f"metric {name!r}: {error}") from None
         except Exception as error:
-            raise _ValidatorBug(f"metric {name!r} raised {type(error).__name__}: {error}") from error
+            raise _ValidatorBug(
+                f"metric {name!r} raised {type(error).__name__}: {error}"
+            ) from error
     if isinstance(value, Metric):
         return _json_value(name, value.value), value.reason
     if value is None:
@@ -763,7 +773,9 @@ class _Validator:
             return 1
         except Exception as error:  # noqa: BLE001 - a bug must not read as a measurement
             _print_traceback(error)
-            print(f"{program}: {self.name}() failed: {type(error).__name__}: {error}", file=sys.stderr)
+            print(
+                f"{program}: {self.name}() failed: {type(error).__name__}: {error}", file=sys.stderr
+            )
             return 1
         finally:
             sys.stdout = stdout

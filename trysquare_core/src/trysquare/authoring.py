@@ -51,9 +51,13 @@ def add_commands(commands: Any) -> None:
         epilog="example:\n  trysquare try scenario.toml runs/r1 --validator tests_pass",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    attempt.add_argument("scenario", type=Path, help="the scenario.toml (relative to the current directory)")
     attempt.add_argument(
-        "run_dir", type=Path, help="the run folder holding run.toml (relative to the current directory)"
+        "scenario", type=Path, help="the scenario.toml (relative to the current directory)"
+    )
+    attempt.add_argument(
+        "run_dir",
+        type=Path,
+        help="the run folder holding run.toml (relative to the current directory)",
     )
     attempt.add_argument("--validator", metavar="NAME", help="the validator (default: the first)")
     attempt.add_argument(
@@ -176,8 +180,8 @@ def _scratch_run(run: Run, scratch: Path, name: str) -> Run:
     would check it.
     """
     from trysquare import _atomic
-    from trysquare.context import RESPONSE_FILE
     from trysquare.clone_guard import WORK_FILE
+    from trysquare.context import RESPONSE_FILE
     from trysquare.runs import BASE_PIN
 
     scratch.mkdir()
@@ -334,7 +338,9 @@ def init_project(target: Path, project: str = "python") -> list[Path]:
             source = _TEMPLATES / own / source.name
         text = source.read_text(encoding="utf-8")
         if path.name == "validator.py":
-            text = text.replace('SCOPE = frozenset({"app.py"})', f'SCOPE = frozenset({{"{scoped}"}})')
+            text = text.replace(
+                'SCOPE = frozenset({"app.py"})', f'SCOPE = frozenset({{"{scoped}"}})'
+            )
         # Exclusive creation: a file that appeared meanwhile is refused, never replaced.
         with open(path, "x", encoding="utf-8") as handle:
             handle.write(text)

@@ -77,7 +77,9 @@ class ResultRecord:
         }
 
 
-def records(scenario: Any, experiments: Sequence[Any], only: Sequence[str] = ()) -> list[ResultRecord]:
+def records(
+    scenario: Any, experiments: Sequence[Any], only: Sequence[str] = ()
+) -> list[ResultRecord]:
     """Every chosen run × validator of ``experiments``, read from the recorded files.
 
     A run folder that could not be read is one failed record (validator
@@ -94,46 +96,76 @@ def records(scenario: Any, experiments: Sequence[Any], only: Sequence[str] = ())
                 try:
                     document = results.load_result(run, validation.name)
                 except results.UnreadableResult as damaged:
-                    found.append(ResultRecord(
-                        run=run.id, cell=run.cell, repetition=run.repetition, validator=validation.name,
-                        status="failed", error=f"{damaged}; {damaged.remedy}",
-                    ))
+                    found.append(
+                        ResultRecord(
+                            run=run.id,
+                            cell=run.cell,
+                            repetition=run.repetition,
+                            validator=validation.name,
+                            status="failed",
+                            error=f"{damaged}; {damaged.remedy}",
+                        )
+                    )
                     continue
                 found.append(_record(run, validation, document, stderr_tail))
         for error in experiment.errors:
             row = results.unusable_row(error)
-            found.append(ResultRecord(
-                run=row["id"] if row else (error.run_dir.name if error.run_dir else "?"),
-                cell=row["cell"] if row else "",
-                repetition=row["repetition"] if row else None,
-                validator="trysquare",
-                status="failed",
-                error=f"the run folder cannot be used: {error.message}",
-            ))
-    found.sort(key=lambda r: (r.cell, r.repetition if r.repetition is not None else -1, r.run, r.validator))
+            found.append(
+                ResultRecord(
+                    run=row["id"] if row else (error.run_dir.name if error.run_dir else "?"),
+                    cell=row["cell"] if row else "",
+                    repetition=row["repetition"] if row else None,
+                    validator="trysquare",
+                    status="failed",
+                    error=f"the run folder cannot be used: {error.message}",
+                )
+            )
+    found.sort(
+        key=lambda r: (r.cell, r.repetition if r.repetition is not None else -1, r.run, r.validator)
+    )
     return found
 
 
-def _record(run: Any, validation: Any, document: Mapping[str, Any] | None, tail: Any) -> ResultRecord:
-    common = {"run": run.id, "cell": run.cell, "repetition": run.repetition, "validator": validation.name}
+def _record(
+    run: Any, validation: Any, document: Mapping[str, Any] | None, tail: Any
+) -> ResultRecord:
+    common = {
+        "run": run.id,
+        "cell": run.cell,
+        "repetition": run.repetition,
+        "validator": validation.name,
+    }
     if document is None:
-        return ResultRecord(**common, status="pending", pending=tuple(validation.metrics),
-                            error="not validated yet")
+        return ResultRecord(
+            **common, status="pending", pending=tuple(validation.metrics), error="not validated yet"
+        )
     metrics = dict(document.get("metrics") or {})
     reasons = {k: v for k, v in (document.get("reasons") or {}).items() if isinstance(v, str)}
     duration = document.get("duration")
-    duration = float(duration) if isinstance(duration, (int, float)) and math.isfinite(duration) else None
+    duration = (
+        float(duration) if isinstance(duration, (int, float)) and math.isfinite(duration) else None
+    )
     if document.get("state") == "invalid":
         return ResultRecord(
-            **common, status="failed", metrics=metrics, reasons=reasons, duration=duration,
-            error=str(document.get("error")), stderr_tail=tuple(tail(run.dir, validation.name)),
+            **common,
+            status="failed",
+            metrics=metrics,
+            reasons=reasons,
+            duration=duration,
+            error=str(document.get("error")),
+            stderr_tail=tuple(tail(run.dir, validation.name)),
         )
     pending = tuple(m for m in validation.metrics if m not in metrics)
     unjudged = tuple(m for m in validation.metrics if m in metrics and metrics[m] is None)
     status: Status = "pending" if pending else "unjudged" if unjudged else "passed"
     return ResultRecord(
-        **common, status=status, metrics=metrics, reasons=reasons, duration=duration,
-        unjudged=unjudged, pending=pending,
+        **common,
+        status=status,
+        metrics=metrics,
+        reasons=reasons,
+        duration=duration,
+        unjudged=unjudged,
+        pending=pending,
     )
 
 
@@ -184,7 +216,8 @@ def check_document(
         "exit_code": exit_code,
         "loads": True,
         "validators": [
-            {"name": v.name, "mode": v.mode, "metrics": list(v.metrics)} for v in scenario.validations
+            {"name": v.name, "mode": v.mode, "metrics": list(v.metrics)}
+            for v in scenario.validations
         ],
         "protection": protection,
         "isolation": _isolation(scenario),
@@ -220,7 +253,9 @@ def dump(document: Mapping[str, Any]) -> str:
     Run ids, cells, reasons and stderr lines are the agent's: ``ensure_ascii``
     would do, but the report's JSON keeps non-ASCII readable, and so does this.
     """
-    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str)
+    text = json.dumps(
+        document, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str
+    )
     return json_text(text) + "\n"
 
 

@@ -21,7 +21,9 @@ class Commands:
     nothing and ``--help`` keeps working.
     """
 
-    def __init__(self, parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> None:
+    def __init__(
+        self, parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser
+    ) -> None:
         self._parser_class = parser_class
         self._staged: list[tuple[str, dict[str, Any], argparse.ArgumentParser]] = []
 
@@ -30,7 +32,7 @@ class Commands:
         name: str,
         handler: Callable[[argparse.Namespace], int],
         *,
-        help: str,  # noqa: A002 - argparse's own word for it
+        help: str,
         description: str | None = None,
     ) -> argparse.ArgumentParser:
         """Add ``trysquare NAME``; return its parser, for its arguments (and subcommands).

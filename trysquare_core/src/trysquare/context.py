@@ -22,7 +22,6 @@ from trysquare.errors import RepoError, RunError
 from trysquare.git.etalon import materialise_etalon
 from trysquare.git.patch import context_facts
 from trysquare.git.refs import resolve_commit
-
 from trysquare.jail import JailPolicy
 from trysquare.modes import Validation
 from trysquare.runs import Run
@@ -44,11 +43,29 @@ DIFF_FILE = "diff.patch"
 RESPONSE_FILE = "response.md"
 SESSION_FACTS_FILE = "session.json"  # in the validator's archive folder
 
-CORE_KEYS = frozenset({
-    "repo", "etalon", "prompt", "session", "trace", "cell", "repetition", "test_command",
-    "prepare", "artefacts", "touched", "files", "given", "declared", "base", "response", "diff",
-    "jail", "session_facts",
-})
+CORE_KEYS = frozenset(
+    {
+        "repo",
+        "etalon",
+        "prompt",
+        "session",
+        "trace",
+        "cell",
+        "repetition",
+        "test_command",
+        "prepare",
+        "artefacts",
+        "touched",
+        "files",
+        "given",
+        "declared",
+        "base",
+        "response",
+        "diff",
+        "jail",
+        "session_facts",
+    }
+)
 
 
 @attrs.frozen
@@ -81,7 +98,7 @@ def gather_facts(run: Run) -> RunFacts:
             lambda out: walked.append(context_facts(run.repo, base_commit, out, run.excluded)),
             root=run.dir,
         )
-        (touched, files), = walked
+        ((touched, files),) = walked
         checkout = None
         if run.etalon is not None:
             checkout = run.etalon.checkout or _etalon_of(run)
@@ -306,7 +323,8 @@ def with_scenario(
     fresh["prepare"] = list(task.prepare)
     fresh["artefacts"] = list(task.artefacts)
     suite: tuple[tuple[str, Any], ...] = (
-        ("test_command", task.test_command), ("pass_env", list(task.pass_env) or None),
+        ("test_command", task.test_command),
+        ("pass_env", list(task.pass_env) or None),
     )
     for key, value in suite:
         if value is None:
@@ -412,7 +430,7 @@ def _relocated(value: Any, places: list[tuple[str, str]]) -> Any:
     if isinstance(value, str):
         for place, name in places:
             if value == place or value.startswith(place + "/"):
-                return name + value[len(place):]
+                return name + value[len(place) :]
         return value
     if isinstance(value, Mapping):
         return {key: _relocated(item, places) for key, item in value.items()}
@@ -455,7 +473,9 @@ def load_archived(path: Path, *, root: Path) -> tuple[dict[str, Any], str]:
         text = _atomic.read_bytes(path, root=root).decode("utf-8")
         value = json.loads(text)
     except FileNotFoundError:
-        raise RunError(f"{path}: no archived context to replay (validate once without --replay)") from None
+        raise RunError(
+            f"{path}: no archived context to replay (validate once without --replay)"
+        ) from None
     except (OSError, ValueError) as error:
         raise RunError(f"{path}: the archived context cannot be read ({error})") from None
     if not isinstance(value, dict):

@@ -35,7 +35,9 @@ def find_examples() -> Path:
         Path.cwd() / "examples",
     ]
     for candidate in candidates:
-        if (candidate / "scenario.toml").is_file() and (candidate / "demo" / "matrix.toml").is_file():
+        if (candidate / "scenario.toml").is_file() and (
+            candidate / "demo" / "matrix.toml"
+        ).is_file():
             return candidate
     raise UsageError(
         "the demo's example matrix was not found: this trysquare-core was installed without "
@@ -45,12 +47,17 @@ def find_examples() -> Path:
 
 def _git(repo: Path, *args: str) -> None:
     env = {
-        "GIT_AUTHOR_NAME": "trysquare demo", "GIT_AUTHOR_EMAIL": "demo@trysquare.invalid",
-        "GIT_COMMITTER_NAME": "trysquare demo", "GIT_COMMITTER_EMAIL": "demo@trysquare.invalid",
-        "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_AUTHOR_NAME": "trysquare demo",
+        "GIT_AUTHOR_EMAIL": "demo@trysquare.invalid",
+        "GIT_COMMITTER_NAME": "trysquare demo",
+        "GIT_COMMITTER_EMAIL": "demo@trysquare.invalid",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
         "PATH": __import__("os").environ.get("PATH", "/usr/bin:/bin"),
     }
-    done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         raise UsageError(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip()}")
 
@@ -63,7 +70,9 @@ def build_matrix(examples: Path, target: Path, *, material: Path | None = None) 
     matrix = tomllib.loads((demo / "matrix.toml").read_text(encoding="utf-8"))
     if target.exists():
         if not (target / MARKER).exists():
-            raise UsageError(f"{target} exists and was not made by `trysquare demo`; name another folder")
+            raise UsageError(
+                f"{target} exists and was not made by `trysquare demo`; name another folder"
+            )
         shutil.rmtree(target)
     runs = target / "runs"
     runs.mkdir(parents=True)
@@ -85,8 +94,13 @@ def _build_run(demo: Path, folder: Path, spec: dict[str, Any]) -> None:
     if spec.get("bytecode"):
         # What running the suite leaves behind: real bytecode, untracked and not ignored.
         for source in ("counter.py", "tests/test_counter.py"):
-            compiled = repo / Path(source).parent / "__pycache__" / (
-                f"{Path(source).stem}.cpython-{sys.version_info.major}{sys.version_info.minor}.pyc"
+            compiled = (
+                repo
+                / Path(source).parent
+                / "__pycache__"
+                / (
+                    f"{Path(source).stem}.cpython-{sys.version_info.major}{sys.version_info.minor}.pyc"
+                )
             )
             py_compile.compile(str(repo / source), cfile=str(compiled), doraise=True)
     shutil.copyfile(demo / spec.get("prompt", "prompt.txt"), folder / "prompt.txt")
@@ -97,17 +111,22 @@ def _build_run(demo: Path, folder: Path, spec: dict[str, Any]) -> None:
     if "session" in spec:
         _write_session(folder / "session.jsonl", spec, repo)
         logged = {"session": "session.jsonl", "session_format": "pi"}
-    _atomic.write_text(folder / "run.toml", run_toml({
-        **logged,
-        "id": spec["id"],
-        "cell": spec["cell"],
-        "repetition": spec["repetition"],
-        "repo": "repo",
-        "base": ETALON_TAG,
-        "prompt": "prompt.txt",
-        "model": "demo/scripted-agent",
-        "etalon": {"tag": ETALON_TAG},
-    }))
+    _atomic.write_text(
+        folder / "run.toml",
+        run_toml(
+            {
+                **logged,
+                "id": spec["id"],
+                "cell": spec["cell"],
+                "repetition": spec["repetition"],
+                "repo": "repo",
+                "base": ETALON_TAG,
+                "prompt": "prompt.txt",
+                "model": "demo/scripted-agent",
+                "etalon": {"tag": ETALON_TAG},
+            }
+        ),
+    )
 
 
 def _write_session(path: Path, spec: dict[str, Any], repo: Path) -> None:
@@ -127,17 +146,29 @@ def _write_session(path: Path, spec: dict[str, Any], repo: Path) -> None:
             written = repo / argument
             text = written.read_text(encoding="utf-8") if written.is_file() else ""
             arguments = {"path": argument, "content": text}
-        events.append(message(
-            role="assistant", stopReason="toolUse",
-            content=[{"type": "toolCall", "id": call, "name": tool, "arguments": arguments}],
-        ))
-        events.append(message(
-            role="toolResult", toolCallId=call, toolName=tool, isError=False,
-            content=[{"type": "text", "text": "done"}],
-        ))
-    events.append(message(
-        role="assistant", stopReason="stop", content=[{"type": "text", "text": spec["response"]}]
-    ))
+        events.append(
+            message(
+                role="assistant",
+                stopReason="toolUse",
+                content=[{"type": "toolCall", "id": call, "name": tool, "arguments": arguments}],
+            )
+        )
+        events.append(
+            message(
+                role="toolResult",
+                toolCallId=call,
+                toolName=tool,
+                isError=False,
+                content=[{"type": "text", "text": "done"}],
+            )
+        )
+    events.append(
+        message(
+            role="assistant",
+            stopReason="stop",
+            content=[{"type": "text", "text": spec["response"]}],
+        )
+    )
     write_pi_session(path, events, cwd=str(repo.absolute()))
 
 
@@ -214,7 +245,9 @@ def _fill_the_form(scenario: Any, experiment: Any, examples: Path, target: Path)
         raise UsageError(f"the demo needs the form mode: {hint}") from None
     answers = {
         spec["id"]: spec["note_clear"]
-        for spec in tomllib.loads((examples / "demo" / "matrix.toml").read_text(encoding="utf-8"))["run"]
+        for spec in tomllib.loads((examples / "demo" / "matrix.toml").read_text(encoding="utf-8"))[
+            "run"
+        ]
     }
     exported = export_form(scenario, experiment, target / "form.toml", seed=2026)
     text = exported.form.read_text(encoding="utf-8")

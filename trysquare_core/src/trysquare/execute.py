@@ -33,7 +33,9 @@ __all__ = [
 ]
 
 
-def execute_task(task: PlannedTask, *, interrupted: Callable[[], bool] = lambda: False) -> TaskResult | None:
+def execute_task(
+    task: PlannedTask, *, interrupted: Callable[[], bool] = lambda: False
+) -> TaskResult | None:
     """Evaluate one task and record its result atomically; return what was recorded.
 
     Any executor runs exactly this, so a result written on a cluster worker is
@@ -55,7 +57,9 @@ class Evaluated:
     duration: float
 
 
-def evaluate_task(planned: PlannedTask, *, interrupted: Callable[[], bool] = lambda: False) -> Evaluated | None:
+def evaluate_task(
+    planned: PlannedTask, *, interrupted: Callable[[], bool] = lambda: False
+) -> Evaluated | None:
     """The first half of :func:`execute_task`: run the validator (``None`` when interrupted).
 
     The local pool records in its own thread while the next validator starts.
@@ -93,7 +97,9 @@ def evaluate_task(planned: PlannedTask, *, interrupted: Callable[[], bool] = lam
         )
     if interrupted():
         return None
-    return Evaluated(planned, _drop_foreign_metrics(outcome, planned), refused, time.monotonic() - started)
+    return Evaluated(
+        planned, _drop_foreign_metrics(outcome, planned), refused, time.monotonic() - started
+    )
 
 
 def record_task(evaluated: Evaluated) -> TaskResult:
@@ -115,9 +121,18 @@ def record_task(evaluated: Evaluated) -> TaskResult:
         # is invalid, said by path; the matrix goes on (or stops cleanly on ENOSPC).
         problem = f"{task.run.label}: the result could not be recorded: {write_problem(error)}"
         full = is_no_space(error)
-        document = {**document, "metrics": {}, "reasons": {}, "state": "invalid", "error": problem,
-                    "unrecorded": True, **({"no_space_left": True} if full else {})}
-        return TaskResult(task, Outcome.invalid(problem), document, recorded=False, no_space_left=full)
+        document = {
+            **document,
+            "metrics": {},
+            "reasons": {},
+            "state": "invalid",
+            "error": problem,
+            "unrecorded": True,
+            **({"no_space_left": True} if full else {}),
+        }
+        return TaskResult(
+            task, Outcome.invalid(problem), document, recorded=False, no_space_left=full
+        )
     # The stderr is in its file; the record travels (to observers, from a worker) without it.
     return TaskResult(task, attrs.evolve(outcome, stderr=None), document)
 

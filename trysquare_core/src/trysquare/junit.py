@@ -119,26 +119,42 @@ def _case_name(record: ResultRecord) -> str:
 def _properties(properties: ET.Element, record: ResultRecord) -> None:
     prefix = _case_name(record)
     for metric in sorted(record.metrics):
-        ET.SubElement(properties, "property", {
-            "name": _text(f"{prefix}::{metric}"), "value": _text(_value(record.metrics[metric])),
-        })
+        ET.SubElement(
+            properties,
+            "property",
+            {
+                "name": _text(f"{prefix}::{metric}"),
+                "value": _text(_value(record.metrics[metric])),
+            },
+        )
         reason = record.reasons.get(metric)
         if reason:
-            ET.SubElement(properties, "property", {
-                "name": _text(f"{prefix}::{metric}::reason"), "value": _text(reason),
-            })
+            ET.SubElement(
+                properties,
+                "property",
+                {
+                    "name": _text(f"{prefix}::{metric}::reason"),
+                    "value": _text(reason),
+                },
+            )
 
 
 def _testcase(suite: ET.Element, record: ResultRecord) -> str:
     """Add the record's testcase; return the counter it adds to."""
-    case = ET.SubElement(suite, "testcase", {
-        "classname": _text(record.cell or "(no cell)"),
-        "name": _text(_case_name(record)),
-        "time": _seconds(record.duration),
-    })
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        {
+            "classname": _text(record.cell or "(no cell)"),
+            "name": _text(_case_name(record)),
+            "time": _seconds(record.duration),
+        },
+    )
     counter = "passed"
     if record.status == "failed":
-        failure = ET.SubElement(case, "failure", {"type": "invalid", "message": _text(record.error or "invalid")})
+        failure = ET.SubElement(
+            case, "failure", {"type": "invalid", "message": _text(record.error or "invalid")}
+        )
         body = [record.error or "invalid"]
         if record.stderr_tail:
             body += ["", f"last {len(record.stderr_tail)} line(s) of stderr:", *record.stderr_tail]
@@ -149,9 +165,14 @@ def _testcase(suite: ET.Element, record: ResultRecord) -> str:
         detail = "; ".join(
             f"{m}: {record.reasons[m]}" if record.reasons.get(m) else m for m in missing
         ) or (record.error or "")
-        ET.SubElement(case, "skipped", {
-            "type": record.status, "message": _text(f"{record.status}: {detail}".rstrip(": ")),
-        })
+        ET.SubElement(
+            case,
+            "skipped",
+            {
+                "type": record.status,
+                "message": _text(f"{record.status}: {detail}".rstrip(": ")),
+            },
+        )
         counter = "skipped"
     lines = []
     for metric in sorted(record.metrics):

@@ -48,7 +48,9 @@ _held_here: set[Path] = set()
 
 
 @contextmanager
-def experiment_lock(root: Path, runs: Iterable[RunFolder] = (), *, command: str = "validate") -> Iterator[None]:
+def experiment_lock(
+    root: Path, runs: Iterable[RunFolder] = (), *, command: str = "validate"
+) -> Iterator[None]:
     """Hold the lock on ``root`` (and see that nothing overlapping is held) while working.
 
     ``command`` ("validate", "form ingest") is written in the lock file, so that
@@ -72,7 +74,9 @@ def experiment_lock(root: Path, runs: Iterable[RunFolder] = (), *, command: str 
                 f"another trysquare {_holder(fd)} is running on {root} (it holds {lock_path})"
             ) from None
         except OSError as error:
-            raise RunError(f"cannot lock {root}: {lock_path}: {_why(error)}", run_dir=root) from None
+            raise RunError(
+                f"cannot lock {root}: {lock_path}: {_why(error)}", run_dir=root
+            ) from None
         for other in _overlapping_locks(root, runs):
             if other not in _held_here and _held(other):
                 raise LockedError(
@@ -198,7 +202,8 @@ def sweep_temps(folder: Path, *, of: str | None = None, older_than: float = 0.0)
     try:
         with os.scandir(folder) as entries:
             names = [
-                entry.name for entry in entries
+                entry.name
+                for entry in entries
                 if (match := _TEMP_NAME.match(entry.name)) is not None
                 and (of is None or match.group("target") == of)
                 and entry.is_file(follow_symlinks=False)

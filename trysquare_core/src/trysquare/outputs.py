@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from trysquare.modes import ValidationTask, Outcome
+from trysquare.modes import Outcome, ValidationTask
 
 __all__ = ["began", "keep_output", "parse_validator_output"]
 
@@ -45,7 +45,9 @@ def parse_validator_output(stdout: bytes, *, declared: Sequence[str], what: str)
     try:
         return _parse(stdout, declared, what)
     except Exception as error:  # noqa: BLE001 - the contract is: never raise
-        return Outcome.invalid(f"{what} printed output that could not be read ({type(error).__name__})")
+        return Outcome.invalid(
+            f"{what} printed output that could not be read ({type(error).__name__})"
+        )
 
 
 def _parse(stdout: bytes, declared: Sequence[str], what: str) -> Outcome:
@@ -58,9 +60,13 @@ def _parse(stdout: bytes, declared: Sequence[str], what: str) -> Outcome:
     try:
         document = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
     except _DuplicateKey as duplicate:
-        return Outcome.invalid(f"{what} printed JSON with the key {duplicate.key!r} twice in one object")
+        return Outcome.invalid(
+            f"{what} printed JSON with the key {duplicate.key!r} twice in one object"
+        )
     except (ValueError, RecursionError) as error:
-        return Outcome.invalid(f"{what} printed unreadable JSON: {_first_line(error)}{began(stdout)}")
+        return Outcome.invalid(
+            f"{what} printed unreadable JSON: {_first_line(error)}{began(stdout)}"
+        )
     if not isinstance(document, dict):
         return Outcome.invalid(
             f"{what} printed JSON {type(document).__name__}, not an object with 'metrics'{began(stdout)}"

@@ -24,10 +24,11 @@ from typing import Any
 
 import attrs
 
-from trysquare import _atomic, _spill, clone_guard, context as contexts, results
+from trysquare import _atomic, _spill, clone_guard, results
+from trysquare import context as contexts
 from trysquare._pool import bounded_map
-from trysquare.errors import RunError
 from trysquare._stop import StopState
+from trysquare.errors import RunError
 from trysquare.execute import PlannedTask, write_problem
 from trysquare.jail import JailPolicy
 from trysquare.modes import Validation, ValidationTask
@@ -80,7 +81,9 @@ class RunPlan:
 
     def plans(self, name: str) -> bool:
         """Whether validator ``name`` must run on the run."""
-        return any(v.name == name and self.which >> i & 1 for i, v in enumerate(self.shared.validations))
+        return any(
+            v.name == name and self.which >> i & 1 for i, v in enumerate(self.shared.validations)
+        )
 
     def clone_changes(self, spill: _spill.Spill) -> str | None:
         """What validation changed in the run's clone since planning pictured it; None when
@@ -89,7 +92,11 @@ class RunPlan:
             record, _ = spill.load(self.kept)
         except _spill.Tampered as tampered:
             return f"trysquare's record of the clone before validation: {tampered}"
-        return None if record is None else clone_guard.clone_problem(self.run, clone_guard.ClonePicture.from_record(record))
+        return (
+            None
+            if record is None
+            else clone_guard.clone_problem(self.run, clone_guard.ClonePicture.from_record(record))
+        )
 
     def tasks(self, spill: _spill.Spill) -> Iterator[PlannedTask]:
         """The run's tasks, each built whole now, from the files planning archived."""
@@ -99,7 +106,11 @@ class RunPlan:
             problem = f"trysquare's record of this run's plan: {tampered}"
             # Each task is recorded invalid with why (execute_task refuses it).
             record = clone_guard.ClonePicture({}, (0, 0), problem).as_record()
-            planned = [(i, "", b"", None) for i in range(len(self.shared.validations)) if self.which >> i & 1]
+            planned = [
+                (i, "", b"", None)
+                for i in range(len(self.shared.validations))
+                if self.which >> i & 1
+            ]
         picture = None if record is None else clone_guard.ClonePicture.from_record(record)
         for item in planned:
             yield _task(self, item, picture)
@@ -168,7 +179,9 @@ def iter_plans(
     return bounded_map(pool, for_run, runs, window=window)
 
 
-def _shared(scenario: Scenario, validations: Sequence[Validation], options: ValidateOptions) -> _Shared:
+def _shared(
+    scenario: Scenario, validations: Sequence[Validation], options: ValidateOptions
+) -> _Shared:
     return _Shared(
         validations=tuple(validations),
         declarers={m: v.name for m, v in scenario.declared_metrics.items()},
@@ -214,7 +227,11 @@ def _plan_run(
         recorded = None if previous is None else previous.get("context_digest")
         if previous is not None and contexts.is_current(recorded, context_digest, text, context):
             previous = {**previous, "context_digest": context_digest}  # recorded where it lies
-        if not refused and previous is not None and not _must_run(previous, digest, context_digest, validation, options):
+        if (
+            not refused
+            and previous is not None
+            and not _must_run(previous, digest, context_digest, validation, options)
+        ):
             continue
         planned.append((index, context_digest, _sha(text), previous_sha))
     record = None if picture is None else picture.as_record()
@@ -270,7 +287,9 @@ def _context_as_planned(path: Path, sha: bytes, root: Path) -> tuple[Mapping[str
     return context, None
 
 
-def _previous_as_planned(run: Run, name: str, sha: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
+def _previous_as_planned(
+    run: Run, name: str, sha: bytes | None
+) -> tuple[dict[str, Any] | None, str | None]:
     previous, now, _ = _read_previous(run, name)
     if now != sha:
         path = results.result_path(run, name)
@@ -344,7 +363,11 @@ def _remove_crash_litter(run: Run, validations: Sequence[Validation]) -> None:
 
 
 def _must_run(
-    previous: Mapping[str, Any], digest: str, context_digest: str, validation: Validation, options: ValidateOptions
+    previous: Mapping[str, Any],
+    digest: str,
+    context_digest: str,
+    validation: Validation,
+    options: ValidateOptions,
 ) -> bool:
     if validation.costly:
         # A paid verdict is only asked again when asked for by name.

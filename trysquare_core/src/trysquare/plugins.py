@@ -59,6 +59,7 @@ BUILTIN_MODULES = ("trysquare.sessions.builtin", "trysquare.executors", "trysqua
 # theirs: another plugin registering it is refused that name, and keeps the rest.
 BUILTIN_DISTRIBUTIONS = ("trysquare-form", "trysquare-judge", "trysquare-script", "trysquare-view")
 
+
 @attrs.frozen
 class PluginInfo:
     """One plugin as ``trysquare plugins`` shows it."""
@@ -83,6 +84,7 @@ class PluginInfo:
 # loaded by every command that loads plugins, as before declarations existed.
 PROVIDES_GROUP = "trysquare.provides"
 
+
 def _declared_kind(hook_name: str) -> str | None:
     """The ``KIND`` a plugin declares for what ``hook_name`` registers (``mode``, ``provider``,
     ``report_format``, ``command``): a registry's column in ``trysquare plugins`` (its
@@ -105,7 +107,9 @@ BUILTIN_PROVIDES = {
         {"session_format.pi", "session_format.claude-code", "session_format.codex"}
     ),
     "trysquare.executors": frozenset({"executor.local"}),
-    "trysquare.report.formats": frozenset({"report_format.md", "report_format.json", "report_format.csv"}),
+    "trysquare.report.formats": frozenset(
+        {"report_format.md", "report_format.json", "report_format.csv"}
+    ),
 }
 
 
@@ -183,7 +187,9 @@ def _start() -> _State:
             continue
         if name in BUILTIN_DISTRIBUTIONS:
             state.builtin.add(name)
-        state.waiting[name] = _Candidate(name, entry_point, declared.get(dist or ""), frozenset(needed))
+        state.waiting[name] = _Candidate(
+            name, entry_point, declared.get(dist or ""), frozenset(needed)
+        )
     for module_name, provides in BUILTIN_PROVIDES.items():
         state.waiting[module_name] = _Candidate(module_name, None, provides, frozenset())
     for candidate in state.waiting.values():
@@ -484,7 +490,9 @@ def _registry(state: _State, hook_name: str) -> dict[str, Any]:
     return {name: value for name, (value, _) in state.registries[hook_name].items()}
 
 
-def _collect(state: _State, hook_name: str) -> tuple[dict[str, tuple[Any, str]], dict[str, list[str]]]:
+def _collect(
+    state: _State, hook_name: str
+) -> tuple[dict[str, tuple[Any, str]], dict[str, list[str]]]:
     found: dict[str, tuple[Any, str]] = {}
     by_plugin: dict[str, list[str]] = {}
     # Built-ins register first: a name one of them has stays theirs whatever is installed.
@@ -530,7 +538,10 @@ def listed_registries() -> dict[str, tuple[str, str]]:
         if listed is not None:
             found[hook_name] = listed
     order = [field.name for field in attrs.fields(PluginInfo)]  # the columns' (refusals') order
-    rank = {hook: order.index(column) if column in order else len(order) for hook, (column, _) in found.items()}
+    rank = {
+        hook: order.index(column) if column in order else len(order)
+        for hook, (column, _) in found.items()
+    }
     return dict(sorted(found.items(), key=lambda item: (rank[item[0]], item[0])))
 
 
@@ -642,7 +653,9 @@ def _callers(state: _State, hook_name: str) -> list[tuple[str, Any]]:
         implementers = {impl.plugin_name for impl in hook.get_hookimpls()}
         for plugin_name in sorted(implementers, key=_order):
             others = [p for name, p in plugins if name != plugin_name]
-            callers.append((plugin_name, manager.subset_hook_caller(hook_name, remove_plugins=others)))
+            callers.append(
+                (plugin_name, manager.subset_hook_caller(hook_name, remove_plugins=others))
+            )
     state.callers[hook_name] = callers
     return callers
 
@@ -652,8 +665,10 @@ def _fail(state: _State, plugin_name: str, hook_name: str, error: BaseException)
     if plugin_name in state.failures:
         return
     state.failures[plugin_name] = f"{hook_name} raised {_describe(error)}"
-    print(f"trysquare: warning: plugin '{plugin_name}' failed: {state.failures[plugin_name]}",
-          file=sys.stderr)
+    print(
+        f"trysquare: warning: plugin '{plugin_name}' failed: {state.failures[plugin_name]}",
+        file=sys.stderr,
+    )
 
 
 def hook_callers(hook_name: str) -> list[tuple[str, Any]]:
@@ -671,7 +686,9 @@ def hook_callers(hook_name: str) -> list[tuple[str, Any]]:
     ]
 
 
-def call_each(hook_name: str, /, *, include_failed: bool = False, **kwargs: Any) -> list[tuple[str, Any]]:
+def call_each(
+    hook_name: str, /, *, include_failed: bool = False, **kwargs: Any
+) -> list[tuple[str, Any]]:
     """Call ``hook_name`` on each plugin on its own; ``(plugin name, answer)`` for those that answered.
 
     A plugin that raises is reported (a warning, and ``FAILED`` in ``trysquare
@@ -770,29 +787,38 @@ def infos() -> list[PluginInfo]:
     for hook_name in listed:
         registry(hook_name)
     # The columns `trysquare plugins --json` has (its contract): a listed registry names one.
-    columns = {f.name for f in attrs.fields(PluginInfo) if str(f.type) == "tuple[str, ...]"} - {"hooks", "refused"}
+    columns = {f.name for f in attrs.fields(PluginInfo) if str(f.type) == "tuple[str, ...]"} - {
+        "hooks",
+        "refused",
+    }
     manager = state.manager
     result = []
     names = {_name(manager, p) for p in manager.get_plugins()} | set(state.failures)
     for name in sorted(names, key=_order):
         plugin = manager.get_plugin(name)
-        hooks = tuple(sorted(
-            impl_hook.name
-            for impl_hook in ((manager.get_hookcallers(plugin) or []) if plugin is not None else [])
-        ))
+        hooks = tuple(
+            sorted(
+                impl_hook.name
+                for impl_hook in (
+                    (manager.get_hookcallers(plugin) or []) if plugin is not None else []
+                )
+            )
+        )
         provided = {
             column: tuple(sorted(state.registered_by.get(hook, {}).get(name, [])))
             for hook, (column, _) in listed.items()
             if column in columns
         }
-        result.append(PluginInfo(
-            name=name,
-            version=state.versions.get(name) or _builtin_version(name),
-            hooks=hooks,
-            error=state.failures.get(name),
-            refused=tuple(state.refusals.get(name, ())),
-            **provided,
-        ))
+        result.append(
+            PluginInfo(
+                name=name,
+                version=state.versions.get(name) or _builtin_version(name),
+                hooks=hooks,
+                error=state.failures.get(name),
+                refused=tuple(state.refusals.get(name, ())),
+                **provided,
+            )
+        )
     return result
 
 
@@ -808,7 +834,6 @@ def warn(message: str) -> None:
     from trysquare._shown import shown  # an observer's error may quote a run's data
 
     print(f"trysquare: warning: {shown(message)}", file=sys.stderr)
-
 
 
 def observe_outcome(run: Any, validation: Any, outcome: Any) -> None:

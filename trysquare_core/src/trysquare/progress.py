@@ -15,7 +15,9 @@ __all__ = ["Progress"]
 class Progress:
     """A bar on a terminal, plain lines otherwise; a failure stays on screen."""
 
-    def __init__(self, total: int, enabled: bool | None, stream: TextIO, *, quiet: bool = False) -> None:
+    def __init__(
+        self, total: int, enabled: bool | None, stream: TextIO, *, quiet: bool = False
+    ) -> None:
         self.total = total
         self.quiet = quiet
         self.done = 0
@@ -53,11 +55,15 @@ class Progress:
         if result.outcome.kept_after is not None:
             detail += f" ({result.outcome.kept_after})"
         # Run ids, cells and errors come from run folders: escaped, one item one line.
-        line = shown(f"{run.id} ({run.cell} #{run.repetition}) {result.task.validation.name}: {state}{detail}")
+        line = shown(
+            f"{run.id} ({run.cell} #{run.repetition}) {result.task.validation.name}: {state}{detail}"
+        )
         if state == "invalid":  # its error says what; its stderr's last lines say why
             from trysquare.failures import invalid_lines
 
-            line = "\n".join([line, *invalid_lines(run.dir, result.task.validation.name, result.document)])
+            line = "\n".join(
+                [line, *invalid_lines(run.dir, result.task.validation.name, result.document)]
+            )
         return state, line
 
     def say(self, state: str, described: str) -> None:

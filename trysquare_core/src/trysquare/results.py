@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from trysquare import _atomic, _signing
-from trysquare.modes import Outcome, Validation
 from trysquare.errors import RunError
+from trysquare.modes import Outcome, Validation
 from trysquare.runs import RUN_FILE, Run
 from trysquare.scenario import Scenario
 
@@ -37,13 +37,13 @@ __all__ = [
     "adopt_result",
     "build_measures",
     "iter_measures",
-    "unusable_row",
     "load_result",
     "read_result",
     "result_path",
     "sign_result",
     "signature_problem",
     "unsigned_sentence",
+    "unusable_row",
     "write_result",
 ]
 
@@ -320,8 +320,11 @@ def refuse_planted_links(run: Run, name: str) -> None:
     verdict); the readers and the append refuse it again at write time whatever happens
     meanwhile.
     """
-    for path in (result_path(run, name), run.validation_dir / f"{name}.history.jsonl",
-                 run.validation_dir / f"{name}.stderr"):
+    for path in (
+        result_path(run, name),
+        run.validation_dir / f"{name}.history.jsonl",
+        run.validation_dir / f"{name}.stderr",
+    ):
         try:
             info = path.lstat()
         except OSError:
@@ -331,7 +334,9 @@ def refuse_planted_links(run: Run, name: str) -> None:
         _atomic.refuse_hard_link(info, path)
 
 
-def run_row(scenario: Scenario, run: Run, current_digests: Mapping[str, str] | None = None) -> dict[str, Any]:
+def run_row(
+    scenario: Scenario, run: Run, current_digests: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """One row of ``measures.json``, from the run's recorded results."""
     metrics: dict[str, Any] = {}
     reasons: dict[str, str] = {}
@@ -409,7 +414,11 @@ def usage_of(result: Mapping[str, Any]) -> dict[str, Any] | None:
     for key in USAGE_PRICES:
         value = usage.get(key)
         # A bool is an int to Python, never a price; NaN fails the comparison too.
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf"):
+        if (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and 0 <= value < float("inf")
+        ):
             clean[key] = float(value)
         else:
             clean[key] = None
@@ -443,7 +452,9 @@ def unusable_row(error: RunError) -> dict[str, Any] | None:
     repetition = data.get("repetition")
     if not isinstance(repetition, int) or isinstance(repetition, bool):
         repetition = None
-    run_id = data.get("id") if isinstance(data.get("id"), str) and data.get("id") else error.run_dir.name
+    run_id = (
+        data.get("id") if isinstance(data.get("id"), str) and data.get("id") else error.run_dir.name
+    )
     return {
         "id": run_id,
         "cell": cell,
@@ -492,7 +503,11 @@ def iter_measures(
 
     # Runs first, then unusable folders: the sort is stable, as build_measures' always was.
     for index in sorted(range(len(runs) + len(extra)), key=key):
-        yield run_row(scenario, runs[index], current_digests) if index < len(runs) else extra[index - len(runs)]
+        yield (
+            run_row(scenario, runs[index], current_digests)
+            if index < len(runs)
+            else extra[index - len(runs)]
+        )
 
 
 def _repetition_key(row: Mapping[str, Any]) -> int:

@@ -30,7 +30,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TextIO, TypeVar
 
-from trysquare import _inflight, _prepared, _process, _spill, clone_guard, plugins, result_guard, results
+from trysquare import (
+    _inflight,
+    _prepared,
+    _process,
+    _spill,
+    clone_guard,
+    plugins,
+    result_guard,
+    results,
+)
+from trysquare._planned_tasks import PlannedTasks
 from trysquare._pool import bounded_map, io_workers
 from trysquare._shown import shown
 from trysquare._stop import StopState
@@ -40,7 +50,6 @@ from trysquare.gathering import gather
 from trysquare.lock import experiment_lock
 from trysquare.modes import Gathering, Validation
 from trysquare.options import ValidateOptions
-from trysquare._planned_tasks import PlannedTasks
 from trysquare.planning import RunPlan, plan_runs
 from trysquare.progress import Progress
 from trysquare.runs import Experiment, Run
@@ -92,7 +101,9 @@ def validate(
 
     Lines go to ``out``, by default the ``sys.stdout`` of the moment of the call.
     """
-    return _ValidateRun(scenario, options, sys.stdout if out is None else out, should_stop).run(experiments)
+    return _ValidateRun(scenario, options, sys.stdout if out is None else out, should_stop).run(
+        experiments
+    )
 
 
 class _ValidateRun:
@@ -103,7 +114,11 @@ class _ValidateRun:
     """
 
     def __init__(
-        self, scenario: Scenario, options: ValidateOptions, out: TextIO, should_stop: Callable[[], bool]
+        self,
+        scenario: Scenario,
+        options: ValidateOptions,
+        out: TextIO,
+        should_stop: Callable[[], bool],
     ) -> None:
         from trysquare import executors
 
@@ -165,7 +180,9 @@ class _ValidateRun:
             # A run whose tasks could not be built reused nothing: it is not "unchanged".
             # Results collected (before planning, or after the tasks for runs they did not
             # cover) were recorded now: not reused.
-            planned = {(p.run.dir, v.name) for p in tasks.plans for v in validations if p.plans(v.name)}
+            planned = {
+                (p.run.dir, v.name) for p in tasks.plans for v in validations if p.plans(v.name)
+            }
             recorded_now = {(run.dir, name) for run, name in collected} - planned
             summary.reused = max(
                 0, len(tasks.plans) * len(validations) - len(tasks) - not_reused - len(recorded_now)
@@ -257,8 +274,13 @@ def _prepare(validation: Validation, out: TextIO) -> None:
     try:
         validation.prepare()
     except Exception as error:  # noqa: BLE001 - a plugin's mode never stops the matrix here
-        print(shown(f"trysquare: validator '{validation.name}' could not get ready: "
-                    f"{type(error).__name__}: {error}"), file=out)
+        print(
+            shown(
+                f"trysquare: validator '{validation.name}' could not get ready: "
+                f"{type(error).__name__}: {error}"
+            ),
+            file=out,
+        )
 
 
 def _record_measures(
@@ -275,7 +297,9 @@ def _record_measures(
     uncounted = {run.id for run in experiment.runs if run.dir in skipped_dirs}
 
     def rows() -> Iterator[dict[str, Any]]:
-        found = results.iter_measures(scenario, experiment.runs, current, unusable=experiment.errors)
+        found = results.iter_measures(
+            scenario, experiment.runs, current, unusable=experiment.errors
+        )
         return _mark_failed_runs(found, experiment.runs, summary.unrecorded, unbuilt)
 
     tally = summary.fresh()  # counted as the rows are written, added once all are
@@ -284,7 +308,10 @@ def _record_measures(
     except OSError as error:
         stop.note_write_failure(error)
         problem = write_problem(error)
-        print(shown(f"trysquare: {experiment.root / results.MEASURES_FILE} not written: {problem}"), file=out)
+        print(
+            shown(f"trysquare: {experiment.root / results.MEASURES_FILE} not written: {problem}"),
+            file=out,
+        )
         summary.stopped = summary.stopped or problem
         tally = summary.fresh()  # the closing line still counts every run
         for _ in _counting(rows(), tally, uncounted):
@@ -333,7 +360,9 @@ def _mark_failed_runs(
     failures: dict[Path, list[dict[str, str]]] = {d: list(e) for d, e in unrecorded.items()}
     for error in unbuilt:
         if error.run_dir is not None:
-            failures.setdefault(error.run_dir, []).append({"validator": "trysquare", "error": error.message})
+            failures.setdefault(error.run_dir, []).append(
+                {"validator": "trysquare", "error": error.message}
+            )
     if not failures:
         yield from rows
         return
@@ -357,7 +386,11 @@ class _Execution:
     """
 
     def __init__(
-        self, validate: _ValidateRun, tasks: PlannedTasks, ledger: result_guard.ResultWatch, flight: _inflight.InFlight
+        self,
+        validate: _ValidateRun,
+        tasks: PlannedTasks,
+        ledger: result_guard.ResultWatch,
+        flight: _inflight.InFlight,
     ) -> None:
         self.executor = validate.executor
         self.options = validate.options
@@ -417,7 +450,11 @@ class _Execution:
                 self.stop.note_disk_full()
         self.progress.advance(result)
         _notify(plugins.observe_outcome, result)
-        if self.options.exitfirst and result.outcome.state == "invalid" and self.stop.note_first_invalid():
+        if (
+            self.options.exitfirst
+            and result.outcome.state == "invalid"
+            and self.stop.note_first_invalid()
+        ):
             # -x: no task starts after this one; validators still running are ended, as on
             # Ctrl-C, and record nothing (their runs are validated next time).
             _process.kill_all()
@@ -435,7 +472,9 @@ class _Execution:
             return plan, names, problem if checked else plan.clone_changes(self.tasks.spill)
 
         with ThreadPoolExecutor(max_workers=io_workers()) as pool:
-            for plan, names, problem in bounded_map(pool, late, self.tasks.plans, window=2 * io_workers()):
+            for plan, names, problem in bounded_map(
+                pool, late, self.tasks.plans, window=2 * io_workers()
+            ):
                 if problem is not None:
                     clone_guard.spoil(plan.run, names, problem, self.out)
 
@@ -452,7 +491,9 @@ class _EarlyChecks:
         self._checked = bytearray()
         self._found: dict[int, str] = {}
         self._marking = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=io_workers(), thread_name_prefix="trysquare-check")
+        self._pool = ThreadPoolExecutor(
+            max_workers=io_workers(), thread_name_prefix="trysquare-check"
+        )
 
     def submit(self, plan: RunPlan) -> None:
         self._pool.submit(self._check, plan)
@@ -491,7 +532,9 @@ class _ProgressLines:
         self._waiting: list[tuple[str, str]] = []
 
     def _start(self) -> Progress:
-        progress = Progress(len(self.tasks), self.options.progress, self.out, quiet=self.options.quiet)
+        progress = Progress(
+            len(self.tasks), self.options.progress, self.out, quiet=self.options.quiet
+        )
         for waited in self._waiting:
             progress.say(*waited)
         self._waiting.clear()

@@ -25,7 +25,7 @@ from trysquare.git.dotgit import is_git_repo
 from trysquare.git.refs import missing_at, resolve_commit
 from trysquare.run_records import Etalon, Experiment, Run
 
-__all__ = ["Etalon", "Experiment", "Run", "discover", "load_run", "RUN_FILE"]
+__all__ = ["RUN_FILE", "Etalon", "Experiment", "Run", "discover", "load_run"]
 
 RUN_FILE = "run.toml"
 
@@ -81,14 +81,18 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
     except RepoError as error:
         raise RunError(f"{run_file}: {error.message}") from None
     except OSError as error:
-        raise RunError(f"{run_file}: repo '{table.repo}' cannot be read ({error.strerror})") from None
+        raise RunError(
+            f"{run_file}: repo '{table.repo}' cannot be read ({error.strerror})"
+        ) from None
     prompt = _resolve(folder, table.prompt)
     _refuse_special_input(run_file, "prompt", table.prompt, prompt, folder_ok=False)
     if not prompt.is_file() and not replay:
         raise RunError(f"{run_file}: prompt '{table.prompt}' does not exist")
     session = _optional_path(run_file, folder, "session", table.session, replay)
     trace = _optional_path(run_file, folder, "trace", table.trace, replay)
-    _refuse_special_input(run_file, "response", "response.md", folder / "response.md", folder_ok=False)
+    _refuse_special_input(
+        run_file, "response", "response.md", folder / "response.md", folder_ok=False
+    )
     # trysquare writes diff.patch, by a rename; validators and a replay read it as it lies
     # (its readers never wait on one that is not a file).
     _stat_input(run_file, "diff", "diff.patch", folder / "diff.patch")
@@ -101,7 +105,9 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
         if Path(given).is_absolute() or ".." in Path(given).parts:
             raise RunError(f"{run_file}: given '{given}' must be a path inside the repo")
     _check_excluded(run_file, table.excluded)
-    _check_links(run_file, folder, repo_path, table)  # a replay reads the prompt too (the judge's blinding line)
+    _check_links(
+        run_file, folder, repo_path, table
+    )  # a replay reads the prompt too (the judge's blinding line)
     if not replay:
         assert base_commit is not None
         _check_given(run_file, repo_path, table, base_commit)
@@ -148,7 +154,9 @@ def _base_commit(run_file: Path, repo_path: Path, table: _RunFile) -> str:
     # trysquare's own files in the run folder must never become the agent's work.
     if clone == folder or clone in folder.parents:
         where = "is the run folder" if clone == folder else "contains the run folder"
-        raise RunError(f"{run_file}: repo '{table.repo}' {where}; the clone must be a folder of its own")
+        raise RunError(
+            f"{run_file}: repo '{table.repo}' {where}; the clone must be a folder of its own"
+        )
     commit = resolve_commit(repo_path, table.base)
     pinned = read_pinned_base(run_file.parent)
     if pinned is not None and pinned.get("base") != commit:
@@ -176,7 +184,9 @@ def read_pinned_base(folder: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as error:
-        raise RunError(f"{path}: cannot be read ({error}); delete it to pin the base again") from None
+        raise RunError(
+            f"{path}: cannot be read ({error}); delete it to pin the base again"
+        ) from None
     if not isinstance(value, dict) or not isinstance(value.get("base"), str):
         raise RunError(f"{path}: is not a pinned base; delete it to pin the base again")
     return value
@@ -211,7 +221,9 @@ def _check_links(run_file: Path, folder: Path, repo_path: Path, table: _RunFile)
         if value is None or _plainly_inside(folder, value):
             continue
         if not _inside(_resolve(folder, value).resolve(), *roots()):
-            raise RunError(f"{run_file}: {key} '{value}' resolves outside the run folder and its clone")
+            raise RunError(
+                f"{run_file}: {key} '{value}' resolves outside the run folder and its clone"
+            )
     if table.session is not None:
         _check_session_folder(run_file, table.session, _resolve(folder, table.session), roots)
     response = folder / "response.md"
@@ -253,7 +265,9 @@ def _check_given(run_file: Path, repo_path: Path, table: _RunFile, base_commit: 
 _SPECIAL_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
 
 
-def _refuse_special_input(run_file: Path, key: str, value: str, path: Path, *, folder_ok: bool) -> None:
+def _refuse_special_input(
+    run_file: Path, key: str, value: str, path: Path, *, folder_ok: bool
+) -> None:
     """Refuse an input the agent may have written that is a FIFO, socket or device (or a
     link to one): every reader of it (the judge's pieces, a validator, a form) would wait
     on it for ever or read without end. A file with more than one link is refused too: a
@@ -283,6 +297,8 @@ def _stat_input(run_file: Path, key: str, value: str, path: Path) -> os.stat_res
     except _atomic.UnsafePath as unsafe:
         raise RunError(f"{run_file}: {key} '{value}': {unsafe}") from None
     return info
+
+
 def _refuse_special_lock(folder: Path) -> None:
     """Refuse a run whose lock file is a FIFO, socket, folder or device: trysquare never makes
     one, every command would wait on it or fail to lock it, and the run folder is the agent's.
@@ -317,7 +333,9 @@ def _check_session_folder(
         shown = f"{value.rstrip('/')}/{child.name}"
         _refuse_special_input(run_file, "session", shown, child, folder_ok=True)
         if not _inside(child.resolve(), *roots()):
-            raise RunError(f"{run_file}: session '{shown}' resolves outside the run folder and its clone")
+            raise RunError(
+                f"{run_file}: session '{shown}' resolves outside the run folder and its clone"
+            )
 
 
 def _optional_path(
@@ -326,7 +344,9 @@ def _optional_path(
     if value is None:
         return None
     path = _resolve(folder, value)
-    _refuse_special_input(run_file, key, value, path, folder_ok=True)  # a session may be a folder of logs
+    _refuse_special_input(
+        run_file, key, value, path, folder_ok=True
+    )  # a session may be a folder of logs
     if not path.exists() and not replay:
         raise RunError(f"{run_file}: {key} '{value}' does not exist")
     return path.resolve()
@@ -401,9 +421,11 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
         seen: dict[str, Run] = {}
         for run in runs:
             if run.id in seen:
-                errors.append(RunError(
-                    f"{run.dir / RUN_FILE}: id '{run.id}' is also the id of {seen[run.id].dir}"
-                ))
+                errors.append(
+                    RunError(
+                        f"{run.dir / RUN_FILE}: id '{run.id}' is also the id of {seen[run.id].dir}"
+                    )
+                )
             seen.setdefault(run.id, run)
         unique = [run for run in runs if seen[run.id] is run]
         experiments.append(Experiment(root, tuple(unique), tuple(errors)))
@@ -440,7 +462,9 @@ def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Exp
         if count:
             # Runs were there and could not be used: the work fell short (1), not a usage slip (2).
             raise RunError(
-                shown(f"no run under {where} could be used: {count} run folder(s) could not be read")
+                shown(
+                    f"no run under {where} could be used: {count} run folder(s) could not be read"
+                )
             )
         raise NoRunsError(f"no run found under {where} (a run is a folder holding run.toml)")
     return experiments

@@ -32,7 +32,14 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["SWITCH", "Sandbox", "landlock_abi", "protection_line", "sandbox_enabled", "switched_off"]
+__all__ = [
+    "SWITCH",
+    "Sandbox",
+    "landlock_abi",
+    "protection_line",
+    "sandbox_enabled",
+    "switched_off",
+]
 
 # The test and debugging switch: TRYSQUARE_SANDBOX=off runs children unconfined,
 # so that detection alone can be shown to hold.
@@ -63,8 +70,16 @@ _TRUNCATE = 1 << 14  # ABI 3
 # Only writes are handled: reading and executing anything stays allowed (a
 # validator reads the clone, runs interpreters, imports packages).
 _WRITES_V1 = (
-    _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_CHAR | _MAKE_DIR | _MAKE_REG
-    | _MAKE_SOCK | _MAKE_FIFO | _MAKE_BLOCK | _MAKE_SYM
+    _WRITE_FILE
+    | _REMOVE_DIR
+    | _REMOVE_FILE
+    | _MAKE_CHAR
+    | _MAKE_DIR
+    | _MAKE_REG
+    | _MAKE_SOCK
+    | _MAKE_FIFO
+    | _MAKE_BLOCK
+    | _MAKE_SYM
 )
 
 _abi_cache: list[int] = []
@@ -93,7 +108,9 @@ def landlock_abi() -> int:
         syscall = libc.syscall  # type: ignore[attr-defined]
         syscall.restype = ctypes.c_long
         answer = syscall(
-            ctypes.c_long(_SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
+            ctypes.c_long(_SYS_CREATE_RULESET),
+            None,
+            ctypes.c_size_t(0),
             ctypes.c_uint32(_CREATE_RULESET_VERSION),
         )
         abi = max(int(answer), 0)
@@ -194,7 +211,9 @@ class Sandbox:
         ruleset_attr, path_beneath = _structures()
         attr = ruleset_attr(handled)
         ruleset = syscall(
-            ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
+            ctypes.c_long(_SYS_CREATE_RULESET),
+            ctypes.byref(attr),
+            ctypes.c_size_t(ctypes.sizeof(attr)),
             ctypes.c_uint32(0),
         )
         if ruleset < 0:
@@ -209,10 +228,16 @@ class Sandbox:
                     continue
                 try:
                     rule = path_beneath(handled, parent)
-                    if syscall(
-                        ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(fd), ctypes.c_int(_RULE_PATH_BENEATH),
-                        ctypes.byref(rule), ctypes.c_uint32(0),
-                    ) < 0:
+                    if (
+                        syscall(
+                            ctypes.c_long(_SYS_ADD_RULE),
+                            ctypes.c_int(fd),
+                            ctypes.c_int(_RULE_PATH_BENEATH),
+                            ctypes.byref(rule),
+                            ctypes.c_uint32(0),
+                        )
+                        < 0
+                    ):
                         err = ctypes.get_errno()
                         raise OSError(err, f"Landlock rule for {folder}: {os.strerror(err)}")
                 finally:
@@ -229,8 +254,16 @@ def _restrict_this_thread(fd: int) -> None:
 
     syscall, prctl = _functions()
     # Landlock requires no_new_privs (a confined process cannot gain privileges by exec).
-    if prctl(ctypes.c_int(_PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0),
-             ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+    if (
+        prctl(
+            ctypes.c_int(_PR_SET_NO_NEW_PRIVS),
+            ctypes.c_ulong(1),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        )
+        != 0
+    ):
         err = ctypes.get_errno()
         raise OSError(err, f"no_new_privs: {os.strerror(err)}")
     if syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:

@@ -75,6 +75,7 @@ class Task:
             file_size_mib=self.limits.file_size_mib,
             readable=self.readable,
         )
+
     # Describe how runs were produced: accepted, not interpreted.
     repo: Any = None
     etalon: Any = None
@@ -234,7 +235,7 @@ def _check_something_measured(path: Path, tables: Sequence[Any]) -> None:
     if not tables:
         raise ScenarioError(
             f"{path.name}: no [[validation]] table; declare at least one validator "
-            "(mode = \"script\", \"judge\" or \"form\")"
+            '(mode = "script", "judge" or "form")'
         )
 
 
@@ -248,7 +249,7 @@ def _check_artefacts(path: Path, artefacts: Sequence[str]) -> None:
         if named.lstrip("/").strip() in ("", "."):
             raise ScenarioError(
                 f"{path.name}: task.artefacts[{index}] is {pattern!r}, which names no path; "
-                "remove it or name the by-product (e.g. \"__pycache__\")"
+                'remove it or name the by-product (e.g. "__pycache__")'
             )
 
 
@@ -303,8 +304,22 @@ def _vet_command(path: Path, key: str, command: str) -> None:
 # subcommands that run such a script (None: any use of the program does).
 _SCRIPT_RUNNERS: dict[str, tuple[frozenset[str] | None, str]] = {
     "npm": (
-        frozenset({"test", "t", "tst", "run", "run-script", "rum", "urn", "it", "cit",
-                   "install-test", "install-ci-test", "start"}),
+        frozenset(
+            {
+                "test",
+                "t",
+                "tst",
+                "run",
+                "run-script",
+                "rum",
+                "urn",
+                "it",
+                "cit",
+                "install-test",
+                "install-ci-test",
+                "start",
+            }
+        ),
         "package.json's scripts",
     ),
     "pnpm": (
@@ -328,8 +343,25 @@ _SCRIPT_RUNNERS: dict[str, tuple[frozenset[str] | None, str]] = {
 _YARN_BINARIES = frozenset({"exec", "node", "dlx", "bin"})
 # Options of those programs that take the next word as their value.
 _VALUED_OPTIONS = frozenset(
-    {"--prefix", "-C", "--dir", "--cwd", "--workspace", "-w", "--filter", "-F", "-f", "--file",
-     "--makefile", "-e", "--env", "-c", "--conf", "--root", "--noxfile"}
+    {
+        "--prefix",
+        "-C",
+        "--dir",
+        "--cwd",
+        "--workspace",
+        "-w",
+        "--filter",
+        "-F",
+        "-f",
+        "--file",
+        "--makefile",
+        "-e",
+        "--env",
+        "-c",
+        "--conf",
+        "--root",
+        "--noxfile",
+    }
 )
 
 
@@ -370,13 +402,17 @@ def _refuse_agent_script(path: Path, command: str) -> None:
     )
 
 
-def _load_validation(table: Mapping[str, Any], source: TableSource, modes: Mapping[str, Mode]) -> Validation:
+def _load_validation(
+    table: Mapping[str, Any], source: TableSource, modes: Mapping[str, Mode]
+) -> Validation:
     mode_name = table.get("mode")
     if not isinstance(mode_name, str):
         raise source.refuse("mode", "required, a string naming the mode (script, judge, form, ...)")
     mode = modes.get(mode_name)
     if mode is None:
-        raise ScenarioError(f"{source.file.name}: {source.path}.mode: {_missing_mode(mode_name, modes)}")
+        raise ScenarioError(
+            f"{source.file.name}: {source.path}.mode: {_missing_mode(mode_name, modes)}"
+        )
     from trysquare.plugins import plugin_output
 
     with plugin_output():  # a mode's print never reaches a document on stdout

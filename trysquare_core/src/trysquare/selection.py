@@ -76,14 +76,20 @@ class Selection:
     def _refuse_unmatched(
         self, cells: Sequence[str], ids: Sequence[str], chosen: Sequence[Experiment]
     ) -> None:
-        unmatched = [f"--cell {g}" for g in self.cells if not any(fnmatch.fnmatchcase(c, g) for c in cells)]
-        unmatched += [f"--run {g}" for g in self.runs if not any(fnmatch.fnmatchcase(i, g) for i in ids)]
+        unmatched = [
+            f"--cell {g}" for g in self.cells if not any(fnmatch.fnmatchcase(c, g) for c in cells)
+        ]
+        unmatched += [
+            f"--run {g}" for g in self.runs if not any(fnmatch.fnmatchcase(i, g) for i in ids)
+        ]
         if unmatched:
             raise UsageError(
                 f"{', '.join(unmatched)}: matches no run (globs are fnmatch patterns over the whole name)"
             )
         if not any(e.runs or e.errors for e in chosen):
-            given = " ".join([*(f"--cell {g}" for g in self.cells), *(f"--run {g}" for g in self.runs)])
+            given = " ".join(
+                [*(f"--cell {g}" for g in self.cells), *(f"--run {g}" for g in self.runs)]
+            )
             raise UsageError(f"{given}: no run matches all of these together")
 
 
@@ -103,7 +109,9 @@ def _names_of(error: RunError) -> tuple[str | None, str | None]:
     return None, error.run_dir.name if error.run_dir is not None else None
 
 
-def restore_unselected(scenario: Any, whole: Sequence[Experiment], chosen: Sequence[Experiment]) -> None:
+def restore_unselected(
+    scenario: Any, whole: Sequence[Experiment], chosen: Sequence[Experiment]
+) -> None:
     """Put the runs a selection left out back into each ``measures.json``.
 
     ``validate --cell/--run`` records results for the chosen runs only, but
@@ -134,7 +142,11 @@ def restore_unselected(scenario: Any, whole: Sequence[Experiment], chosen: Seque
                 unusable=[e for e in full.errors if e.run_dir not in chosen_dirs],
             )
             rows = [*written, *others]
-            rows.sort(key=lambda row: (
-                row["cell"], row["repetition"] if isinstance(row.get("repetition"), int) else -1, row["id"]
-            ))
+            rows.sort(
+                key=lambda row: (
+                    row["cell"],
+                    row["repetition"] if isinstance(row.get("repetition"), int) else -1,
+                    row["id"],
+                )
+            )
             results.write_measures(full.root, rows)

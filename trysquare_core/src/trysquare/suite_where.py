@@ -53,7 +53,7 @@ def suite_lines(test_command: str | None) -> list[str]:
             f"! suite: {program} is trysquare's own environment ({sys.prefix}): the suite would "
             "run with trysquare's interpreter and packages, and test a copy installed there "
             "rather than the clone; point test_command at the project's environment "
-            "(e.g. test_command = \"/path/to/project/.venv/bin/python -m pytest\")"
+            '(e.g. test_command = "/path/to/project/.venv/bin/python -m pytest")'
         ),
     ]
 
@@ -65,7 +65,10 @@ def _site_of(program: Path) -> tuple[str | None, str | None]:
     try:
         done = subprocess.run(
             [str(program), "-I", "-c", _SITE],
-            capture_output=True, text=True, timeout=15, check=False,
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return None, None

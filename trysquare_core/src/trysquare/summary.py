@@ -142,7 +142,10 @@ class Summary:
     @property
     def exit_code(self) -> int:
         failed = (
-            self.states["invalid"] or self.skipped_runs or self.stopped or self.unmeasured()
+            self.states["invalid"]
+            or self.skipped_runs
+            or self.stopped
+            or self.unmeasured()
             or self.kept_after
         )
         if "unjudged" in self.fail_on and self.unjudged:
@@ -182,7 +185,9 @@ class Summary:
                 f"failed ({self.kept_after[0]})"
             )
         if self.not_started:
-            line += f"; stopped at the first invalid result (-x): {self.not_started} task(s) not run"
+            line += (
+                f"; stopped at the first invalid result (-x): {self.not_started} task(s) not run"
+            )
         if self.stopped:
             line += f"; stopped early: {self.stopped}"
         for sentence in self.in_flight:

@@ -16,10 +16,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trysquare.api import Mode, hookimpl
+
 from trysquare_form.mode import FormMode, FormValidation
 
 if TYPE_CHECKING:
     from trysquare.api import Commands
+
     from trysquare_form.export import ExportedRun, ExportResult, export_form
     from trysquare_form.ingest import IngestReport, Refusal, ingest_form
 

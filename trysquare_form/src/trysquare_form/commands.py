@@ -19,7 +19,8 @@ __all__ = ["register"]
 def register(cli: Commands) -> None:
     """Add ``form`` and its two subcommands to the ``trysquare`` parser."""
     form = cli.add_parser(
-        "form", help="metrics a human fills: a blind, shuffled TOML form",
+        "form",
+        help="metrics a human fills: a blind, shuffled TOML form",
         description="The form mode's two halves: export a blind, shuffled form of the runs, "
         "then ingest it once a person has filled it. Paths are relative to the current directory.",
         epilog="example:\n  trysquare form export scenario.toml runs/ -o form.toml\n"
@@ -30,14 +31,17 @@ def register(cli: Commands) -> None:
     commands = form.add_subparsers(dest="form_command", metavar="COMMAND", parser_class=type(form))
 
     export = commands.add_parser(
-        "export", help="write a blind, shuffled form for the runs under PATH",
+        "export",
+        help="write a blind, shuffled form for the runs under PATH",
         description="Write FORM.toml: one table per run, shuffled, under an opaque id, with a "
         "copy of each piece the scenario names and a commented hint per metric. The id-to-run "
         "key stays in PATH/.trysquare/forms/, never in the form.",
         epilog="example:\n  trysquare form export scenario.toml runs/ -o form.toml --cell 'rule / *'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    export.add_argument("scenario", type=Path, help="the scenario file (relative to the current directory)")
+    export.add_argument(
+        "scenario", type=Path, help="the scenario file (relative to the current directory)"
+    )
     export.add_argument(
         "path", type=Path, metavar="PATH",
         help="the experiment folder: every run.toml below it is a run (relative to the current directory)",
@@ -46,28 +50,38 @@ def register(cli: Commands) -> None:
         "-o", "--output", type=Path, required=True, metavar="FORM.toml",
         help="where to write the form (relative to the current directory); its pieces go beside it",
     )  # fmt: skip
-    export.add_argument("--seed", type=_seed, metavar="N", help="shuffle with this seed (default: a random one)")
+    export.add_argument(
+        "--seed", type=_seed, metavar="N", help="shuffle with this seed (default: a random one)"
+    )
     export.add_argument("--only", metavar="NAME", help="which form validator (default: the first)")
-    export.add_argument("--all", action="store_true", help="also runs whose metrics are all filled, to correct them")
+    export.add_argument(
+        "--all", action="store_true", help="also runs whose metrics are all filled, to correct them"
+    )
     export.add_argument("--force", action="store_true", help="replace an existing form")
     add_selection_options(export)
     export.set_defaults(handler=_export)
 
     ingest = commands.add_parser(
-        "ingest", help="record the answers of a filled form",
+        "ingest",
+        help="record the answers of a filled form",
         description="Record the metrics a filled form holds, for those nothing else produces; "
         "never overwrites a measured one. Says how many were merged, unchanged, still pending "
         "and refused, with the reasons.",
         epilog="example:\n  trysquare form ingest scenario.toml runs/ form.toml --by alice",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ingest.add_argument("scenario", type=Path, help="the scenario file (relative to the current directory)")
+    ingest.add_argument(
+        "scenario", type=Path, help="the scenario file (relative to the current directory)"
+    )
     ingest.add_argument(
         "path", type=Path, metavar="PATH",
         help="the experiment folder the form was exported from (relative to the current directory)",
     )  # fmt: skip
     ingest.add_argument(
-        "form", type=Path, metavar="FORM.toml", help="the filled form (relative to the current directory)"
+        "form",
+        type=Path,
+        metavar="FORM.toml",
+        help="the filled form (relative to the current directory)",
     )
     ingest.add_argument("--by", metavar="NAME", help="who filled it (default: your login name)")
     ingest.add_argument(
@@ -102,9 +116,9 @@ def _load(scenario_path: Path, path: Path) -> tuple[Any, Any]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from trysquare_form.export import export_form
-
     from trysquare.api import Selection
+
+    from trysquare_form.export import export_form
 
     scenario, experiment = _load(args.scenario, args.path)
     (experiment,) = Selection.from_args(args.cell, args.run).apply([experiment])
@@ -121,10 +135,12 @@ def _export(args: argparse.Namespace) -> int:
         print(shown(f"trysquare: skipped: {error.message}"), file=sys.stderr)
     print(shown(result.blinding))
     count = len(result.runs)
-    print(shown(
-        f"wrote {args.output}: {count} run{'s' if count != 1 else ''} to fill for '{result.validation}' "
-        f"(seed {result.seed}); pieces in {result.pieces.name}/, key in {result.key}"
-    ))
+    print(
+        shown(
+            f"wrote {args.output}: {count} run{'s' if count != 1 else ''} to fill for '{result.validation}' "
+            f"(seed {result.seed}); pieces in {result.pieces.name}/, key in {result.key}"
+        )
+    )
     return 1 if result.skipped or experiment.errors else 0
 
 
@@ -146,5 +162,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
 def _states_line(states: dict[str, int] | Any, measures: str) -> str:
     runs = sum(states.values())
-    parts: Sequence[str] = [f"{states[s]} {s}" for s in ("valid", "invalid", "pending") if states.get(s)]
+    parts: Sequence[str] = [
+        f"{states[s]} {s}" for s in ("valid", "invalid", "pending") if states.get(s)
+    ]
     return f"{measures}: {runs} run{'s' if runs != 1 else ''}: {', '.join(parts) or 'none'}"

@@ -25,9 +25,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
-
 from trysquare import api
-from trysquare.api import Experiment, Run, RunError, RunFacts, Scenario, UsageError, gather_facts, read_result
+from trysquare.api import (
+    Experiment,
+    Run,
+    RunError,
+    RunFacts,
+    Scenario,
+    UsageError,
+    gather_facts,
+    read_result,
+)
+
 from trysquare_form.keyfile import FormKey, KeyEntry, form_secret, forms_lock, key_path, write_key
 from trysquare_form.mode import FormValidation, form_validation, manual_values
 
@@ -91,7 +100,9 @@ def export_form(
     if out.exists() and not force:
         raise UsageError(f"{out} exists already and may hold answers; pass --force to replace it")
     if folder.exists() and not (folder / MARKER).exists() and any(folder.iterdir()):
-        raise UsageError(f"{folder} exists and was not written by trysquare form export; move it away")
+        raise UsageError(
+            f"{folder} exists and was not written by trysquare form export; move it away"
+        )
 
     chosen: list[tuple[Run, tuple[str, ...]]] = []
     for run in sorted(experiment.runs, key=lambda r: r.id):
@@ -156,26 +167,31 @@ def _write_export(
         (staging / MARKER).write_text("written by trysquare form export\n", encoding="utf-8")
         shown: dict[str, dict[str, str]] = {}
         for table in tables:
-            shown[table.opaque] = _copy_pieces(form, table.run, facts[table.run.id], staging / table.opaque)
+            shown[table.opaque] = _copy_pieces(
+                form, table.run, facts[table.run.id], staging / table.opaque
+            )
         key = key_path(experiment.root, out, form_id)
-        write_key(key, FormKey(
-            form=out.name,
-            scenario=str(scenario.path),
-            validation=form.name,
-            seed=seed,
-            order=tuple(t.opaque for t in tables),
-            runs={
-                t.opaque: KeyEntry(
-                    id=t.run.id,
-                    dir=_relative(t.run.dir, experiment.root),
-                    cell=t.run.cell,
-                )
-                for t in tables
-            },
-            form_id=form_id,
-            exported=exported,
-            pieces=shown,
-        ))
+        write_key(
+            key,
+            FormKey(
+                form=out.name,
+                scenario=str(scenario.path),
+                validation=form.name,
+                seed=seed,
+                order=tuple(t.opaque for t in tables),
+                runs={
+                    t.opaque: KeyEntry(
+                        id=t.run.id,
+                        dir=_relative(t.run.dir, experiment.root),
+                        cell=t.run.cell,
+                    )
+                    for t in tables
+                },
+                form_id=form_id,
+                exported=exported,
+                pieces=shown,
+            ),
+        )
         _swap_folder(staging, folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -246,8 +262,11 @@ def _sweep_beside(out: Path, folder: Path, *, older_than: float = 60.0) -> None:
     before = time.time() - older_than
     try:
         leftovers = [
-            entry for entry in out.parent.iterdir()
-            if entry.name.startswith(f".{folder.name}.") and not entry.is_symlink() and entry.is_dir()
+            entry
+            for entry in out.parent.iterdir()
+            if entry.name.startswith(f".{folder.name}.")
+            and not entry.is_symlink()
+            and entry.is_dir()
         ]
     except OSError:
         return

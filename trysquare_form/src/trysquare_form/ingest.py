@@ -22,12 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
 from trysquare import api
-from trysquare.api import Experiment, PIECES, Run, RunError, Scenario, UsageError, experiment_lock
+from trysquare.api import PIECES, Experiment, Run, RunError, Scenario, UsageError, experiment_lock
+
 from trysquare_form.export import piece_bytes
 from trysquare_form.keyfile import FormKey, form_id_of, forms_folder, forms_lock, read_key
-from trysquare_form.mode import FormValidation, ManualValue, form_validation, manual_values, outcome_for
+from trysquare_form.mode import (
+    FormValidation,
+    ManualValue,
+    form_validation,
+    manual_values,
+    outcome_for,
+)
 
 __all__ = ["IngestReport", "Refusal", "default_by", "ingest_form", "read_form"]
 
@@ -124,7 +130,7 @@ def read_form(path: Path) -> dict[str, Any]:
             "nothing was ingested"
         )
     if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]  # a UTF-8 byte-order mark some editors write
+        data = data[len(codecs.BOM_UTF8) :]  # a UTF-8 byte-order mark some editors write
     elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         raise UsageError(
             f"{path}: starts with a UTF-16 byte-order mark; save the form as UTF-8, nothing was ingested"
@@ -180,7 +186,9 @@ def ingest_form(
         if name == "form" and form_id is not None:
             continue  # which export this is
         if name != "run":
-            refused.append(Refusal(cut(name), "outside any [run.<id>] table; write answers inside one"))
+            refused.append(
+                Refusal(cut(name), "outside any [run.<id>] table; write answers inside one")
+            )
     tables = document.get("run", {})
     if not isinstance(tables, dict):
         refused.append(Refusal("run", "must hold [run.<id>] tables"))
@@ -196,7 +204,9 @@ def ingest_form(
             continue
         run = runs_by_id.get(entry.id)
         if run is None:
-            refused.append(Refusal(where, f"the run it stands for is no longer under {experiment.root}"))
+            refused.append(
+                Refusal(where, f"the run it stands for is no longer under {experiment.root}")
+            )
             continue
         for metric, value in table.items():
             if metric in PIECES:
@@ -218,7 +228,8 @@ def ingest_form(
             values = manual_values(previous)
             # Anything recorded without provenance was measured: never replaced.
             measured = {
-                m for m, v in ((previous or {}).get("metrics") or {}).items()
+                m
+                for m, v in ((previous or {}).get("metrics") or {}).items()
                 if m not in values and v is not None
             }
             changed = False
@@ -227,13 +238,19 @@ def ingest_form(
             moved = _moved_pieces(key, opaque, form, run) if given else None
             for metric, value in given.items():
                 if metric in measured:
-                    refused.append(Refusal(
-                        f"run.{opaque}.{metric}",
-                        "already measured for this run; a form never replaces a measured value",
-                    ))
+                    refused.append(
+                        Refusal(
+                            f"run.{opaque}.{metric}",
+                            "already measured for this run; a form never replaces a measured value",
+                        )
+                    )
                     continue
                 recorded = values.get(metric)
-                if recorded is not None and recorded.value == value and type(recorded.value) is bool:
+                if (
+                    recorded is not None
+                    and recorded.value == value
+                    and type(recorded.value) is bool
+                ):
                     unchanged += 1
                     continue
                 problems = [moved] if moved else []
@@ -241,14 +258,21 @@ def ingest_form(
                 if newer:
                     problems.append(newer)
                 if problems and not accept_stale:
-                    refused.append(Refusal(
-                        f"run.{opaque}.{metric}",
-                        f"{'; '.join(problems)}: not taken (--accept-stale takes it, recorded as such)",
-                    ))
+                    refused.append(
+                        Refusal(
+                            f"run.{opaque}.{metric}",
+                            f"{'; '.join(problems)}: not taken (--accept-stale takes it, recorded as such)",
+                        )
+                    )
                     continue
                 values[metric] = ManualValue(
-                    value=value, by=by, at=at, form=form_path.name, form_id=form_id or "",
-                    exported=key.exported or "", accepted="; ".join(problems),
+                    value=value,
+                    by=by,
+                    at=at,
+                    form=form_path.name,
+                    form_id=form_id or "",
+                    exported=key.exported or "",
+                    accepted="; ".join(problems),
                 )
                 changed = True
                 merged += 1
@@ -338,7 +362,7 @@ def _refuse_entry(
         owner = owners.get(metric)
         if owner is None:
             return f"unknown metric: the form '{form.name}' asks for {', '.join(form.metrics)}"
-        recorded = ((api.read_result(run, owner.name) or {}).get("metrics") or {})
+        recorded = (api.read_result(run, owner.name) or {}).get("metrics") or {}
         seen = f" (recorded: {_show(recorded[metric])})" if metric in recorded else ""
         return (
             f"'{metric}' is measured by validator '{owner.name}'{seen}; "

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
 from trysquare import api
 from trysquare.api import UsageError
 
@@ -79,7 +78,11 @@ FORM_ID = re.compile(r"[A-Za-z0-9._-]{0,60}-[0-9a-f]{12}\Z")
 def form_id_of(document: Mapping[str, Any]) -> str | None:
     """The export id a parsed form carries, ``None`` when it has none that is well-formed."""
     value = document.get("form")
-    return value if isinstance(value, str) and FORM_ID.match(value) and not value.startswith(".") else None
+    return (
+        value
+        if isinstance(value, str) and FORM_ID.match(value) and not value.startswith(".")
+        else None
+    )
 
 
 SECRET_FILE = "secret"
@@ -102,7 +105,9 @@ def form_secret(root: Path) -> bytes:
         raise UsageError(f"{path}: the form secret cannot be read ({error})") from None
     secret = secret.strip()
     if len(secret) < 32:
-        raise UsageError(f"{path}: the form secret is damaged (too short); remove it to make a new one")
+        raise UsageError(
+            f"{path}: the form secret is damaged (too short); remove it to make a new one"
+        )
     return secret
 
 
@@ -157,4 +162,6 @@ def read_key(root: Path, form: Path, form_id: str | None = None) -> FormKey:
             },
         )
     except (KeyError, TypeError, AttributeError, ValueError) as error:
-        raise UsageError(f"{path}: the form's key is damaged ({type(error).__name__}: {error})") from None
+        raise UsageError(
+            f"{path}: the form's key is damaged ({type(error).__name__}: {error})"
+        ) from None

@@ -12,13 +12,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-
 from trysquare.api import Outcome, TableSource, Validation, ValidationTask, check_pieces
 
 if TYPE_CHECKING:
     from trysquare.api import Scenario
 
-__all__ = ["FormMode", "FormValidation", "ManualValue", "form_validation", "manual_values", "outcome_for"]
+__all__ = [
+    "FormMode",
+    "FormValidation",
+    "ManualValue",
+    "form_validation",
+    "manual_values",
+    "outcome_for",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -50,8 +56,14 @@ class ManualValue:
 
     def provenance(self) -> dict[str, str]:
         """Who filled it, when, from which form exported when (the fields that are known)."""
-        found = {"by": self.by, "at": self.at, "form": self.form, "form_id": self.form_id,
-                 "exported": self.exported, "accepted": self.accepted}
+        found = {
+            "by": self.by,
+            "at": self.at,
+            "form": self.form,
+            "form_id": self.form_id,
+            "exported": self.exported,
+            "accepted": self.accepted,
+        }
         return {key: value for key, value in found.items() if value or key in ("by", "at")}
 
 
@@ -97,7 +109,7 @@ def form_validation(scenario: Scenario, name: str | None = None) -> FormValidati
     forms = [v for v in scenario.validations if isinstance(v, FormValidation)]
     if name is None:
         if not forms:
-            raise UsageError(f"{scenario.path.name} declares no [[validation]] with mode = \"form\"")
+            raise UsageError(f'{scenario.path.name} declares no [[validation]] with mode = "form"')
         return forms[0]
     for validation in scenario.validations:
         if validation.name == name:
@@ -107,7 +119,9 @@ def form_validation(scenario: Scenario, name: str | None = None) -> FormValidati
                 )
             return validation
     names = ", ".join(v.name for v in forms) or "none"
-    raise UsageError(f"{scenario.path.name} has no form validator named '{name}' (its forms: {names})")
+    raise UsageError(
+        f"{scenario.path.name} has no form validator named '{name}' (its forms: {names})"
+    )
 
 
 class FormMode:

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trysquare.api import hookimpl
+
 from trysquare_judge.builtin import trysquare_register_judge_providers
 
 if TYPE_CHECKING:
     import pluggy
-
     from trysquare.api import Commands, Mode
+
     from trysquare_judge.mode import JudgeMode
 
 __all__ = [

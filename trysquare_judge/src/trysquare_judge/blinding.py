@@ -116,7 +116,7 @@ def _diff_sections(patch: bytes) -> dict[str, bytes]:
         if line.startswith(b"diff --git "):
             header = line.rstrip(b"\n")
             marker = header.rfind(b" b/")
-            path = header[marker + 3:] if marker >= 0 else header
+            path = header[marker + 3 :] if marker >= 0 else header
             current = sections.setdefault(path.decode("utf-8", "replace").strip('"'), [])
         if current is not None:
             current.append(line)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trysquare.api import hookimpl
+
 from trysquare_judge.providers import Provider
 
 

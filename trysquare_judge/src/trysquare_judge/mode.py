@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-
 from trysquare.api import (
     Outcome,
     ScenarioError,
@@ -25,10 +24,13 @@ from trysquare.api import (
     Validation,
     ValidationTask,
     check_pieces,
-    digest as canonical_digest,
     refuse_hard_link,
     write_with_history,
 )
+from trysquare.api import (
+    digest as canonical_digest,
+)
+
 from trysquare_judge import blinding, prompt, scrub
 from trysquare_judge.providers import (
     THINKING,
@@ -186,7 +188,9 @@ class JudgeValidation(Validation):
         # verdict while every other task waits on it. (`check` never calls this.)
         import threading
 
-        threading.Thread(target=_import_transport, name="trysquare-judge-import", daemon=True).start()
+        threading.Thread(
+            target=_import_transport, name="trysquare-judge-import", daemon=True
+        ).start()
 
     # -- one run ----------------------------------------------------------------
 
@@ -293,17 +297,25 @@ class JudgeValidation(Validation):
             return Outcome.invalid(
                 f"judge provider '{self.provider}': the variable {self.endpoint.api_key_env} is not set"
             )
-        return self.request((Message(role="user", content=prompt.user_message(texts, self.pieces)),))
+        return self.request(
+            (Message(role="user", content=prompt.user_message(texts, self.pieces)),)
+        )
 
     def request(self, messages: Sequence[Message]) -> ChatRequest:
         """The request carrying ``messages`` (the conversation so far) to this judge."""
         tool = ToolSpec(TOOL_NAME, TOOL_DESCRIPTION, verdict_schema(self.metrics))
         system = prompt.system_message(self.rubric_text, self.metrics)
         return ChatRequest(
-            model=self.model, thinking=self.thinking, system=system, messages=tuple(messages), tool=tool
+            model=self.model,
+            thinking=self.thinking,
+            system=system,
+            messages=tuple(messages),
+            tool=tool,
         )
 
-    def _converse(self, task: ValidationTask, exchanges: list[Mapping[str, Any]], spent: list[Usage]) -> Outcome:
+    def _converse(
+        self, task: ValidationTask, exchanges: list[Mapping[str, Any]], spent: list[Usage]
+    ) -> Outcome:
         assert self.endpoint is not None
         first = self.first_request(task)
         if isinstance(first, Outcome):
@@ -337,15 +349,18 @@ class JudgeValidation(Validation):
             if problem is not None:
                 last_error = problem
             # The error goes back into the same conversation: the judge may correct itself.
-            messages.append(Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls))
+            messages.append(
+                Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls)
+            )
             messages.extend(answers)
         if last_error is None:
             return Outcome.invalid(NEVER_CALLED)
         return Outcome.invalid(f"verdict failed validation: {last_error}")
 
-
     def _unjudged(self, reason: str) -> Outcome:
-        return Outcome(metrics=dict.fromkeys(self.metrics), reasons=dict.fromkeys(self.metrics, reason))
+        return Outcome(
+            metrics=dict.fromkeys(self.metrics), reasons=dict.fromkeys(self.metrics, reason)
+        )
 
 
 def _added_usage(previous: Any, usage: dict[str, Any]) -> dict[str, Any]:
@@ -393,9 +408,7 @@ def _scrubbed(outcome: Outcome, keys: Sequence[str]) -> Outcome:
     )
 
 
-def _read_reply(
-    reply: ChatReply, metrics: Sequence[str]
-) -> tuple[Any, list[Message], str | None]:
+def _read_reply(reply: ChatReply, metrics: Sequence[str]) -> tuple[Any, list[Message], str | None]:
     """``(verdict, messages answering the reply, validation problem)``: one of the first two."""
     calls = [call for call in reply.tool_calls if call.name == TOOL_NAME]
     if not reply.tool_calls:
@@ -457,7 +470,9 @@ class JudgeMode:
     def load(self, table: Mapping[str, Any], source: TableSource) -> JudgeValidation:
         raw = source.structure(table, _JudgeTable)
         if raw.thinking not in THINKING:
-            raise source.refuse("thinking", f"must be one of {', '.join(THINKING)}, not '{raw.thinking}'")
+            raise source.refuse(
+                "thinking", f"must be one of {', '.join(THINKING)}, not '{raw.thinking}'"
+            )
         check_pieces(source, raw.pieces)
         if raw.max_turns < 1:
             raise source.refuse("max_turns", "must be at least 1")
@@ -469,7 +484,9 @@ class JudgeMode:
         try:
             rubric_text = rubric_path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise source.refuse("rubric", f"'{raw.rubric}' does not exist (looked for {rubric_path})") from None
+            raise source.refuse(
+                "rubric", f"'{raw.rubric}' does not exist (looked for {rubric_path})"
+            ) from None
         except (OSError, UnicodeDecodeError) as error:
             raise source.refuse("rubric", f"'{raw.rubric}' cannot be read ({error})") from None
         if not rubric_text.strip():
@@ -482,7 +499,8 @@ class JudgeMode:
 
             if not supports_batches(provider_types().get(endpoint.type)):
                 raise source.refuse(
-                    "batch", f"provider type '{endpoint.type}' (provider '{raw.provider}') declares no "
+                    "batch",
+                    f"provider type '{endpoint.type}' (provider '{raw.provider}') declares no "
                     "batch support; remove batch = true, or use a provider type that has a batch API",
                 )
         return JudgeValidation(
@@ -505,5 +523,5 @@ class JudgeMode:
 def _import_transport() -> None:
     try:
         import trysquare_judge.providers.http  # noqa: F401 - imported for its cost, paid early
-    except Exception:  # noqa: BLE001 - the first verdict imports it again and says why
+    except Exception:  # noqa: BLE001, S110 - the first verdict imports it again and says why
         pass

@@ -59,7 +59,7 @@ PROSE_CORRECTION = (
 
 # Changing any text above changes every judge's digest: verdicts given under
 # the old wording become stale rather than silently mixed with new ones.
-TEMPLATE = "\0".join([INSTRUCTIONS, PROSE_CORRECTION, "pieces-v1"])
+TEMPLATE = "\0".join([INSTRUCTIONS, PROSE_CORRECTION, "pieces-v1"])  # noqa: FLY002 - the parts, as hashed
 
 
 def system_message(rubric: str, metrics: Sequence[str]) -> str:

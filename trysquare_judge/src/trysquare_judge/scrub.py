@@ -112,7 +112,9 @@ def _nothing_to_scrub(value: Any, keys: list[str], pattern: re.Pattern[str] | No
     other forms, or a value that is not JSON, is walked string by string.
     """
     if pattern is not None and any(
-        json.dumps(form, ensure_ascii=False)[1:-1] != form for key in keys for form in key_forms(key)
+        json.dumps(form, ensure_ascii=False)[1:-1] != form
+        for key in keys
+        for form in key_forms(key)
     ):
         return False
     try:

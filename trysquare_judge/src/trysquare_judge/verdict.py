@@ -12,7 +12,14 @@ import attrs
 if TYPE_CHECKING:
     import jsonschema
 
-__all__ = ["TOOL_NAME", "Verdict", "VerdictError", "parse_verdict", "validator_for", "verdict_schema"]
+__all__ = [
+    "TOOL_NAME",
+    "Verdict",
+    "VerdictError",
+    "parse_verdict",
+    "validator_for",
+    "verdict_schema",
+]
 
 TOOL_NAME = "verdict"
 TOOL_DESCRIPTION = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trysquare.api import Mode, hookimpl
+
 from trysquare_script.mode import ScriptMode, ScriptValidation
 
 __all__ = ["ScriptMode", "ScriptValidation"]

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-
 from trysquare.api import (
     DEFAULT_OUTPUT_CAP,
     Outcome,
@@ -82,8 +81,10 @@ class ScriptValidation(Validation):
         return "sha256:" + hasher.hexdigest()
 
     def evaluate(self, task: ValidationTask) -> Outcome:
-        from trysquare.api import write_session_facts  # lazy: loading the mode stays cheap
-        from trysquare.api import RunError
+        from trysquare.api import (
+            RunError,
+            write_session_facts,  # lazy: loading the mode stays cheap
+        )
 
         try:
             write_session_facts(task.run, task.context)
@@ -99,9 +100,13 @@ class ScriptValidation(Validation):
             done = self._run_warm(argv, workdir, base_env, env, writable)
             if done is None:
                 try:
-                    done = run_process(argv, cwd=workdir, timeout=self.timeout, env=env, writable=writable)
+                    done = run_process(
+                        argv, cwd=workdir, timeout=self.timeout, env=env, writable=writable
+                    )
                 except OSError as error:
-                    return Outcome.invalid(f"script {self.command} could not be started: {error.strerror}")
+                    return Outcome.invalid(
+                        f"script {self.command} could not be started: {error.strerror}"
+                    )
         if done.timed_out:
             return Outcome.invalid(
                 f"script {self.command} exceeded its timeout of {self.timeout:g} s "
@@ -120,11 +125,12 @@ class ScriptValidation(Validation):
                 f"({DEFAULT_OUTPUT_CAP >> 20} MiB on stdout or stderr)",
                 stderr=done.stderr,
             )
-        outcome = parse_validator_output(done.stdout, declared=self.metrics, what=f"script {self.command}")
+        outcome = parse_validator_output(
+            done.stdout, declared=self.metrics, what=f"script {self.command}"
+        )
         if outcome.state == "invalid" and done.stdout.strip():
             keep_output(task, done.stdout)  # the error quotes its first bytes; the archive has all
         return attrs.evolve(outcome, stderr=done.stderr)
-
 
     def _run_warm(
         self,
@@ -138,8 +144,13 @@ class ScriptValidation(Validation):
         if not self.warm:
             return None
         return run_warm_if_served(
-            self.executable, argv, cwd=workdir, timeout=self.timeout,
-            base_env=base_env, env=env, writable=writable,
+            self.executable,
+            argv,
+            cwd=workdir,
+            timeout=self.timeout,
+            base_env=base_env,
+            env=env,
+            writable=writable,
         )
 
 
@@ -181,7 +192,9 @@ class ScriptMode:
         check_timeout(source, raw.timeout)
         executable = source.resolve(raw.command)
         if not executable.is_file():
-            raise source.refuse("command", f"'{raw.command}' does not exist (looked for {executable})")
+            raise source.refuse(
+                "command", f"'{raw.command}' does not exist (looked for {executable})"
+            )
         if not os.access(executable, os.X_OK):
             raise source.refuse(
                 "command", f"'{raw.command}' is not executable; run: chmod +x {raw.command}"

@@ -39,58 +39,91 @@ def _num(value: float | None) -> str:
 
 def _score_table(report: Mapping[str, Any]) -> str:
     booleans = report["metrics"]["boolean"]
-    out = [('<h2 id="scores">Scores</h2><table id="score-table"><thead><tr><th>cell</th><th>runs</th>'
-            "<th>invalid</th><th>publishable</th>")]
+    out = [
+        (
+            '<h2 id="scores">Scores</h2><table id="score-table"><thead><tr><th>cell</th><th>runs</th>'
+            "<th>invalid</th><th>publishable</th>"
+        )
+    ]
     out += [f"<th>{esc(m)}</th>" for m in booleans]
     out.append("</tr></thead><tbody>")
     for cell in report["cells"]:
         name = esc(cell["cell"])
-        label = f'<span class="ref">{name}</span> <span class="tag">reference</span>' if cell["reference"] else name
-        pub = ('<td class="pub">yes</td>' if cell["publishable"] else
-               f'<td class="nopub">no ({len(cell["why_not"])} reason(s))</td>')
-        out.append(f'<tr data-cell="{name}"><th>{label}</th><td class="num">{cell["runs"]}</td>'
-                   f'<td class="num">{cell["invalid"]}</td>{pub}')
+        label = (
+            f'<span class="ref">{name}</span> <span class="tag">reference</span>'
+            if cell["reference"]
+            else name
+        )
+        pub = (
+            '<td class="pub">yes</td>'
+            if cell["publishable"]
+            else f'<td class="nopub">no ({len(cell["why_not"])} reason(s))</td>'
+        )
+        out.append(
+            f'<tr data-cell="{name}"><th>{label}</th><td class="num">{cell["runs"]}</td>'
+            f'<td class="num">{cell["invalid"]}</td>{pub}'
+        )
         for metric in booleans:
             score = cell["scores"][metric]
             extra = "".join(f" · {score[k]} {k}" for k in ("unjudged", "pending") if score.get(k))
             out.append(f'<td class="num">{score["true"]}/{score["n"]}{esc(extra)}</td>')
         out.append("</tr>")
     out.append("</tbody></table>")
-    out.append('<p class="note">x/n: true out of the runs that could judge it; invalid runs, '
-               "unjudged and pending values are counted beside it, never in n.</p>")
+    out.append(
+        '<p class="note">x/n: true out of the runs that could judge it; invalid runs, '
+        "unjudged and pending values are counted beside it, never in n.</p>"
+    )
     numbers = report["metrics"]["number"]
     if numbers:
-        out.append('<h3>Numbers</h3><table><thead><tr><th>cell</th>')
+        out.append("<h3>Numbers</h3><table><thead><tr><th>cell</th>")
         out += [f"<th>{esc(m)}</th>" for m in numbers]
         out.append("</tr></thead><tbody>")
         for cell in report["cells"]:
             out.append(f"<tr><th>{esc(cell['cell'])}</th>")
             for metric in numbers:
                 number = cell["numbers"][metric]
-                text = (f"{_num(number['median'])} [{_num(number['low'])}, {_num(number['high'])}] "
-                        f"({number['n']})" if number["n"] else "\u2013 (0)")
+                text = (
+                    f"{_num(number['median'])} [{_num(number['low'])}, {_num(number['high'])}] "
+                    f"({number['n']})"
+                    if number["n"]
+                    else "\u2013 (0)"
+                )
                 # What is missing from n, as beside every x/n (and in the Markdown report).
                 text += "".join(
                     f" \u00b7 {number[k]} {k}" for k in ("unjudged", "pending") if number.get(k)
                 )
                 out.append(f'<td class="num">{esc(text)}</td>')
             out.append("</tr>")
-        out.append('</tbody></table><p class="note">median [95% bootstrap interval] (n); '
-                   "unjudged and pending values are counted beside it, never in n</p>")
+        out.append(
+            '</tbody></table><p class="note">median [95% bootstrap interval] (n); '
+            "unjudged and pending values are counted beside it, never in n</p>"
+        )
     return "".join(out)
 
 
-def _axis(x0: float, x1: float, top: float, bottom: float, ticks: Sequence[float],
-          lo: float, hi: float, zero: float | None = None) -> str:
+def _axis(
+    x0: float,
+    x1: float,
+    top: float,
+    bottom: float,
+    ticks: Sequence[float],
+    lo: float,
+    hi: float,
+    zero: float | None = None,
+) -> str:
     out = []
     for tick in ticks:
         x = x0 + (tick - lo) / (hi - lo) * (x1 - x0)
-        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#e3e3e3"/>'
-                   f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{tick:g}</text>')
+        out.append(
+            f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#e3e3e3"/>'
+            f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{tick:g}</text>'
+        )
     if zero is not None:
         x = x0 + (zero - lo) / (hi - lo) * (x1 - x0)
-        out.append(f'<line class="zero" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" '
-                   'stroke="#333" stroke-dasharray="4 3"/>')
+        out.append(
+            f'<line class="zero" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" '
+            'stroke="#333" stroke-dasharray="4 3"/>'
+        )
     return "".join(out)
 
 
@@ -98,10 +131,14 @@ def _proportion_chart(report: Mapping[str, Any], metric: str) -> str:
     cells = report["cells"]
     row_h, left, x0, x1 = 24, 8, 190, 560
     height = 20 + row_h * len(cells) + 24
-    out = [(f'<figure class="chart" data-metric="{esc(metric)}"><figcaption>{esc(metric)}: proportion '
+    out = [
+        (
+            f'<figure class="chart" data-metric="{esc(metric)}"><figcaption>{esc(metric)}: proportion '
             f'true per cell, 95% Wilson interval</figcaption><svg role="img" width="680" '
             f'height="{height}" viewBox="0 0 680 {height}" xmlns="http://www.w3.org/2000/svg">'
-            f"<title>{esc(metric)}</title>")]
+            f"<title>{esc(metric)}</title>"
+        )
+    ]
     bottom = 10 + row_h * len(cells)
     out.append(_axis(x0, x1, 6, bottom, [0, 0.25, 0.5, 0.75, 1], 0, 1))
     for i, cell in enumerate(cells):
@@ -116,10 +153,12 @@ def _proportion_chart(report: Mapping[str, Any], metric: str) -> str:
         p, low, high = interval
         sx = lambda v: x0 + v * (x1 - x0)
         colour = "#1a73e8" if not cell["reference"] else "#333"
-        out.append(f'<line x1="{sx(low):.1f}" y1="{y}" x2="{sx(high):.1f}" y2="{y}" stroke="{colour}" '
-                   f'stroke-width="2"/><circle cx="{sx(p):.1f}" cy="{y}" r="5" fill="{colour}">'
-                   f"<title>{name}: {score['true']}/{score['n']} = {p:.2f} [{low:.2f}, {high:.2f}]</title>"
-                   f'</circle><text x="{x1 + 12}" y="{y + 4}">{score["true"]}/{score["n"]}</text>')
+        out.append(
+            f'<line x1="{sx(low):.1f}" y1="{y}" x2="{sx(high):.1f}" y2="{y}" stroke="{colour}" '
+            f'stroke-width="2"/><circle cx="{sx(p):.1f}" cy="{y}" r="5" fill="{colour}">'
+            f"<title>{name}: {score['true']}/{score['n']} = {p:.2f} [{low:.2f}, {high:.2f}]</title>"
+            f'</circle><text x="{x1 + 12}" y="{y + 4}">{score["true"]}/{score["n"]}</text>'
+        )
     out.append("</svg></figure>")
     return "".join(out)
 
@@ -137,11 +176,13 @@ def _forest(report: Mapping[str, Any]) -> str:
     bottom = 10 + row_h * len(rows)
     anytime = gaps.get("stopping") == "anytime"
     sequence = "confidence sequence (anytime-valid)" if anytime else "interval"
-    out.append(f'<figure class="chart" id="forest"><figcaption>gap (cell \u2212 reference) and its 95% '
-               f'{sequence}; zero dashed; right: runs per cell that would establish an open gap'
-               f'</figcaption><svg role="img" width="{FOREST_WIDTH}" height="{height}" '
-               f'viewBox="0 0 {FOREST_WIDTH} {height}" xmlns="http://www.w3.org/2000/svg">'
-               "<title>gaps</title>")
+    out.append(
+        f'<figure class="chart" id="forest"><figcaption>gap (cell \u2212 reference) and its 95% '
+        f"{sequence}; zero dashed; right: runs per cell that would establish an open gap"
+        f'</figcaption><svg role="img" width="{FOREST_WIDTH}" height="{height}" '
+        f'viewBox="0 0 {FOREST_WIDTH} {height}" xmlns="http://www.w3.org/2000/svg">'
+        "<title>gaps</title>"
+    )
     out.append(_axis(x0, x1, 6, bottom, [-1, -0.5, 0, 0.5, 1], -1, 1, zero=0))
     sx = lambda v: x0 + (v + 1) / 2 * (x1 - x0)
     for i, row in enumerate(rows):
@@ -152,24 +193,34 @@ def _forest(report: Mapping[str, Any]) -> str:
             out.append(f'<text x="{x0}" y="{y + 4}" fill="#666">{esc(row["state"])}</text>')
             continue
         colour = "#137333" if row["state"] == "established" else "#8a5a00"
-        out.append(f'<line x1="{sx(row["low"]):.1f}" y1="{y}" x2="{sx(row["high"]):.1f}" y2="{y}" '
-                   f'stroke="{colour}" stroke-width="2"/><rect x="{sx(row["gap"]) - 4:.1f}" '
-                   f'y="{y - 4}" width="8" height="8" fill="{colour}"><title>{label}: '
-                   f'{row["gap"]:+.3f} [{row["low"]:+.3f}, {row["high"]:+.3f}] {esc(row["state"])}'
-                   f'</title></rect><text x="{x1 + 10}" y="{y + 4}">{row["gap"]:+.2f} '
-                   f"{esc(row['state'])}</text>")
+        out.append(
+            f'<line x1="{sx(row["low"]):.1f}" y1="{y}" x2="{sx(row["high"]):.1f}" y2="{y}" '
+            f'stroke="{colour}" stroke-width="2"/><rect x="{sx(row["gap"]) - 4:.1f}" '
+            f'y="{y - 4}" width="8" height="8" fill="{colour}"><title>{label}: '
+            f"{row['gap']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}] {esc(row['state'])}"
+            f'</title></rect><text x="{x1 + 10}" y="{y + 4}">{row["gap"]:+.2f} '
+            f"{esc(row['state'])}</text>"
+        )
         out.append(_runs_needed_mark(row, x1 + 130, y))
     out.append("</svg></figure>")
     out.append(_procedure_note(gaps))
-    out.append('<table id="gap-table"><thead><tr><th>cell</th><th>criterion</th><th>cell x/n</th>'
-               "<th>reference x/n</th><th>gap [95%]</th><th>state</th><th>runs needed</th>"
-               "</tr></thead><tbody>")
+    out.append(
+        '<table id="gap-table"><thead><tr><th>cell</th><th>criterion</th><th>cell x/n</th>'
+        "<th>reference x/n</th><th>gap [95%]</th><th>state</th><th>runs needed</th>"
+        "</tr></thead><tbody>"
+    )
     for row in rows:
-        gap = "\u2013" if row["gap"] is None else f"{row['gap']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
+        gap = (
+            "\u2013"
+            if row["gap"] is None
+            else f"{row['gap']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
+        )
         cs, rs = row["cell_score"], row["reference_score"]
-        out.append(f"<tr><td>{esc(row['cell'])}</td><td>{esc(row['criterion'])}</td>"
-                   f"<td>{cs['true']}/{cs['n']}</td><td>{rs['true']}/{rs['n']}</td><td>{gap}</td>"
-                   f"<td>{esc(row['state'])}</td>{_runs_needed_cell(row)}</tr>")
+        out.append(
+            f"<tr><td>{esc(row['cell'])}</td><td>{esc(row['criterion'])}</td>"
+            f"<td>{cs['true']}/{cs['n']}</td><td>{rs['true']}/{rs['n']}</td><td>{gap}</td>"
+            f"<td>{esc(row['state'])}</td>{_runs_needed_cell(row)}</tr>"
+        )
     out.append("</tbody></table>")
     if any(row.get("runs_needed") for row in rows):
         from trysquare.api import runs_needed_method
@@ -211,5 +262,7 @@ def _runs_needed_mark(row: Mapping[str, Any], x: float, y: float) -> str:
         return ""
     if needed["per_cell"] is None:
         return f'<text x="{x}" y="{y + 4}" fill="#666">not reachable</text>'
-    return (f'<text x="{x}" y="{y + 4}" fill="#0550ae" class="runs-needed">'
-            f'\u2248 {needed["per_cell"]:,} runs per cell (has {needed["have"]})</text>')
+    return (
+        f'<text x="{x}" y="{y + 4}" fill="#0550ae" class="runs-needed">'
+        f"\u2248 {needed['per_cell']:,} runs per cell (has {needed['have']})</text>"
+    )

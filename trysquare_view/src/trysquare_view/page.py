@@ -128,9 +128,13 @@ def _hash(text: str) -> str:
 def csp(lazy: bool) -> str:
     """The page's Content-Security-Policy: the report file's meta tag (``lazy`` false) and
     the header of every response of ``trysquare view`` (``lazy`` true) say the same."""
-    own = "'self'" if lazy else "'none'"  # view: panels fetched, the filter form submitted, to itself
-    return (f"default-src 'none'; style-src {_hash(STYLE)}; script-src {_hash(SCRIPT)}; "
-            f"connect-src {own}; img-src 'none'; base-uri 'none'; form-action {own}")
+    own = (
+        "'self'" if lazy else "'none'"
+    )  # view: panels fetched, the filter form submitted, to itself
+    return (
+        f"default-src 'none'; style-src {_hash(STYLE)}; script-src {_hash(SCRIPT)}; "
+        f"connect-src {own}; img-src 'none'; base-uri 'none'; form-action {own}"
+    )
 
 
 def marks(row: Mapping[str, Any], metric: str) -> tuple[str, str]:
@@ -160,8 +164,11 @@ def ordered_rows(source: Any) -> list[Mapping[str, Any]]:
 
     def key(row: Mapping[str, Any]) -> tuple[int, int, str]:
         repetition = row.get("repetition")
-        return (order.get(row["cell"], len(order)),
-                repetition if isinstance(repetition, int) else -1, str(row["id"]))
+        return (
+            order.get(row["cell"], len(order)),
+            repetition if isinstance(repetition, int) else -1,
+            str(row["id"]),
+        )
 
     return sorted(source.rows, key=key)
 
@@ -224,7 +231,11 @@ class Window:
     def link(self, start: int) -> str:
         from urllib.parse import urlencode
 
-        query = {k: v for k, v in (("cell", self.cell), ("metric", self.metric), ("state", self.state)) if v}
+        query = {
+            k: v
+            for k, v in (("cell", self.cell), ("metric", self.metric), ("state", self.state))
+            if v
+        }
         if start:
             query["from"] = str(start)
         return "?" + urlencode(query) + "#runs"
@@ -232,8 +243,10 @@ class Window:
 
 def _filter_form(cells: Sequence[str], metrics: Sequence[str], window: Window | None) -> str:
     def options(values: Sequence[str], chosen: str) -> str:
-        return "".join(f'<option value="{esc(v)}"{" selected" if v == chosen else ""}>{esc(v)}</option>'
-                       for v in values)
+        return "".join(
+            f'<option value="{esc(v)}"{" selected" if v == chosen else ""}>{esc(v)}</option>'
+            for v in values
+        )
 
     if window is None:  # the file: filtered by its script, so hidden without one
         head, button = '<form class="filters" id="filters" hidden>', ""
@@ -241,12 +254,14 @@ def _filter_form(cells: Sequence[str], metrics: Sequence[str], window: Window | 
     else:  # view: a plain GET form, filtered and paged by the server
         head = '<form class="filters" id="filters" method="get" action="#runs">'
         button = "<noscript><button>filter</button></noscript>"
-    return (f'{head}<label>cell <select id="f-cell" name="cell"><option value="">all</option>'
-            f"{options(cells, window.cell)}</select></label>"
-            f'<label>metric <select id="f-metric" name="metric"><option value="">all</option>'
-            f"{options(metrics, window.metric)}</select></label>"
-            '<label>state <select id="f-state" name="state"><option value="">any</option>'
-            f'{options(STATES, window.state)}</select></label>{button}<output id="f-count"></output></form>')
+    return (
+        f'{head}<label>cell <select id="f-cell" name="cell"><option value="">all</option>'
+        f"{options(cells, window.cell)}</select></label>"
+        f'<label>metric <select id="f-metric" name="metric"><option value="">all</option>'
+        f"{options(metrics, window.metric)}</select></label>"
+        '<label>state <select id="f-state" name="state"><option value="">any</option>'
+        f'{options(STATES, window.state)}</select></label>{button}<output id="f-count"></output></form>'
+    )
 
 
 def _pager(window: Window, matching: int, total: int) -> str:
@@ -257,8 +272,10 @@ def _pager(window: Window, matching: int, total: int) -> str:
     text += " matching" if matching != total else ""
     links = []
     if window.start > 0:
-        links.append(f'<a rel="prev" href="{esc(window.link(max(0, window.start - window.size)))}">'
-                     "\u2039 previous</a>")
+        links.append(
+            f'<a rel="prev" href="{esc(window.link(max(0, window.start - window.size)))}">'
+            "\u2039 previous</a>"
+        )
     if end < matching:
         links.append(f'<a rel="next" href="{esc(window.link(end))}">next \u203a</a>')
     joined = " \u00b7 ".join(links)
@@ -279,12 +296,16 @@ def _matrix(source: Any, rows: Sequence[Mapping[str, Any]], window: Window | Non
         matching = [(i, row) for i, row in indexed if window.matches(row, shown_metrics)]
         if window.start >= len(matching):
             window = attrs.evolve(window, start=0)
-        indexed = matching[window.start:window.start + window.size]
+        indexed = matching[window.start : window.start + window.size]
         pager = _pager(window, len(matching), len(rows))
         metrics = shown_metrics
     out = ['<h2 id="runs">Runs</h2>']
-    legend = " \u00b7 ".join(f'<span class="m-{k}">{sym}</span> {esc(text)}' for k, (sym, text) in MARKS.items())
-    out.append(f'<p class="legend">{legend}. Click a run to see its diff, response and reasons.</p>')
+    legend = " \u00b7 ".join(
+        f'<span class="m-{k}">{sym}</span> {esc(text)}' for k, (sym, text) in MARKS.items()
+    )
+    out.append(
+        f'<p class="legend">{legend}. Click a run to see its diff, response and reasons.</p>'
+    )
     out.append(_filter_form(cells, matrix_metrics(report), window))
     out.append(pager)
     out.append('<table id="matrix"><thead><tr><th>run</th><th>#</th><th>state</th>')
@@ -296,18 +317,24 @@ def _matrix(source: Any, rows: Sequence[Mapping[str, Any]], window: Window | Non
             if current is not None:
                 out.append("</tbody>")
             current = row["cell"]
-            out.append(f'<tbody data-cell="{esc(current)}"><tr class="group"><th colspan="{3 + len(metrics)}">'
-                       f"cell {esc(current)}</th></tr>")
+            out.append(
+                f'<tbody data-cell="{esc(current)}"><tr class="group"><th colspan="{3 + len(metrics)}">'
+                f"cell {esc(current)}</th></tr>"
+            )
         repetition = row.get("repetition")
-        out.append(f'<tr class="runrow" data-state="{esc(row["state"])}" data-run="{index}">'
-                   f'<td><a href="#run-{index}" data-run="{index}">{esc(row["id"])}</a></td>'
-                   f'<td class="num">{esc("?" if repetition is None else repetition)}</td>'
-                   f'<td class="st-{esc(row["state"])}">{esc(row["state"])}</td>')
+        out.append(
+            f'<tr class="runrow" data-state="{esc(row["state"])}" data-run="{index}">'
+            f'<td><a href="#run-{index}" data-run="{index}">{esc(row["id"])}</a></td>'
+            f'<td class="num">{esc("?" if repetition is None else repetition)}</td>'
+            f'<td class="st-{esc(row["state"])}">{esc(row["state"])}</td>'
+        )
         for metric in metrics:
             mark, text = marks(row, metric)
             title = MARKS.get(mark, (None, mark))[1]
-            out.append(f'<td class="mark m-{mark}" data-metric="{esc(metric)}" data-mark="{mark}" '
-                       f'title="{esc(title)}">{esc(text)}</td>')
+            out.append(
+                f'<td class="mark m-{mark}" data-metric="{esc(metric)}" data-mark="{mark}" '
+                f'title="{esc(title)}">{esc(text)}</td>'
+            )
         out.append("</tr>")
     if current is not None:
         out.append("</tbody>")
@@ -323,25 +350,33 @@ def _usage(report: Mapping[str, Any]) -> str:
     usage = report.get("usage") or ()
     if not usage:
         return ""
-    out = [('<h2 id="usage">Usage and cost</h2><table id="usage-table"><thead><tr><th>validator</th>'
+    out = [
+        (
+            '<h2 id="usage">Usage and cost</h2><table id="usage-table"><thead><tr><th>validator</th>'
             "<th>cell</th><th>results</th><th>requests</th><th>input tokens</th><th>of which cached</th>"
-            "<th>output tokens</th><th>cost (USD)</th></tr></thead><tbody>")]
+            "<th>output tokens</th><th>cost (USD)</th></tr></thead><tbody>"
+        )
+    ]
     for item in usage:
         total = item["cell"] is None or item["validator"] is None
         validator = "all validators" if item["validator"] is None else esc(item["validator"])
         cell = "all cells" if item["cell"] is None else esc(item["cell"])
         cost = esc(cost_text(item))
         kind = ' class="total"' if total else ""
-        out.append(f'<tr{kind}><td>{validator}</td><td>{cell}</td>'
-                   f'<td class="num">{item["results"]}</td><td class="num">{item["requests"]}</td>'
-                   f'<td class="num">{esc(tokens_text(item["input_tokens"]))}</td>'
-                   f'<td class="num">{esc(tokens_text(item["cached_tokens"]))}</td>'
-                   f'<td class="num">{esc(tokens_text(item["output_tokens"]))}</td>'
-                   f'<td class="num{" unpriced" if item["cost_usd"] is None else ""}">{cost}</td></tr>')
+        out.append(
+            f"<tr{kind}><td>{validator}</td><td>{cell}</td>"
+            f'<td class="num">{item["results"]}</td><td class="num">{item["requests"]}</td>'
+            f'<td class="num">{esc(tokens_text(item["input_tokens"]))}</td>'
+            f'<td class="num">{esc(tokens_text(item["cached_tokens"]))}</td>'
+            f'<td class="num">{esc(tokens_text(item["output_tokens"]))}</td>'
+            f'<td class="num{" unpriced" if item["cost_usd"] is None else ""}">{cost}</td></tr>'
+        )
     out.append("</tbody></table>")
-    out.append('<p class="note">requests count retries and failed attempts; invalid and unjudged '
-               "results count. A cost uses the price recorded with each result (price_input / "
-               "price_output per million tokens of the provider that judged it).</p>")
+    out.append(
+        '<p class="note">requests count retries and failed attempts; invalid and unjudged '
+        "results count. A cost uses the price recorded with each result (price_input / "
+        "price_output per million tokens of the provider that judged it).</p>"
+    )
     return "".join(out)
 
 
@@ -357,13 +392,20 @@ def _notes(report: Mapping[str, Any]) -> str:
             items.append(f"cell {esc(cell['cell'])} not publishable: {where}{esc(why['reason'])}")
         # Named up to a few per cell: every run of a large experiment may be stale at once.
         for stale in cell["stale"][:NOTES_PER_CELL]:
-            items.append(f"stale: run <code>{esc(stale['run'])}</code>: recorded by "
-                         f"{esc(', '.join(stale['validators']))} before it changed (re-run validate)")
+            items.append(
+                f"stale: run <code>{esc(stale['run'])}</code>: recorded by "
+                f"{esc(', '.join(stale['validators']))} before it changed (re-run validate)"
+            )
         if len(cell["stale"]) > NOTES_PER_CELL:
-            items.append(f"stale: \u2026 and {len(cell['stale']) - NOTES_PER_CELL} more run(s) in cell "
-                         f"{esc(cell['cell'])} (trysquare report lists them all)")
-    body = "<ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>" if items else (
-        '<p class="note">none.</p>')
+            items.append(
+                f"stale: \u2026 and {len(cell['stale']) - NOTES_PER_CELL} more run(s) in cell "
+                f"{esc(cell['cell'])} (trysquare report lists them all)"
+            )
+    body = (
+        "<ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>"
+        if items
+        else ('<p class="note">none.</p>')
+    )
     return '<h2 id="notes">Notes</h2>' + body
 
 
@@ -382,7 +424,8 @@ def read_experiment(scenario: Any, path: Any, experiment: Any = None) -> Any:
     current = {v.name: v.digest() for v in scenario.validations}
     rows = build_measures(scenario, experiment.runs, current, unusable=experiment.errors)
     report = build_report(
-        Layout.from_scenario(scenario), rows,
+        Layout.from_scenario(scenario),
+        rows,
         appearance=[run.cell for run in experiment.runs],
         skipped=[str(error) for error in experiment.errors],
     )
@@ -390,7 +433,10 @@ def read_experiment(scenario: Any, path: Any, experiment: Any = None) -> Any:
 
 
 def build_page(
-    source: Any, *, lazy: bool = False, window: Window | None = None,
+    source: Any,
+    *,
+    lazy: bool = False,
+    window: Window | None = None,
     rows: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """The whole page for a :class:`trysquare.report.formats.ReportSource`.
@@ -413,10 +459,14 @@ def build_page(
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>trysquare: {esc(report['scenario'])}</title><style>{STYLE}</style></head>",
         f'<body data-lazy="{int(lazy)}"><h1>{esc(report["scenario"])}</h1>',
-        (f'<p id="summary">{report["runs"]} run(s) in {len(report["cells"])} cell(s); '
-         f'<b class="{"pub" if report["publishable"] else "nopub"}">{verdict}</b>.</p>'),
-        ('<nav><a href="#scores">scores</a> \u00b7 <a href="#charts">charts</a> \u00b7 '
-         '<a href="#gaps">gaps</a> \u00b7 ')
+        (
+            f'<p id="summary">{report["runs"]} run(s) in {len(report["cells"])} cell(s); '
+            f'<b class="{"pub" if report["publishable"] else "nopub"}">{verdict}</b>.</p>'
+        ),
+        (
+            '<nav><a href="#scores">scores</a> \u00b7 <a href="#charts">charts</a> \u00b7 '
+            '<a href="#gaps">gaps</a> \u00b7 '
+        )
         + ('<a href="#usage">usage</a> \u00b7 ' if report.get("usage") else "")
         + '<a href="#runs">runs</a> \u00b7 <a href="#notes">notes</a></nav>',
         _score_table(report),

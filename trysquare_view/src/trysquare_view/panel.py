@@ -61,11 +61,15 @@ def read_inside(run_dir: Path, relative: str, limit: int, *, tail: bool = False)
         if path.is_symlink():
             raise Refused(f"{relative} is a symlink; not followed")
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
     except OSError as error:
         if error.errno == errno.ENOENT:
             raise FileNotFoundError(relative) from None
-        raise Refused(f"{relative} cannot be read ({errno.errorcode.get(error.errno or 0, 'error')})") from None
+        raise Refused(
+            f"{relative} cannot be read ({errno.errorcode.get(error.errno or 0, 'error')})"
+        ) from None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         import stat
@@ -87,7 +91,9 @@ def read_inside(run_dir: Path, relative: str, limit: int, *, tail: bool = False)
     return data.decode("utf-8", errors="replace"), size
 
 
-def _piece(run_dir: Path | None, relative: str, limit: int, *, tail: bool = False) -> tuple[str | None, str]:
+def _piece(
+    run_dir: Path | None, relative: str, limit: int, *, tail: bool = False
+) -> tuple[str | None, str]:
     """The text and a note (``""``, or why it is missing or cut)."""
     if run_dir is None:
         return None, "the run folder could not be read"
@@ -120,7 +126,9 @@ def _split_diff(text: str) -> list[tuple[str, str]]:
     files: list[tuple[str, list[str]]] = []
     for line in text.splitlines(keepends=True):
         if line.startswith("diff --git ") or not files:
-            name = line[len("diff --git "):].strip() if line.startswith("diff --git ") else "(patch)"
+            name = (
+                line[len("diff --git ") :].strip() if line.startswith("diff --git ") else "(patch)"
+            )
             match = re.match(r"a/(.*) b/", name)
             files.append((match.group(1) if match else name, []))
         files[-1][1].append(line)
@@ -128,8 +136,21 @@ def _split_diff(text: str) -> list[tuple[str, str]]:
 
 
 def _diff_line_class(line: str) -> str:
-    if line.startswith(("+++", "---", "diff --git", "index ", "new file", "deleted file",
-                        "similarity", "rename ", "old mode", "new mode", "Binary files")):
+    if line.startswith(
+        (
+            "+++",
+            "---",
+            "diff --git",
+            "index ",
+            "new file",
+            "deleted file",
+            "similarity",
+            "rename ",
+            "old mode",
+            "new mode",
+            "Binary files",
+        )
+    ):
         return "dm"
     if line.startswith("@@"):
         return "dh"
@@ -144,20 +165,34 @@ def _diff_line_class(line: str) -> str:
 # strings and keywords. Tokens are found in the raw line and escaped one by one.
 _KEYWORDS = {
     "py": "and as assert async await break class continue def del elif else except False finally "
-          "for from global if import in is lambda None nonlocal not or pass raise return True try "
-          "while with yield",
+    "for from global if import in is lambda None nonlocal not or pass raise return True try "
+    "while with yield",
     "js": "async await break case catch class const continue default delete do else export "
-          "extends false finally for function if import in instanceof let new null return super "
-          "switch this throw true try typeof undefined var void while yield",
+    "extends false finally for function if import in instanceof let new null return super "
+    "switch this throw true try typeof undefined var void while yield",
     "c": "break case char const continue default do double else enum extern float for fn func go "
-         "goto if impl import int let long match mod mut package pub return self static struct "
-         "switch type typedef unsigned use void while",
+    "goto if impl import int let long match mod mut package pub return self static struct "
+    "switch type typedef unsigned use void while",
     "sh": "case do done elif else esac export fi for function if in local return then until while",
 }
 _LANGUAGES = {
-    ".py": "py", ".pyi": "py", ".js": "js", ".mjs": "js", ".ts": "js", ".tsx": "js", ".jsx": "js",
-    ".c": "c", ".h": "c", ".cc": "c", ".cpp": "c", ".hpp": "c", ".rs": "c", ".go": "c",
-    ".java": "c", ".sh": "sh", ".bash": "sh",
+    ".py": "py",
+    ".pyi": "py",
+    ".js": "js",
+    ".mjs": "js",
+    ".ts": "js",
+    ".tsx": "js",
+    ".jsx": "js",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "c",
+    ".cpp": "c",
+    ".hpp": "c",
+    ".rs": "c",
+    ".go": "c",
+    ".java": "c",
+    ".sh": "sh",
+    ".bash": "sh",
 }
 _COMMENT = {"py": "#", "sh": "#", "js": "//", "c": "//"}
 _TOKENS = {
@@ -177,7 +212,7 @@ def _highlight(code: str, lang: str | None) -> str:
     out, last = [], 0
     for match in _TOKENS[lang].finditer(code):
         kind = match.lastgroup or "keyword"
-        out.append(esc(code[last:match.start()]))
+        out.append(esc(code[last : match.start()]))
         out.append(f'<i class="{_TOKEN_CLASS[kind]}">{esc(match.group())}</i>')
         last = match.end()
     out.append(esc(code[last:]))
@@ -212,11 +247,15 @@ def _diff_section(run_dir: Path | None) -> str:
     for name, patch in _split_diff(text):
         cut = ""
         if len(patch) > DIFF_FILE_CHARS:
-            cut = (f"truncated: showing {DIFF_FILE_CHARS:,} of {len(patch):,} characters; "
-                   f"the full diff is {full}")
+            cut = (
+                f"truncated: showing {DIFF_FILE_CHARS:,} of {len(patch):,} characters; "
+                f"the full diff is {full}"
+            )
             patch = patch[:DIFF_FILE_CHARS]
-        out.append(f'<details class="file" open><summary>{esc(name)}</summary>'
-                   f'<pre class="patch">{_coloured(patch, name)}</pre>{_note(cut)}</details>')
+        out.append(
+            f'<details class="file" open><summary>{esc(name)}</summary>'
+            f'<pre class="patch">{_coloured(patch, name)}</pre>{_note(cut)}</details>'
+        )
     out.append("</section>")
     return "".join(out)
 
@@ -228,8 +267,11 @@ def _validators(run_dir: Path) -> list[str]:
     folder = run_dir / "validation"
     if folder.is_symlink() or not folder.is_dir():
         return []
-    names = [p.name[: -len(".json")] for p in folder.iterdir()
-             if p.name.endswith(".json") and not p.name.endswith(".history.json")]
+    names = [
+        p.name[: -len(".json")]
+        for p in folder.iterdir()
+        if p.name.endswith(".json") and not p.name.endswith(".history.json")
+    ]
     return sorted(names)
 
 
@@ -275,12 +317,16 @@ def _validator_section(run_dir: Path, name: str, who: Any = None) -> str:
         metrics = found if isinstance(found := result.get("metrics"), Mapping) else {}
         reasons = found if isinstance(found := result.get("reasons"), Mapping) else {}
         if metrics or reasons:
-            out.append('<table class="metrics"><thead><tr><th>metric</th><th>value</th>'
-                       "<th>reason</th></tr></thead><tbody>")
+            out.append(
+                '<table class="metrics"><thead><tr><th>metric</th><th>value</th>'
+                "<th>reason</th></tr></thead><tbody>"
+            )
             for metric in sorted(set(metrics) | set(reasons)):
                 value = metrics.get(metric, "(not recorded)")
-                out.append(f"<tr><td>{esc(metric)}</td><td>{esc(_value(value))}</td>"
-                           f'<td class="reason">{esc(reasons.get(metric, ""))}</td></tr>')
+                out.append(
+                    f"<tr><td>{esc(metric)}</td><td>{esc(_value(value))}</td>"
+                    f'<td class="reason">{esc(reasons.get(metric, ""))}</td></tr>'
+                )
             out.append("</tbody></table>")
         spent = result_usage(result)
         if spent:
@@ -306,8 +352,10 @@ def _validator_section(run_dir: Path, name: str, who: Any = None) -> str:
         if transcript is not None:
             cut = ""
             if len(transcript) > TRANSCRIPT_CHARS:
-                cut = (f"showing {TRANSCRIPT_CHARS:,} of {len(transcript):,} characters; the whole "
-                       f"transcript is {run_dir / 'validation' / name / 'transcript.json'}")
+                cut = (
+                    f"showing {TRANSCRIPT_CHARS:,} of {len(transcript):,} characters; the whole "
+                    f"transcript is {run_dir / 'validation' / name / 'transcript.json'}"
+                )
                 transcript = transcript[:TRANSCRIPT_CHARS]
             out.append(_pre(transcript, "transcript") + _note(cut))
     out.append(_history(run_dir, name, who))
@@ -327,7 +375,9 @@ def result_usage(result: Mapping[str, Any]) -> str:
     text = f"spent: {totals['requests']} request(s) \u00b7 input tokens {tokens_text(totals['input_tokens'])}"
     if totals["cached_tokens"]:
         text += f" ({totals['cached_tokens']:,} cached)"
-    text += f" \u00b7 output tokens {tokens_text(totals['output_tokens'])} \u00b7 {cost_text(totals)}"
+    text += (
+        f" \u00b7 output tokens {tokens_text(totals['output_tokens'])} \u00b7 {cost_text(totals)}"
+    )
     if usage.get("provider") and usage.get("model"):
         text += f" \u00b7 {usage['provider']}/{usage['model']}"
     return text
@@ -406,27 +456,36 @@ class _Who:
     repetition: Any
 
 
-def run_panel(index: int, row: Mapping[str, Any], run_dir: Path | None, *, open_: bool = False) -> str:
+def run_panel(
+    index: int, row: Mapping[str, Any], run_dir: Path | None, *, open_: bool = False
+) -> str:
     """The ``<details id="run-N">`` panel of one run (``N`` its place in the matrix)."""
     repetition = row.get("repetition")
-    head = (f'<details class="run" id="run-{index}"{" open" if open_ else ""}>'
-            f'<summary>run <code>{esc(row.get("id"))}</code> · cell {esc(row.get("cell"))} · '
-            f'#{esc("?" if repetition is None else repetition)} · '
-            f'<b class="st-{esc(row.get("state"))}">{esc(row.get("state"))}</b></summary>'
-            '<div class="body">')
+    head = (
+        f'<details class="run" id="run-{index}"{" open" if open_ else ""}>'
+        f"<summary>run <code>{esc(row.get('id'))}</code> · cell {esc(row.get('cell'))} · "
+        f"#{esc('?' if repetition is None else repetition)} · "
+        f'<b class="st-{esc(row.get("state"))}">{esc(row.get("state"))}</b></summary>'
+        '<div class="body">'
+    )
     out = [head]
     if run_dir is not None:
         run_dir = Path(os.path.realpath(run_dir))
     for error in row.get("errors") or ():
-        out.append(f'<p class="error">invalid: {esc(error.get("validator") or "run.toml")}: '
-                   f'{esc(error.get("error"))}</p>')
+        out.append(
+            f'<p class="error">invalid: {esc(error.get("validator") or "run.toml")}: '
+            f"{esc(error.get('error'))}</p>"
+        )
     if run_dir is not None:
         out.append(f'<p class="note">folder: {esc(run_dir)}</p>')
     out.append(_diff_section(run_dir))
     response, note = _piece(run_dir, "response.md", RESPONSE_CHARS)
     out.append('<section class="response"><h4>Response</h4>' + _note(note))
-    out.append(_pre(response, "response") if response is not None else
-               ('' if note else '<p class="note">no response recorded</p>'))
+    out.append(
+        _pre(response, "response")
+        if response is not None
+        else ("" if note else '<p class="note">no response recorded</p>')
+    )
     out.append("</section>")
     if run_dir is not None:
         who = _Who(row.get("id"), row.get("cell"), row.get("repetition"))

@@ -38,19 +38,27 @@ DEFAULT_PORT = 8765
 def add_view_command(cli: Commands) -> None:
     """Add ``trysquare view`` to the command line."""
     parser = cli.add_parser(
-        "view", help="serve the HTML report on 127.0.0.1 (read-only), run panels on demand",
+        "view",
+        help="serve the HTML report on 127.0.0.1 (read-only), run panels on demand",
         description="Serve the HTML report of the runs under PATH on 127.0.0.1 only, read-only; "
         "a run's panel (its diff, response and results) is built when opened.",
         epilog="example:\n  trysquare view scenario.toml runs/ --port 8765 --open",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("scenario", type=Path, help="the scenario file (relative to the current directory)")
+    parser.add_argument(
+        "scenario", type=Path, help="the scenario file (relative to the current directory)"
+    )
     parser.add_argument(
         "path", type=Path,
         help="the experiment folder: every run.toml below it is a run (relative to the current directory)",
     )  # fmt: skip
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="N",
-                        help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="N",
+        help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)",
+    )
     parser.add_argument("--open", action="store_true", help="open the page in a browser")
     parser.set_defaults(handler=_view)
 
@@ -94,7 +102,9 @@ class ViewState:
         if not fresh:
             source = read_experiment(self.scenario, self.path, self.experiment)
             rows = ordered_rows(source)
-        page = build_page(source, lazy=True, window=Window.from_query(query, self.page_rows), rows=rows)
+        page = build_page(
+            source, lazy=True, window=Window.from_query(query, self.page_rows), rows=rows
+        )
         with self._lock:
             if not fresh:
                 self._source, self.rows, self.run_dirs = source, rows, dict(source.run_dirs)
@@ -154,8 +164,14 @@ def _handler(state: ViewState) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Security-Policy", policy)
             super().end_headers()
 
-        def _send(self, status: int, body: str, kind: str = "text/html; charset=utf-8",
-                  *, head: bool = False) -> None:
+        def _send(
+            self,
+            status: int,
+            body: str,
+            kind: str = "text/html; charset=utf-8",
+            *,
+            head: bool = False,
+        ) -> None:
             data = body.encode("utf-8")
             self.send_response(status)
             self.send_header("Content-Type", kind)
@@ -169,7 +185,9 @@ def _handler(state: ViewState) -> type[BaseHTTPRequestHandler]:
 
         def _route(self, *, head: bool = False) -> None:
             if not self._allowed_host():
-                self._send(HTTPStatus.FORBIDDEN, "only 127.0.0.1 or localhost\n", "text/plain", head=head)
+                self._send(
+                    HTTPStatus.FORBIDDEN, "only 127.0.0.1 or localhost\n", "text/plain", head=head
+                )
                 return
             path, _, query = self.path.partition("?")
             if path in ("/", "/index.html"):
@@ -239,7 +257,9 @@ def _view(args: argparse.Namespace) -> int:
     try:
         server = make_server(scenario, args.path, args.port)
     except OSError as error:
-        raise UsageError(f"--port {args.port}: cannot listen on {HOST} ({error.strerror})") from None
+        raise UsageError(
+            f"--port {args.port}: cannot listen on {HOST} ({error.strerror})"
+        ) from None
     url = f"http://{HOST}:{server.server_address[1]}/"
     print(f"serving {url} (read-only; Ctrl-C stops)", flush=True)
     if args.open:

@@ -41,7 +41,9 @@ class AnthropicConnection:
             self.headers["anthropic-beta"] = ",".join(options.beta)
         self.url = messages_url(config.base_url)
         # request-id is what Anthropic support asks for: keep it in the transcript.
-        self.endpoint = HttpEndpoint(config, self.url, recorded_headers={"request-id": "request_id"})
+        self.endpoint = HttpEndpoint(
+            config, self.url, recorded_headers={"request-id": "request_id"}
+        )
 
     def body(self, request: ChatRequest) -> dict[str, Any]:
         return wire.body(request, self.config.tool_choice)
@@ -52,7 +54,10 @@ class AnthropicConnection:
         if key:
             headers["x-api-key"] = key
         return self.endpoint.post(
-            self.body(request), headers, key, lambda response, exchanges: _reply(response, exchanges, key)
+            self.body(request),
+            headers,
+            key,
+            lambda response, exchanges: _reply(response, exchanges, key),
         )
 
 
@@ -66,5 +71,8 @@ def _reply(
             f"unreadable reply from {response.url} ({error}): {snippet(response, key)}", exchanges
         ) from None
     return ChatReply(
-        content=content, tool_calls=calls, exchanges=exchanges, usage=wire.read_usage(response.json())
+        content=content,
+        tool_calls=calls,
+        exchanges=exchanges,
+        usage=wire.read_usage(response.json()),
     )

@@ -22,13 +22,12 @@ from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import attrs
-
 from trysquare.api import UsageError
 
 if TYPE_CHECKING:
     from distributed import Client, Future
-
-    from trysquare.api import PlannedTask as Task, TaskResult
+    from trysquare.api import PlannedTask as Task
+    from trysquare.api import TaskResult
 
 __all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "parse_options"]
 
@@ -89,7 +88,9 @@ def parse_options(options: Mapping[str, str]) -> DaskSettings:
             f"it takes {', '.join(OPTIONS)}"
         )
     if "scheduler" in options and "address" in options:
-        raise UsageError("--executor-option address: is another name for scheduler; give one of them")
+        raise UsageError(
+            "--executor-option address: is another name for scheduler; give one of them"
+        )
     # `address` names the same thing: what `dask scheduler` prints and a Client takes.
     scheduler = options.get("scheduler", options.get("address"))
     if scheduler is not None:
@@ -203,7 +204,10 @@ class DaskRun:
         from trysquare_dask.memory import private_memory
 
         # Not dumpable before the key is made: the user's other processes cannot read it here.
-        with private_memory() if settings.processes else nullcontext(), self._local_cluster() as client:
+        with (
+            private_memory() if settings.processes else nullcontext(),
+            self._local_cluster() as client,
+        ):
             yield client
 
     @contextmanager
@@ -318,9 +322,7 @@ class _Session:
         self.token = uuid.uuid4().hex[:12]
         self.stop_event = f"trysquare-stop-{self.token}"
 
-    def run(
-        self, tasks: Collection[Task], should_stop: Callable[[], bool]
-    ) -> Iterator[TaskResult]:
+    def run(self, tasks: Collection[Task], should_stop: Callable[[], bool]) -> Iterator[TaskResult]:
         from distributed import Event, as_completed
 
         from trysquare_dask.worker import run_task, semaphore_for
@@ -441,5 +443,6 @@ def record_cluster_failure(task: Task, cause: str) -> TaskResult:
     from trysquare.api import record_invalid
 
     return record_invalid(
-        task, f"the dask cluster could not run validator '{task.validation.name}' on this run: {cause}"
+        task,
+        f"the dask cluster could not run validator '{task.validation.name}' on this run: {cause}",
     )

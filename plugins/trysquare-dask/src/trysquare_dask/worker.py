@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from distributed import Semaphore
-
-    from trysquare.api import PlannedTask as Task, Validation
+    from trysquare.api import PlannedTask as Task
+    from trysquare.api import Validation
 
 __all__ = ["WorkerCannotSeeRuns", "run_task", "semaphore_for"]
 
@@ -68,7 +68,6 @@ def run_task(
 ) -> dict[str, Any] | None:
     """Run one task on this worker; the result is written atomically into the run folder."""
     from distributed import Event
-
     from trysquare.api import execute_stoppable
 
     if not task.task.context_path.is_file():

@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from trysquare.api import (
+    cache_root as _cache_root,  # the one place trysquare's cache folder is named
+)
 from trysquare.api import read_bytes, write_json
-from trysquare.api import cache_root as _cache_root  # the one place trysquare's cache folder is named
 
 __all__ = ["Control", "at_base", "control_key"]
 

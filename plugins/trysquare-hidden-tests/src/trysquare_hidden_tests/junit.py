@@ -20,7 +20,6 @@ add nothing here.
 from __future__ import annotations
 
 import re
-
 import stat
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -158,8 +157,10 @@ _SCRIPT_FILE = re.compile(r"/[^/]+\.(?:[cm]?js|[cm]?ts|jsx|tsx)$")
 def _file_failure(case: Case) -> bool:
     """node --test's entry for a test *file* whose process failed (it did not load, or it
     crashed): a ``<failure>`` named by the file's path, with only "test failed" to say."""
-    return case.status == "failed" and case.message == "test failed" and bool(
-        _SCRIPT_FILE.search(case.id)
+    return (
+        case.status == "failed"
+        and case.message == "test failed"
+        and bool(_SCRIPT_FILE.search(case.id))
     )
 
 
@@ -176,6 +177,8 @@ def unlisted_errors(cases: Mapping[str, Case], listed: set[str], limit: int = 3)
         "`--test-reporter=spec --test-reporter-destination=stdout` to the command to keep it "
         "in the validator's stderr)"
         if _file_failure(c)
-        else f"{c.id}: {c.message}" if c.message else c.id
+        else f"{c.id}: {c.message}"
+        if c.message
+        else c.id
         for c in found[:limit]
     ]

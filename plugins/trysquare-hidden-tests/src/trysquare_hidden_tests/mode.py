@@ -154,8 +154,15 @@ class HiddenTestsValidation(Validation):
             )
         else:
             tried = self._attempt(
-                lambda dest: copy_tree(repo, dest), base, hidden, prepare, env, task,
-                prepare_env=prepare_env, prepared=prepared, deadline=deadline,
+                lambda dest: copy_tree(repo, dest),
+                base,
+                hidden,
+                prepare,
+                env,
+                task,
+                prepare_env=prepare_env,
+                prepared=prepared,
+                deadline=deadline,
             )
         if tried.invalid is not None:
             return Outcome.invalid(tried.invalid, stderr=tried.stderr)
@@ -301,8 +308,14 @@ class HiddenTestsValidation(Validation):
             if problem is not None:
                 return _Attempt(problem=problem, set_aside=set_aside_now, stderr=transcript)
             return self._run(
-                Path(scratch), copy, env, set_aside_now, task,
-                deadline=deadline, transcript=transcript, shown_as=shown_as,
+                Path(scratch),
+                copy,
+                env,
+                set_aside_now,
+                task,
+                deadline=deadline,
+                transcript=transcript,
+                shown_as=shown_as,
                 prepared=bool(prepare),
             )
 
@@ -398,7 +411,12 @@ class HiddenTestsValidation(Validation):
 
         def run() -> Control:
             tried = self._attempt(
-                lambda dest: copy_base(base, dest), base, hidden, prepare, env, task,
+                lambda dest: copy_base(base, dest),
+                base,
+                hidden,
+                prepare,
+                env,
+                task,
                 prepare_env=prepare_env,
             )
             if tried.cases:

@@ -20,8 +20,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from trysquare._version import __version__
 from trysquare._shown import shown
+from trysquare._version import __version__
 from trysquare.cli.parser import _ArgumentsError, build_parser
 from trysquare.cli.signals import _interrupt, _Interrupted
 from trysquare.errors import TrysquareError
@@ -53,7 +53,9 @@ HELP_PLUGIN_WAIT = 5.0
 def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
     try:
-        parser = build_parser(with_plugins=_plugins_within_help_wait(argv), word=_command_word(argv))
+        parser = build_parser(
+            with_plugins=_plugins_within_help_wait(argv), word=_command_word(argv)
+        )
         args = parser.parse_args(argv)
         if getattr(args, "handler", None) is None:
             parser.print_help()

@@ -15,9 +15,9 @@ from trysquare.cli.install import _install, _plugins, _uninstall
 from trysquare.cli.reports import _plan, _report, _schema, _trust
 from trysquare.cli.runs import _context, _record, _session
 from trysquare.cli.validate import _check, _demo, _validate
+from trysquare.commands import add_selection_options
 from trysquare.errors import UsageError
 from trysquare.helptext import PATH_NOTE
-from trysquare.commands import add_selection_options
 
 
 class _Parser(argparse.ArgumentParser):
@@ -130,7 +130,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
     )
     validate.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     validate.add_argument(
-        "--no-wait", action="store_true",
+        "--no-wait",
+        action="store_true",
         help="send batch judges' requests and return (exit 0, results pending); a later "
         "validate collects them",
     )

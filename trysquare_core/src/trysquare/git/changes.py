@@ -36,7 +36,7 @@ class _Status:
 
 def _untracked(data: bytes) -> set[str]:
     # A nested repository is listed as "dir/": one path, like a gitlink.
-    return {path[:-1] if path.endswith("/") else path for path in _names(data)}
+    return {path.removesuffix("/") for path in _names(data)}
 
 
 def _gone(status: _Status) -> set[str]:

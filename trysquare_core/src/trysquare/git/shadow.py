@@ -10,8 +10,6 @@ refs for the few commands that must resolve a name.
 
 from __future__ import annotations
 
-from typing import Self
-
 import hashlib
 import os
 import re
@@ -22,6 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Self
 
 from trysquare.errors import RepoError
 from trysquare.git.dotgit import _HEX, _clone_refs, _git_dirs, _good_ref, _object_format

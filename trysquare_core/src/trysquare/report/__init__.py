@@ -23,7 +23,16 @@ from trysquare.report.render import render, render_runs
 from trysquare.report.tables import Layout, build_report, declared_cells
 from trysquare.report.tables import cell_order as _cell_order
 
-__all__ = ["SYNTHESIS_FILE", "Layout", "build_report", "cell_order", "render", "report_format", "report_source", "run_report"]
+__all__ = [
+    "SYNTHESIS_FILE",
+    "Layout",
+    "build_report",
+    "cell_order",
+    "render",
+    "report_format",
+    "report_source",
+    "run_report",
+]
 
 SYNTHESIS_FILE = "synthesis.md"
 
@@ -102,13 +111,21 @@ def run_report(
     return 0 if report["publishable"] else 1
 
 
-def _rows_of(rows: Sequence[dict[str, Any]], experiment: Any, chosen: set[Any]) -> list[dict[str, Any]]:
+def _rows_of(
+    rows: Sequence[dict[str, Any]], experiment: Any, chosen: set[Any]
+) -> list[dict[str, Any]]:
     """The measures rows of the runs (and unusable run folders) whose folder is in ``chosen``."""
     from trysquare.results import unusable_row
 
     ids = {run.id for run in experiment.runs if run.dir in chosen}
-    unusable = {row["id"] for row in (unusable_row(e) for e in experiment.errors if e.run_dir in chosen) if row}
-    return [row for row in rows if (row["id"] in unusable if row.get("unusable") else row["id"] in ids)]
+    unusable = {
+        row["id"]
+        for row in (unusable_row(e) for e in experiment.errors if e.run_dir in chosen)
+        if row
+    }
+    return [
+        row for row in rows if (row["id"] in unusable if row.get("unusable") else row["id"] in ids)
+    ]
 
 
 def report_format(name: str) -> Any:

@@ -1,7 +1,9 @@
 """The report as Markdown (``synthesis.md``, a CI job summary), JSON or CSV.
 
 Each renderer reads only the dict :func:`trysquare.report.tables.build_report`
-returns, so the three formats cannot disagree.
+returns, so the three formats cannot disagree. It is over 600 lines because the three
+renderings and the sentences they share (costs, runs needed, the procedure in force) are
+kept side by side: a change of wording is made once, for every format.
 
 Cell names, run ids, reasons and errors come from run folders (the measured
 agent's): every one goes through :mod:`trysquare._shown` — escaped Markdown,
@@ -19,7 +21,16 @@ from typing import Any
 
 from trysquare._shown import csv_cell, json_text, md, md_code
 
-__all__ = ["cost_text", "render", "render_csv", "render_json", "render_md", "render_runs", "tokens_text", "usd"]
+__all__ = [
+    "cost_text",
+    "render",
+    "render_csv",
+    "render_json",
+    "render_md",
+    "render_runs",
+    "tokens_text",
+    "usd",
+]
 
 # Per cell, how many runs the Markdown names before "... and N more": a CI job
 # summary must stay small whatever the matrix; --format json names them all.
@@ -111,8 +122,10 @@ def render_md(report: Report) -> str:
     lines += _table(["cell", "runs", *map(_declared, metrics["boolean"])], rows)
     note = "`x/n`: true out of the runs that could judge it; invalid runs are left out."
     if any(s.get("unjudged") or s.get("pending") for c in cells for s in c["scores"].values()):
-        note += (" `· k unjudged`: runs whose validator could not answer it (null, with a "
-                 "reason, listed under By run); `· k pending`: runs with no value yet. Neither is in n.")
+        note += (
+            " `· k unjudged`: runs whose validator could not answer it (null, with a "
+            "reason, listed under By run); `· k pending`: runs with no value yet. Neither is in n."
+        )
     lines += ["", note]
 
     if metrics["number"]:
@@ -122,10 +135,15 @@ def render_md(report: Report) -> str:
             values = []
             for metric in metrics["number"]:
                 number = cell["numbers"][metric]
-                values.append((
-                    f"{_number(number['median'])} [{_number(number['low'])}, "
-                    f"{_number(number['high'])}] ({number['n']})" if number["n"] else "– (0)"
-                ) + _unknown_suffix(number))
+                values.append(
+                    (
+                        f"{_number(number['median'])} [{_number(number['low'])}, "
+                        f"{_number(number['high'])}] ({number['n']})"
+                        if number["n"]
+                        else "– (0)"
+                    )
+                    + _unknown_suffix(number)
+                )
             rows.append([_cell_label(cell), *values])
         lines += [""] + _table(["cell", *map(_declared, metrics["number"])], rows)
     if metrics["diagnostic"]:
@@ -152,12 +170,20 @@ def render_md(report: Report) -> str:
             else:
                 gap = f"{_signed(row['gap'])} [{_signed(row['low'])}, {_signed(row['high'])}]"
             score, ref = row["cell_score"], row["reference_score"]  # counted runs only
-            rows.append([
-                _cellsafe(row["cell"]), _declared(row["criterion"]),
-                f"{score['true']}/{score['n']}", f"{ref['true']}/{ref['n']}", gap, row["state"],
-            ])
+            rows.append(
+                [
+                    _cellsafe(row["cell"]),
+                    _declared(row["criterion"]),
+                    f"{score['true']}/{score['n']}",
+                    f"{ref['true']}/{ref['n']}",
+                    gap,
+                    row["state"],
+                ]
+            )
         if rows:
-            lines += [""] + _table(["cell", "criterion", "cell x/n", "reference x/n", "gap [95%]", "state"], rows)
+            lines += [""] + _table(
+                ["cell", "criterion", "cell x/n", "reference x/n", "gap [95%]", "state"], rows
+            )
         lines += certainty_md(gaps)
 
     if report["agreement"]:
@@ -182,15 +208,21 @@ def render_md(report: Report) -> str:
                 parts.append(f"{cell['invalid']} invalid run(s)")
             waiting = {w["run"] for w in cell["why_not"] if w["reason"].startswith("pending:")}
             if waiting:
-                parts.append(f"{len(waiting)} run(s) with no value yet for a metric a verdict rests on")
+                parts.append(
+                    f"{len(waiting)} run(s) with no value yet for a metric a verdict rests on"
+                )
             # A cell-wide reason (no run): a criterion nothing measured, said whole.
             parts += [md(w["reason"]) for w in cell["why_not"] if w["run"] is None]
             lines.append(f"- **{_cellsafe(cell['cell'])}**: {', '.join(parts) or 'see By run'}")
 
     stale = [(cell["cell"], s) for cell in cells for s in cell["stale"]]
     if stale:
-        lines += ["", "### Stale results", "",
-                  "Recorded by a validator that has changed since (re-run `validate` to refresh):"]
+        lines += [
+            "",
+            "### Stale results",
+            "",
+            "Recorded by a validator that has changed since (re-run `validate` to refresh):",
+        ]
         by_cell: dict[str, list[str]] = {}
         for cell_name, item in stale:
             by_cell.setdefault(cell_name, []).append(
@@ -205,16 +237,27 @@ def render_md(report: Report) -> str:
         for metric, count in cell["pending"].items():
             pending[metric] = pending.get(metric, 0) + count
     if pending:
-        lines += ["", "Pending (no value yet, left out of the counts): " + ", ".join(
-            f"`{metric}` in {count} run(s)" for metric, count in sorted(pending.items())
-        ) + "."]
+        lines += [
+            "",
+            "Pending (no value yet, left out of the counts): "
+            + ", ".join(
+                f"`{metric}` in {count} run(s)" for metric, count in sorted(pending.items())
+            )
+            + ".",
+        ]
 
     if report["notes"]:
         lines += ["", "### Notes", ""] + _capped([md(note) for note in report["notes"]], indent="")
     if report.get("by_run"):
-        lines += ["", "### By run", "",
-                  ("Each run with an invalid result or an unjudged or pending metric, and why "
-                   "(`trysquare report --runs` lists them all).")]
+        lines += [
+            "",
+            "### By run",
+            "",
+            (
+                "Each run with an invalid result or an unjudged or pending metric, and why "
+                "(`trysquare report --runs` lists them all)."
+            ),
+        ]
         lines += _by_run_md(report, capped=True)
     return "\n".join(lines) + "\n"
 
@@ -239,14 +282,18 @@ def _run_lines(detail: Mapping[str, Any], *, capped: bool = True) -> list[str]:
         head += f", first error: {md(first['validator'] or 'run.toml')}: {md(cut(first['error']))}"
     lines = [head]
     for error in errors[1:]:
-        lines.append(f"  - invalid: {md(error['validator'] or 'run.toml')}: {md(cut(error['error']))}")
+        lines.append(
+            f"  - invalid: {md(error['validator'] or 'run.toml')}: {md(cut(error['error']))}"
+        )
     for item in detail["unjudged"]:
         lines.append(
             f"  - `{item['metric']}` ({md(item['validator'] or 'undeclared')}) unjudged: "
             f"{md(cut(item['reason'] or 'no reason recorded'))}"
         )
     for item in detail["pending"]:
-        lines.append(f"  - `{item['metric']}` ({md(item['validator'] or '?')}) pending: no value yet")
+        lines.append(
+            f"  - `{item['metric']}` ({md(item['validator'] or '?')}) pending: no value yet"
+        )
     return lines
 
 
@@ -263,7 +310,9 @@ def _by_run_md(report: Report, *, capped: bool) -> list[str]:
             lines.append(f"  - {entry[0]}")
             lines += [f"  {line}" for line in entry[1:]]
         if len(details) > len(shown):
-            lines.append(f"  - … and {len(details) - len(shown)} more (see `trysquare report --runs`)")
+            lines.append(
+                f"  - … and {len(details) - len(shown)} more (see `trysquare report --runs`)"
+            )
     return lines
 
 
@@ -294,8 +343,20 @@ def render_json(report: Report) -> str:
 
 
 CSV_COLUMNS = (
-    "table", "cell", "metric", "true", "n", "estimate", "low", "high", "state",
-    "unjudged", "pending", "run", "validator", "reason",
+    "table",
+    "cell",
+    "metric",
+    "true",
+    "n",
+    "estimate",
+    "low",
+    "high",
+    "state",
+    "unjudged",
+    "pending",
+    "run",
+    "validator",
+    "reason",
 )
 
 
@@ -309,14 +370,27 @@ def _run_rows(details: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
     for detail in details:
         common = {"table": "run", "cell": detail["cell"], "run": detail["run"]}
         for error in detail["errors"]:
-            rows.append(_csv_row(**common, state="invalid", validator=error["validator"],
-                                 reason=error["error"]))
+            rows.append(
+                _csv_row(
+                    **common, state="invalid", validator=error["validator"], reason=error["error"]
+                )
+            )
         for item in detail["unjudged"]:
-            rows.append(_csv_row(**common, metric=item["metric"], state="unjudged",
-                                 validator=item["validator"], reason=item["reason"]))
+            rows.append(
+                _csv_row(
+                    **common,
+                    metric=item["metric"],
+                    state="unjudged",
+                    validator=item["validator"],
+                    reason=item["reason"],
+                )
+            )
         for item in detail["pending"]:
-            rows.append(_csv_row(**common, metric=item["metric"], state="pending",
-                                 validator=item["validator"]))
+            rows.append(
+                _csv_row(
+                    **common, metric=item["metric"], state="pending", validator=item["validator"]
+                )
+            )
     return rows
 
 
@@ -334,19 +408,42 @@ def render_csv(report: Report) -> str:
 
     for cell in report["cells"]:
         for metric, score in cell["scores"].items():
-            put(table="score", cell=cell["cell"], metric=metric, true=score["true"], n=score["n"],
-                state=state_of(cell), unjudged=score.get("unjudged", 0),
-                pending=score.get("pending", 0))
+            put(
+                table="score",
+                cell=cell["cell"],
+                metric=metric,
+                true=score["true"],
+                n=score["n"],
+                state=state_of(cell),
+                unjudged=score.get("unjudged", 0),
+                pending=score.get("pending", 0),
+            )
         for metric, number in cell["numbers"].items():
-            put(table="number", cell=cell["cell"], metric=metric, n=number["n"],
-                estimate=number["median"], low=number["low"], high=number["high"],
-                state=state_of(cell), unjudged=number.get("unjudged", 0),
-                pending=number.get("pending", 0))
+            put(
+                table="number",
+                cell=cell["cell"],
+                metric=metric,
+                n=number["n"],
+                estimate=number["median"],
+                low=number["low"],
+                high=number["high"],
+                state=state_of(cell),
+                unjudged=number.get("unjudged", 0),
+                pending=number.get("pending", 0),
+            )
     if report["gaps"] is not None:
         for row in report["gaps"]["rows"]:
-            put(table="gap", cell=row["cell"], metric=row["criterion"], true=row["cell_score"]["true"],
-                n=row["cell_score"]["n"], estimate=row["gap"], low=row["low"], high=row["high"],
-                state=row["state"])
+            put(
+                table="gap",
+                cell=row["cell"],
+                metric=row["criterion"],
+                true=row["cell_score"]["true"],
+                n=row["cell_score"]["n"],
+                estimate=row["gap"],
+                low=row["low"],
+                high=row["high"],
+                state=row["state"],
+            )
         for values in certainty_csv(report["gaps"]):
             put(**values)
     for pair in report["agreement"]:
@@ -359,14 +456,27 @@ def render_csv(report: Report) -> str:
         # Long, like the rest: one row per quantity, its value in `estimate`, n the results
         # counted. A blank cell or validator is every cell or every validator; an unknown
         # value is blank with `state` saying why (never 0).
-        common = {"table": "usage", "cell": usage["cell"], "validator": usage["validator"],
-                  "n": usage["results"]}
+        common = {
+            "table": "usage",
+            "cell": usage["cell"],
+            "validator": usage["validator"],
+            "n": usage["results"],
+        }
         for key in ("requests", "input_tokens", "cached_tokens", "output_tokens"):
             value = usage[key]
-            put(**common, metric=key, estimate=value, state="not reported" if value is None else None)
-        put(**common, metric="cost_usd", estimate=usage["cost_usd"],
+            put(
+                **common,
+                metric=key,
+                estimate=value,
+                state="not reported" if value is None else None,
+            )
+        put(
+            **common,
+            metric="cost_usd",
+            estimate=usage["cost_usd"],
             state=NO_PRICE if usage["cost_usd"] is None and NO_PRICE in usage["unpriced"] else None,
-            reason=_unpriced_text(usage) or None)
+            reason=_unpriced_text(usage) or None,
+        )
     return out.getvalue()
 
 
@@ -384,7 +494,9 @@ def tokens_text(value: int | None) -> str:
 
 
 def _unpriced_text(usage: Mapping[str, Any]) -> str:
-    return "; ".join(f"{count} result(s): {why}" for why, count in (usage.get("unpriced") or {}).items())
+    return "; ".join(
+        f"{count} result(s): {why}" for why, count in (usage.get("unpriced") or {}).items()
+    )
 
 
 def cost_text(usage: Mapping[str, Any]) -> str:
@@ -409,18 +521,40 @@ def _usage_md(report: Report) -> list[str]:
     for item in usage:
         validator = "all validators" if item["validator"] is None else md(item["validator"])
         cell = "**all cells**" if item["cell"] is None else _cellsafe(item["cell"])
-        rows.append([
-            validator, cell, str(item["results"]), str(item["requests"]),
-            tokens_text(item["input_tokens"]), tokens_text(item["cached_tokens"]),
-            tokens_text(item["output_tokens"]), cost_text(item),
-        ])
-    header = ["validator", "cell", "results", "requests", "input tokens", "of which cached",
-              "output tokens", "cost (USD)"]
-    return ["", "### Usage and cost", "",
-            ("What the judge providers reported: requests include retries and failed attempts; "
-             "invalid and unjudged results count. Costs use the price recorded with each result "
-             "(`price_input` / `price_output` of the provider that judged it, per million tokens)."),
-            "", *_table(header, rows)]
+        rows.append(
+            [
+                validator,
+                cell,
+                str(item["results"]),
+                str(item["requests"]),
+                tokens_text(item["input_tokens"]),
+                tokens_text(item["cached_tokens"]),
+                tokens_text(item["output_tokens"]),
+                cost_text(item),
+            ]
+        )
+    header = [
+        "validator",
+        "cell",
+        "results",
+        "requests",
+        "input tokens",
+        "of which cached",
+        "output tokens",
+        "cost (USD)",
+    ]
+    return [
+        "",
+        "### Usage and cost",
+        "",
+        (
+            "What the judge providers reported: requests include retries and failed attempts; "
+            "invalid and unjudged results count. Costs use the price recorded with each result "
+            "(`price_input` / `price_output` of the provider that judged it, per million tokens)."
+        ),
+        "",
+        *_table(header, rows),
+    ]
 
 
 # -- which procedure holds, and the runs needed (issue 33) ---------------------------------
@@ -495,18 +629,27 @@ def certainty_csv(gaps: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``procedure`` rows (stopping, correction with the gaps tested) and ``runs needed`` rows."""
     rows: list[dict[str, Any]] = [
         {"table": "procedure", "metric": "stopping", "state": gaps.get("stopping")},
-        {"table": "procedure", "metric": "correction", "state": gaps.get("correction"),
-         "n": gaps.get("tested")},
+        {
+            "table": "procedure",
+            "metric": "correction",
+            "state": gaps.get("correction"),
+            "n": gaps.get("tested"),
+        },
     ]
     for row in gaps["rows"]:
         needed = row.get("runs_needed")
         if needed:
-            rows.append({
-                "table": "runs needed", "cell": row["cell"], "metric": row["criterion"],
-                "n": needed["have"], "estimate": needed["per_cell"],
-                "state": "not reachable" if needed["per_cell"] is None else "needed",
-                "reason": needed["why"],
-            })
+            rows.append(
+                {
+                    "table": "runs needed",
+                    "cell": row["cell"],
+                    "metric": row["criterion"],
+                    "n": needed["have"],
+                    "estimate": needed["per_cell"],
+                    "state": "not reachable" if needed["per_cell"] is None else "needed",
+                    "reason": needed["why"],
+                }
+            )
     return rows
 
 

@@ -107,7 +107,9 @@ def _binomial_cdf(n: int, p: float) -> list[float]:
     return list(accumulate(pmf))
 
 
-def resampled_counts(true: int, n: int, rng: random.Random, resamples: int = RESAMPLES) -> list[int]:
+def resampled_counts(
+    true: int, n: int, rng: random.Random, resamples: int = RESAMPLES
+) -> list[int]:
     """The count of trues in each of ``resamples`` resamples of ``n`` runs, ``true`` of them true."""
     if n <= 0:
         raise ValueError("no run to resample")
@@ -179,8 +181,11 @@ def _order_statistic_cdf(n: int, m: int, j: int) -> float:
 
     def log_pmf(k: int) -> float:
         return (
-            math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-            + k * log_p + (n - k) * log_q
+            math.lgamma(n + 1)
+            - math.lgamma(k + 1)
+            - math.lgamma(n - k + 1)
+            + k * log_p
+            + (n - k) * log_q
         )
 
     ratio = p / (1 - p)

@@ -106,7 +106,14 @@ def cell_order(declared: Sequence[str], appearance: Iterable[str]) -> list[str]:
 # -- metric kinds -----------------------------------------------------------------------
 
 
-_KINDS = {bool: "boolean", int: "number", float: "number", str: "string", list: "list", dict: "object"}
+_KINDS = {
+    bool: "boolean",
+    int: "number",
+    float: "number",
+    str: "string",
+    list: "list",
+    dict: "object",
+}
 
 
 def metric_kinds(metrics: Sequence[str], rows: Sequence[Row]) -> dict[str, str]:
@@ -124,7 +131,8 @@ def metric_kinds(metrics: Sequence[str], rows: Sequence[Row]) -> dict[str, str]:
         types.discard(type(None))
         seen = {_KINDS.get(kind, kind.__name__) for kind in types}
         if float in types and not all(
-            math.isfinite(row["metrics"][metric]) for row in rows
+            math.isfinite(row["metrics"][metric])
+            for row in rows
             if type(row["metrics"].get(metric)) is float
         ):
             seen.discard("number")
@@ -172,11 +180,13 @@ def _unmeasured(rows: Sequence[Row], criteria: Sequence[str]) -> list[dict[str, 
             said = [(row.get("reasons") or {}).get(metric) for row in values]
             first = next((reason for reason in said if reason), "")
             why = f" (first reason: {_first_line(first)})" if first else ""
-            found.append({
-                "run": None,
-                "reason": f"unmeasured: no run has a judged value of {metric}, a criterion a "
-                f"verdict rests on ({len(values)} unjudged){why}",
-            })
+            found.append(
+                {
+                    "run": None,
+                    "reason": f"unmeasured: no run has a judged value of {metric}, a criterion a "
+                    f"verdict rests on ({len(values)} unjudged){why}",
+                }
+            )
     return found
 
 
@@ -221,6 +231,7 @@ def run_details(layout: Layout, rows: Sequence[Row], order: Sequence[str]) -> li
     """
     rank = {cell: index for index, cell in enumerate(order)}
     details = []
+
     def position(r: Row) -> tuple[int, int, str]:
         repetition = r["repetition"] if isinstance(r.get("repetition"), int) else -1
         return rank.get(r["cell"], len(rank)), repetition, str(r["id"])
@@ -228,7 +239,11 @@ def run_details(layout: Layout, rows: Sequence[Row], order: Sequence[str]) -> li
     for row in sorted(rows, key=position):
         reasons = row.get("reasons") or {}
         unjudged = [
-            {"metric": metric, "validator": layout.owners.get(metric), "reason": reasons.get(metric, "")}
+            {
+                "metric": metric,
+                "validator": layout.owners.get(metric),
+                "reason": reasons.get(metric, ""),
+            }
             for metric, value in row["metrics"].items()
             if value is None
         ]
@@ -244,15 +259,17 @@ def run_details(layout: Layout, rows: Sequence[Row], order: Sequence[str]) -> li
             errors = [{"validator": None, "error": "no error recorded"}]
         if not (errors or unjudged or pending):
             continue
-        details.append({
-            "run": str(row["id"]),
-            "cell": row["cell"],
-            "repetition": row["repetition"],
-            "state": row["state"],
-            "errors": errors,
-            "unjudged": sorted(unjudged, key=lambda item: item["metric"]),
-            "pending": sorted(pending, key=lambda item: item["metric"]),
-        })
+        details.append(
+            {
+                "run": str(row["id"]),
+                "cell": row["cell"],
+                "repetition": row["repetition"],
+                "state": row["state"],
+                "errors": errors,
+                "unjudged": sorted(unjudged, key=lambda item: item["metric"]),
+                "pending": sorted(pending, key=lambda item: item["metric"]),
+            }
+        )
     return details
 
 
@@ -279,8 +296,11 @@ def build_report(
     kinds = metric_kinds(layout.metrics, rows)
     booleans = [m for m in layout.metrics if kinds[m] == "boolean"]
     numbers = [m for m in layout.metrics if kinds[m] == "number"]
-    diagnostics = [{"metric": m, "kind": kinds[m]} for m in layout.metrics
-                   if kinds[m] not in ("boolean", "number")]
+    diagnostics = [
+        {"metric": m, "kind": kinds[m]}
+        for m in layout.metrics
+        if kinds[m] not in ("boolean", "number")
+    ]
     # What validators recorded beyond their declared metrics (e.g. `touched`): named, never scored.
     declared = set(layout.metrics)
     extras = sorted({m for row in rows for m in row["metrics"] if m not in declared})
@@ -304,21 +324,24 @@ def build_report(
         for row in counted:
             for metric in row.get("pending") or ():
                 pending[metric] = pending.get(metric, 0) + 1
-        cells.append({
-            "cell": cell,
-            "reference": cell == layout.reference,
-            "runs": len(cell_rows),
-            "invalid": len(cell_rows) - len(counted),
-            "scores": {m: {**_score(counted, m), **_unknown(counted, m)} for m in booleans},
-            "numbers": {m: _number(counted, m) for m in numbers},
-            "pending": pending,
-            "publishable": not why_not,
-            "why_not": why_not,
-            "stale": [
-                {"run": str(row["id"]), "validators": list(row["stale"])}
-                for row in cell_rows if row.get("stale")
-            ],
-        })
+        cells.append(
+            {
+                "cell": cell,
+                "reference": cell == layout.reference,
+                "runs": len(cell_rows),
+                "invalid": len(cell_rows) - len(counted),
+                "scores": {m: {**_score(counted, m), **_unknown(counted, m)} for m in booleans},
+                "numbers": {m: _number(counted, m) for m in numbers},
+                "pending": pending,
+                "publishable": not why_not,
+                "why_not": why_not,
+                "stale": [
+                    {"run": str(row["id"]), "validators": list(row["stale"])}
+                    for row in cell_rows
+                    if row.get("stale")
+                ],
+            }
+        )
 
     gaps = None
     if layout.reference is not None:
@@ -345,7 +368,8 @@ def build_report(
 def _counted_for_verdict(rows: Sequence[Row], validity: Sequence[str]) -> list[Row]:
     """Runs a verdict may rest on: not invalid, and every validity metric true."""
     return [
-        row for row in rows
+        row
+        for row in rows
         if row["state"] != "invalid" and all(row["metrics"].get(m) is True for m in validity)
     ]
 
@@ -379,15 +403,20 @@ def _gap_table(
         if kinds.get(criterion) == "boolean":
             usable.append(criterion)
         else:
-            notes.append(f"criterion '{criterion}' is not boolean ({kinds.get(criterion)}): no gap drawn")
+            notes.append(
+                f"criterion '{criterion}' is not boolean ({kinds.get(criterion)}): no gap drawn"
+            )
     table["criteria"] = usable
     publishable = {cell["cell"]: cell["publishable"] for cell in cells}
     reference_rows = _counted_for_verdict(by_cell[reference], layout.validity)
     for criterion in usable:
         rx = _score(reference_rows, criterion)
         reference_counts = (
-            stats.resampled_counts(rx["true"], rx["n"], stats.rng_for(criterion, reference), resamples)
-            if rx["n"] and publishable[reference] else None
+            stats.resampled_counts(
+                rx["true"], rx["n"], stats.rng_for(criterion, reference), resamples
+            )
+            if rx["n"] and publishable[reference]
+            else None
         )
         for cell, cell_rows in by_cell.items():
             if cell == reference:
@@ -410,7 +439,9 @@ def _gap_table(
                 row["why"] = "the reference cell is not publishable"
             elif not x["n"] or reference_counts is None:
                 row["state"] = "inconclusive"
-                row["why"] = "no counted run could judge it on " + ("both sides" if not x["n"] and not rx["n"] else "one side")
+                row["why"] = "no counted run could judge it on " + (
+                    "both sides" if not x["n"] and not rx["n"] else "one side"
+                )
             else:
                 row.update(_drawn_gap(layout, criterion, cell, x, rx, reference_counts, resamples))
             table["rows"].append(row)
@@ -419,8 +450,13 @@ def _gap_table(
 
 
 def _drawn_gap(
-    layout: Layout, criterion: str, cell: str, x: Mapping[str, int], rx: Mapping[str, int],
-    reference_counts: Sequence[int], resamples: int,
+    layout: Layout,
+    criterion: str,
+    cell: str,
+    x: Mapping[str, int],
+    rx: Mapping[str, int],
+    reference_counts: Sequence[int],
+    resamples: int,
 ) -> dict[str, Any]:
     """A gap's estimate, interval, p-value and state, by the ``[verdict] stopping`` procedure."""
     sides = (x["true"], x["n"]), (rx["true"], rx["n"])
@@ -484,8 +520,11 @@ def _certainty(layout: Layout, table: dict[str, Any]) -> None:
             "per_cell": needed,
             "have": cell["n"],
             "reference_has": reference["n"],
-            "why": None if needed is not None else (
-                "not reachable: the observed gap is zero" if rates[0] == rates[1]
+            "why": None
+            if needed is not None
+            else (
+                "not reachable: the observed gap is zero"
+                if rates[0] == rates[1]
                 else f"not reachable: more than {certainty.MOST_RUNS:,} runs per cell"
             ),
         }

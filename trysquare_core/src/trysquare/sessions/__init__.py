@@ -138,4 +138,3 @@ def final_response(
 ) -> str | None:
     """The agent's final prose in the session at ``path`` (see :func:`open_session`)."""
     return open_session(path, format=format, repo=repo, formats=formats).final_response()
-

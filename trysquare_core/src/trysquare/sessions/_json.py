@@ -32,5 +32,3 @@ def loads(line: bytes) -> Any:
         return fast_loads(line)
     except Exception:  # noqa: BLE001 - a hostile line: whatever msgspec refuses, json.loads decides
         return json.loads(line)
-
-

@@ -108,7 +108,11 @@ class GitRepo:
             head = (self.path / ".git" / "HEAD").read_text(encoding="utf-8").strip()
             if not head.startswith("ref: refs/"):
                 return head if len(head) in (40, 64) else None
-            value = (self.path / ".git" / head.removeprefix("ref: ")).read_text(encoding="utf-8").strip()
+            value = (
+                (self.path / ".git" / head.removeprefix("ref: "))
+                .read_text(encoding="utf-8")
+                .strip()
+            )
         except OSError:
             return None
         return value if len(value) in (40, 64) else None
@@ -134,7 +138,9 @@ def _empty_git_dir() -> Path | None:
             atexit.register(shutil.rmtree, root, ignore_errors=True)
             (root / "template").mkdir()
             try:
-                GitRepo(root).git("init", "-q", "-b", "main", "--template", str(root / "template"), "repo")
+                GitRepo(root).git(
+                    "init", "-q", "-b", "main", "--template", str(root / "template"), "repo"
+                )
             except RuntimeError:
                 _SKELETON.append(None)
             else:
@@ -151,10 +157,23 @@ def _empty_git_dir() -> Path | None:
 def write_pi_session(path: Path, events: Iterable[Mapping[str, Any]], *, cwd: str) -> Path:
     """Write a minimal pi (v3) session log: a header, then ``events`` chained by id."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [{"type": "session", "version": 3, "id": "s", "cwd": cwd, "timestamp": "2026-01-01T00:00:00Z"}]
+    lines = [
+        {
+            "type": "session",
+            "version": 3,
+            "id": "s",
+            "cwd": cwd,
+            "timestamp": "2026-01-01T00:00:00Z",
+        }
+    ]
     parent = None
     for number, event in enumerate(events):
-        entry = {"id": f"e{number}", "parentId": parent, "timestamp": "2026-01-01T00:00:00Z", **event}
+        entry = {
+            "id": f"e{number}",
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:00Z",
+            **event,
+        }
         parent = entry["id"]
         lines.append(entry)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
@@ -233,9 +252,15 @@ class RunBuilder:
             heads = os.listdir(self.repo.path / ".git" / "refs" / "heads")
         except OSError:
             return False
-        return entries == [".git"] and not heads and not (self.repo.path / ".git" / "packed-refs").exists()
+        return (
+            entries == [".git"]
+            and not heads
+            and not (self.repo.path / ".git" / "packed-refs").exists()
+        )
 
-    def finish(self, *, response: str | None = None, session: Sequence[Mapping[str, Any]] | None = None) -> Path:
+    def finish(
+        self, *, response: str | None = None, session: Sequence[Mapping[str, Any]] | None = None
+    ) -> Path:
         """Write prompt, optional response/session, and run.toml; return the run folder."""
         (self.path / "prompt.txt").write_text(self.prompt, encoding="utf-8")
         doc: dict[str, Any] = {
@@ -328,7 +353,9 @@ def build_run(
     # A session log names the clone's absolute path: such a run is always built in place.
     if session is None and not (path.exists() and any(path.iterdir())):
         recipe = _recipe(base, changes, deleted, given, commit, response, options)
-        copied = _TEMPLATES.copy(recipe, path, options.get("cell", "default"), options.get("repetition", 1))
+        copied = _TEMPLATES.copy(
+            recipe, path, options.get("cell", "default"), options.get("repetition", 1)
+        )
         if copied is not None:
             return copied
     run = RunBuilder(path, **options)
@@ -348,7 +375,10 @@ def _recipe(*parts: Any) -> str:
     """What decides a built run's content but its cell and repetition, as one key."""
     *content, options = parts
     kept = {k: v for k, v in options.items() if k not in ("cell", "repetition")}
-    canonical = repr([sorted(p.items()) if isinstance(p, Mapping) else p for p in content] + [sorted(kept.items())])
+    canonical = repr(
+        [sorted(p.items()) if isinstance(p, Mapping) else p for p in content]
+        + [sorted(kept.items())]
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -386,7 +416,6 @@ class _Templates:
         copied = template._moved(path)
         copied.cell, copied.repetition = cell, repetition
         return copied
-
 
     def keep_clone(self, recipe: str, clone: Path, head: str) -> None:
         """Keep a clone just after its base commits (``head``), for :meth:`copy_clone`."""

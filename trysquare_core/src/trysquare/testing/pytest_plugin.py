@@ -142,7 +142,6 @@ def _validate(
     from trysquare.authoring import score_once
     from trysquare.runs import load_run
     from trysquare.scenario import load_scenario
-
     from trysquare.testing.builders import RunBuilder
 
     folder = built.path if isinstance(built, RunBuilder) else Path(built)

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import attrs
-
 from trysquare import api
 from trysquare.api import ConfigError, ScenarioError
 
@@ -308,11 +307,9 @@ class Provider(Protocol):
 
     name: str
 
-    def defaults(self) -> Mapping[str, Any]:
-        ...
+    def defaults(self) -> Mapping[str, Any]: ...
 
-    def connect(self, config: ProviderConfig) -> Connection:
-        ...
+    def connect(self, config: ProviderConfig) -> Connection: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -433,13 +430,20 @@ def _checked(
     if not math.isfinite(section.batch_discount) or not 0 <= section.batch_discount <= 1:
         raise refuse("batch_discount", "must be a fraction of the price, between 0 and 1")
     if section.tool_choice not in TOOL_CHOICES:
-        raise refuse("tool_choice", f"must be one of {', '.join(TOOL_CHOICES)}, not '{section.tool_choice}'")
+        raise refuse(
+            "tool_choice", f"must be one of {', '.join(TOOL_CHOICES)}, not '{section.tool_choice}'"
+        )
     if section.api_key_env is not None and not section.api_key_env.strip():
-        raise refuse("api_key_env", "is empty; name the variable that holds the key, or remove the key")
+        raise refuse(
+            "api_key_env", "is empty; name the variable that holds the key, or remove the key"
+        )
     for key in ("price_input", "price_output"):
         price = getattr(section, key)
         if price is not None and (not math.isfinite(price) or price < 0):
-            raise refuse(key, f"must be a non-negative number of US dollars per million tokens, not {price!r}")
+            raise refuse(
+                key,
+                f"must be a non-negative number of US dollars per million tokens, not {price!r}",
+            )
     if section.base_url is not None and not section.base_url.startswith(("http://", "https://")):
         raise refuse("base_url", f"'{section.base_url}' is not an http:// or https:// address")
     values = attrs.asdict(section)
@@ -481,7 +485,11 @@ def resolve_provider(
         except ScenarioError as error:
             raise ConfigError(error.message) from None
         return _checked(name, section, f"provider type '{name}'", "defaults", options)
-    looked = f"no [providers.{name}] in {config_path}" if config_path else f"no {CONFIG_FILE} above the scenario"
+    looked = (
+        f"no [providers.{name}] in {config_path}"
+        if config_path
+        else f"no {CONFIG_FILE} above the scenario"
+    )
     known = ", ".join(sorted(types)) or "none"
     raise refuse(
         "provider",
@@ -499,11 +507,13 @@ def protected_keys(scenario_file: Path, config_file: Path | None = None) -> dict
     if config_path is not None:
         for name, section in load_config(config_path).items():
             if section.api_key_env:
-                keys.setdefault(section.api_key_env, f"{config_path} [providers.{name}].api_key_env")
+                keys.setdefault(
+                    section.api_key_env, f"{config_path} [providers.{name}].api_key_env"
+                )
     for name, provider in sorted(provider_types().items()):
         try:
             variable = provider.defaults().get("api_key_env")
-        except Exception:  # noqa: BLE001 - a broken provider plugin names no key; it fails where used
+        except Exception:  # noqa: BLE001, S112 - a broken provider plugin names no key; it fails where used
             continue
         if isinstance(variable, str) and variable:
             keys.setdefault(variable, f"the default api_key_env of provider type '{name}'")

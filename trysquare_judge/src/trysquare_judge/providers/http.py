@@ -108,7 +108,10 @@ class HttpEndpoint:
         exchanges: list[dict[str, Any]] = []
         attempts = self.config.max_retries + 1
         for attempt in range(1, attempts + 1):
-            exchange: dict[str, Any] = {"attempt": attempt, "request": {"url": self.url, "body": body}}
+            exchange: dict[str, Any] = {
+                "attempt": attempt,
+                "request": {"url": self.url, "body": body},
+            }
             exchanges.append(exchange)
             started = time.monotonic()
             wait: float | None = None
@@ -123,7 +126,9 @@ class HttpEndpoint:
                     f"no reply within {self.config.timeout:g} s (the whole exchange, body included)"
                 )
             except httpx.TransportError as error:
-                exchange["error"] = scrub(f"connection failed: {type(error).__name__}: {error}", key)
+                exchange["error"] = scrub(
+                    f"connection failed: {type(error).__name__}: {error}", key
+                )
             else:
                 exchange["response"] = self._recorded(response, key)
                 if response.status_code == 200:
@@ -133,7 +138,9 @@ class HttpEndpoint:
                     except ProviderError as unreadable:
                         unreadable.usage = Usage(requests=attempt)
                         raise
-                    return attrs.evolve(reply, usage=attrs.evolve(reply.usage or Usage(), requests=attempt))
+                    return attrs.evolve(
+                        reply, usage=attrs.evolve(reply.usage or Usage(), requests=attempt)
+                    )
                 if response.status_code not in RETRIED_STATUSES and response.status_code < 500:
                     raise ProviderError(
                         f"HTTP {response.status_code} from {self.url}: {snippet(response, key)}",

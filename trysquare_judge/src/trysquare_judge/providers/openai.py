@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAIConnection", "OpenAIProvider"]
 
+
 class OpenAIProvider:
     """Registered as ``type = "openai"``."""
 
@@ -73,14 +74,16 @@ class OpenAIConnection:
             "model": request.model,
             "messages": [{"role": "system", "content": request.system}]
             + [_wire_message(m) for m in request.messages],
-            "tools": [{
-                "type": "function",
-                "function": {
-                    "name": request.tool.name,
-                    "description": request.tool.description,
-                    "parameters": request.tool.parameters,
-                },
-            }],
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": request.tool.name,
+                        "description": request.tool.description,
+                        "parameters": request.tool.parameters,
+                    },
+                }
+            ],
             "stream": False,
         }
         if self.config.tool_choice == "named":
@@ -97,7 +100,10 @@ class OpenAIConnection:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return self.endpoint.post(
-            self.body(request), headers, key, lambda response, exchanges: _reply(response, exchanges, key)
+            self.body(request),
+            headers,
+            key,
+            lambda response, exchanges: _reply(response, exchanges, key),
         )
 
 
@@ -108,13 +114,19 @@ def _wire_message(message: Message) -> dict[str, Any]:
     if message.tool_calls:
         wire["content"] = message.content or None
         wire["tool_calls"] = [
-            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
             for call in message.tool_calls
         ]
     return wire
 
 
-def _reply(response: httpx.Response, exchanges: tuple[Mapping[str, Any], ...], key: str | None) -> ChatReply:
+def _reply(
+    response: httpx.Response, exchanges: tuple[Mapping[str, Any], ...], key: str | None
+) -> ChatReply:
     from trysquare_judge.providers.http import snippet
 
     try:
@@ -125,7 +137,9 @@ def _reply(response: httpx.Response, exchanges: tuple[Mapping[str, Any], ...], k
             f"{snippet(response, key)}",
             exchanges,
         ) from None
-    return ChatReply(content=content, tool_calls=calls, exchanges=exchanges, usage=usage_of(response.json()))
+    return ChatReply(
+        content=content, tool_calls=calls, exchanges=exchanges, usage=usage_of(response.json())
+    )
 
 
 def read_completion(data: Any) -> tuple[str, tuple[ToolCall, ...]]:
@@ -142,11 +156,13 @@ def read_completion(data: Any) -> tuple[str, tuple[ToolCall, ...]]:
         # Some servers hand the arguments back as an object rather than JSON text.
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments)
-        calls.append(ToolCall(
-            id=str(call.get("id") or f"call_{number}"),
-            name=str(function.get("name") or ""),
-            arguments=arguments,
-        ))
+        calls.append(
+            ToolCall(
+                id=str(call.get("id") or f"call_{number}"),
+                name=str(function.get("name") or ""),
+                arguments=arguments,
+            )
+        )
     content = message.get("content")
     return (content if isinstance(content, str) else ""), tuple(calls)
 
