@@ -125,6 +125,34 @@ def interrupted() -> bool:
     return _interrupted.is_set()
 
 
+class CappedOutput:
+    """A child's output pipes read to their ends, at most ``cap`` bytes of each kept (the
+    rest counted, so :attr:`truncated` says a pipe said more)."""
+
+    def __init__(self, fds: Sequence[int], cap: int) -> None:
+        self.cap = cap
+        self._chunks: dict[int, list[bytes]] = {fd: [] for fd in fds}
+        self._sizes = dict.fromkeys(fds, 0)
+        self.truncated = False
+
+    def read(self, fd: int) -> bool:
+        """Take what ``fd`` holds now; ``False`` once it has ended."""
+        data = os.read(fd, 1 << 16)
+        if not data:
+            return False
+        room = self.cap - self._sizes[fd]
+        if room > 0:
+            self._chunks[fd].append(data[:room])
+        if len(data) > room:
+            self.truncated = True
+        self._sizes[fd] += len(data)
+        return True
+
+    def kept(self, fd: int) -> bytes:
+        """What was kept of ``fd``."""
+        return b"".join(self._chunks[fd])
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -240,13 +268,12 @@ def run_process(
         _spawning.release()
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
-    sizes = dict.fromkeys(chunks, 0)
-    truncated = timed_out = False
+    output = CappedOutput((out_fd, err_fd), cap)
+    timed_out = False
     exited_at: float | None = None
     try:
         with selectors.DefaultSelector() as selector:
-            for fd in chunks:
+            for fd in (out_fd, err_fd):
                 selector.register(fd, selectors.EVENT_READ)
             while selector.get_map():
                 now = time.monotonic()
@@ -261,17 +288,8 @@ def run_process(
                 if deadline is not None:
                     wait = min(wait, deadline - now)
                 for key, _ in selector.select(timeout=max(wait, 0.0)):
-                    fd = key.fd
-                    data = os.read(fd, 1 << 16)
-                    if not data:
-                        selector.unregister(fd)
-                        continue
-                    room = cap - sizes[fd]
-                    if room > 0:
-                        chunks[fd].append(data[:room])
-                    if len(data) > room:
-                        truncated = True
-                    sizes[fd] += len(data)
+                    if not output.read(key.fd):
+                        selector.unregister(key.fd)
         if not timed_out:
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:
@@ -292,10 +310,10 @@ def run_process(
     return ProcessResult(
         argv,
         None if timed_out else proc.returncode,
-        b"".join(chunks[out_fd]),
-        b"".join(chunks[err_fd]),
+        output.kept(out_fd),
+        output.kept(err_fd),
         timed_out,
-        truncated,
+        output.truncated,
         time.monotonic() - start,
     )
 

@@ -485,11 +485,10 @@ def _collect(
 ) -> tuple[bytes, bytes, bool, bool]:
     """Read the child's stdout and stderr to their ends (the server closes them by ending
     every process that held them), keeping ``cap`` bytes of each; kill it at ``deadline``."""
-    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
-    sizes = dict.fromkeys(chunks, 0)
-    truncated = timed_out = False
+    output = _process.CappedOutput((out_fd, err_fd), cap)
+    timed_out = False
     with selectors.DefaultSelector() as selector:
-        for fd in chunks:
+        for fd in (out_fd, err_fd):
             selector.register(fd, selectors.EVENT_READ)
         while selector.get_map():
             now = time.monotonic()
@@ -500,15 +499,6 @@ def _collect(
                 break  # something still holds them: the server is asked no more (_Lost)
             wait = 0.5 if timed_out else max(min(deadline - now, 0.5), 0.0)
             for selected, _ in selector.select(timeout=wait):
-                fd = selected.fd
-                data = os.read(fd, 1 << 16)
-                if not data:
-                    selector.unregister(fd)
-                    continue
-                room = cap - sizes[fd]
-                if room > 0:
-                    chunks[fd].append(data[:room])
-                if len(data) > room:
-                    truncated = True
-                sizes[fd] += len(data)
-    return b"".join(chunks[out_fd]), b"".join(chunks[err_fd]), truncated, timed_out
+                if not output.read(selected.fd):
+                    selector.unregister(selected.fd)
+    return output.kept(out_fd), output.kept(err_fd), output.truncated, timed_out
