@@ -199,15 +199,25 @@ def test_the_in_tree_plugins_declare_what_they_register(cli) -> None:
         "executors": "executor",
         "report_formats": "report_format",
     }
-    for name in (
-        "trysquare-script",
-        "trysquare-judge",
-        "trysquare-form",
-        "trysquare-view",
-        "trysquare-anthropic",
-        "trysquare-dask",
-        "trysquare-hidden-tests",
-    ):
+    # `uv run pytest` installs the root project and its dev group, not every plugin of the
+    # repository (`uv sync --all-packages` does): the ones installed are checked.
+    installed = [
+        name
+        for name in (
+            "trysquare-script",
+            "trysquare-judge",
+            "trysquare-form",
+            "trysquare-view",
+            "trysquare-anthropic",
+            "trysquare-dask",
+            "trysquare-hidden-tests",
+        )
+        if name in listing
+    ]
+    assert {"trysquare-script", "trysquare-judge", "trysquare-form", "trysquare-view"} <= set(
+        installed
+    )
+    for name in installed:
         registered = {
             f"{kinds[column]}.{item}" for column in kinds for item in listing[name][column]
         }

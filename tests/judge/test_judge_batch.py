@@ -19,6 +19,7 @@ import textwrap
 import time
 from collections.abc import Iterator, Mapping
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,8 +49,11 @@ class BatchLab:
             except metadata.PackageNotFoundError:  # `uv run pytest`: its source, by entry point
                 site = dist_info(lab.root / "site", "trysquare-anthropic", "trysquare_anthropic",
                                  version="0.1.0", requires=("trysquare-judge>=0.1.0",))  # fmt: skip
+                source = (
+                    Path(__file__).resolve().parents[2] / "plugins" / "trysquare-anthropic" / "src"
+                )
                 lab.cli.env["PYTHONPATH"] = os.pathsep.join(
-                    filter(None, [str(site), lab.cli.env.get("PYTHONPATH")])
+                    filter(None, [str(site), str(source), lab.cli.env.get("PYTHONPATH")])
                 )
 
     def configure(self, **overrides: Any) -> None:
