@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trysquare import _capped_output
 from trysquare.errors import IsolationUnavailable
 from trysquare.sandbox import Sandbox, switched_off
 
@@ -123,34 +124,6 @@ def interrupt(asked: bool = True) -> None:
 def interrupted() -> bool:
     """Whether the user asked the running command to stop (SIGINT/SIGTERM)."""
     return _interrupted.is_set()
-
-
-class CappedOutput:
-    """A child's output pipes read to their ends, at most ``cap`` bytes of each kept (the
-    rest counted, so :attr:`truncated` says a pipe said more)."""
-
-    def __init__(self, fds: Sequence[int], cap: int) -> None:
-        self.cap = cap
-        self._chunks: dict[int, list[bytes]] = {fd: [] for fd in fds}
-        self._sizes = dict.fromkeys(fds, 0)
-        self.truncated = False
-
-    def read(self, fd: int) -> bool:
-        """Take what ``fd`` holds now; ``False`` once it has ended."""
-        data = os.read(fd, 1 << 16)
-        if not data:
-            return False
-        room = self.cap - self._sizes[fd]
-        if room > 0:
-            self._chunks[fd].append(data[:room])
-        if len(data) > room:
-            self.truncated = True
-        self._sizes[fd] += len(data)
-        return True
-
-    def kept(self, fd: int) -> bytes:
-        """What was kept of ``fd``."""
-        return b"".join(self._chunks[fd])
 
 
 def run_process(
@@ -268,7 +241,7 @@ def run_process(
         _spawning.release()
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    output = CappedOutput((out_fd, err_fd), cap)
+    output = _capped_output.CappedOutput((out_fd, err_fd), cap)
     timed_out = False
     exited_at: float | None = None
     try:

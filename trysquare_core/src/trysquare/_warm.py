@@ -61,7 +61,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from trysquare import _process
+from trysquare import _capped_output, _process
 from trysquare._process import DEFAULT_CAP, ProcessResult
 
 __all__ = ["entry_point", "run_warm", "servers", "serving"]
@@ -485,7 +485,7 @@ def _collect(
 ) -> tuple[bytes, bytes, bool, bool]:
     """Read the child's stdout and stderr to their ends (the server closes them by ending
     every process that held them), keeping ``cap`` bytes of each; kill it at ``deadline``."""
-    output = _process.CappedOutput((out_fd, err_fd), cap)
+    output = _capped_output.CappedOutput((out_fd, err_fd), cap)
     timed_out = False
     with selectors.DefaultSelector() as selector:
         for fd in (out_fd, err_fd):
