@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 
 def write_scenario(folder: Path, text: str, name: str = "scenario.toml") -> Path:
@@ -23,6 +24,29 @@ def write_script(folder: Path, name: str, body: str, *, executable: bool = True)
     if executable:
         path.chmod(0o755)
     return path
+
+
+def scored_run(make_run: Any, tmp_path: Path, extra_tables: str = "") -> Path:
+    """One finished run (``make_run``'s ``r1``) and a scenario whose one script validator says
+    ``ok = true``, plus ``extra_tables``: the smallest matrix a command can validate."""
+    run = make_run("r1")
+    run.base({"a.py": "a = 1\n"})
+    run.finish()
+    write_script(
+        tmp_path / "s",
+        "score.py",
+        """
+        import json
+        print(json.dumps({"metrics": {"ok": True}}))
+    """,
+    )
+    scenario = """
+        [[validation]]
+        mode = "script"
+        command = "score.py"
+        metrics = ["ok"]
+    """
+    return write_scenario(tmp_path / "s", scenario + extra_tables)
 
 
 def fake_distribution(

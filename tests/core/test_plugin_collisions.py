@@ -15,7 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from tests.helpers import write_scenario, write_script
+from tests.helpers import scored_run
 
 IMPOSTOR = """
 from trysquare import hookimpl
@@ -71,29 +71,6 @@ def listing(cli, **env: str) -> tuple[int, dict[str, dict]]:
     return done.returncode, {entry["name"]: entry for entry in json.loads(done.stdout)}
 
 
-def scored_experiment(make_run, tmp_path: Path) -> Path:
-    run = make_run("r1")
-    run.base({"a.py": "a = 1\n"})
-    run.finish()
-    write_script(
-        tmp_path / "s",
-        "score.py",
-        """
-        import json
-        print(json.dumps({"metrics": {"ok": True}}))
-    """,
-    )
-    return write_scenario(
-        tmp_path / "s",
-        """
-        [[validation]]
-        mode = "script"
-        command = "score.py"
-        metrics = ["ok"]
-    """,
-    )
-
-
 def test_a_plugin_registering_built_in_names_is_refused_those_names_and_keeps_the_rest(
     cli, site, make_run, tmp_path: Path
 ) -> None:
@@ -133,7 +110,7 @@ def test_a_plugin_registering_built_in_names_is_refused_those_names_and_keeps_th
     assert "report formats: csv, json, md" in text.stdout and "report formats: html" in text.stdout
     assert "REFUSED: mode 'script'" in text.stdout
 
-    scenario = scored_experiment(make_run, tmp_path)
+    scenario = scored_run(make_run, tmp_path)
     validated = cli("validate", scenario, tmp_path / "exp", "--no-progress")
     assert validated.returncode == 0, validated.stderr
     assert "mode 'script' of 'trysquare-aaa-impostor' refused" in validated.stderr
@@ -262,7 +239,7 @@ def test_machine_readable_outputs_hold_the_document_only_whatever_a_plugin_print
     cli, site, make_run, tmp_path: Path
 ) -> None:
     site("trysquare-noisy", "trysquare_noisy", NOISY)
-    scenario = scored_experiment(make_run, tmp_path)
+    scenario = scored_run(make_run, tmp_path)
     with scenario.open("a", encoding="utf-8") as handle:
         handle.write('\n[[validation]]\nname = "noise"\nmode = "noisy"\nmetrics = ["heard"]\n')
     validated = cli("validate", scenario, tmp_path / "exp", "--no-progress", "--format", "json")

@@ -8,7 +8,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from tests.helpers import write_scenario, write_script
+from tests.helpers import scored_run, write_scenario, write_script
 
 
 def marked_mode(marker: Path, mode: str = "echo") -> str:
@@ -29,30 +29,6 @@ class Mode:
 def trysquare_register_modes(register):
     register(Mode())
 """
-
-
-def scored_run(make_run, tmp_path: Path, mode_table: str = "") -> Path:
-    run = make_run("r1")
-    run.base({"a.py": "a = 1\n"})
-    run.finish()
-    write_script(
-        tmp_path / "s",
-        "score.py",
-        """
-        import json
-        print(json.dumps({"metrics": {"ok": True}}))
-    """,
-    )
-    return write_scenario(
-        tmp_path / "s",
-        """
-        [[validation]]
-        mode = "script"
-        command = "score.py"
-        metrics = ["ok"]
-    """
-        + mode_table,
-    )
 
 
 ECHO_TABLE = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.helpers import write_scenario
+from tests.helpers import scored_run, write_scenario
 
 GOOD_MODE = """
 from trysquare import hookimpl
@@ -283,31 +283,6 @@ def every_hook_raises(marker: Path) -> str:
         for hook in hooks
     )
     return f"from pathlib import Path\nfrom trysquare import hookimpl\nPath({str(marker)!r}).touch()\n{body}"
-
-
-def scored_run(make_run, tmp_path: Path) -> Path:
-    from tests.helpers import write_script
-
-    run = make_run("r1")
-    run.base({"a.py": "a = 1\n"})
-    run.finish()
-    write_script(
-        tmp_path / "s",
-        "score.py",
-        """
-        import json
-        print(json.dumps({"metrics": {"ok": True}}))
-    """,
-    )
-    return write_scenario(
-        tmp_path / "s",
-        """
-        [[validation]]
-        mode = "script"
-        command = "score.py"
-        metrics = ["ok"]
-    """,
-    )
 
 
 def test_a_plugin_whose_every_hook_raises_breaks_no_command(
