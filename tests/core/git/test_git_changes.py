@@ -156,6 +156,8 @@ def test_awkward_paths(g: GitRepo) -> None:
     names = [
         "with space.txt", "unicodé/naïve.py", "tab\there.txt", "new\nline.txt",
         'quote"d.txt', "back\\slash.txt", "-dash.txt", ":colon.txt", "*star?.txt",
+        # A name holding " b/" cannot split a "diff --git a/<p> b/<p>" header anywhere else.
+        "spoof b/spoof b/x.txt", "spoof b/x.txt",
     ]  # fmt: skip
     for name in names:
         g.write(name, "x\n")
