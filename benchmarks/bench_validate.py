@@ -21,13 +21,17 @@ cold (``warm = false``) at ``--jobs 1`` against a serial loop and at ``--jobs 2`
 starting a validator confined (Landlock where the kernel offers it, strays ended) costs
 against starting the same ``python -c pass`` with ``subprocess.run``.
 
-Usage: python benchmarks/bench_validate.py [--quick] [--runs N] [--rounds N]
+``--fresh-only`` prints only the fresh figure: rounds interleaved with the loop, medians of
+wall time and of CPU time (user + system of trysquare and everything it started).
+
+Usage: python benchmarks/bench_validate.py [--quick] [--runs N] [--rounds N] [--fresh-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -74,6 +78,42 @@ def trysquare(*args: str | Path) -> float:
         env=env,
     )
     return time.perf_counter() - started
+
+
+def cpu_of_children() -> float:
+    """User + system seconds of every waited-for child so far (theirs and their own children's)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def fresh_only(root: Path, count: int, rounds: int) -> None:
+    """A first ``validate`` (a cache of its own each time) against the serial loop, interleaved."""
+    import statistics
+
+    scenario, experiment = build(root, count)
+    os.environ["XDG_CACHE_HOME"] = str(root / "cache")
+    trysquare("validate", scenario, experiment, "--no-progress")  # build and archive contexts
+    script = scenario.parent / "trivial.py"
+    figures: dict[str, list[tuple[float, float]]] = {"loop": [], "fresh": []}
+    for attempt in range(rounds):
+        cpu = cpu_of_children()
+        wall = shell_loop(experiment, script)
+        figures["loop"].append((wall, cpu_of_children() - cpu))
+        os.environ["XDG_CACHE_HOME"] = str(root / f"fresh-cache-{attempt}")
+        cpu = cpu_of_children()
+        wall = trysquare(
+            "validate", scenario, experiment, "--force", "--no-progress", "--jobs", "1"
+        )
+        figures["fresh"].append((wall, cpu_of_children() - cpu))
+    wall = {name: statistics.median(w for w, _ in taken) for name, taken in figures.items()}
+    cpu = {name: statistics.median(c for _, c in taken) for name, taken in figures.items()}
+    print(
+        f"validate.fresh.jobs1: {wall['fresh'] / wall['loop']:.2f}x "
+        f"(baseline shell loop {wall['loop']:.2f} s over {count} runs; trysquare {wall['fresh']:.2f} s; "
+        f"CPU {cpu['fresh']:.2f} s against the loop's {cpu['loop']:.2f} s, "
+        f"{cpu['fresh'] / cpu['loop']:.2f}x; median of {rounds} interleaved rounds; "
+        f"load average {Path('/proc/loadavg').read_text().split()[0]})"
+    )
 
 
 def shell_loop(experiment: Path, script: Path) -> float:
@@ -186,9 +226,15 @@ def main() -> None:
     parser.add_argument(
         "--assay-only", action="store_true", help="only the assay validator's figures"
     )
+    parser.add_argument(
+        "--fresh-only", action="store_true", help="only the fresh validate figure, with CPU time"
+    )
     args = parser.parse_args()
     count = args.runs or (40 if args.quick else 200)
     with tempfile.TemporaryDirectory() as temp:
+        if args.fresh_only:
+            fresh_only(Path(temp), count, args.rounds or (2 if args.quick else 3))
+            return
         os.environ["XDG_CACHE_HOME"] = str(Path(temp) / "cache")
         if args.assay_only:
             assay(Path(temp) / "assay", count, args.rounds or (2 if args.quick else 4))

@@ -1,7 +1,8 @@
 """``trysquare.git``: what a fresh ``validate`` costs in git processes.
 
-Per run, two: ``diff-files`` (the patch, and from its chunks every tracked path that
-changed) and ``ls-files --others`` (what is new). What depends on the base commit alone
+Per run, two at most: ``diff-files`` (the patch, and from its chunks every tracked path
+that changed) and ``ls-files --others`` (what is new), the second only when a walk of the
+work tree meets something the base does not track. What depends on the base commit alone
 (its index, rules and paths) and the etalon checkout are built once per validate and
 shared, not once per run. Counted by a ``git`` first on ``PATH`` that notes each call.
 """
@@ -32,7 +33,12 @@ def _git_shim(folder: Path) -> Path:
     return folder
 
 
-def _fresh_validate(cli: Cli, root: Path, runs: int) -> list[str]:
+_NEW_AND_IGNORED = {"a.py": "a = 2\n", "new.py": "n = 1\n", "debug.log": "ignored\n"}
+
+
+def _fresh_validate(
+    cli: Cli, root: Path, runs: int, changes: dict[str, str] = _NEW_AND_IGNORED
+) -> list[str]:
     """The git calls of a first ``validate`` of ``runs`` runs (a cache of its own)."""
     scenario = write_scenario(
         root / "scenario",
@@ -51,7 +57,7 @@ def _fresh_validate(cli: Cli, root: Path, runs: int) -> list[str]:
         root / "exp",
         [(f"r{n}", f"c{n % 2}", n) for n in range(runs)],
         base={"a.py": "a = 1\n", "b.py": "b = 1\n", ".gitignore": "*.log\n"},
-        changes={"a.py": "a = 2\n", "new.py": "n = 1\n", "debug.log": "ignored\n"},
+        changes=changes,
         response="done\n",
     )
     shim = _git_shim(root / "shim")
@@ -74,3 +80,10 @@ def test_a_fresh_validate_starts_two_git_processes_per_run(cli: Cli, tmp_path: P
     per_run = [call for call in many if " diff-files " in call or " ls-files " in call]
     assert len(per_run) == PER_RUN * 8, "\n".join(many)
     assert sum(" read-tree " in call for call in many) == 1  # the base's index, shared
+
+
+def test_a_run_with_nothing_new_starts_one_git_process(cli: Cli, tmp_path: Path) -> None:
+    calls = _fresh_validate(cli, tmp_path, 4, changes={"a.py": "a = 2\n"})
+    assert sum(" diff-files " in call for call in calls) == 4, "\n".join(calls)
+    # Every entry of each work tree is a path of the base tree: nothing ls-files could list.
+    assert not any(" ls-files " in call for call in calls), "\n".join(calls)

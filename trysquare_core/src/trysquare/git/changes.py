@@ -58,10 +58,18 @@ def _files(at_base: bytes, gone: set[str], untracked: set[str]) -> set[str]:
     return present
 
 
-def _open_shadow(repo: Path, base: str, excluded: Sequence[str]) -> _Shadow:
+def _open_shadow(
+    repo: Path, base: str, excluded: Sequence[str], *, shared: bool = False
+) -> _Shadow:
+    """The shadow to read ``repo`` against ``base`` through; with ``shared``, one that
+    only reads (no ``status``): the base's own folder, no folder built per clone."""
     repo = Path(repo)
     if not is_git_repo(repo):
         raise RepoError(f"{repo} is not a git repository")
+    if shared:
+        is_full_id = _HEX.match(base.encode("ascii", "replace"))
+        # A full id is checked to be a commit when its base folder is built (or was).
+        return _Shadow.shared(repo, base if is_full_id else resolve_commit(repo, base), excluded)
     if _HEX.match(base.encode("ascii", "replace")):
         # A full id whose shadow exists was checked to be a commit when it was built:
         # no need to read the clone's refs again (the common case: a pinned base).

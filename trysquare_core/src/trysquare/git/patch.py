@@ -270,10 +270,10 @@ def write_diff_patch(repo: Path, base: str, out: BinaryIO, excluded: Sequence[st
     binary ones as git shows them ("Binary files ... differ"), all sorted by path.
     Writes nothing into the clone: ``diff-files -p`` against the shadow index.
     """
-    shadow = _open_shadow(Path(repo), base, excluded)
+    shadow = _open_shadow(Path(repo), base, excluded, shared=True)
     shadow.refuse_waits()
     with tempfile.TemporaryFile(dir=_mkcache()) as tracked:
-        others = _diff_files(shadow, tracked, shadow.others)
+        others = _diff_files(shadow, tracked, shadow.others_if_any)
         return _render_patch(shadow, tracked, _chunk_starts(tracked), others, out)
 
 
@@ -287,10 +287,10 @@ def context_facts(
     changed (what ``git status`` would list) and every one deleted, and ``ls-files
     --others`` lists what is new; the base's paths were kept when the shadow was built.
     """
-    shadow = _open_shadow(Path(repo), base, excluded)
+    shadow = _open_shadow(Path(repo), base, excluded, shared=True)
     shadow.refuse_waits()
     with tempfile.TemporaryFile(dir=_mkcache()) as tracked:
-        others = _diff_files(shadow, tracked, shadow.others)
+        others = _diff_files(shadow, tracked, shadow.others_if_any)
         chunks = _chunk_starts(tracked)
         _render_patch(shadow, tracked, chunks, others, out)
     changed = {os.fsdecode(chunk.path) for chunk in chunks}
@@ -314,7 +314,7 @@ def _diff_files(shadow: _Shadow, tracked: BinaryIO, meanwhile: Callable[[], _T])
         stdin=subprocess.DEVNULL,
         stdout=tracked,
         stderr=subprocess.PIPE,
-        env=_env(shadow.dir, shadow.repo),
+        env=_env(shadow.dir, shadow.repo, borrowed=shadow.borrowed),
         cwd=shadow.repo,
     )
     try:

@@ -28,7 +28,9 @@ _CONFIG = (
 )  # fmt: skip
 
 
-def _env(git_dir: Path, work_tree: Path | None, index: Path | None = None) -> dict[str, str]:
+def _env(
+    git_dir: Path, work_tree: Path | None, index: Path | None = None, borrowed: bytes | None = None
+) -> dict[str, str]:
     # Built per call (cheap): a caller that changes os.environ later is honoured. Every
     # inherited GIT_* variable is dropped: none may point us at another repository,
     # config (GIT_CONFIG_PARAMETERS, GIT_CONFIG_COUNT) or program (GIT_EXTERNAL_DIFF).
@@ -49,6 +51,12 @@ def _env(git_dir: Path, work_tree: Path | None, index: Path | None = None) -> di
         env["GIT_WORK_TREE"] = os.fspath(work_tree)
     if index is not None:
         env["GIT_INDEX_FILE"] = os.fspath(index)
+    if borrowed is not None:
+        # A shadow shared by every clone at one base (see _Shadow.shared) names the clone's
+        # objects here, per process, rather than in an alternates file of its own; and
+        # nothing may write into a folder other processes read.
+        env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = os.fsdecode(borrowed)
+        env["GIT_OPTIONAL_LOCKS"] = "0"
     return env
 
 
@@ -97,6 +105,7 @@ def _run(
     repo: Path,
     args: Sequence[str],
     input: bytes | None = None,
+    borrowed: bytes | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     seconds = git_timeout()
     try:
@@ -105,7 +114,7 @@ def _run(
             input=input,
             stdin=None if input is not None else subprocess.DEVNULL,
             capture_output=True,
-            env=_env(git_dir, work_tree),
+            env=_env(git_dir, work_tree, borrowed=borrowed),
             cwd=work_tree if work_tree is not None else git_dir,
             check=False,
             timeout=seconds,
@@ -126,13 +135,15 @@ def _failure(
     return RepoError(f"git {args[0] if args else ''} failed in {repo}: {reason}")
 
 
-def _git_many(git_dir: Path, repo: Path, *calls: Sequence[str]) -> list[bytes]:
+def _git_many(
+    git_dir: Path, repo: Path, *calls: Sequence[str], borrowed: bytes | None = None
+) -> list[bytes]:
     """Run independent git calls concurrently (each one walks the tree on its own core)."""
     results: list[subprocess.CompletedProcess[bytes] | BaseException | None] = [None] * len(calls)
 
     def work(index: int) -> None:
         try:
-            results[index] = _run(git_dir, repo, repo, calls[index])
+            results[index] = _run(git_dir, repo, repo, calls[index], borrowed=borrowed)
         except BaseException as error:  # noqa: BLE001 - re-raised below, in the caller's thread
             results[index] = error
 

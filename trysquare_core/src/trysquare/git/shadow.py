@@ -25,6 +25,7 @@ from typing import Self
 from trysquare.errors import RepoError
 from trysquare.git.dotgit import _HEX, _clone_refs, _git_dirs, _good_ref, _object_format
 from trysquare.git.hostile import _check_attribute_files, _check_object_store, _folders_of
+from trysquare.git.quoting import _quote
 from trysquare.git.running import _failure, _git_many, _run, _split_z
 
 # The shadow repository's whole configuration: nothing here names a program.
@@ -216,6 +217,10 @@ def _shadow_key(repo: Path, common: Path, commit: str, excluded: Sequence[str]) 
 class _Shadow:
     """The shadow GIT_DIR of one clone at one base commit (see the module docstring)."""
 
+    # The clone's object store named to git per process (a shared shadow), or None: the
+    # shadow's own alternates file names it.
+    borrowed: bytes | None = None
+
     def __init__(self, repo: Path, commit: str, excluded: Sequence[str] = ()) -> None:
         self.repo = Path(repo)
         self.commit = commit
@@ -264,6 +269,28 @@ class _Shadow:
         shadow.exclude = folder / "info" / "exclude"
         return shadow
 
+    @classmethod
+    def shared(cls, repo: Path, commit: str, excluded: Sequence[str]) -> _Shadow:
+        """The base folder of ``commit`` itself as the shadow, for reads that write nothing
+        (``diff-files``, ``ls-files``, ``check-attr``): no folder built per clone.
+
+        The base folder holds every file git reads from a GIT_DIR (our config, HEAD at
+        base, the index read from the base tree, ``info/attributes``) and no alternates
+        file: the clone's objects are named to each git process by
+        ``GIT_ALTERNATE_OBJECT_DIRECTORIES``, so no clone's store is ever another's. Not
+        for ``status``, which would refresh an index every clone at that base reads.
+        """
+        repo = Path(repo)
+        _git_dir, common = _git_dirs(repo)
+        objects = common / "objects"
+        _check_object_store(objects)  # what the clone holds now: it may have changed
+        shadow = cls.__new__(cls)
+        shadow.repo, shadow.commit = repo, commit
+        shadow.dir = _base_of(repo, common, commit)
+        shadow.borrowed = _borrowed_entry(os.fsencode(objects.resolve()), common)
+        shadow.exclude = _exclude_file(shadow.dir, excluded)
+        return shadow
+
     def folders(self) -> list[bytes]:
         """Every folder of the base tree (b"" the top): where git reads ``.gitattributes``
         for a tracked path."""
@@ -280,7 +307,7 @@ class _Shadow:
         return (self.dir / "info" / "attributes").stat().st_size > len(_ATTRIBUTE_RESET)
 
     def run(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-        return _run(self.dir, self.repo, self.repo, args, input)
+        return _run(self.dir, self.repo, self.repo, args, input, self.borrowed)
 
     def git(self, *args: str, input: bytes | None = None) -> bytes:
         done = self.run(*args, input=input)
@@ -296,12 +323,91 @@ class _Shadow:
     def others(self) -> bytes:
         """``ls-files --others`` (new paths not ignored at base), its complaints about a
         path it could not read failing the read (after :meth:`refuse_waits`)."""
-        return _git_many(self.dir, self.repo, _others_args(self))[0]
+        return _git_many(self.dir, self.repo, _others_args(self), borrowed=self.borrowed)[0]
+
+    def others_if_any(self) -> bytes:
+        """:meth:`others`, without starting git when a walk of the work tree finds nothing
+        it could list: every entry but folders (and the top ``.git``) a path of the base
+        tree. Anything else met, or a folder that cannot be listed, and git is asked."""
+        return self.others() if _may_hold_others(self.repo, _base_paths(self.dir)) else b""
 
     def status(self, *more: Sequence[str]) -> list[bytes]:
         """The outputs of ``git status`` (base -> work tree), ``ls-files --others`` and
         ``more``, run at once (after :meth:`refuse_waits`)."""
+        assert self.borrowed is None, "status refreshes the index: never in a shared shadow"
         return _git_many(self.dir, self.repo, _STATUS_ARGS, _others_args(self), *more)
+
+
+_BASE_PATHS: dict[Path, frozenset[bytes]] = {}
+_BASE_PATHS_LOCK = threading.Lock()
+
+
+def _base_paths(folder: Path) -> frozenset[bytes]:
+    """The base tree's paths a shadow folder lists (written once, never changed), as a set:
+    read once per process and base (the last few kept)."""
+    with _BASE_PATHS_LOCK:
+        found = _BASE_PATHS.get(folder)
+    if found is None:
+        found = frozenset(_split_z((folder / "info" / "paths").read_bytes()))
+        with _BASE_PATHS_LOCK:
+            _BASE_PATHS[folder] = found
+            while len(_BASE_PATHS) > 4:
+                _BASE_PATHS.pop(next(iter(_BASE_PATHS)))
+    return found
+
+
+def _may_hold_others(repo: Path, tracked: frozenset[bytes]) -> bool:
+    """Whether ``ls-files --others`` could list anything in ``repo``: False only when every
+    entry below it (the top ``.git`` aside) is a folder or a path in ``tracked``.
+
+    git lists files, links and nested repositories, never a bare folder, and only what
+    ``tracked`` lacks; a nested ``.git``, anything special, a folder that cannot be listed
+    (git would say so, and that must fail the read) all answer True. Stops at the first.
+    """
+    todo: list[tuple[bytes, bytes]] = [(os.fsencode(repo), b"")]
+    while todo:
+        folder, prefix = todo.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    name = entry.name
+                    if not prefix and name == b".git":
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append((entry.path, prefix + name + b"/"))
+                    elif prefix + name not in tracked:
+                        return True
+        except OSError:
+            return True
+    return False
+
+
+def _borrowed_entry(objects: bytes, common: Path) -> bytes:
+    """``objects`` as one entry of ``GIT_ALTERNATE_OBJECT_DIRECTORIES`` (":"-separated; an
+    entry opening with a double quote is C-quoted)."""
+    if b"\n" in objects:
+        raise RepoError(f"{common} cannot be read: its path holds a newline")
+    if b":" not in objects and not objects.startswith(b'"'):
+        return objects
+    quoted = _quote(objects)
+    return quoted if quoted.startswith(b'"') else b'"' + quoted + b'"'
+
+
+def _exclude_file(base: Path, excluded: Sequence[str]) -> Path:
+    """The ignore rules of a shared shadow: the base's, plus run.toml's ``excluded``
+    patterns in a file of their own, named by them (written once, renamed into place)."""
+    rules = base / "info" / "base-exclude"
+    if not excluded:
+        return rules
+    extra = b"".join(os.fsencode(p) + b"\n" for p in excluded)
+    target = base / "info" / f"exclude-{hashlib.sha256(extra).hexdigest()[:32]}"
+    if not target.is_file():
+        with tempfile.NamedTemporaryFile(
+            dir=base / "info", prefix=".exclude.", delete=False
+        ) as out:
+            out.write(rules.read_bytes() + extra)
+        os.replace(out.name, target)
+    return target
 
 
 def _escape_glob(folder: bytes) -> bytes:
