@@ -108,3 +108,45 @@ def test_a_clone_rewritten_after_the_base_was_shared_is_measured_against_the_rea
     touched, _files, patch = _facts(hostile, base)
     assert touched == {"src/counter.py"}
     assert "-x = 1\n+x = 2" in patch
+
+
+def _folder_state(folder: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every entry below ``folder``: mode, mtime and content (files)."""
+    state = {}
+    for path in sorted(folder.rglob("*")):
+        info = path.lstat()
+        data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
+        state[str(path.relative_to(folder))] = (info.st_mode, info.st_mtime_ns, data)
+    return state
+
+
+def test_reading_a_hostile_clone_through_the_shared_base_writes_nothing_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base folder is every clone's shadow for the patch: a clone's read must not
+    leave its objects, an alternates file or a refreshed index there for the next one."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    honest, hostile, base = _two_clones(tmp_path)
+    assert _facts(honest, base)[0] == {"src/counter.py"}
+    (shared,) = (tmp_path / "cache" / "trysquare" / "shadow").glob("base-*")
+    before = _folder_state(shared)
+    with open(hostile.path / ".git" / "config", "a", encoding="utf-8") as config:
+        config.write("[core]\n\tuntrackedCache = true\n\tsplitIndex = true\n[gc]\n\tauto = 1\n")
+    hostile.write("src/new.py", "n = 1\n")
+    touched, _files, patch = _facts(hostile, base)
+    assert touched == {"src/counter.py", "src/new.py"}
+    assert "+n = 1" in patch
+    assert _folder_state(shared) == before
+    assert not (shared / "objects" / "info" / "alternates").exists()
+
+
+def test_a_store_whose_path_holds_a_colon_is_borrowed_whole(tmp_path: Path) -> None:
+    """The clone's objects are named to git in a colon-separated variable: a store the agent
+    put at ``<...>/x:<path>`` (a ``gitdir:`` file) must not be read as two stores."""
+    _honest, hostile, base = _two_clones(tmp_path)
+    store = tmp_path / "odd:store"
+    shutil.move(hostile.path / ".git", store)
+    (hostile.path / ".git").write_text(f"gitdir: {store}\n")
+    touched, _files, patch = _facts(hostile, base)
+    assert touched == {"src/counter.py"}
+    assert "-x = 1\n+x = 2" in patch

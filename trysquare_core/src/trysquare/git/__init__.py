@@ -31,7 +31,9 @@ could pre-plant):
   folders and paths) is built once per commit and copied into each clone's shadow:
   shared by every clone at that commit, so only after the commit, every tree and
   every rule file were hashed against their ids (a clone's rewritten store must
-  not become another run's base);
+  not become another run's base). A context build, which only reads (``diff-files``,
+  ``ls-files``, ``check-attr``), uses that base folder itself as its shadow, the
+  clone's store named to each process in ``GIT_ALTERNATE_OBJECT_DIRECTORIES``;
 - ``info/exclude``: the ``.gitignore`` files *as they are at base* (a nested one
   anchored to its folder) plus run.toml's ``excluded`` patterns, given to
   ``ls-files --others --exclude-from`` — never ``--exclude-standard``, which would
@@ -69,8 +71,9 @@ One module a job, each importing only those above it:
   :func:`~trysquare.git.changes.touched_and_files`;
 - :mod:`~trysquare.git.patch`: ``diff.patch`` (``git diff <base>`` plus untracked files
   rendered exactly as ``git diff --no-index /dev/null <file>`` renders them), and
-  :func:`~trysquare.git.patch.context_facts`, all three from two git processes
-  (``diff-files`` and ``ls-files --others``: a context build's whole git);
+  :func:`~trysquare.git.patch.context_facts`, all three from two git processes at most
+  (``diff-files``, and ``ls-files --others`` when a walk of the work tree meets a path
+  the base does not track: a context build's whole git);
 - :mod:`~trysquare.git.etalon`: a reference tree written into a shared cache, never a
   worktree of the clone;
 - :mod:`~trysquare.git.suite_copy`: a throwaway copy of the working tree for a test suite.

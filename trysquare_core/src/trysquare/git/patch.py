@@ -282,10 +282,11 @@ def context_facts(
 ) -> tuple[frozenset[str], frozenset[str]]:
     """:func:`touched_and_files`, with :func:`write_diff_patch` writing to ``out`` on the way.
 
-    What a context build calls, and it starts two git processes, at once: ``diff-files``
-    writes the patch of tracked paths, whose chunks name every tracked path that
-    changed (what ``git status`` would list) and every one deleted, and ``ls-files
-    --others`` lists what is new; the base's paths were kept when the shadow was built.
+    What a context build calls, and it starts two git processes at most, at once:
+    ``diff-files`` writes the patch of tracked paths, whose chunks name every tracked path
+    that changed (what ``git status`` would list) and every one deleted, and ``ls-files
+    --others`` lists what is new (not started when a walk of the work tree finds only
+    folders and paths of the base tree); the base's paths were kept when it was built.
     """
     shadow = _open_shadow(Path(repo), base, excluded, shared=True)
     shadow.refuse_waits()
