@@ -88,7 +88,7 @@ def gather_facts(run: Run) -> RunFacts:
     if run.base_commit is None:
         raise RunError(f"{run.label}: loaded for --replay, so its context cannot be rebuilt")
     base_commit = run.base_commit  # narrowed to str, for the lambda below
-    preflight(run)
+    etalon_commit = _preflight(run)
     diff_path = run.dir / DIFF_FILE
     walked: list[tuple[frozenset[str], frozenset[str]]] = []
     try:
@@ -101,12 +101,12 @@ def gather_facts(run: Run) -> RunFacts:
         ((touched, files),) = walked
         checkout = None
         if run.etalon is not None:
-            checkout = run.etalon.checkout or _etalon_of(run)
+            checkout = run.etalon.checkout or _etalon_of(run, etalon_commit)
     except RepoError as error:
         raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
     except _atomic.UnsafePath as unsafe:
         raise RunError(f"{run.label}: {unsafe}") from None
-    _pin_base(run)
+    _pin_base(run, etalon_commit)
     return RunFacts(
         touched=tuple(sorted(touched)),
         files=tuple(sorted(files)),
@@ -121,13 +121,15 @@ def gather_facts(run: Run) -> RunFacts:
 _MATERIALISING = threading.Lock()
 
 
-def _etalon_of(run: Run) -> Path:
+def _etalon_of(run: Run, commit: str | None) -> Path:
+    """The etalon checkout: from the commit the tag named when preflight resolved it (the
+    same tree, without reading the clone's refs a second time)."""
     assert run.etalon is not None
     with _MATERIALISING:
-        return materialise_etalon(run.repo, run.etalon.tag)
+        return materialise_etalon(run.repo, commit or run.etalon.tag)
 
 
-def _pin_base(run: Run) -> None:
+def _pin_base(run: Run, etalon_commit: str | None = None) -> None:
     """Record the base commit at first measurement (``.trysquare/base.json``).
 
     ``run.toml`` may name ``base`` by a tag or branch, which the agent can move;
@@ -138,7 +140,9 @@ def _pin_base(run: Run) -> None:
     if read_pinned_base(run.dir) is None:
         pin: dict[str, Any] = {"base": run.base_commit, "rev": run.base}
         if run.etalon is not None and run.etalon.checkout is None:
-            pin["etalon"] = resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
+            pin["etalon"] = etalon_commit or resolve_commit(
+                run.repo, run.etalon.tag, what="etalon tag"
+            )
             pin["etalon_tag"] = run.etalon.tag
         try:
             _atomic.write_json(run.dir / BASE_PIN, pin, root=run.dir)
@@ -157,6 +161,12 @@ def preflight(run: Run) -> None:
     ``check SCENARIO PATH`` calls it to spend nothing; :func:`gather_facts`
     calls it first, so both refuse the same runs with the same sentence.
     """
+    _preflight(run)
+
+
+def _preflight(run: Run) -> str | None:
+    """:func:`preflight`; the commit the etalon tag names now, when it is read from the clone."""
+    etalon: str | None = None
     where = run.dir / "run.toml"
     if run.etalon is not None:
         if run.etalon.checkout is not None:
@@ -175,6 +185,7 @@ def preflight(run: Run) -> None:
             sessions.open_session(run.session, format=run.session_format, repo=run.repo)
         except RunError as error:
             raise RunError(f"{where}: {error.message}") from None
+    return etalon
 
 
 def _check_pinned_etalon(run: Run, etalon: str) -> None:

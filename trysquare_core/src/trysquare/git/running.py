@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import subprocess
 import threading
 from collections.abc import Sequence
@@ -60,8 +61,24 @@ def _env(
     return env
 
 
+_FOUND_GIT: dict[str, str] = {}
+
+
+def _git_program() -> str:
+    """git found on ``PATH`` once per ``PATH`` value: the child then starts it directly
+    rather than trying every folder of ``PATH`` in turn, for each of a validate's calls."""
+    path = os.environ.get("PATH", os.defpath)
+    found = _FOUND_GIT.get(path)
+    if found is None:
+        which = shutil.which("git", path=path)
+        # Absolute: a relative folder of PATH means ours, never the clone git runs in.
+        found = os.path.abspath(which) if which else "git"  # absent: FileNotFoundError says so
+        _FOUND_GIT[path] = found
+    return found
+
+
 def _argv(args: Sequence[str]) -> list[str]:
-    return ["git", *_CONFIG, *args]
+    return [_git_program(), *_CONFIG, *args]
 
 
 GIT_TIMEOUT_VARIABLE = "TRYSQUARE_GIT_TIMEOUT"
