@@ -107,6 +107,11 @@ def _shape_new_link(clone: GitRepo) -> None:
     os.symlink("src", clone.path / "shortcut")
 
 
+def _shape_new_link_to_an_empty_folder(clone: GitRepo) -> None:
+    (clone.path / "empty").mkdir()  # a folder with nothing in it: git lists neither it...
+    os.symlink("empty", clone.path / "shortcut")  # ...nor anything through it, but the link
+
+
 def _shape_nested_repository(clone: GitRepo) -> None:
     GitRepo.init(clone.path / "vendor" / "lib", {"lib.py": "y\n"})
 
@@ -123,6 +128,7 @@ def _shape_ignored_file(clone: GitRepo) -> None:
         _shape_file_in_new_folder,
         _shape_tracked_file_now_a_folder,
         _shape_new_link,
+        _shape_new_link_to_an_empty_folder,
         _shape_nested_repository,
         _shape_ignored_file,
     ],
