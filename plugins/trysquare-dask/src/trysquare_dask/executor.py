@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from trysquare.api import PlannedTask as Task
     from trysquare.api import TaskResult
 
-__all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "parse_options"]
+__all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "chunk_size", "parse_options"]
 
 # What a local cluster alone understands: meaningless next to scheduler=ADDRESS.
 LOCAL_OPTIONS = ("workers", "threads", "processes")
@@ -57,6 +57,17 @@ LOOPBACK = "127.0.0.1:0"
 NO_HTTP_ROUTES: dict[str, list[str]] = {
     "distributed.scheduler.http.routes": [],
     "distributed.worker.http.routes": [],
+}
+# What a local cluster's processes do on a clock rather than for a task, made rare: trysquare's
+# tasks are seconds of a validator each, and these otherwise cost CPU the whole time (sampling
+# every worker thread's stack every 10 ms, rebalancing tasks every second, measuring the
+# event loop every 20 ms, the machine every 500 ms, each worker's memory every 100 ms).
+QUIET_CLUSTER: dict[str, object] = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.scheduler.work-stealing": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "1s",
 }
 
 
@@ -241,7 +252,7 @@ class DaskRun:
         import dask
 
         # Read by the scheduler as it is made, and by each worker process through its nanny.
-        with dask.config.set(NO_HTTP_ROUTES):
+        with dask.config.set({**NO_HTTP_ROUTES, **QUIET_CLUSTER}):
             cluster = LocalCluster(**keywords)
         with cluster, Client(cluster) as client:
             yield client
@@ -397,8 +408,7 @@ class _Session:
                 if alone:
                     submit([alone.popleft()])
                     continue
-                share = (total - taken) // (CHUNKS_PER_THREAD * threads)
-                members = list(itertools.islice(pending, max(1, min(MAX_CHUNK, share))))
+                members = list(itertools.islice(pending, chunk_size(total - taken, threads)))
                 if not members:
                     return
                 taken += len(members)
@@ -524,6 +534,11 @@ class _Session:
             return record_cluster_failure(task, f"{type(error).__name__}: {error}")
         # The worker sends back the document it wrote, structured strictly into the record here.
         return None if document is None else TaskResult.from_document(task, document)
+
+
+def chunk_size(remaining: int, threads: int) -> int:
+    """How many of the ``remaining`` tasks the next dask task runs, on ``threads`` threads."""
+    return max(1, min(MAX_CHUNK, remaining // (CHUNKS_PER_THREAD * max(1, threads))))
 
 
 @attrs.frozen
