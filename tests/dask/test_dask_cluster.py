@@ -106,15 +106,15 @@ def test_runs_in_chunks_record_what_the_local_pool_records_though_a_worker_dies_
     cli, matrix
 ) -> None:
     """40 tasks on two single-thread workers go in chunks (of 5, 4, 3, 3, ...). The worker
-    running r07's score dies, the last of a chunk that ran r06's two tasks first: those are
-    not run again (no result moves into a history), r07's run alone elsewhere, and every
-    result is the local pool's."""
+    running r07's score dies, the last of a chunk that ran r06's two tasks first: those were
+    reported and are not run again (no result moves into a history), r07's runs alone
+    elsewhere, and every result is the local pool's."""
     ids = [f"r{number:02d}" for number in range(20)]
     m: Matrix = matrix(ids)
     on_cluster = m.copy("exp-dask")
     for run in on_cluster.glob("runs/*"):
         (run / "delay.txt").write_text("0.2")
-    (on_cluster / "runs" / "r07" / "kill-worker.txt").write_text("")
+    (on_cluster / "runs" / "r07" / "kill-worker-later.txt").write_text("")
 
     local = cli("validate", m.scenario, m.exp, "--no-progress", "--jobs", "2")
     dask = cli("validate", m.scenario, on_cluster, "--no-progress", "--executor", "dask",
