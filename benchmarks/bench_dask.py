@@ -19,7 +19,11 @@ machine disturbs far less than the wall time:
 
     dask.cluster.cpu.200runs.cpu_seconds: 1.04x local --jobs 2's (local 44.0 s, cluster 45.8 s)
 
-Usage: python benchmarks/bench_dask.py [--quick] [--runs N]
+With ``--quiet-cluster`` the command-line cluster is started with the settings the executor
+gives its own LocalCluster (``trysquare_dask.executor.QUIET_CLUSTER``, in the README for an
+operator's cluster); without it, with Dask's defaults. ``--cpu-only`` skips the first figure.
+
+Usage: python benchmarks/bench_dask.py [--quick] [--runs N] [--quiet-cluster] [--cpu-only]
 """
 
 from __future__ import annotations
@@ -112,8 +116,30 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="40 runs instead of 200")
     parser.add_argument("--runs", type=int)
+    parser.add_argument("--quiet-cluster", action="store_true", help="the executor's settings")
+    parser.add_argument("--cpu-only", action="store_true", help="the cluster's figures only")
     args = parser.parse_args()
     count = args.runs or (40 if args.quick else 200)
+    print(f"load average: {Path('/proc/loadavg').read_text().split()[:3]}")
+    if not args.cpu_only:
+        wall_on_local_cluster(count)
+    cpu_on_command_line_cluster(count, quiet=args.quiet_cluster)
+    print(f"load average: {Path('/proc/loadavg').read_text().split()[:3]}")
+
+
+def _cluster_env(quiet: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    if quiet:
+        from trysquare_dask.executor import QUIET_CLUSTER
+
+        for key, value in QUIET_CLUSTER.items():
+            # dask's spelling of a setting as an environment variable
+            name = "DASK_" + "__".join(part.upper().replace("-", "_") for part in key.split("."))
+            env[name] = str(value)
+    return env
+
+
+def wall_on_local_cluster(count: int) -> None:
     with tempfile.TemporaryDirectory() as temp:
         root = Path(temp)
         os.environ["XDG_CACHE_HOME"] = str(root / "cache")
@@ -128,12 +154,18 @@ def main() -> None:
         f"dask.{count}runs: {local / dask:.2f}x faster than local --jobs 2 "
         f"(local {local:.1f} s, dask {dask:.1f} s)"
     )
+
+
+def cpu_on_command_line_cluster(count: int, *, quiet: bool) -> None:
+    name = "quiet" if quiet else "default"
     with tempfile.TemporaryDirectory() as temp:
         root = Path(temp)
         os.environ["XDG_CACHE_HOME"] = str(root / "cache")
         scenario, experiment = build_matrix(root, count, "burner.py", BURNER)
         validate(scenario, experiment, "--jobs", "2")  # contexts built and archived: not timed
-        with CommandLineCluster(root / "cluster", workers=2, threads=1) as cluster:
+        with CommandLineCluster(
+            root / "cluster", workers=2, threads=1, env=_cluster_env(quiet)
+        ) as cluster:
             on_cluster = ["--executor", "dask", "--executor-option", f"address={cluster.address}"]
             replay = ("--replay", "--force")
             pids = [process.pid for process in cluster.processes]
@@ -147,12 +179,13 @@ def main() -> None:
                 cluster_cpu.append(_cpu_of_children() + _cpu_of(pids) - before)
     local, dask = min(locals_), min(clusters)
     print(
-        f"dask.cluster.cpu.{count}runs: {dask / local:.2f}x local --jobs 2's time (goal <= 1.15x; "
+        f"dask.cluster.{name}.cpu.{count}runs: {dask / local:.2f}x local --jobs 2's time (goal <= 1.15x; "
         f"local {local:.1f} s, spread {max(locals_) - local:.1f} s; cluster {dask:.1f} s, "
         f"spread {max(clusters) - dask:.1f} s)"
     )
     print(
-        f"dask.cluster.cpu.{count}runs.cpu_seconds: {min(cluster_cpu) / min(local_cpu):.2f}x "
+        f"dask.cluster.{name}.cpu.{count}runs.cpu_seconds: "
+        f"{min(cluster_cpu) / min(local_cpu):.2f}x "
         f"local --jobs 2's (goal <= 1.15x; local {min(local_cpu):.1f} s, cluster "
         f"{min(cluster_cpu):.1f} s)"
     )

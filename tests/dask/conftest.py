@@ -18,8 +18,8 @@ from tests.helpers import write_scenario, write_script
 from tests.judge.conftest import KEY, KEY_ENV
 
 # Scores a run; "bad" runs exit non-zero (invalid), "hang" runs outlive the timeout,
-# a run holding kill-worker.txt kills the dask worker running it once,
-# kill-worker-always.txt every time.
+# a run holding kill-worker.txt kills the dask worker running it once (kill-worker-later.txt:
+# once, a second after it started), kill-worker-always.txt every time.
 SCORE = """\
 import json, os, signal, sys, time
 from pathlib import Path
@@ -29,6 +29,11 @@ run = Path(context["repo"]).parent
 # In the validator's archive folder: the only place beside the run it may write.
 marker = Path(sys.argv[1]).parent / "killed-worker.txt"
 if (run / "kill-worker-always.txt").exists():
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(30)
+if (run / "kill-worker-later.txt").exists() and not marker.exists():
+    time.sleep(1)  # what the worker recorded before has been reported by now
+    marker.write_text(str(os.getppid()))
     os.kill(os.getppid(), signal.SIGKILL)
     time.sleep(30)
 if (run / "kill-worker.txt").exists() and not marker.exists():

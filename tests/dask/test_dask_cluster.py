@@ -102,6 +102,35 @@ def test_a_local_cluster_writes_what_the_local_pool_writes_though_a_worker_is_ki
     ]
 
 
+def test_runs_in_chunks_record_what_the_local_pool_records_though_a_worker_dies_mid_chunk(
+    cli, matrix
+) -> None:
+    """40 tasks on two single-thread workers go in chunks (of 5, 4, 3, 3, ...). The worker
+    running r07's score dies, the last of a chunk that ran r06's two tasks first: those were
+    reported and are not run again (no result moves into a history), r07's runs alone
+    elsewhere, and every result is the local pool's."""
+    ids = [f"r{number:02d}" for number in range(20)]
+    m: Matrix = matrix(ids)
+    on_cluster = m.copy("exp-dask")
+    for run in on_cluster.glob("runs/*"):
+        (run / "delay.txt").write_text("0.2")
+    (on_cluster / "runs" / "r07" / "kill-worker-later.txt").write_text("")
+
+    local = cli("validate", m.scenario, m.exp, "--no-progress", "--jobs", "2")
+    dask = cli("validate", m.scenario, on_cluster, "--no-progress", "--executor", "dask",
+               "--executor-option", "workers=2", "--executor-option", "threads=1")  # fmt: skip
+
+    assert local.returncode == dask.returncode == 0, dask.stdout + dask.stderr
+    assert (on_cluster / "runs" / "r07" / "validation" / "score" / "killed-worker.txt").exists()
+    assert dask.stdout.splitlines()[-1] == local.stdout.splitlines()[-1]
+    expected, got = m.results(m.exp), m.results(on_cluster)
+    assert sorted(got) == sorted(expected) and len(got) == 40
+    for key, document in expected.items():
+        assert comparable(got[key]) == comparable(document), key
+    assert list(on_cluster.rglob("score.history.jsonl")) == []
+    assert m.leftovers(on_cluster) == []
+
+
 def test_an_existing_cluster_is_used_by_its_address(cli, matrix) -> None:
     from distributed import LocalCluster
 

@@ -226,3 +226,18 @@ def test_the_local_clusters_tls_contexts_are_built_without_writing_the_key(
         Security.temporary().get_connection_args(role)
     # What the nannies pickle to their worker processes keeps its class.
     assert type(pickle.loads(pickle.dumps(ours))) is InMemorySecurity
+
+
+def test_chunks_are_a_share_of_what_remains_and_small_matrices_go_one_by_one() -> None:
+    from trysquare_dask.executor import MAX_CHUNK, chunk_size
+
+    assert chunk_size(10, 4) == 1  # fewer tasks than four per thread: one dask task each
+    assert chunk_size(24, 2) == 3
+    assert chunk_size(1000, 2) == MAX_CHUNK
+    # Shrinking toward the end, so the threads finish together.
+    sizes, remaining = [], 200
+    while remaining:
+        sizes.append(chunk_size(remaining, 2))
+        remaining -= sizes[-1]
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
+    assert chunk_size(5, 0) == 1  # no worker yet: still something to submit

@@ -14,11 +14,14 @@ dask and distributed are imported only inside :meth:`DaskRun.run`.
 from __future__ import annotations
 
 import difflib
+import itertools
+import queue
 import sys
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
     from trysquare.api import PlannedTask as Task
     from trysquare.api import TaskResult
 
-__all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "parse_options"]
+__all__ = ["DaskExecutor", "DaskRun", "DaskSettings", "chunk_size", "parse_options"]
 
 # What a local cluster alone understands: meaningless next to scheduler=ADDRESS.
 LOCAL_OPTIONS = ("workers", "threads", "processes")
@@ -42,6 +45,11 @@ DEFAULT_WORKER_WAIT = 300.0
 WORKER_LOOK_SECONDS = 1.0
 # How often the client looks at should_stop while it waits for results.
 POLL_SECONDS = 0.05
+# A chunk (one dask task running several trysquare tasks) is at most a share of what remains:
+# each cluster thread gets this many chunks of the rest, so chunks shrink toward the end.
+CHUNKS_PER_THREAD = 4
+# And at most this many tasks: a worker lost mid-chunk sends no more than these to run alone.
+MAX_CHUNK = 16
 # Where a local cluster's HTTP servers listen: this machine only, any free port.
 LOOPBACK = "127.0.0.1:0"
 # What they serve: nothing. Dask's default pages (the cluster's state, task errors, worker
@@ -49,6 +57,17 @@ LOOPBACK = "127.0.0.1:0"
 NO_HTTP_ROUTES: dict[str, list[str]] = {
     "distributed.scheduler.http.routes": [],
     "distributed.worker.http.routes": [],
+}
+# What a local cluster's processes do on a clock rather than for a task, made rare: trysquare's
+# tasks are seconds of a validator each, and these otherwise cost CPU the whole time (sampling
+# every worker thread's stack every 10 ms, rebalancing tasks every second, measuring the
+# event loop every 20 ms, the machine every 500 ms, each worker's memory every 100 ms).
+QUIET_CLUSTER: dict[str, object] = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.scheduler.work-stealing": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "1s",
 }
 
 
@@ -233,7 +252,7 @@ class DaskRun:
         import dask
 
         # Read by the scheduler as it is made, and by each worker process through its nanny.
-        with dask.config.set(NO_HTTP_ROUTES):
+        with dask.config.set({**NO_HTTP_ROUTES, **QUIET_CLUSTER}):
             cluster = LocalCluster(**keywords)
         with cluster, Client(cluster) as client:
             yield client
@@ -313,7 +332,15 @@ def _private_comms(processes: bool) -> dict[str, Any]:
 
 
 class _Session:
-    """One ``validate`` on one cluster: submit in a window, collect, stop on request."""
+    """One ``validate`` on one cluster: submit in a window, collect, stop on request.
+
+    Tasks go in chunks (one dask task runs several, one after another): the scheduler, the
+    workers' task machinery and this client handle a dask task, not a run. A chunk is a
+    share of what remains, so the last ones are small and the threads finish together; a
+    small matrix goes one task per dask task. Each run of a chunk is reported as it is
+    recorded (an event on this client's topic); a chunk whose worker died, and a task that
+    raised in a chunk, run again alone, as any single task.
+    """
 
     def __init__(self, client: Client, settings: DaskSettings) -> None:
         self.client = client
@@ -325,22 +352,25 @@ class _Session:
     def run(self, tasks: Collection[Task], should_stop: Callable[[], bool]) -> Iterator[TaskResult]:
         from distributed import Event, as_completed
 
-        from trysquare_dask.worker import run_task, semaphore_for
+        from trysquare_dask.worker import run_chunk, run_task, semaphore_for
 
         stop = Event(self.stop_event, client=self.client)
+        total = len(tasks)
         pending = iter(enumerate(tasks))
-        running: dict[object, tuple[Future[Any], Task]] = {}
+        taken = 0
+        alone: deque[tuple[int, Task]] = deque()  # to run one per dask task
+        running: dict[object, _Unit] = {}
+        in_flight: dict[int, Task] = {}  # every task submitted and not reported yet, by number
         completed = as_completed()
+        heard: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # This client's own topic: the scheduler forgets its events when the client leaves.
+        topic = str(self.client.id)
+        self.client.subscribe_topic(topic, heard.put)
+        workerless = _WorkerlessClock(self.client, self.settings.worker_wait)
 
-        def submit_more() -> None:
-            # A window of a couple of tasks per cluster thread, not the whole matrix:
-            # the scheduler holds few contexts, and a stop leaves little to cancel.
-            window = max(4, 2 * sum(self.client.nthreads().values()))
-            while len(running) < window:
-                item = next(pending, None)
-                if item is None:
-                    return
-                number, task = item
+        def submit(members: list[tuple[int, Task]]) -> None:
+            number, task = members[0]
+            if len(members) == 1:
                 future = self.client.submit(
                     run_task,
                     task,
@@ -350,40 +380,135 @@ class _Session:
                     pure=False,
                     retries=self.settings.retries,
                 )
-                running[future.key] = (future, task)
-                completed.add(future)
+                marker = None
+            else:
+                marker = f"trysquare-chunk-{self.token}-{number}"
+                future = self.client.submit(
+                    run_chunk,
+                    [(n, t, semaphore_for(t.validation)) for n, t in members],
+                    stop_event=self.stop_event,
+                    topic=topic,
+                    token=self.token,
+                    chunk=marker,
+                    key=f"trysquare-{self.token}-chunk-{number}",
+                    pure=False,
+                    retries=0,  # a chunk runs once; what it did not record runs alone
+                )
+            running[future.key] = _Unit(future, members, marker)
+            in_flight.update(members)
+            completed.add(future)
 
-        workerless = _WorkerlessClock(self.client, self.settings.worker_wait)
+        def submit_more() -> None:
+            nonlocal taken
+            threads = max(1, workerless.threads)
+            # A couple of dask tasks per cluster thread, not the whole matrix: the scheduler
+            # holds few contexts, and a stop leaves little to cancel.
+            window = max(4, 2 * threads)
+            while len(running) < window:
+                if alone:
+                    submit([alone.popleft()])
+                    continue
+                members = list(itertools.islice(pending, chunk_size(total - taken, threads)))
+                if not members:
+                    return
+                taken += len(members)
+                submit(members)
+
+        def reported() -> Iterator[TaskResult]:
+            from trysquare.api import TaskResult
+
+            while not heard.empty():
+                _, message = heard.get()
+                if not (isinstance(message, dict) and message.get("trysquare") == self.token):
+                    continue  # the scheduler's own news about this client
+                number = message.get("number")
+                task = in_flight.pop(number, None) if isinstance(number, int) else None
+                if task is not None:
+                    yield TaskResult.from_document(task, message["document"])
+
         try:
             submit_more()
             while running:
                 if should_stop():
                     stop.set()  # a task still running records nothing, as with the local pool
                     return
+                yield from reported()
                 if not completed.has_ready():
                     if workerless.expired():
                         raise UsageError(
                             f"dask: {self._where()} has had no worker for "
-                            f"{self.settings.worker_wait:g} s while {len(running)} tasks waited; "
-                            "nothing was recorded for them: start workers (or give them longer "
-                            "with --executor-option worker_wait=SECONDS) and run validate again"
+                            f"{self.settings.worker_wait:g} s while {len(in_flight)} tasks "
+                            "waited; nothing was recorded for them: start workers (or give them "
+                            "longer with --executor-option worker_wait=SECONDS) and run "
+                            "validate again"
                         )
                     time.sleep(POLL_SECONDS)
                     continue
                 for future in completed.next_batch(block=False):
-                    _, task = running.pop(future.key)
-                    result = self._result(future, task)
+                    unit = running.pop(future.key)
+                    if unit.marker is None:
+                        number, task = unit.members[0]
+                        result = self._result(future, task) if number in in_flight else None
+                        in_flight.pop(number, None)
+                        results = [] if result is None else [result]
+                    else:
+                        # What a chunk reported before it ended arrived before its end did.
+                        results = [*reported(), *self._chunk(unit, in_flight, alone)]
                     # Let the scheduler forget it now: while a client holds a finished task's
                     # future, a worker that dies holding its (small) result has it computed
                     # again, and the validator rewrites a result already recorded.
                     future.release()
-                    if result is not None:
-                        yield result
+                    yield from results
                 submit_more()
         finally:
+            self.client.unsubscribe_topic(topic)
             # Tasks not started never will; results already written stay (whole files).
             if running:
-                self.client.cancel([future for future, _ in running.values()])
+                self.client.cancel([unit.future for unit in running.values()])
+                for unit in running.values():
+                    if unit.marker is not None:
+                        _forget_marker(self.client, unit.marker)
+
+    def _chunk(
+        self, unit: _Unit, in_flight: dict[int, Task], alone: deque[tuple[int, Task]]
+    ) -> list[TaskResult]:
+        """The results of a finished chunk not reported yet; what it did not run goes to
+        ``alone``."""
+        from concurrent.futures import CancelledError
+
+        from trysquare.api import TaskResult
+
+        from trysquare_dask.worker import CHUNK_LOST, WorkerCannotSeeRuns
+
+        try:
+            value = unit.future.result()
+        except CancelledError:
+            value = []
+        except WorkerCannotSeeRuns as error:
+            raise UsageError(str(error)) from None
+        except Exception:  # noqa: BLE001 - e.g. KilledWorker: each of its tasks is tried alone
+            value = CHUNK_LOST
+        finally:
+            _forget_marker(self.client, unit.marker)
+        results: list[TaskResult] = []
+        if value == CHUNK_LOST:
+            alone.extend((n, t) for n, t in unit.members if n in in_flight)
+            for number, _ in unit.members:
+                in_flight.pop(number, None)
+            return results
+        ran = dict(value)
+        for number, task in unit.members:
+            if number not in in_flight:
+                continue  # reported already
+            del in_flight[number]
+            if number not in ran:
+                continue  # not run: a stop came first
+            document = ran[number]
+            if document is None:
+                alone.append((number, task))  # it raised: dask's retries apply alone
+            else:
+                results.append(TaskResult.from_document(task, document))
+        return results
 
     def _where(self) -> str:
         if self.settings.scheduler is not None:
@@ -411,6 +536,31 @@ class _Session:
         return None if document is None else TaskResult.from_document(task, document)
 
 
+def chunk_size(remaining: int, threads: int) -> int:
+    """How many of the ``remaining`` tasks the next dask task runs, on ``threads`` threads."""
+    return max(1, min(MAX_CHUNK, remaining // (CHUNKS_PER_THREAD * max(1, threads))))
+
+
+@attrs.frozen
+class _Unit:
+    """One dask task in flight: one trysquare task, or a chunk of them (with its marker)."""
+
+    future: Future[Any]
+    members: list[tuple[int, Task]]
+    marker: str | None  # the chunk's "started" event on the scheduler; None for one task
+
+
+def _forget_marker(client: Client, marker: str | None) -> None:
+    """Let the scheduler drop a chunk's "started" event (it keeps one that is set)."""
+    if marker is None:
+        return
+    from distributed import Event
+
+    # A cluster going away forgets it anyway.
+    with suppress(Exception):
+        Event(marker, client=client).clear()
+
+
 class _WorkerlessClock:
     """How long the cluster has had no worker at all, looked at once a second.
 
@@ -424,13 +574,16 @@ class _WorkerlessClock:
         self.patience = patience
         self.last_look = time.monotonic()
         self.since: float | None = None
+        # The cluster's threads when last looked at: what the window and the chunks are sized by.
+        self.threads = sum(client.nthreads().values())
 
     def expired(self) -> bool:
         now = time.monotonic()
         if now - self.last_look < WORKER_LOOK_SECONDS:
             return False
         self.last_look = now
-        if self.client.nthreads():
+        self.threads = sum(self.client.nthreads().values())
+        if self.threads:
             self.since = None
             return False
         if self.since is None:
