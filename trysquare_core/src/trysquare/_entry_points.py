@@ -2,11 +2,11 @@
 
 Finding them the ordinary way imports :mod:`importlib.metadata` (and with it ``email``,
 ``zipfile``, ``csv``) and reads every installed distribution's ``entry_points.txt``, then
-the ``METADATA`` of each plugin: most of the start of a one-run ``validate`` or ``report``.
+the ``METADATA`` of each plugin: a large part of the start of a one-run ``validate``.
 What the scan found is kept in trysquare's own cache (``$XDG_CACHE_HOME/trysquare``, which
 the jail never shows to the agent's code), one file per interpreter, beside a *stamp*: the
-import path, and the inode, size and modification time of each folder on it, of each
-``*.dist-info``/``*.egg-info`` in them, and of the ``entry_points.txt``, ``METADATA`` and
+import path, the ``*.dist-info``/``*.egg-info`` names in each folder on it, and the inode,
+size and modification time of each of them and of the ``entry_points.txt``, ``METADATA`` and
 ``PKG-INFO`` inside. Installing, removing or upgrading a distribution changes the stamp, and
 the next start scans again. A cache file that is unreadable, not ours, of another format or
 stamped otherwise is never trusted: it is scanned again and replaced. A stamp holding a time
@@ -139,15 +139,17 @@ def _stamp(path_entries: Iterable[str]) -> list[Any] | None:
     newest = 0
     for entry in entries:
         folder = entry or "."
-        mark = _mark(folder)
-        stamp.append([folder, mark])
-        if mark is None or mark[0] != "d":
-            continue
-        newest = max(newest, mark[3])
         try:
             names = sorted(os.listdir(folder))
-        except OSError:
+        except NotADirectoryError:  # a zip archive on the path: its own mark
+            stamp.append([folder, _mark(folder)])
             continue
+        except OSError:
+            stamp.append([folder, None])
+            continue
+        # The folder's own time is left out: any file made in it (the current folder is on
+        # the path under `python -m`) would change it; a distribution's folder is a name here.
+        stamp.append([folder, None])
         for name in names:
             if not name.lower().endswith(_DIST_SUFFIXES):
                 continue
@@ -156,7 +158,7 @@ def _stamp(path_entries: Iterable[str]) -> list[Any] | None:
                 _mark(os.path.join(dist_folder, file)) for file in _DIST_FILES
             ]
             stamp.append([name, marks])
-            newest = max([newest] + [m[3] for m in marks if m is not None])
+            newest = max([newest] + [mark[3] for mark in marks if mark is not None])
     if newest >= (time.time() - _SETTLED_SECONDS) * 1e9:
         return None
     return stamp
