@@ -100,6 +100,18 @@ def test_entry_points_rewritten_in_place_are_read_again(only_site: Path) -> None
     )
 
 
+def test_an_eggs_requirements_rewritten_are_read_again(only_site: Path) -> None:
+    egg = only_site / "trysquare_egg.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: trysquare-egg\nVersion: 1\n")
+    (egg / "entry_points.txt").write_text("[trysquare]\ntrysquare-egg = egg_plugin\n")
+    (egg / "requires.txt").write_text("trysquare-core\n")
+    assert _entry_points.scan()[0].requires == ("trysquare-core",)
+    with (egg / "requires.txt").open("a", encoding="utf-8") as handle:
+        handle.write("trysquare-judge\n")
+    assert _entry_points.scan()[0].requires == ("trysquare-core", "trysquare-judge")
+
+
 @pytest.mark.parametrize(
     "content",
     [

@@ -6,8 +6,8 @@ the ``METADATA`` of each plugin: a large part of the start of a one-run ``valida
 What the scan found is kept in trysquare's own cache (``$XDG_CACHE_HOME/trysquare``, which
 the jail never shows to the agent's code), one file per interpreter, beside a *stamp*: the
 import path, the ``*.dist-info``/``*.egg-info`` names in each folder on it, and the inode,
-size and modification time of each of them and of the ``entry_points.txt``, ``METADATA`` and
-``PKG-INFO`` inside. Installing, removing or upgrading a distribution changes the stamp, and
+size and modification time of each of them and of the files of it the scan reads
+(``entry_points.txt`` and ``METADATA``, or an egg's ``PKG-INFO`` and ``requires.txt``). Installing, removing or upgrading a distribution changes the stamp, and
 the next start scans again. A cache file that is unreadable, not ours, of another format or
 stamped otherwise is never trusted: it is scanned again and replaced. A stamp holding a time
 too close to the scan is not written at all (a change within the file system's clock tick
@@ -34,8 +34,12 @@ CACHE_NAME = "entry-points"
 # A stamp is written only when everything in it is older than this: a change made in the same
 # tick of a coarse file-system clock as the scan would leave the times as they were.
 _SETTLED_SECONDS = 2.0
-_DIST_SUFFIXES = (".dist-info", ".egg-info")
-_DIST_FILES = ("entry_points.txt", "METADATA", "PKG-INFO")
+# The files of a distribution's metadata the scan reads, by the suffix of its folder.
+_DIST_FILES = {
+    ".dist-info": ("entry_points.txt", "METADATA"),
+    ".egg-info": ("entry_points.txt", "PKG-INFO", "requires.txt"),
+}
+_DIST_SUFFIXES = tuple(_DIST_FILES)
 
 
 class Found:
@@ -151,11 +155,13 @@ def _stamp(path_entries: Iterable[str]) -> list[Any] | None:
         # the path under `python -m`) would change it; a distribution's folder is a name here.
         stamp.append([folder, None])
         for name in names:
-            if not name.lower().endswith(_DIST_SUFFIXES):
+            lower = name.lower()
+            suffix = next((end for end in _DIST_SUFFIXES if lower.endswith(end)), None)
+            if suffix is None:
                 continue
             dist_folder = os.path.join(folder, name)
             marks = [_mark(dist_folder)] + [
-                _mark(os.path.join(dist_folder, file)) for file in _DIST_FILES
+                _mark(os.path.join(dist_folder, file)) for file in _DIST_FILES[suffix]
             ]
             stamp.append([name, marks])
             newest = max([newest] + [mark[3] for mark in marks if mark is not None])
