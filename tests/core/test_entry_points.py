@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,25 @@ def test_a_corrupt_cache_file_costs_no_traceback(cli, monkeypatch: pytest.Monkey
     done = cli("plugins")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "trysquare-script" in done.stdout
+
+
+def test_each_import_path_keeps_its_own_file_and_old_ones_go(
+    only_site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dist_info(only_site, "trysquare-echo", "echo_plugin")
+    _entry_points.scan()
+    first = Path(_entry_points.cache_file())
+    monkeypatch.setattr(sys, "path", ["", str(only_site)])  # python -m: the current folder first
+    _entry_points.scan()
+    second = Path(_entry_points.cache_file())
+    assert first != second and first.is_file() and second.is_file()
+    scan_metadata = _entry_points._scan_metadata
+    _no_metadata_scan(monkeypatch)
+    monkeypatch.setattr(sys, "path", [str(only_site)])
+    assert len(_entry_points.scan()) == 1  # the first file still holds, read again
+    old = time.time() - 31 * 24 * 3600
+    os.utime(second, (old, old))
+    monkeypatch.setattr(_entry_points, "_scan_metadata", scan_metadata)
+    monkeypatch.setattr(sys, "path", [str(only_site), str(only_site / "elsewhere")])
+    _entry_points.scan()  # a third import path: its file is written, the month-old one goes
+    assert first.is_file() and not second.exists()

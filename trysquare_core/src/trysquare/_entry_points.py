@@ -81,12 +81,16 @@ class Found:
 
 
 def cache_file() -> str:
-    """This interpreter's cache file, in trysquare's cache (found as ``git.shadow`` finds it)."""
+    """The cache file of this interpreter and import path, in trysquare's cache (found as
+    ``git.shadow`` finds it). The path is in the name: the console script (its folder first
+    on the path) and ``python -m trysquare`` (the current folder first) keep a file each,
+    rather than replacing one another's at every start."""
     root = os.environ.get("XDG_CACHE_HOME", "")
     # XDG: a relative value is invalid and must be ignored.
     base = root if root and os.path.isabs(root) else os.path.join(os.path.expanduser("~"), ".cache")
-    interpreter = hashlib.sha256(f"{sys.prefix}\0{sys.executable}".encode()).hexdigest()[:16]
-    return os.path.join(base, "trysquare", f"{CACHE_NAME}-{interpreter}.json")
+    where = "\0".join([sys.prefix, sys.executable, *map(str, sys.path)])
+    digest = hashlib.sha256(where.encode(errors="surrogateescape")).hexdigest()[:16]
+    return os.path.join(base, "trysquare", f"{CACHE_NAME}-{digest}.json")
 
 
 def scan(*, fresh: bool = False) -> list[Found]:
@@ -243,5 +247,30 @@ def _write(path: str, stamp: list[Any] | None, found: list[Found]) -> None:
     except (OSError, ValueError):
         try:
             os.unlink(temporary)
+        except OSError:
+            pass
+        return
+    _prune(folder, keep=os.path.basename(path))
+
+
+# A cache file not rewritten for this long goes when another is written (one file per import
+# path: `python -m trysquare` run from many folders would otherwise leave one for each).
+_PRUNE_SECONDS = 30 * 24 * 3600
+
+
+def _prune(folder: str, *, keep: str) -> None:
+    limit = time.time() - _PRUNE_SECONDS
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name == keep or CACHE_NAME not in name or not name.endswith((".json", ".tmp")):
+            continue
+        if not name.startswith((f"{CACHE_NAME}-", f".{CACHE_NAME}-")):
+            continue
+        try:
+            if os.lstat(os.path.join(folder, name)).st_mtime < limit:
+                os.unlink(os.path.join(folder, name))
         except OSError:
             pass
