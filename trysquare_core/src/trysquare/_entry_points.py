@@ -3,16 +3,15 @@
 Finding them the ordinary way imports :mod:`importlib.metadata` (and with it ``email``,
 ``zipfile``, ``csv``) and reads every installed distribution's ``entry_points.txt``, then
 the ``METADATA`` of each plugin: a large part of the start of a one-run ``validate``.
-What the scan found is kept in trysquare's own cache (``$XDG_CACHE_HOME/trysquare``, which
-the jail never shows to the agent's code), one file per interpreter, beside a *stamp*: the
-import path, the ``*.dist-info``/``*.egg-info`` names in each folder on it, and the inode,
-size and modification time of each of them and of the files of it the scan reads
+What the scan found is kept in trysquare's own cache (``$XDG_CACHE_HOME/trysquare``, which the
+jail never shows to the agent's code), one file per interpreter and import path, beside a
+*stamp*: the import path, the ``*.dist-info``/``*.egg-info`` names in each folder on it, and
+the inode, size and modification time of each of them and of the files of it the scan reads
 (``entry_points.txt`` and ``METADATA``, or an egg's ``PKG-INFO`` and ``requires.txt``).
 Installing, removing or upgrading a distribution changes the stamp, and the next start scans
-again. A cache file that is unreadable, not ours, of another format or
-stamped otherwise is never trusted: it is scanned again and replaced. A stamp holding a time
-too close to the scan is not written at all (a change within the file system's clock tick
-could not be seen).
+again. A cache file that is unreadable, not ours, of another format or stamped otherwise is
+never trusted: it is scanned again and replaced. A stamp holding a time too close to the scan
+is not written at all (a change within the file system's clock tick could not be seen).
 """
 
 from __future__ import annotations
