@@ -60,3 +60,29 @@ def test_usage_error_prints_usage_once_without_a_doubled_prefix(argv, capsys) ->
     assert err.count("usage:") == 1 and lines[0].startswith(f"usage: trysquare {argv[0]} ")
     assert lines[-1].startswith(f"trysquare {argv[0]}: ")
     assert "trysquare: trysquare" not in err and "Traceback" not in err
+
+
+def test_a_built_in_command_is_built_alone_and_reads_as_in_the_whole_parser() -> None:
+    """``trysquare report ...`` builds only report's parser (a cheaper start): its help, its
+    defaults and its handler are those of the full command line."""
+    from trysquare.cli.parser import BUILTIN_COMMANDS
+
+    whole = dict(commands(build_parser(with_plugins=False)))
+    assert [name.removeprefix("trysquare ") for name in whole] == list(BUILTIN_COMMANDS)
+    for word in BUILTIN_COMMANDS:
+        alone = dict(commands(build_parser(word=word)))
+        siblings = ("try", "init") if word in ("try", "init") else (word,)  # one builder
+        assert list(alone) == [f"trysquare {name}" for name in siblings]
+        sub, full = alone[f"trysquare {word}"], whole[f"trysquare {word}"]
+        assert sub.format_help() == full.format_help()
+        defaults = [
+            ({a.dest: a.default for a in parser._actions}, parser._defaults)
+            for parser in (sub, full)
+        ]
+        assert defaults[0] == defaults[1]
+
+
+def test_a_word_that_is_no_built_in_command_builds_every_command(capsys) -> None:
+    assert cli.main(["reprot"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'reprot'" in err and "report" in err

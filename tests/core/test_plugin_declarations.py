@@ -160,6 +160,9 @@ def test_validate_and_report_import_no_plugin_they_do_not_need(
             "trysquare_judge.mode",
         ):
             assert unneeded not in modules, f"{command} imported {unneeded}"
+    # Only validate runs validators: report needs none of the keys a judge's providers guard.
+    assert "trysquare_judge" in imported["validate"]
+    assert not {"trysquare_judge", "trysquare_anthropic"} & imported["report"]
 
 
 def test_the_in_tree_plugins_declare_what_they_register(cli) -> None:

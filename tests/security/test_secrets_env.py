@@ -201,8 +201,12 @@ def test_task_pass_env_reaches_the_suite_only(keys, make_run, tmp_path: Path) ->
     assert PROVIDER_VAR not in seen and "AWS_SECRET_ACCESS_KEY" not in seen
 
 
+@pytest.mark.parametrize("runs_validators", [True, False], ids=["validate", "report"])
 @pytest.mark.parametrize("where", ["task", "validation"])
-def test_pass_env_naming_provider_key_refused(keys, tmp_path: Path, where: str) -> None:
+def test_pass_env_naming_provider_key_refused(
+    keys, tmp_path: Path, where: str, runs_validators: bool
+) -> None:
+    # A command that runs no validator (report) skips the judge's keys, but not this refusal.
     extra = (
         {"task_extra": f'pass_env = ["{PROVIDER_VAR}"]'}
         if where == "task"
@@ -210,7 +214,7 @@ def test_pass_env_naming_provider_key_refused(keys, tmp_path: Path, where: str) 
     )
     scenario = _suite_scenario(tmp_path / "s", **extra)
     with pytest.raises(ScenarioError) as refused:
-        load_scenario(scenario)
+        load_scenario(scenario, runs_validators=runs_validators)
     message = refused.value.message
     assert message.startswith("scenario.toml: ")
     assert f"pass_env: '{PROVIDER_VAR}' is a judge provider's key" in message

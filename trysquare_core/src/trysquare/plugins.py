@@ -21,13 +21,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
 
-from trysquare import hookspecs
+from trysquare import _entry_points, hookspecs
+from trysquare._entry_points import Found
 from trysquare.hookspecs import LISTED_AS
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class _Candidate:
     """A plugin that may load: an entry point (or an in-tree default) not imported yet."""
 
     name: str
-    entry_point: metadata.EntryPoint | None  # None: an in-tree default module
+    entry_point: Found | None  # None: an in-tree default module
     provides: frozenset[str] | None  # None: it declares nothing, so every command loads it
     needs: frozenset[str]  # the plugins its distribution requires (load first)
 
@@ -155,21 +155,24 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
-def _start() -> _State:
-    """The manager and the plugins that may load, from metadata alone: nothing is imported."""
+def _start(*, fresh: bool = False) -> _State:
+    """The manager and the plugins that may load, from metadata alone: nothing is imported
+    (with ``fresh``, the installed distributions are read again, whatever the cache holds)."""
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
     # pytest's idiom: a plugin brings hookspecs of its own (the judge: providers) from
     # this historic hook, which pluggy also calls for every plugin registered later.
     manager.hook.trysquare_add_hookspecs.call_historic(kwargs={"pluginmanager": manager})
     state = _State(manager, {}, {})
-    _facts.clear()
     only = _names("TRYSQUARE_LOAD_PLUGINS")
     blocked = _names("TRYSQUARE_BLOCK_PLUGINS") or set()
-    found = metadata.entry_points()  # one scan of the installed distributions, both groups
-    entry_points = _claimed(state, blocked, only, found.select(group=ENTRY_POINT_GROUP))
+    # Both groups, from one scan of the installed distributions (kept until they change).
+    found = _entry_points.scan(fresh=fresh)
+    entry_points = _claimed(
+        state, blocked, only, [item for item in found if item.group == ENTRY_POINT_GROUP]
+    )
     plugin_names = {entry_point.name for entry_point in entry_points}
-    declared = _declarations(found.select(group=PROVIDES_GROUP))
+    declared = _declarations([item for item in found if item.group == PROVIDES_GROUP])
     for entry_point in entry_points:
         name = entry_point.name
         dist = _dist_name(entry_point)
@@ -197,7 +200,7 @@ def _start() -> _State:
     return state
 
 
-def _declarations(entry_points: Iterable[metadata.EntryPoint]) -> dict[str, frozenset[str]]:
+def _declarations(entry_points: Iterable[Found]) -> dict[str, frozenset[str]]:
     """What each distribution declares it provides, by normalized distribution name."""
     found: dict[str, set[str]] = {}
     for entry_point in entry_points:
@@ -304,50 +307,18 @@ def _ensure_kind(state: _State, kind: str, names: Iterable[str] | None = None) -
 _loading: list[str] = []
 
 
-@attrs.frozen
-class _DistFacts:
-    """What is read from one distribution's metadata, parsed once (each read of
-    ``Distribution.metadata`` parses the whole file again)."""
-
-    name: str  # normalized: trysquare-judge
-    version: str | None
-    requires: tuple[str, ...]
-
-
-_facts: dict[int, tuple[metadata.Distribution, _DistFacts]] = {}
-
-
-def _dist_facts(entry_point: metadata.EntryPoint) -> _DistFacts | None:
-    dist = entry_point.dist
-    if dist is None:
-        return None
-    known = _facts.get(id(dist))
-    if known is not None and known[0] is dist:
-        return known[1]
-    meta = dist.metadata
-    facts = _DistFacts(
-        name=re.sub(r"[-_.]+", "-", meta["Name"] or "").lower(),
-        version=meta["Version"],
-        requires=tuple(meta.get_all("Requires-Dist") or dist.requires or ()),  # or an egg-info's
-    )
-    _facts[id(dist)] = (dist, facts)  # the distribution is kept: its id stays its own
-    return facts
-
-
-def _dist_name(entry_point: metadata.EntryPoint) -> str | None:
+def _dist_name(entry_point: Found) -> str | None:
     """The normalized name of the distribution declaring ``entry_point``."""
-    facts = _dist_facts(entry_point)
-    return None if facts is None else facts.name
+    return entry_point.dist
 
 
-def _dist_version(entry_point: metadata.EntryPoint) -> str | None:
-    facts = _dist_facts(entry_point)
-    return None if facts is None else facts.version
+def _dist_version(entry_point: Found) -> str | None:
+    return entry_point.version
 
 
 def _claimed(
-    state: _State, blocked: set[str], only: set[str] | None, found: Iterable[metadata.EntryPoint]
-) -> list[metadata.EntryPoint]:
+    state: _State, blocked: set[str], only: set[str] | None, found: Iterable[Found]
+) -> list[Found]:
     """The entry points that may load, by name: one for each name, the others refused.
 
     An entry point name is its distribution's name (``trysquare-script``). When several
@@ -356,12 +327,12 @@ def _claimed(
     with no such distribution, every claimant is refused. A foreign distribution declaring
     a built-in's name is refused even alone: it would stand in for the built-in.
     """
-    by_name: dict[str, list[metadata.EntryPoint]] = {}
+    by_name: dict[str, list[Found]] = {}
     for entry_point in found:
         if _dist_name(entry_point) in blocked and _dist_name(entry_point) != entry_point.name:
             continue  # blocked by its distribution's name (blocked by its own name: later)
         by_name.setdefault(entry_point.name, []).append(entry_point)
-    kept: list[metadata.EntryPoint] = []
+    kept: list[Found] = []
     for name, claimants in sorted(by_name.items()):
         owner = next((ep for ep in claimants if _dist_name(ep) == name), None)
         if owner is None and len(claimants) == 1 and name not in BUILTIN_DISTRIBUTIONS:
@@ -389,12 +360,10 @@ def _claimed(
     return kept
 
 
-def _needed_plugins(entry_point: metadata.EntryPoint) -> set[str]:
+def _needed_plugins(entry_point: Found) -> set[str]:
     """The distributions a plugin's own distribution requires (extras aside), by normalized name."""
-    facts = _dist_facts(entry_point)
-    requirements = facts.requires if facts is not None else None
     names = set()
-    for requirement in requirements or ():
+    for requirement in entry_point.requires:
         if ";" in requirement and "extra" in requirement.split(";", 1)[1]:
             continue
         match = _REQUIREMENT_NAME.match(requirement)
@@ -445,12 +414,12 @@ def get_manager() -> pluggy.PluginManager:
     return state.manager
 
 
-def _get_state() -> _State:
+def _get_state(*, fresh: bool = False) -> _State:
     """The plugin manager's state, with the plugins that declare nothing loaded."""
     global _state
     with _load_lock:
         if _state is None:
-            _state = _start()
+            _state = _start(fresh=fresh)
             _ensure(_state, lambda _provides: False)
         return _state
 
@@ -459,7 +428,6 @@ def reset() -> None:
     """Forget the loaded plugins (tests change the environment between loads)."""
     global _state
     _state = None
-    _facts.clear()
 
 
 def registry(hook_name: str, names: Iterable[str] | None = None) -> dict[str, Any]:
@@ -731,15 +699,15 @@ def add_commands(
     """
     from trysquare.commands import Commands
 
+    if word is not None and word in subparsers.choices:
+        return  # a built-in command: no plugin needs to load for its parser
     state = _get_state()
     if word is None:
         _ensure_kind(state, "command")
-    elif word not in subparsers.choices:
+    else:
         _ensure_kind(state, "command", [word])
         if f"command.{word}" not in state.declared:
             _ensure_kind(state, "command")  # a command nobody declares: argparse lists them all
-    else:
-        return
     for plugin_name, caller in _callers(state, "trysquare_register_commands"):
         if plugin_name in state.failures:
             continue
@@ -779,9 +747,10 @@ def report_formats(names: Iterable[str] | None = None) -> dict[str, Any]:
     return registry("trysquare_register_report_formats", names)
 
 
-def infos() -> list[PluginInfo]:
-    """Every plugin found: loaded ones with what they provide, broken ones with their error."""
-    state = _get_state()
+def infos(*, fresh: bool = False) -> list[PluginInfo]:
+    """Every plugin found: loaded ones with what they provide, broken ones with their error
+    (with ``fresh``, found in the installed distributions' metadata, not in the cache)."""
+    state = _get_state(fresh=fresh)
     _ensure_all(state)
     listed = listed_registries()
     for hook_name in listed:

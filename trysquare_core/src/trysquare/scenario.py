@@ -149,13 +149,20 @@ class Scenario:
 
 
 def load_scenario(
-    path: Path, modes: Mapping[str, Mode] | None = None, *, config: Path | None = None
+    path: Path,
+    modes: Mapping[str, Mode] | None = None,
+    *,
+    config: Path | None = None,
+    runs_validators: bool = True,
 ) -> Scenario:
     """Load and check ``path``; raise :class:`ScenarioError` with one sentence otherwise.
 
     ``modes`` defaults to the installed plugins' modes; ``config`` is a
     ``trysquare.toml`` named on the command line (modes that read one look for
-    the nearest above the scenario otherwise).
+    the nearest above the scenario otherwise). A command that runs no validator and none
+    of the agent's code (``report``, ``plan``, ``trust``) passes ``runs_validators=False``:
+    the keys the plugins guard are then gathered only to check a ``pass_env`` against them
+    (the scenario's ``protected_env`` is empty otherwise), so no judge loads for them.
     """
     if config is not None and not Path(config).is_file():
         raise ScenarioError(f"--config {config}: no such file")
@@ -184,7 +191,11 @@ def load_scenario(
         verdict=raw.verdict or Verdict(),
         axes=raw.axes,
         variants=raw.variants,
-        protected_env=_protected_env(path, config),
+        protected_env=(
+            _protected_env(path, config)
+            if runs_validators or _passes_env(raw.task, raw.validation)
+            else {}
+        ),
     )
     _check_pass_env(scenario)
     _check_validations(scenario)
@@ -251,6 +262,13 @@ def _check_artefacts(path: Path, artefacts: Sequence[str]) -> None:
                 f"{path.name}: task.artefacts[{index}] is {pattern!r}, which names no path; "
                 'remove it or name the by-product (e.g. "__pycache__")'
             )
+
+
+def _passes_env(task: Task, tables: Sequence[Any]) -> bool:
+    """Whether the scenario passes any variable by name (``task`` or a ``[[validation]]``)."""
+    return bool(task.pass_env) or any(
+        isinstance(table, Mapping) and table.get("pass_env") for table in tables
+    )
 
 
 def _protected_env(path: Path, config: Path | None) -> dict[str, str]:

@@ -14,10 +14,10 @@ if TYPE_CHECKING:
     from trysquare.runs import Experiment
 
 
-def _load(path: Path, config: Path | None = None) -> Any:
+def _load(path: Path, config: Path | None = None, *, runs_validators: bool = True) -> Any:
     from trysquare.scenario import load_scenario
 
-    return load_scenario(path, config=config)
+    return load_scenario(path, config=config, runs_validators=runs_validators)
 
 
 def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Experiment]:

@@ -15,7 +15,7 @@ def _plugins(args: argparse.Namespace) -> int:
 
     from trysquare import plugins
 
-    listed = plugins.infos()
+    listed = plugins.infos(fresh=True)  # the installed metadata itself, never the cache
     if args.json:
         # A list (its shape is pinned by the design), each entry everything the text listing
         # says (a refused name in "error", as in the text) and the schema_version a reader

@@ -19,7 +19,7 @@ from trysquare.errors import UsageError
 def _report(args: argparse.Namespace) -> int:
     from trysquare.report import run_report
 
-    scenario = _load(args.scenario)
+    scenario = _load(args.scenario, runs_validators=False)  # no validator runs
     from trysquare.selection import Selection
 
     experiments = load_experiments([args.path])
@@ -51,7 +51,7 @@ def _trust(args: argparse.Namespace) -> int:
     from trysquare.lock import experiment_lock
     from trysquare.selection import Selection
 
-    scenario = _load(args.scenario)
+    scenario = _load(args.scenario, runs_validators=False)  # no validator runs
     whole = load_experiments([args.path])
     _refuse_duplicates(whole)
     experiments = Selection.from_args(args.cell, args.run).apply(whole)
@@ -78,7 +78,7 @@ def _plan(args: argparse.Namespace) -> int:
     from trysquare.report import Layout, build_report
     from trysquare.report.plan import build_plan, render_plan
 
-    scenario = _load(args.scenario)
+    scenario = _load(args.scenario, runs_validators=False)  # no validator runs
     if scenario.verdict.reference is None:
         raise UsageError(
             f"{args.scenario}: plan needs [verdict] reference, the cell every gap is "
