@@ -195,18 +195,18 @@ class InFlight:
         }
         entry["mac"] = _signing.mac(_signed(entry))
         key = _key(run, name)
+        data = _atomic.encode(json.dumps(entry, sort_keys=True))
+        # Every use of a slot's fd is made holding the lock, so none outlives close().
         with self._changed:
             self._running[key] = self._running.get(key, 0) + 1
             self._started.add(key)
             slot = self._slot(root)
-            if slot is not None:
+            written = slot is not None and slot.write(data)
+            if slot is not None and written:
                 self._held.setdefault(key, []).append(slot)
-        written = slot is not None and slot.write(_atomic.encode(json.dumps(entry, sort_keys=True)))
-        if slot is not None and not written:
-            with (
-                self._changed
-            ):  # no marker: this validation is simply retried if trysquare ends now
-                self._release(key, slot, empty=slot.empty())
+            elif slot is not None and slot.empty():
+                # No marker: this validation is simply retried if trysquare ends now.
+                self._idle.setdefault(root, []).append(slot)
         if earlier is not None and written:
             # Its count now lies in this validate's slot: the earlier file goes.
             self._drop_found(key)
@@ -277,10 +277,11 @@ class InFlight:
             slots, self._slots = self._slots, []
             folders, self._folders = self._folders, {}
             self._idle.clear()
-        for slot in slots:
-            slot.close()
-        for fd in folders.values():
-            os.close(fd)
+            self._held.clear()
+            for slot in slots:
+                slot.close()
+            for fd in folders.values():
+                os.close(fd)
         if complete:
             for key, marker in list(self.found.items()):
                 if key not in self._started:
@@ -327,6 +328,8 @@ class _Slot:
 
     def write(self, data: bytes) -> bool:
         """Put one marker into the empty slot, in one write; whether it was written whole."""
+        if self.fd < 0:
+            return False
         try:
             return os.pwrite(self.fd, data, 0) == len(data)
         except OSError:
@@ -334,6 +337,8 @@ class _Slot:
 
     def empty(self) -> bool:
         """Empty the slot; whether it is empty now (a slot not emptied is not used again)."""
+        if self.fd < 0:
+            return False
         try:
             os.ftruncate(self.fd, 0)
         except OSError:
@@ -341,13 +346,17 @@ class _Slot:
         return True
 
     def close(self) -> None:
-        """Close the slot; remove its file when it is empty (a marker left in it stays)."""
+        """Close the slot; remove its file when it is empty (a marker left in it stays).
+        Closed, it is never written again (its fd number may be another file's by then)."""
+        if self.fd < 0:
+            return
         try:
             if os.fstat(self.fd).st_size == 0:
                 os.unlink(self.name, dir_fd=self.folder)
         except OSError:
             pass
         os.close(self.fd)
+        self.fd = -1
 
 
 class Deferred(Collection[PlannedTask]):
