@@ -153,6 +153,9 @@ def assay(root: Path, count: int, rounds: int) -> None:
     script = scenario.parent / "assay_validator.py"
     trysquare("validate", scenario, experiment, "--no-progress")  # build and archive contexts
     figures: dict[str, list[float]] = {}
+    # CPU seconds (user + sys of the measured process and its children) beside wall time: on
+    # a shared, loaded machine wall time carries the neighbours' load, CPU time much less.
+    cpu: dict[str, list[float]] = {}
     measures = {
         "loop.serial": lambda: shell_loop(experiment, script),
         "loop.xargs2": lambda: xargs_loop(experiment, script, 2),
@@ -175,8 +178,14 @@ def assay(root: Path, count: int, rounds: int) -> None:
     }
     for _ in range(rounds):
         for name, measure in measures.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             figures.setdefault(name, []).append(measure())
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.setdefault(name, []).append(
+                after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            )
     median = {name: statistics.median(taken) for name, taken in figures.items()}
+    median_cpu = {name: statistics.median(taken) for name, taken in cpu.items()}
     for kind in ("warm", "cold"):
         for jobs, loop, said in (
             (1, "loop.serial", "serial loop"),
@@ -188,6 +197,13 @@ def assay(root: Path, count: int, rounds: int) -> None:
                 f"{median[loop]:.2f} s over {count} runs; trysquare {took:.2f} s; "
                 f"median of {rounds} interleaved rounds)"
             )
+            took_cpu = median_cpu[f"{kind}.jobs{jobs}"]
+            print(
+                f"validate.assay.{kind}.jobs{jobs}.cpu: {took_cpu / median_cpu[loop]:.2f}x "
+                f"({said} {median_cpu[loop]:.2f} s CPU; trysquare {took_cpu:.2f} s CPU, "
+                f"{(took_cpu - median_cpu[loop]) / count * 1000:+.1f} ms CPU a run)"
+            )
+    print(f"load average after: {Path('/proc/loadavg').read_text().strip()}")
 
 
 def startup(count: int, scratch: Path) -> None:

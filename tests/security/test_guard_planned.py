@@ -85,16 +85,23 @@ def test_trysquares_record_of_a_clone_rewritten_to_hide_a_write_is_refused(
     clone = runs[victim].path / "repo"
     body = f"""
 if os.path.basename(os.path.dirname(repo)) == {attacker!r}:
-    import glob, marshal
+    import glob, io, marshal
     target = os.path.join({str(clone)!r}, "counter.py")
     append(target)
     root = os.stat({str(clone)!r})
-    for name in glob.glob({str(private)!r} + "/trysquare-plan-*/*.record"):
-        picture, planned = marshal.loads(open(name, "rb").read())
-        if picture is not None and tuple(picture[1]) == (root.st_dev, root.st_ino):
-            st = os.lstat(target)
-            picture[0]["counter.py"] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
-            attempt("record", lambda: open(name, "wb").write(marshal.dumps((picture, planned))))
+    for name in glob.glob({str(private)!r} + "/trysquare-plan-*/records"):
+        # The records lie end to end in one file: each is read in turn and the victim's
+        # put back rewritten, every other record as it was.
+        stream, kept, found = io.BytesIO(open(name, "rb").read()), [], False
+        while stream.tell() < len(stream.getvalue()):
+            picture, planned = marshal.load(stream)
+            if picture is not None and tuple(picture[1]) == (root.st_dev, root.st_ino):
+                st = os.lstat(target)
+                picture[0]["counter.py"] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+                found = True
+            kept.append(marshal.dumps((picture, planned)))
+        if found:
+            attempt("record", lambda: open(name, "wb").write(b"".join(kept)))
 """
     summary, out = run_validate(scenario(tmp_path / "s", body), tmp_path / "exp")
     assert json.loads(result(runs[attacker])["reasons"]["blocked"]) == {

@@ -231,18 +231,23 @@ def dump_json(value: Any, *, compact: bool = False) -> str:
     Text that cannot be UTF-8 (a lone surrogate) is written with ASCII escapes,
     which any JSON reader turns back into the same string.
     """
-    indent = None if compact else 2
-    text = (
-        json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
-    )
+    text = _ENCODERS[compact, False].encode(value) + "\n"
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = (
-            json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=True, allow_nan=False)
-            + "\n"
-        )
+        text = _ENCODERS[compact, True].encode(value) + "\n"
     return text
+
+
+# The encoders json.dumps would build for dump_json's arguments, built once: every result,
+# context and marker written went through building one (what they write is the same).
+_ENCODERS = {
+    (compact, ascii_only): json.JSONEncoder(
+        indent=None if compact else 2, sort_keys=True, ensure_ascii=ascii_only, allow_nan=False
+    )
+    for compact in (False, True)
+    for ascii_only in (False, True)
+}
 
 
 def write_json(path: Path, value: Any, *, root: Path | None = None, compact: bool = False) -> None:
@@ -259,7 +264,10 @@ def append_line(path: Path, value: Any, *, root: Path | None = None) -> None:
 def json_line(value: Any) -> bytes:
     """``value`` as one line of a JSON-lines file (a history): sorted keys, ASCII escapes
     (a line never fails on a lone surrogate), newline excluded."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=True).encode("ascii")
+    return _LINE.encode(value).encode("ascii")
+
+
+_LINE = json.JSONEncoder(sort_keys=True, ensure_ascii=True)
 
 
 def last_line(path: Path, *, root: Path | None = None) -> bytes | None:

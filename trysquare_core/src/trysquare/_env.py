@@ -13,6 +13,7 @@ import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 __all__ = ["SECRET_PATTERNS", "child_environment", "is_env_name", "looks_secret", "withheld_names"]
 
@@ -93,7 +94,26 @@ def child_environment(
     always removed; names that look secret (:data:`SECRET_PATTERNS`) are removed
     unless listed in ``passed``.
     """
-    source = dict(os.environ if environ is None else environ)
+    if environ is None:
+        # Asked once per task: decoding and screening this process's whole environment each
+        # time cost more than the rest of starting a warm validator. Kept per environment as
+        # it is now (its raw bytes) and per names passed and protected; a copy is handed out.
+        key = (tuple(os.environ._data.items()), tuple(passed), tuple(protected))  # type: ignore[attr-defined]
+        found = _SCREENED.get(key)
+        if found is None:
+            if len(_SCREENED) > 8:
+                _SCREENED.clear()
+            found = _SCREENED[key] = _screened(dict(os.environ), key[1], key[2])
+        return dict(found)
+    return _screened(dict(environ), passed, protected)
+
+
+_SCREENED: dict[tuple[Any, ...], dict[str, str]] = {}
+
+
+def _screened(
+    source: dict[str, str], passed: Iterable[str], protected: Iterable[str]
+) -> dict[str, str]:
     dropped = _withheld(source, passed, protected)
     if not dropped:
         return source

@@ -1,8 +1,12 @@
 """Validations in flight: one run's code never ends the matrix for good.
 
 Before a validator starts on a run, trysquare writes a marker in the experiment's own
-``.trysquare/inflight/`` folder (one small signed file per run × validator); when its
-result is back, the marker goes. A marker found by the next ``validate`` therefore says
+``.trysquare/inflight/`` folder (one small signed entry per run × validator); when its
+result is back, the marker goes. Each entry is written into a slot file of this
+``validate`` (one per validation running at once, made when first needed and removed
+at the end), emptied when the result is back and written again for the next
+validation: making a file costs the kernel far more than writing one, and this happens
+for every task. A marker found by the next ``validate`` therefore says
 that trysquare ended — killed by anything, SIGKILL included, or interrupted — while that
 validation ran. That ``validate`` names the run, runs the rest of the matrix first, and
 then that validation alone (with a local executor), so that if trysquare ends again, that
@@ -10,15 +14,14 @@ run is the one that ended it. A validation during which trysquare ended twice is
 invalid, with why, instead of being retried for ever; ``--force`` (``--rejudge`` for a
 judge) tries it again.
 
-Markers are written atomically (a rename), so they survive a kill -9 of trysquare; they
-are signed with trysquare's key (:mod:`trysquare._signing`), so one planted by the agent
+An entry is written into its empty slot in one ``write`` (a kill cannot tear it: it is
+whole or absent), so it survives a kill -9 of trysquare; markers are signed with trysquare's key (:mod:`trysquare._signing`), so one planted by the agent
 (the experiment folder may be a run folder) is never believed: it is named and removed.
 """
 
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import threading
@@ -72,6 +75,14 @@ class InFlight:
         self._running: dict[tuple[Path, str], int] = {}
         self._started: set[tuple[Path, str]] = set()
         self._changed = threading.Condition()
+        # Where each marker found lies (a slot file of an earlier validate, or a marker file).
+        self._found_at: dict[tuple[Path, str], tuple[Path, Path]] = {}
+        # This validate's slot files: per experiment folder, the folder's fd and the idle
+        # slots; per validation running, the slot holding its marker.
+        self._folders: dict[Path, int] = {}
+        self._idle: dict[Path, list[_Slot]] = {}
+        self._held: dict[tuple[Path, str], list[_Slot]] = {}
+        self._slots: list[_Slot] = []
         runs = {self._where[run.dir]: run for experiment in experiments for run in experiment.runs}
         for root in self._roots:
             self._read(root, runs)
@@ -93,13 +104,22 @@ class InFlight:
             marker = self._marker(root, path, runs)
             if marker is not None:
                 self.found[_key(marker.run, marker.name)] = marker
+                self._found_at[_key(marker.run, marker.name)] = (path, root)
 
     def _marker(
         self, root: Path, path: Path, runs: Mapping[tuple[Path, str], Run]
     ) -> Marker | None:
         try:
-            entry = json.loads(_atomic.read_bytes(path, root=root))
-        except (OSError, ValueError, RecursionError):
+            raw = _atomic.read_bytes(path, root=root)
+        except OSError:
+            raw = None
+        if raw == b"":
+            # An idle slot of a validate that ended (killed) while no validation ran in it.
+            _remove(path, root)
+            return None
+        try:
+            entry = json.loads(raw) if raw is not None else None
+        except (ValueError, RecursionError):
             entry = None
         if not isinstance(entry, dict) or not _signing.verifies(entry.get("mac"), _signed(entry)):
             self.refused.append(f"{path} was not written by trysquare here: removed, not believed")
@@ -149,7 +169,7 @@ class InFlight:
 
     def settle(self, marker: Marker) -> None:
         """The marker of a validation now recorded invalid goes."""
-        self._drop(marker.run, marker.name)
+        self._drop_found(_key(marker.run, marker.name))
         self.found.pop(_key(marker.run, marker.name), None)
 
     # -- this validate's own ------------------------------------------------------------
@@ -174,13 +194,51 @@ class InFlight:
             "at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         entry["mac"] = _signing.mac(_signed(entry))
+        key = _key(run, name)
+        data = _atomic.encode(json.dumps(entry, sort_keys=True))
+        # Every use of a slot's fd is made holding the lock, so none outlives close().
         with self._changed:
-            self._running[_key(run, name)] = self._running.get(_key(run, name), 0) + 1
-            self._started.add(_key(run, name))
+            self._running[key] = self._running.get(key, 0) + 1
+            self._started.add(key)
+            slot = self._slot(root)
+            written = slot is not None and slot.write(data)
+            if slot is not None and written:
+                self._held.setdefault(key, []).append(slot)
+            elif slot is not None and slot.empty():
+                # No marker: this validation is simply retried if trysquare ends now.
+                self._idle.setdefault(root, []).append(slot)
+        if earlier is not None and written:
+            # Its count now lies in this validate's slot: the earlier file goes.
+            self._drop_found(key)
+
+    def _slot(self, root: Path) -> _Slot | None:
+        """An idle slot file of this validate in ``root``'s folder (made if none is idle);
+        ``None`` when none can be made (no marker: the validation is simply retried if
+        trysquare ends now). Called holding ``_changed``."""
+        idle = self._idle.setdefault(root, [])
+        if idle:
+            return idle.pop()
         try:
-            _atomic.write_json(_path(root, relative, name), entry, root=root)
+            folder = self._folders.get(root)
+            if folder is None:
+                with _atomic.folder(root / FOLDER, root=root) as opened:
+                    folder = self._folders[root] = os.dup(opened.fd)
+            slot = _Slot.make(folder, len(self._slots), root)
         except OSError:
-            pass  # no marker: this validation is simply retried if trysquare ends now
+            return None
+        self._slots.append(slot)
+        return slot
+
+    def _release(self, key: tuple[Path, str], slot: _Slot, *, empty: bool) -> None:
+        """``slot`` holds ``key``'s marker no more; an empty one serves the next validation,
+        one that could not be emptied is never written again. Called holding ``_changed``."""
+        held = self._held.get(key, [])
+        if slot in held:
+            held.remove(slot)
+        if not held:
+            self._held.pop(key, None)
+        if empty:
+            self._idle.setdefault(slot.root_key, []).append(slot)
 
     def done(self, run: Run, name: str) -> None:
         """``run`` × ``name`` came back (its result recorded, or not): its marker goes."""
@@ -191,8 +249,12 @@ class InFlight:
                 self._running[key] = left
             else:
                 self._running.pop(key, None)
+            held = self._held.get(key)
+            slot = held[-1] if held else None
+            if slot is not None:
+                self._release(key, slot, empty=slot.empty())
             self._changed.notify_all()
-        self._drop(run, name)
+        self._drop_found(key)
         self.found.pop(key, None)
 
     def wait_idle(self, stop: Callable[[], bool]) -> None:
@@ -205,25 +267,96 @@ class InFlight:
         """When validate ends: the markers of validations stopped by trysquare itself (-x) go;
         an interruption's stay (it ended trysquare during them). Markers found at the start
         whose validation did not have to run again (its result is recorded) go when the
-        matrix went through."""
+        matrix went through. This validate's empty slot files go."""
         with self._changed:
-            running = list(self._running)
             self._running.clear()
-        if not interrupted:
-            for run_dir, name in running:
-                self._drop_at(run_dir, name)
+            if not interrupted:
+                for key, held in list(self._held.items()):
+                    for slot in list(held):
+                        self._release(key, slot, empty=slot.empty())
+            slots, self._slots = self._slots, []
+            folders, self._folders = self._folders, {}
+            self._idle.clear()
+            self._held.clear()
+            for slot in slots:
+                slot.close()
+            for fd in folders.values():
+                os.close(fd)
         if complete:
             for key, marker in list(self.found.items()):
                 if key not in self._started:
-                    self._drop(marker.run, marker.name)
+                    self._drop_found(key)
 
-    def _drop(self, run: Run, name: str) -> None:
-        self._drop_at(run.dir, name)
-
-    def _drop_at(self, run_dir: Path, name: str) -> None:
-        where = self._where.get(run_dir)
+    def _drop_found(self, key: tuple[Path, str]) -> None:
+        """The file holding a marker found at the start goes (its run was settled, or its
+        count now lies in this validate's slot)."""
+        with self._changed:
+            where = self._found_at.pop(key, None)
         if where is not None:
-            _remove(_path(where[0], where[1], name), where[0])
+            _remove(*where)
+
+
+class _Slot:
+    """One slot file of this validate in an experiment's in-flight folder: empty while idle,
+    one marker while a validation runs. Written through its own fd: no path is walked again
+    (the folder was reached without following a symlink when the file was made)."""
+
+    __slots__ = ("fd", "folder", "name", "root_key")
+
+    def __init__(self, folder: int, name: str, fd: int, root: Path) -> None:
+        self.folder = folder
+        self.name = name
+        self.fd = fd
+        self.root_key = root  # the experiment folder it serves
+
+    @classmethod
+    def make(cls, folder: int, number: int, root: Path) -> _Slot:
+        """A new, empty slot file in ``folder`` (a name nobody holds: never one planted)."""
+        for attempt in range(100):
+            name = f"slot-{os.getpid()}-{number}-{attempt}.json"
+            try:
+                fd = os.open(
+                    name,
+                    os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    0o666,
+                    dir_fd=folder,
+                )
+            except FileExistsError:
+                continue
+            return cls(folder, name, fd, root)
+        raise FileExistsError(f"no free slot name in the in-flight folder ({name})")
+
+    def write(self, data: bytes) -> bool:
+        """Put one marker into the empty slot, in one write; whether it was written whole."""
+        if self.fd < 0:
+            return False
+        try:
+            return os.pwrite(self.fd, data, 0) == len(data)
+        except OSError:
+            return False
+
+    def empty(self) -> bool:
+        """Empty the slot; whether it is empty now (a slot not emptied is not used again)."""
+        if self.fd < 0:
+            return False
+        try:
+            os.ftruncate(self.fd, 0)
+        except OSError:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close the slot; remove its file when it is empty (a marker left in it stays).
+        Closed, it is never written again (its fd number may be another file's by then)."""
+        if self.fd < 0:
+            return
+        try:
+            if os.fstat(self.fd).st_size == 0:
+                os.unlink(self.name, dir_fd=self.folder)
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = -1
 
 
 class Deferred(Collection[PlannedTask]):
@@ -276,12 +409,6 @@ def _relative(run_dir: Path, root: Path) -> str:
         return run_dir.relative_to(root).as_posix()
     except ValueError:
         return str(run_dir)
-
-
-def _path(root: Path, relative: str, name: str) -> Path:
-    text = f"{relative}\0{name}".encode("utf-8", errors="surrogatepass")
-    digest = hashlib.sha256(text).hexdigest()
-    return root / FOLDER / f"{digest[:32]}.json"
 
 
 def _remove(path: Path, root: Path) -> None:

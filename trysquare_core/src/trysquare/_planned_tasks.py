@@ -7,6 +7,7 @@ runs can write into a clone not yet pictured, in a thread of its own beside the 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections.abc import Collection, Iterator, Sequence
@@ -89,7 +90,13 @@ class PlannedTasks(Collection[PlannedTask]):
         # tasks for the interpreter (benchmarks/bench_validate.py measures it).
         builders = max(options.jobs, 1) if options.replay else max(options.jobs, io_workers())
         try:
-            with ThreadPoolExecutor(max_workers=builders) as pool:
+            # One builder is this thread itself: a pool of one would only hand each run over
+            # to another thread and back.
+            with (
+                ThreadPoolExecutor(max_workers=builders)
+                if builders > 1
+                else contextlib.nullcontext()
+            ) as pool:
                 for outcome in iter_plans(
                     scenario,
                     runs,

@@ -111,9 +111,11 @@ def sharing() -> Iterator[None]:
 
 def release(repo: Path | str) -> None:
     """Remove the prepared trees of the clone ``repo``: its run's validations are all back."""
-    found = os.path.realpath(repo)
     with _scope_lock:
-        scopes = list(_scope)
+        scopes = [scope for scope in _scope if scope.entries]
+    if not scopes:
+        return  # nothing prepared (most validators prepare nothing): no path to resolve
+    found = os.path.realpath(repo)
     for scope in scopes:
         with scope.lock:
             gone = [key for key, entry in scope.entries.items() if entry.repo == found]

@@ -3,21 +3,23 @@
 Planning decides, for every run, what must run and how its clone looked before the
 first validator started; at 10,000 runs of a large repository that does not fit in
 memory, and it is needed again only when that run's tasks are built and when its
-clone is checked after. Each record is written to a private folder (mode 0700,
-removed at the end) and known by its number; its digest stays in memory (32 bytes
-in one array) and it is read back only if its bytes still have it, so a record
-altered meanwhile (by a validator where no sandbox prevents it) is never trusted.
+clone is checked after. Each record is appended to one file in a private folder
+(mode 0700, removed at the end) and known by its number; where it lies and its digest
+stay in memory (48 bytes in two arrays) and it is read back only if its bytes still have
+it, so a record altered meanwhile (by a validator where no sandbox prevents it) is never
+trusted. One file, not a file per record: making a file costs the kernel far more than
+appending to one, and planning keeps a record for every run.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import marshal
 import os
 import shutil
 import tempfile
 import threading
+from array import array
 from typing import Any, Self
 
 __all__ = ["Spill", "Tampered"]
@@ -32,9 +34,15 @@ class Spill:
 
     def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="trysquare-plan-")
-        self._numbers = itertools.count()  # next() on it is atomic: planning threads share it
+        self.path = os.path.join(self.folder, "records")
+        # A fresh name in a folder of our own; read back by position (pread), never by name.
+        self._fd = os.open(
+            self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+        )
+        self._end = 0  # where the next record goes
+        self._where = array("q")  # per record: its offset and its length
         self._digests = bytearray()
-        self._growing = threading.Lock()
+        self._growing = threading.Lock()  # planning threads keep records together
 
     def __enter__(self) -> Self:
         return self
@@ -43,34 +51,38 @@ class Spill:
         self.close()
 
     def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def keep(self, value: Any) -> int:
         """Write ``value`` (None, bool, int, float, str, bytes, tuple, list, dict of those);
         return its number."""
         data = marshal.dumps(value)
-        number = next(self._numbers)
-        with open(self._path(number), "xb") as handle:  # a fresh name in a folder of our own
-            handle.write(data)
+        digest = hashlib.sha256(data).digest()
         with self._growing:
-            end = 32 * (number + 1)
-            if len(self._digests) < end:
-                self._digests.extend(bytes(end - len(self._digests)))
-            self._digests[end - 32 : end] = hashlib.sha256(data).digest()
+            number = len(self._where) // 2
+            offset = self._end
+            self._end += len(data)
+            self._where.extend((offset, len(data)))
+            self._digests += digest
+        # Its own stretch of the file, reserved above: writers never overlap.
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, offset)
+            view, offset = view[written:], offset + written
         return number
 
     def load(self, number: int) -> Any:
-        """The value kept as ``number``; :class:`Tampered` when its file no longer holds it."""
-        path = self._path(number)
+        """The value kept as ``number``; :class:`Tampered` when the file no longer holds it."""
+        with self._growing:
+            offset, length = self._where[2 * number], self._where[2 * number + 1]
+            digest = bytes(self._digests[32 * number : 32 * number + 32])
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data = os.pread(self._fd, length, offset)
         except OSError as error:
-            raise Tampered(f"{path} cannot be read ({error.strerror})") from None
-        if hashlib.sha256(data).digest() != bytes(self._digests[32 * number : 32 * number + 32]):
-            raise Tampered(f"{path} was changed")
+            raise Tampered(f"{self.path} cannot be read ({error.strerror})") from None
+        if hashlib.sha256(data).digest() != digest:
+            raise Tampered(f"{self.path} was changed (record {number})")
         return marshal.loads(data)  # checked first: marshal reads only what was written here
-
-    def _path(self, number: int) -> str:
-        # A string, not a Path: pathlib interns every part, and 10,000 names would stay.
-        return os.path.join(self.folder, f"{number}.record")

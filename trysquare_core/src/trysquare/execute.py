@@ -115,7 +115,9 @@ def record_task(evaluated: Evaluated) -> TaskResult:
         duration=evaluated.duration,
     )
     try:
-        document = results.write_result(task.run, task.validation.name, document, outcome.stderr)
+        document, written_sha = results.write_result_digested(
+            task.run, task.validation.name, document, outcome.stderr
+        )
     except OSError as error:
         # This run's folder refused the write (a symlink, a full disk): its task
         # is invalid, said by path; the matrix goes on (or stops cleanly on ENOSPC).
@@ -134,7 +136,7 @@ def record_task(evaluated: Evaluated) -> TaskResult:
             task, Outcome.invalid(problem), document, recorded=False, no_space_left=full
         )
     # The stderr is in its file; the record travels (to observers, from a worker) without it.
-    return TaskResult(task, attrs.evolve(outcome, stderr=None), document)
+    return TaskResult(task, attrs.evolve(outcome, stderr=None), document, written_sha=written_sha)
 
 
 def record_invalid(task: PlannedTask, error: str) -> TaskResult:

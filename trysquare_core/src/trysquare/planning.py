@@ -54,8 +54,9 @@ class _Shared:
 
 # One validator that must run on a run, and the digests its task is rebuilt against:
 # (index in _Shared.validations, the context digest recorded with the result, sha256 of
-# the archived context.json's text as planned, sha256 of the result file it replaces or None).
-_Planned = tuple[int, str, bytes, "bytes | None"]
+# the archived context.json's text as planned, sha256 of the result file it replaces or None,
+# whether planning found that file a result signed here).
+_Planned = tuple[int, str, bytes, "bytes | None", bool]
 
 
 @attrs.frozen
@@ -107,7 +108,7 @@ class RunPlan:
             # Each task is recorded invalid with why (execute_task refuses it).
             record = clone_guard.ClonePicture({}, (0, 0), problem).as_record()
             planned = [
-                (i, "", b"", None)
+                (i, "", b"", None, False)
                 for i in range(len(self.shared.validations))
                 if self.which >> i & 1
             ]
@@ -148,13 +149,14 @@ def iter_plans(
     validations: Sequence[Validation],
     options: ValidateOptions,
     spill: _spill.Spill,
-    pool: ThreadPoolExecutor,
+    pool: ThreadPoolExecutor | None,
     *,
     window: int = 16,
     stop: StopState | None = None,
 ) -> Iterator[RunPlan | RunError]:
     """:func:`plan_runs` one run at a time, in the order of ``runs``: each run's plan, or
     the error that says (by path) why it could not be read, as soon as it is decided.
+    Without ``pool``, each run is planned in the calling thread as it is asked for.
 
     ``stop`` is the validate's stop state: a full disk met here stops it, and once the disk
     is full no further run is planned."""
@@ -176,6 +178,8 @@ def iter_plans(
                 f"{run.label}: could not be read ({type(error).__name__}: {error})", run_dir=run.dir
             )
 
+    if pool is None:
+        return map(for_run, runs)
     return bounded_map(pool, for_run, runs, window=window)
 
 
@@ -233,19 +237,19 @@ def _plan_run(
             and not _must_run(previous, digest, context_digest, validation, options)
         ):
             continue
-        planned.append((index, context_digest, _sha(text), previous_sha))
+        planned.append((index, context_digest, _sha(text), previous_sha, previous is not None))
     record = None if picture is None else picture.as_record()
     which = sum(1 << item[0] for item in planned)
     return RunPlan(run, which, spill.keep((record, planned)), shared, unsigned=tuple(unsigned))
 
 
 def _task(plan: RunPlan, item: _Planned, picture: clone_guard.ClonePicture | None) -> PlannedTask:
-    index, context_digest, context_sha, previous_sha = item
+    index, context_digest, context_sha, previous_sha, trusted = item
     run, validation = plan.run, plan.shared.validations[index]
     archive = results.archive_dir(run, validation.name)
     context_path = archive / "context.json"
     context, context_problem = _context_as_planned(context_path, context_sha, run.dir)
-    previous, previous_problem = _previous_as_planned(run, validation.name, previous_sha)
+    previous, previous_problem = _previous_as_planned(run, validation.name, previous_sha, trusted)
     problem = context_problem or previous_problem
     if problem is not None and (picture is None or picture.problem is None):
         # Not run: recorded invalid with why, as a refused clone is (execute_task).
@@ -288,12 +292,28 @@ def _context_as_planned(path: Path, sha: bytes, root: Path) -> tuple[Mapping[str
 
 
 def _previous_as_planned(
-    run: Run, name: str, sha: bytes | None
+    run: Run, name: str, sha: bytes | None, trusted: bool
 ) -> tuple[dict[str, Any] | None, str | None]:
-    previous, now, _ = _read_previous(run, name)
+    """The result the task replaces, as planning read it: the same bytes, or a problem.
+
+    Its signature is not checked again: planning checked it on these very bytes (``trusted``)
+    and the digest says they are the same.
+    """
+    path = results.result_path(run, name)
+    raw: bytes | None
+    try:
+        raw = _atomic.read_bytes(path, root=run.dir)
+        now: bytes | None = _sha_bytes(raw)
+    except FileNotFoundError:
+        raw, now = None, None
+    except OSError:
+        raw, now = None, b"unreadable"  # as _read_previous says it
     if now != sha:
-        path = results.result_path(run, name)
         return None, f"{path} was changed during validate by something other than trysquare"
+    if raw is None or not trusted:
+        return None, None
+    previous = results.parse_result(raw, path)
+    previous.pop(results.SIGNATURE)
     return previous, None
 
 

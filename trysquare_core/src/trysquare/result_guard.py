@@ -67,17 +67,22 @@ class ResultWatch:
         first = index * len(self.names)
         return [name for column, name in enumerate(self.names) if self._ran[first + column]]
 
-    def wrote(self, run: Run, name: str, document: Mapping[str, Any]) -> None:
-        """trysquare recorded ``document`` as ``run``'s result of ``name``: the file must hold it."""
+    def wrote(
+        self, run: Run, name: str, document: Mapping[str, Any], sha: bytes | None = None
+    ) -> None:
+        """trysquare recorded ``document`` as ``run``'s result of ``name``: the file must hold it
+        (whose bytes have sha256 ``sha`` when the writer says so)."""
         slot = self._slot(run, name)
         if slot is None:
             return
-        from trysquare import results
+        if sha is None:
+            from trysquare import results
 
-        if results.SIGNATURE not in document:
-            # Written signed (write_result), handed back as it was before (an executor's own).
-            document = results.sign_result(run, name, document)
-        self._written[32 * slot : 32 * slot + 32] = _document_sha(document)
+            if results.SIGNATURE not in document:
+                # Written signed (write_result), handed back as it was before (an executor's own).
+                document = results.sign_result(run, name, document)
+            sha = _document_sha(document)
+        self._written[32 * slot : 32 * slot + 32] = sha
         self._was_written[slot] = 1
 
     def forged(self) -> list[tuple[Run, str]]:

@@ -15,6 +15,7 @@ never reused and never read as a measurement: :func:`load_result` refuses it
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 import sys
@@ -45,6 +46,7 @@ __all__ = [
     "unsigned_sentence",
     "unusable_row",
     "write_result",
+    "write_result_digested",
 ]
 
 MEASURES_FILE = "measures.json"
@@ -251,16 +253,25 @@ def write_result(
     and does not append it again, so the history never holds a duplicate.
     A ``stderr`` the file holds already is not written again.
     """
+    return write_result_digested(run, name, document, stderr)[0]
+
+
+def write_result_digested(
+    run: Run, name: str, document: Mapping[str, Any], stderr: bytes | None
+) -> tuple[dict[str, Any], bytes]:
+    """:func:`write_result`, and the sha256 of the bytes the result file was given (what
+    :class:`trysquare.result_guard.ResultWatch` holds the file to, not computed twice)."""
     signed = sign_result(run, name, document)
     if stderr is not None:
         stderr = _signing.scrub_bytes(stderr)
+    data = _atomic.encode(_atomic.dump_json(signed))
     # One walk to validation/ for the four files: this runs once per task.
     with _atomic.folder(run.validation_dir, root=run.dir) as folder:
         _move_to_history(folder, f"{name}.json", f"{name}.history.jsonl")
         if stderr is not None and not folder.holds(f"{name}.stderr", stderr):
             folder.write(f"{name}.stderr", stderr)
-        folder.write(f"{name}.json", _atomic.encode(_atomic.dump_json(signed)))
-    return signed
+        folder.write(f"{name}.json", data)
+    return signed, hashlib.sha256(data).digest()
 
 
 def write_with_history(

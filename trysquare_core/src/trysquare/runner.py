@@ -441,7 +441,7 @@ class _Execution:
         self.ledger.ran(task.run, task.validation.name)
         if result.recorded:
             # A result that could not be written is not one to hold the file to.
-            self.ledger.wrote(task.run, task.validation.name, result.document)
+            self.ledger.wrote(task.run, task.validation.name, result.document, result.written_sha)
         else:
             summary.unrecorded.setdefault(task.run.dir, []).append(
                 {"validator": task.validation.name, "error": str(result.outcome.error)}

@@ -83,6 +83,9 @@ class TaskResult:
     recorded: bool = True
     # The refused write met a full disk: the validate this task belongs to starts no other.
     no_space_left: bool = False
+    # sha256 of the bytes the result file was given, where it was written here (None when
+    # the record came from afar: then it is computed from ``document``).
+    written_sha: bytes | None = None
 
     @classmethod
     def from_document(cls, planned: PlannedTask, document: Mapping[str, Any]) -> TaskResult:
