@@ -86,6 +86,12 @@ def share_signing_key(cache: Path) -> Path:
     return cache
 
 
+# The user's own cache folder, before the line below hides it: where a test keeps what stays
+# valid from one suite run to the next (pip's downloads), as uv keeps its own in ~/.cache/uv.
+os.environ.setdefault(
+    "TRYSQUARE_TESTS_USER_CACHE",
+    os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"),
+)
 os.environ["XDG_CACHE_HOME"] = str(_SESSION_CACHE)
 
 from tests.helpers import fake_distribution

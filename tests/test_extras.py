@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 import tomllib
 import zipfile
-from pathlib import Path
 
-from tests.venvs import DISTRIBUTION_FOLDERS, ROOT, distribution_name, uv, uv_env
+import pytest
+
+from tests.venvs import DISTRIBUTION_FOLDERS, ROOT, distribution_name, wheelhouse
 
 EXTRAS = {
     "anthropic": "trysquare-anthropic",
@@ -30,13 +30,9 @@ def test_each_plugin_of_the_repository_is_an_extra_and_all_names_them_all() -> N
         assert project["tool"]["uv"]["sources"][name] == {"workspace": True}
 
 
-def test_the_built_wheel_declares_the_extras(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [uv(), "build", "--quiet", "--wheel", "-o", str(tmp_path), str(ROOT)], cwd=ROOT,
-        env=uv_env(), capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    [wheel] = tmp_path.glob("trysquare-*.whl")
+def test_the_built_wheel_declares_the_extras(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The session's wheels (tests/venvs.py): `uv build` of the repository, built once for all.
+    [wheel] = wheelhouse(tmp_path_factory).glob("trysquare-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         lines = archive.read(name).decode().splitlines()

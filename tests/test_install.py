@@ -9,6 +9,7 @@ uv's cache (offline when it can), trysquare's own only from the wheels (`--no-in
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -295,9 +296,19 @@ def test_plain_pip_in_a_python_venv_installs_trysquare_all_and_uses_it(
     venv = tmp_path / "pipvenv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
+    # pip's downloads are kept from one suite run to the next (each test's own XDG_CACHE_HOME
+    # made it fetch dask and the rest again every time); the index is still asked what to take.
+    # No bytecode at install: the commands below compile what they import, no more.
+    pip_env = {
+        **os.environ,
+        "PIP_CACHE_DIR": str(
+            Path(os.environ["TRYSQUARE_TESTS_USER_CACHE"], "trysquare-tests", "pip")
+        ),
+    }
     ours = sorted(str(wheel) for wheel in dist.glob("trysquare*.whl"))
     done = subprocess.run(
-        [*pip, "install", "--no-index", "--no-deps", *ours],
+        [*pip, "install", "--no-compile", "--no-index", "--no-deps", *ours],
+        env=pip_env,
         capture_output=True,
         text=True,
         timeout=600,
@@ -305,7 +316,8 @@ def test_plain_pip_in_a_python_venv_installs_trysquare_all_and_uses_it(
     )
     assert done.returncode == 0, done.stderr
     done = subprocess.run(
-        [*pip, "install", "--find-links", str(dist), "trysquare[all]"],
+        [*pip, "install", "--no-compile", "--find-links", str(dist), "trysquare[all]"],
+        env=pip_env,
         capture_output=True,
         text=True,
         timeout=900,

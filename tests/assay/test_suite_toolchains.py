@@ -103,11 +103,11 @@ def _write(folder: Path, files: dict[str, str]) -> Path:
     return folder
 
 
-def _run(argv: list[str], cwd: Path, home: Path) -> tuple[int, str]:
+def _run(argv: list[str], cwd: Path, home: Path, go_cache: Path | None = None) -> tuple[int, str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
-        "GOCACHE": str(home / "go-build"),
+        "GOCACHE": str(go_cache or home / "go-build"),
         "GOPATH": str(home / "go"),
         "GOFLAGS": "-mod=mod",
         "GOPROXY": "off",
@@ -122,6 +122,14 @@ def _run(argv: list[str], cwd: Path, home: Path) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+@pytest.fixture(scope="session")
+def go_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One go build cache for the cases below (each built the runtime's test harness again in
+    a cache of its own). Their projects lie in folders of their own, so no case is handed
+    another's test result as ``(cached)``: each output is a fresh run's."""
+    return tmp_path_factory.mktemp("go-build")
+
+
 @pytest.mark.skipif(GO is None, reason=NO_GO)
 @pytest.mark.parametrize(
     ("case", "argv", "changes"),
@@ -133,10 +141,11 @@ def _run(argv: list[str], cwd: Path, home: Path) -> tuple[int, str]:
     ],
 )
 def test_real_go_output_is_read_as_the_captured_one(
-    tmp_path: Path, case: str, argv: list[str], changes: dict[str, str]
+    tmp_path: Path, go_cache: Path, case: str, argv: list[str], changes: dict[str, str]
 ) -> None:
     project = _write(tmp_path / "calc", {**GO_PROJECT, **changes})
-    returncode, output = _run(argv, project, tmp_path / "home")
+    returncode, output = _run(argv, project, tmp_path / "home", go_cache)
+    assert "(cached)" not in output
     expected = next(c for c in GO_CASES if c[0] == case)
     assert returncode == expected[1], output
     _check(output, returncode, expected[2], expected[3], "go test's result lines")

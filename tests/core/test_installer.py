@@ -3,8 +3,8 @@
 Each test makes a fresh environment that sees this checkout's packages (a ``.pth`` adding the
 development site folder) and runs ``python -m trysquare`` there, so ``sys.executable`` — where
 installs go — is the fresh one: once without pip (``uv venv``: the uv path, as in a ``uv
-tool`` environment), once with it (``python -m venv``: the pip path, as under pipx). The
-plugins are wheels written here (no build backend, no index needed).
+tool`` environment), once with it (``uv venv --seed``, pip inside: the pip path, as under pipx
+or ``python -m venv``). The plugins are wheels written here (no build backend, no index needed).
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ def wheel(folder: Path, name: str, *, plugin: bool) -> Path:
 class Env:
     def __init__(self, root: Path, *, with_pip: bool) -> None:
         self.path = root / ("pip-env" if with_pip else "uv-env")
-        if with_pip:
-            command = [sys.executable, "-m", "venv", str(self.path)]
-            subprocess.run(command, check=True, capture_output=True)
-        else:
-            subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(self.path)],
-                           check=True, capture_output=True, env=uv_env())  # fmt: skip
+        # `--seed` puts pip in, as `python -m venv` does, from uv's cache: ensurepip unpacks and
+        # byte-compiles pip from its bundled wheel each time (tests/test_install.py has the
+        # `python -m venv` environment itself).
+        seed = ["--seed"] if with_pip else []
+        subprocess.run([uv(), "venv", "--quiet", *seed, "--python", sys.executable, str(self.path)],
+                       check=True, capture_output=True, env=uv_env())  # fmt: skip
         self.python = self.path / "bin" / "python"
         found = subprocess.run(
             [str(self.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

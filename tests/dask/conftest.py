@@ -159,3 +159,22 @@ def command_line_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C
         root / "cluster", workers=2, threads=1, env=env, nanny=False
     ) as cluster:
         yield cluster
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """End the shared cluster once its last user is done, not at the end of the session.
+
+    tests/ is no package, so "package" scope lasts the whole session: the scheduler and its
+    two workers, idle, kept a tenth of a core busy (heartbeats, dask's profiler) for as
+    long as the rest of the suite ran. Its users share one xdist group, so they run in
+    collection order on one worker: after the last of them, nothing asks for it again (a
+    later one would start a new cluster, as the first did).
+    """
+    if nextitem is None or "command_line_cluster" not in getattr(item, "fixturenames", ()):
+        return
+    users = [
+        i for i in item.session.items if "command_line_cluster" in getattr(i, "fixturenames", ())
+    ]
+    if users and users[-1] is item:
+        definitions = item._fixtureinfo.name2fixturedefs["command_line_cluster"]  # type: ignore[attr-defined]
+        definitions[-1].finish(item._request)  # type: ignore[attr-defined]

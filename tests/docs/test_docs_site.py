@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 import yaml
 
@@ -31,9 +32,17 @@ def test_every_page_is_in_the_nav() -> None:
     assert not missing, f"mkdocs.yml's nav does not list {sorted(missing)}"
 
 
-@pytest.mark.slow
-def test_the_site_builds_strictly(tmp_path: Path) -> None:
-    site = tmp_path / "site"
+@attrs.frozen
+class BuiltSite:
+    folder: Path
+    errors: str  # mkdocs's stderr when the build failed, else ""
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> BuiltSite:
+    """`mkdocs build --strict` once for the module's tests (each build costs seconds): what
+    they read is the same site."""
+    site = tmp_path_factory.mktemp("docs") / "site"
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
         cwd=ROOT,
@@ -43,7 +52,13 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
         timeout=600,
         check=False,
     )
-    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stderr}"
+    return BuiltSite(site, "" if result.returncode == 0 else result.stderr or "(no output)")
+
+
+@pytest.mark.slow
+def test_the_site_builds_strictly(built_site: BuiltSite) -> None:
+    site = built_site.folder
+    assert not built_site.errors, f"mkdocs build --strict failed:\n{built_site.errors}"
     # The API reference was rendered from the docstrings, not left as a `:::` line.
     api = (site / "api" / "index.html").read_text(encoding="utf-8")
     assert ":::" not in api and "Validation" in api
@@ -82,19 +97,12 @@ NAMES = (
 
 
 @pytest.mark.slow
-def test_the_api_page_documents_every_field_of_every_public_record(tmp_path: Path) -> None:
+def test_the_api_page_documents_every_field_of_every_public_record(built_site: BuiltSite) -> None:
     import importlib
     import re
 
-    import attrs
-
-    site = tmp_path / "site"
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=ROOT, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    site = built_site.folder
+    assert not built_site.errors, built_site.errors
     anchors = set(re.findall(r'id="([^"]+)"', (site / "api" / "index.html").read_text("utf-8")))
     missing = [name for name in NAMES if name not in anchors]
     for module_name, classes in RECORDS.items():
