@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from trysquare.modes import Mode
+    from trysquare.plugin_info import PluginInfo
     from trysquare.sessions.reading import SessionFormat
 
 __all__ = [
@@ -62,20 +63,19 @@ BUILTIN_MODULES = ("trysquare.sessions.builtin", "trysquare.executors", "trysqua
 BUILTIN_DISTRIBUTIONS = ("trysquare-form", "trysquare-judge", "trysquare-script", "trysquare-view")
 
 
-@attrs.frozen
-class PluginInfo:
-    """One plugin as ``trysquare plugins`` shows it."""
+# The columns ``trysquare plugins`` lists a plugin's registrations in, in their order
+# (:class:`trysquare.plugin_info.PluginInfo`'s: a listed registry's column is one of these).
+COLUMNS = ("modes", "providers", "session_formats", "executors", "report_formats")
 
-    name: str
-    version: str | None
-    hooks: tuple[str, ...]
-    modes: tuple[str, ...] = ()
-    providers: tuple[str, ...] = ()
-    session_formats: tuple[str, ...] = ()
-    executors: tuple[str, ...] = ()
-    report_formats: tuple[str, ...] = ()
-    error: str | None = None
-    refused: tuple[str, ...] = ()  # names it registered that another plugin has (the rest stand)
+
+def __getattr__(name: str) -> Any:
+    # Built on first use: only ``trysquare plugins`` needs the record, and building an attrs
+    # class is not free on every command's start.
+    if name == "PluginInfo":
+        from trysquare.plugin_info import PluginInfo
+
+        return PluginInfo
+    raise AttributeError(f"module 'trysquare.plugins' has no attribute {name!r}")
 
 
 # What a plugin declares it provides, so that a command loads only the plugins it needs:
@@ -532,9 +532,8 @@ def listed_registries() -> dict[str, tuple[str, str]]:
         listed = getattr(getattr(spec, "function", None), LISTED_AS, None)
         if listed is not None:
             found[hook_name] = listed
-    order = [field.name for field in attrs.fields(PluginInfo)]  # the columns' (refusals') order
     rank = {
-        hook: order.index(column) if column in order else len(order)
+        hook: COLUMNS.index(column) if column in COLUMNS else len(COLUMNS)
         for hook, (column, _) in found.items()
     }
     return dict(sorted(found.items(), key=lambda item: (rank[item[0]], item[0])))
@@ -845,11 +844,10 @@ def infos(*, fresh: bool = False) -> list[PluginInfo]:
     listed = listed_registries()
     for hook_name in listed:
         registry(hook_name)
+    from trysquare.plugin_info import PluginInfo
+
     # The columns `trysquare plugins --json` has (its contract): a listed registry names one.
-    columns = {f.name for f in attrs.fields(PluginInfo) if str(f.type) == "tuple[str, ...]"} - {
-        "hooks",
-        "refused",
-    }
+    columns = set(COLUMNS)
     manager = state.manager
     result = []
     names = {_name(manager, p) for p in manager.get_plugins()} | set(state.failures)
