@@ -179,17 +179,17 @@ def load_scenario(
     installed = modes is None
     if modes is None:
         modes = _installed_modes(named)
+    validations = _load_validations(path, config, raw.validation, modes)
     protected_env = (
         _protected_env(path, config)
         if runs_validators or _passes_env(raw.task, raw.validation)
         else {}
     )
     if installed:
-        modes = _installed_modes(named)  # asking for the keys may have refused a mode's plugin
-    validations = tuple(
-        _load_validation(table, TableSource(path, f"[[validation]][{index}]", config), modes)
-        for index, table in enumerate(raw.validation, start=1)
-    )
+        kept = _installed_modes(named)
+        if not (named & modes.keys()) <= kept.keys():
+            # Asking for the keys refused a plugin whose mode this scenario names: so is this.
+            _load_validations(path, config, raw.validation, kept)
     scenario = Scenario(
         path=path,
         name=(raw.scenario.name if raw.scenario and raw.scenario.name else path.stem),
@@ -271,6 +271,15 @@ def _passes_env(task: Task, tables: Sequence[Any]) -> bool:
     """Whether the scenario passes any variable by name (``task`` or a ``[[validation]]``)."""
     return bool(task.pass_env) or any(
         isinstance(table, Mapping) and table.get("pass_env") for table in tables
+    )
+
+
+def _load_validations(
+    path: Path, config: Path | None, tables: Sequence[Any], modes: Mapping[str, Mode]
+) -> tuple[Validation, ...]:
+    return tuple(
+        _load_validation(table, TableSource(path, f"[[validation]][{index}]", config), modes)
+        for index, table in enumerate(tables, start=1)
     )
 
 
