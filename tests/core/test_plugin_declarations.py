@@ -315,3 +315,19 @@ def test_the_in_tree_defaults_declare_what_they_register(cli) -> None:
             f"{kinds[column]}.{item}" for column in kinds for item in listing[module][column]
         }
         assert registered == declared, module
+
+
+def test_the_judge_names_only_declared_keys_without_a_trysquare_toml(tmp_path: Path) -> None:
+    # Loaded for a judge scenario with no trysquare.toml in force, the judge is asked for its
+    # keys and must name only keys the installed plugins declare (or it would be refused).
+    from trysquare import plugins
+
+    plugins.reset()
+    try:
+        assert "judge" in plugins.modes({"judge"})
+        keys = plugins.protected_env(tmp_path / "scenario.toml", None)
+        assert "provider type 'openai'" in keys["OPENAI_API_KEY"]
+        assert "judge" in plugins.modes({"judge"})
+        assert "trysquare-judge" not in {info.name for info in plugins.infos() if info.error}
+    finally:
+        plugins.reset()
