@@ -160,9 +160,10 @@ def test_validate_and_report_import_no_plugin_they_do_not_need(
             "trysquare_judge.mode",
         ):
             assert unneeded not in modules, f"{command} imported {unneeded}"
-    # Only validate runs validators: report needs none of the keys a judge's providers guard.
-    assert "trysquare_judge" in imported["validate"]
-    assert not {"trysquare_judge", "trysquare_anthropic"} & imported["report"]
+    # The judge's and its providers' default keys are declared, and no trysquare.toml is in
+    # force: neither command imports the judge to learn the keys it guards.
+    for command, modules in imported.items():
+        assert not {"trysquare_judge", "trysquare_anthropic"} & modules, command
 
 
 def test_the_in_tree_plugins_declare_what_they_register(cli) -> None:
@@ -200,12 +201,17 @@ def test_the_in_tree_plugins_declare_what_they_register(cli) -> None:
         registered = {
             f"{kinds[column]}.{item}" for column in kinds for item in listing[name][column]
         }
-        names = {item for item in declared[name] if not item.startswith(("hook.", "command."))}
+        names = {
+            item
+            for item in declared[name]
+            if not item.startswith(("hook.", "hook_with_config.", "command.", "protected_env."))
+        }
         assert names == registered, name
         hooks = set(listing[name]["hooks"])
-        assert ("hook.trysquare_protected_env" in declared[name]) == (
-            "trysquare_protected_env" in hooks
-        )
+        assert bool(
+            {"hook.trysquare_protected_env", "hook_with_config.trysquare_protected_env"}
+            & declared[name]
+        ) == ("trysquare_protected_env" in hooks), name
         assert any(item.startswith("command.") for item in declared[name]) == (
             "trysquare_register_commands" in hooks
         ), name
@@ -309,3 +315,19 @@ def test_the_in_tree_defaults_declare_what_they_register(cli) -> None:
             f"{kinds[column]}.{item}" for column in kinds for item in listing[module][column]
         }
         assert registered == declared, module
+
+
+def test_the_judge_names_only_declared_keys_without_a_trysquare_toml(tmp_path: Path) -> None:
+    # Loaded for a judge scenario with no trysquare.toml in force, the judge is asked for its
+    # keys and must name only keys the installed plugins declare (or it would be refused).
+    from trysquare import plugins
+
+    plugins.reset()
+    try:
+        assert "judge" in plugins.modes({"judge"})
+        keys = plugins.protected_env(tmp_path / "scenario.toml", None)
+        assert "provider type 'openai'" in keys["OPENAI_API_KEY"]
+        assert "judge" in plugins.modes({"judge"})
+        assert "trysquare-judge" not in {info.name for info in plugins.infos() if info.error}
+    finally:
+        plugins.reset()

@@ -416,3 +416,18 @@ def test_a_key_a_failed_plugin_guards_stays_withheld(site, tmp_path: Path, capsy
         "plugin 'trysquare-guard' failed: trysquare_register_modes raised RuntimeError"
         in capsys.readouterr().err
     )
+
+
+def test_the_listed_columns_are_the_plugin_records_own_in_their_order() -> None:
+    import attrs
+    from trysquare.plugin_info import PluginInfo
+    from trysquare.plugins import COLUMNS
+
+    fields = [field.name for field in attrs.fields(PluginInfo)]
+    listed = [
+        name for name in fields if name not in ("name", "version", "hooks", "error", "refused")
+    ]
+    assert tuple(listed) == COLUMNS
+    from trysquare import plugins
+
+    assert plugins.PluginInfo is PluginInfo

@@ -23,7 +23,7 @@ from trysquare.scenario import load_scenario
 from tests.helpers import write_scenario, write_script
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
-EXERCISES = ("trysquare._env",)
+EXERCISES = ("trysquare._env", "trysquare.plugins")
 
 
 # Named so that only the provider section marks it a key: nothing about the name looks secret.
@@ -267,3 +267,78 @@ def test_hidden_tests_command_gets_no_key(keys, make_run, tmp_path: Path) -> Non
     assert "plain-1234" in seen
     for name in keys:
         assert name not in seen
+
+
+# A plugin declaring the key it guards, whose hook names another one it never declared:
+# a command that did not import it would let that other key through.
+GUARDS_AN_UNDECLARED_KEY = """
+from pathlib import Path
+from trysquare import hookimpl
+from trysquare.modes import Validation
+
+Path({marker!r}).touch()
+
+class Mode:
+    name = "echo"
+    def load(self, table, source):
+        return source.structure(table, Validation)
+
+@hookimpl
+def trysquare_register_modes(register):
+    register(Mode())
+
+@hookimpl
+def trysquare_protected_env(scenario_file, config):
+    return {{"ECHO_WORDS": "declared", "ECHO_SECRET": "never declared"}}
+"""
+
+LEAK_VALIDATOR = """
+    import json, os
+    print(json.dumps({"metrics": {"seen": sorted(k for k in os.environ if k.startswith("ECHO"))}}))
+"""
+
+
+def test_a_plugin_guarding_a_key_it_does_not_declare_is_refused(
+    cli, site, make_run, tmp_path: Path
+) -> None:
+    marker = tmp_path / "imported"
+    site(
+        "trysquare-echo",
+        "trysquare_echo",
+        GUARDS_AN_UNDECLARED_KEY.format(marker=str(marker)),
+        provides=("mode.echo", "protected_env.ECHO_WORDS"),
+    )
+    run = make_run("r1")
+    run.base({"a.py": "a = 1\n"})
+    run.finish()
+    write_script(tmp_path / "s", "leak.py", LEAK_VALIDATOR)
+    script_only = """
+        [[validation]]
+        mode = "script"
+        command = "leak.py"
+        metrics = ["seen"]
+    """
+    secrets = {"ECHO_WORDS": "words-1111", "ECHO_SECRET": "secret-2222"}
+    # Not loaded by a scenario that never names its mode: its declared key is withheld.
+    scenario = write_scenario(tmp_path / "s", script_only)
+    done = cli("validate", scenario, tmp_path / "exp", "--no-progress", env=secrets)
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+    result = tmp_path / "exp" / "runs" / "r1" / "validation" / "script.json"
+    assert "ECHO_WORDS" not in json.loads(result.read_text())["metrics"]["seen"]
+    # Loaded, its answer names a key no declaration gave: it is refused, so its mode is
+    # unknown and nothing is validated with it; the key it named is withheld all the same.
+    echoing = write_scenario(
+        tmp_path / "s",
+        script_only + '\n[[validation]]\nname = "echoed"\nmode = "echo"\nmetrics = ["said"]\n',
+        name="echo.toml",
+    )
+    refused = cli("validate", echoing, tmp_path / "exp", "--no-progress", "--force", env=secrets)
+    assert marker.exists()
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "plugin 'trysquare-echo' failed to load" in refused.stderr
+    assert "names ECHO_SECRET, which no plugin declares as protected_env.ECHO_SECRET" in (
+        refused.stderr
+    )
+    assert "no installed plugin provides mode 'echo'" in refused.stderr

@@ -7,7 +7,6 @@ Strict: unknown keys are refused (with a close-match suggestion), and ``str``,
 
 from __future__ import annotations
 
-import difflib
 import re
 import tomllib
 import typing
@@ -204,5 +203,7 @@ def _error_lines(error: BaseException, path: str, cls: Any) -> Iterator[str]:
 
 
 def _suggest(key: str, known: list[str]) -> str:
+    import difflib  # only a refusal needs it: not imported on every start
+
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""

@@ -32,8 +32,10 @@ from trysquare.hookspecs import LISTED_AS
 
 if TYPE_CHECKING:
     import argparse
+    from pathlib import Path
 
     from trysquare.modes import Mode
+    from trysquare.plugin_info import PluginInfo
     from trysquare.sessions.reading import SessionFormat
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "infos",
     "modes",
     "plugin_output",
+    "protected_env",
     "registry",
     "report_formats",
     "reset",
@@ -60,20 +63,19 @@ BUILTIN_MODULES = ("trysquare.sessions.builtin", "trysquare.executors", "trysqua
 BUILTIN_DISTRIBUTIONS = ("trysquare-form", "trysquare-judge", "trysquare-script", "trysquare-view")
 
 
-@attrs.frozen
-class PluginInfo:
-    """One plugin as ``trysquare plugins`` shows it."""
+# The columns ``trysquare plugins`` lists a plugin's registrations in, in their order
+# (:class:`trysquare.plugin_info.PluginInfo`'s: a listed registry's column is one of these).
+COLUMNS = ("modes", "providers", "session_formats", "executors", "report_formats")
 
-    name: str
-    version: str | None
-    hooks: tuple[str, ...]
-    modes: tuple[str, ...] = ()
-    providers: tuple[str, ...] = ()
-    session_formats: tuple[str, ...] = ()
-    executors: tuple[str, ...] = ()
-    report_formats: tuple[str, ...] = ()
-    error: str | None = None
-    refused: tuple[str, ...] = ()  # names it registered that another plugin has (the rest stand)
+
+def __getattr__(name: str) -> Any:
+    # Built on first use: only ``trysquare plugins`` needs the record, and building an attrs
+    # class is not free on every command's start.
+    if name == "PluginInfo":
+        from trysquare.plugin_info import PluginInfo
+
+        return PluginInfo
+    raise AttributeError(f"module 'trysquare.plugins' has no attribute {name!r}")
 
 
 # What a plugin declares it provides, so that a command loads only the plugins it needs:
@@ -100,6 +102,17 @@ def _declared_kind(hook_name: str) -> str | None:
 DECLARED_HOOKS = frozenset(
     {"trysquare_build_context", "trysquare_metrics_collected", "trysquare_protected_env"}
 )
+
+# ``protected_env.NAME``: a variable a plugin guards whatever the scenario, withheld by every
+# command that gathers the guarded keys without importing the plugin to learn it. A plugin
+# declaring its keys so is asked only when it is loaded for another reason, and then must
+# name no key nobody declared (it is refused otherwise: its answer could not be known
+# without importing it, so a command that did not load it would let that key through).
+PROTECTED_PREFIX = "protected_env."
+# Declared by a plugin whose guarded keys also come from the ``trysquare.toml`` in force (a
+# judge's ``[providers.NAME].api_key_env``): its hook is asked whenever one is in force.
+PROTECTED_WITH_CONFIG = "hook_with_config.trysquare_protected_env"
+CONFIG_FILE = "trysquare.toml"
 
 # The in-tree defaults declare what they register here: importing them is not free either.
 BUILTIN_PROVIDES = {
@@ -136,6 +149,8 @@ class _State:
     waiting: dict[str, _Candidate] = attrs.field(factory=dict)  # by name, not loaded yet
     warned: set[str] = attrs.field(factory=set)  # failures already printed
     declared: set[str] = attrs.field(factory=set)  # every KIND.NAME any plugin declares
+    # What each plugin declares (None: nothing), loaded or not.
+    provides: dict[str, frozenset[str] | None] = attrs.field(factory=dict)
 
 
 _state: _State | None = None
@@ -197,6 +212,7 @@ def _start(*, fresh: bool = False) -> _State:
         state.waiting[module_name] = _Candidate(module_name, None, provides, frozenset())
     for candidate in state.waiting.values():
         state.declared.update(candidate.provides or ())
+        state.provides[candidate.name] = candidate.provides
     return state
 
 
@@ -272,7 +288,7 @@ def _check_declared(state: _State, name: str, plugin: Any, provides: frozenset[s
             if not any(item.startswith(f"{kind}.") for item in provides):
                 missing = f"no {kind}.NAME"
                 break
-        elif caller.name in DECLARED_HOOKS and f"hook.{caller.name}" not in provides:
+        elif caller.name in DECLARED_HOOKS and not _declares_hook(provides, caller.name):
             missing = f"no hook.{caller.name}"
             break
     else:
@@ -280,6 +296,17 @@ def _check_declared(state: _State, name: str, plugin: Any, provides: frozenset[s
     manager.unregister(plugin)
     state.failures[name] = (
         f"implements {caller.name} but declares {missing} in its '{PROVIDES_GROUP}' entry points"
+    )
+
+
+def _declares_hook(provides: frozenset[str], hook_name: str) -> bool:
+    """Whether ``provides`` declares ``hook_name``: as ``hook.HOOK``, or (the guarded keys)
+    as ``hook_with_config.trysquare_protected_env`` or ``protected_env.NAME`` entries."""
+    if f"hook.{hook_name}" in provides:
+        return True
+    return hook_name == "trysquare_protected_env" and (
+        PROTECTED_WITH_CONFIG in provides
+        or any(item.startswith(PROTECTED_PREFIX) for item in provides)
     )
 
 
@@ -505,9 +532,8 @@ def listed_registries() -> dict[str, tuple[str, str]]:
         listed = getattr(getattr(spec, "function", None), LISTED_AS, None)
         if listed is not None:
             found[hook_name] = listed
-    order = [field.name for field in attrs.fields(PluginInfo)]  # the columns' (refusals') order
     rank = {
-        hook: order.index(column) if column in order else len(order)
+        hook: COLUMNS.index(column) if column in COLUMNS else len(COLUMNS)
         for hook, (column, _) in found.items()
     }
     return dict(sorted(found.items(), key=lambda item: (rank[item[0]], item[0])))
@@ -686,6 +712,69 @@ def _ensure_hook(state: _State, hook_name: str) -> None:
         _ensure(state, lambda provides: f"hook.{hook_name}" in provides)
 
 
+def protected_env(scenario_file: Path, config: Path | None) -> dict[str, str]:
+    """Every variable a plugin guards (a judge provider's key): ``{name: where it is set}``.
+
+    Asked of every plugin declaring ``hook.trysquare_protected_env`` or nothing, of those
+    declaring ``hook_with_config.trysquare_protected_env`` when a ``trysquare.toml`` is in
+    force (``config``, else the nearest above ``scenario_file``), and of any other loaded
+    implementer; every ``protected_env.NAME`` declared is added without importing anyone.
+    A plugin asked only because it is loaded that names a key nobody declared is refused
+    (the key is still withheld): a command that did not load it would not know that key.
+    """
+    hook_name = "trysquare_protected_env"
+    state = _get_state()
+    in_force = config is not None or _config_above(scenario_file)
+
+    def asked(provides: frozenset[str]) -> bool:
+        return f"hook.{hook_name}" in provides or (in_force and PROTECTED_WITH_CONFIG in provides)
+
+    _ensure(state, asked)
+    declared: dict[str, str] = {}
+    for plugin_name, provides in sorted(state.provides.items()):
+        for item in sorted(provides or ()):
+            if item.startswith(PROTECTED_PREFIX):
+                declared.setdefault(item.removeprefix(PROTECTED_PREFIX), plugin_name)
+    protected: dict[str, str] = {}
+    # Plugins that failed elsewhere are asked too: a key a broken plugin guards stays withheld.
+    answers = call_each(hook_name, include_failed=True, scenario_file=scenario_file, config=config)
+    for plugin_name, answer in answers:
+        names = dict(answer or {})
+        for name, where in names.items():
+            protected.setdefault(name, where)
+        provides = state.provides.get(plugin_name)
+        undeclared = sorted(name for name in names if name not in declared)
+        if provides is not None and not asked(provides) and undeclared:
+            _refuse_plugin(
+                state,
+                plugin_name,
+                f"{hook_name} names {undeclared[0]}, which no plugin declares as "
+                f"{PROTECTED_PREFIX}{undeclared[0]} in its '{PROVIDES_GROUP}' entry points",
+            )
+    for name, plugin_name in declared.items():
+        protected.setdefault(name, f"{PROTECTED_PREFIX}{name} of plugin '{plugin_name}'")
+    return protected
+
+
+def _config_above(scenario_file: Path) -> bool:
+    """Whether a ``trysquare.toml`` is in the scenario's folder or a folder above it."""
+    folder = scenario_file.absolute().parent
+    return any((above / CONFIG_FILE).is_file() for above in (folder, *folder.parents))
+
+
+def _refuse_plugin(state: _State, plugin_name: str, why: str) -> None:
+    """Disable a loaded plugin for the rest of this process: a warning, ``FAILED`` in ``plugins``."""
+    plugin = state.manager.get_plugin(plugin_name)
+    if plugin is not None:
+        state.manager.unregister(plugin)
+    state.failures.setdefault(plugin_name, why)
+    # What it registered is gathered again without it.
+    state.registries.clear()
+    state.registered_by.clear()
+    state.callers.clear()
+    _warn_failures(state)
+
+
 def add_commands(
     subparsers: Any, parser_class: type[argparse.ArgumentParser], *, word: str | None = None
 ) -> None:
@@ -755,11 +844,10 @@ def infos(*, fresh: bool = False) -> list[PluginInfo]:
     listed = listed_registries()
     for hook_name in listed:
         registry(hook_name)
+    from trysquare.plugin_info import PluginInfo
+
     # The columns `trysquare plugins --json` has (its contract): a listed registry names one.
-    columns = {f.name for f in attrs.fields(PluginInfo) if str(f.type) == "tuple[str, ...]"} - {
-        "hooks",
-        "refused",
-    }
+    columns = set(COLUMNS)
     manager = state.manager
     result = []
     names = {_name(manager, p) for p in manager.get_plugins()} | set(state.failures)

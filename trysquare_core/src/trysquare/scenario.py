@@ -174,15 +174,22 @@ def load_scenario(
     raw = _convert.structure(data, _ScenarioFile, file=path)
     _check_task(path, raw.task)
     _check_something_measured(path, raw.validation)
+    # Only the plugins of the modes this scenario names need to load.
+    named = {t["mode"] for t in raw.validation if isinstance(t.get("mode"), str)}
+    installed = modes is None
     if modes is None:
-        from trysquare import plugins
-
-        # Only the plugins of the modes this scenario names need to load.
-        modes = plugins.modes({t["mode"] for t in raw.validation if isinstance(t.get("mode"), str)})
-    validations = tuple(
-        _load_validation(table, TableSource(path, f"[[validation]][{index}]", config), modes)
-        for index, table in enumerate(raw.validation, start=1)
+        modes = _installed_modes(named)
+    validations = _load_validations(path, config, raw.validation, modes)
+    protected_env = (
+        _protected_env(path, config)
+        if runs_validators or _passes_env(raw.task, raw.validation)
+        else {}
     )
+    if installed:
+        kept = _installed_modes(named)
+        if not (named & modes.keys()) <= kept.keys():
+            # Asking for the keys refused a plugin whose mode this scenario names: so is this.
+            _load_validations(path, config, raw.validation, kept)
     scenario = Scenario(
         path=path,
         name=(raw.scenario.name if raw.scenario and raw.scenario.name else path.stem),
@@ -191,11 +198,7 @@ def load_scenario(
         verdict=raw.verdict or Verdict(),
         axes=raw.axes,
         variants=raw.variants,
-        protected_env=(
-            _protected_env(path, config)
-            if runs_validators or _passes_env(raw.task, raw.validation)
-            else {}
-        ),
+        protected_env=protected_env,
     )
     _check_pass_env(scenario)
     _check_validations(scenario)
@@ -271,19 +274,26 @@ def _passes_env(task: Task, tables: Sequence[Any]) -> bool:
     )
 
 
+def _load_validations(
+    path: Path, config: Path | None, tables: Sequence[Any], modes: Mapping[str, Mode]
+) -> tuple[Validation, ...]:
+    return tuple(
+        _load_validation(table, TableSource(path, f"[[validation]][{index}]", config), modes)
+        for index, table in enumerate(tables, start=1)
+    )
+
+
+def _installed_modes(names: set[str]) -> Mapping[str, Mode]:
+    from trysquare import plugins
+
+    return plugins.modes(names)
+
+
 def _protected_env(path: Path, config: Path | None) -> dict[str, str]:
     """Every variable a plugin guards (a judge provider's key), gathered through a hook."""
     from trysquare import plugins
 
-    protected: dict[str, str] = {}
-    # Plugins that failed elsewhere are asked too: a key a broken plugin guards stays withheld.
-    answers = plugins.call_each(
-        "trysquare_protected_env", include_failed=True, scenario_file=path, config=config
-    )
-    for _plugin, answer in answers:
-        for name, where in (answer or {}).items():
-            protected.setdefault(name, where)
-    return protected
+    return plugins.protected_env(path, config)
 
 
 def _check_pass_env(scenario: Scenario) -> None:
