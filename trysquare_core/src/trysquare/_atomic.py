@@ -21,7 +21,6 @@ import errno
 import json
 import os
 import re
-import secrets
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -350,7 +349,7 @@ class Folder:
         # Renaming over a symlink would replace the link, not its target; it is
         # refused all the same, since the agent put it there to be followed.
         _refuse_link(folder, name, self.path / name)
-        temp = f".{name}.{secrets.token_hex(6)}.tmp"
+        temp = f".{name}.{os.urandom(6).hex()}.tmp"
         fd = os.open(
             temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder
         )
@@ -469,7 +468,7 @@ def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> by
     """
     path = Path(path)
     with _parent_fd(path, root, create=True) as folder:
-        temp = f".{path.name}.{secrets.token_hex(6)}.tmp"
+        temp = f".{path.name}.{os.urandom(6).hex()}.tmp"
         fd = os.open(
             temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=folder
         )

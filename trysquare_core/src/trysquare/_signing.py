@@ -20,7 +20,6 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,7 @@ def secret() -> bytes:
     found = _KEYS.get(path)
     if found is None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        found = _atomic.create_once(path, secrets.token_hex(32).encode("ascii"), root=path.parent)
+        found = _atomic.create_once(path, os.urandom(32).hex().encode("ascii"), root=path.parent)
         if len(found) < 32:
             raise OSError(f"{path}: trysquare's signing key is too short; delete it for another")
         _KEYS[path] = found
