@@ -135,3 +135,23 @@ def test_an_invalid_run_makes_report_exit_one_and_says_why(cli, make_run, tmp_pa
     measures = json.loads((experiment / "measures.json").read_text(encoding="utf-8"))
     assert {row["id"]: row["state"] for row in measures}["r1"] == "invalid"
     assert next(row for row in measures if row["id"] == "r5")["stale"] == ["score"]
+
+
+def test_a_report_source_lists_run_folders_only_when_a_format_asks(tmp_path: Path) -> None:
+    """The core's formats never read ``run_dirs``: no table of every run is built for them."""
+    from collections.abc import Iterator
+    from types import SimpleNamespace
+
+    from trysquare.report import report_source
+
+    class Runs:
+        read = 0
+
+        def __iter__(self) -> Iterator[SimpleNamespace]:
+            Runs.read += 1
+            return iter([SimpleNamespace(id="r1", dir=tmp_path / "r1")])
+
+    source = report_source({"publishable": True}, [], SimpleNamespace(runs=Runs(), root=tmp_path))
+    assert Runs.read == 0
+    assert dict(source.run_dirs) == {"r1": tmp_path / "r1"} and source.run_dirs["r1"].name == "r1"
+    assert Runs.read == 1

@@ -28,25 +28,25 @@ class Etalon:
     checkout: Path | None  # None until materialised from the tag
 
 
-# A path right inside its run's folder (the clone, the prompt, the session log: nearly
-# always) is kept as that folder and its name, not as a path object of its own: a path
-# object costs about 300 bytes, and validate holds every run. The folder is the one the
-# run was loaded with, so ``attrs.evolve(run, dir=elsewhere)`` moves nothing else.
-_Beside = tuple[Path, str]
+# A path right inside the folder the run was loaded from (the clone, the prompt, the session
+# log: nearly always) is kept as its name alone, resolved against ``_home`` (that folder, the
+# very object ``dir`` holds): a path object costs about 300 bytes, a pair holding the folder
+# 56 more, and validate holds every run. ``attrs.evolve(run, dir=elsewhere)`` keeps ``_home``,
+# so it moves nothing else.
 
 
-def _kept(path: Path | _Beside | None, folder: Path) -> Path | _Beside | None:
-    if isinstance(path, Path) and path.parent == folder:
-        return (folder, sys.intern(path.name))
+def _kept(path: Path | str | None, home: Path) -> Path | str | None:
+    if isinstance(path, Path) and path.parent == home:
+        return sys.intern(path.name)
     return path
 
 
 @overload
-def _unpacked(kept: Path | _Beside) -> Path: ...
+def _unpacked(kept: Path | str, home: Path) -> Path: ...
 @overload
-def _unpacked(kept: Path | _Beside | None) -> Path | None: ...
-def _unpacked(kept: Path | _Beside | None) -> Path | None:
-    return kept[0] / kept[1] if isinstance(kept, tuple) else kept
+def _unpacked(kept: Path | str | None, home: Path) -> Path | None: ...
+def _unpacked(kept: Path | str | None, home: Path) -> Path | None:
+    return home / kept if isinstance(kept, str) else kept
 
 
 @attrs.frozen(repr=False)
@@ -57,42 +57,50 @@ class Run:
     id: str
     cell: str
     repetition: int
-    _repo: Path | _Beside = attrs.field(alias="repo")
+    _repo: Path | str = attrs.field(alias="repo")
     base: str  # as written in run.toml
     base_commit: str | None  # the full sha it resolves to (None when loaded for --replay)
-    _prompt: Path | _Beside = attrs.field(alias="prompt")
-    _session: Path | _Beside | None = attrs.field(alias="session")
+    _prompt: Path | str = attrs.field(alias="prompt")
+    _session: Path | str | None = attrs.field(alias="session")
     session_format: str | None
-    _trace: Path | _Beside | None = attrs.field(alias="trace")
+    _trace: Path | str | None = attrs.field(alias="trace")
     model: str | None
     given: tuple[str, ...]
     etalon: Etalon | None
     # gitignore-style patterns of what the harness injected: never the agent's work
     excluded: tuple[str, ...] = ()
+    # The folder the run was loaded from: what a path kept as a name is beside (None: ``dir``).
+    _home: Path | None = attrs.field(default=None, alias="home")
 
     def __attrs_post_init__(self) -> None:
+        if self._home is None:
+            object.__setattr__(self, "_home", self.dir)
+        home = self._origin()
         for name in ("_repo", "_prompt", "_session", "_trace"):
-            object.__setattr__(self, name, _kept(getattr(self, name), self.dir))
+            object.__setattr__(self, name, _kept(getattr(self, name), home))
+
+    def _origin(self) -> Path:
+        return self.dir if self._home is None else self._home
 
     @property
     def repo(self) -> Path:
         """The agent's clone."""
-        return _unpacked(self._repo)
+        return _unpacked(self._repo, self._origin())
 
     @property
     def prompt(self) -> Path:
         """The prompt the agent was given."""
-        return _unpacked(self._prompt)
+        return _unpacked(self._prompt, self._origin())
 
     @property
     def session(self) -> Path | None:
         """The agent's session log, if the run names one."""
-        return _unpacked(self._session)
+        return _unpacked(self._session, self._origin())
 
     @property
     def trace(self) -> Path | None:
         """The run's trace file, if it names one."""
-        return _unpacked(self._trace)
+        return _unpacked(self._trace, self._origin())
 
     @property
     def validation_dir(self) -> Path:
@@ -104,7 +112,9 @@ class Run:
 
     def __repr__(self) -> str:
         shown = ", ".join(
-            f"{a.alias}={getattr(self, a.alias or a.name)!r}" for a in attrs.fields(Run)
+            f"{a.alias}={getattr(self, a.alias or a.name)!r}"
+            for a in attrs.fields(Run)
+            if a.alias != "home"
         )
         return f"Run({shown})"
 

@@ -14,7 +14,7 @@ not publishable and which results are stale.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,5 +148,29 @@ def report_source(report: Any, rows: Sequence[Mapping[str, Any]], experiment: An
     """The :class:`~trysquare.report.formats.ReportSource` of one experiment."""
     from trysquare.report.formats import ReportSource
 
-    run_dirs = {str(run.id): run.dir for run in experiment.runs}
-    return ReportSource(report=report, rows=tuple(rows), run_dirs=run_dirs, root=experiment.root)
+    return ReportSource(
+        report=report, rows=tuple(rows), run_dirs=_RunFolders(experiment), root=experiment.root
+    )
+
+
+class _RunFolders(Mapping[str, Path]):
+    """Each run's folder by its id, built when a format first asks: the core's formats never
+    do, and a table of every run costs memory at 100,000 runs."""
+
+    def __init__(self, experiment: Any) -> None:
+        self._experiment = experiment
+        self._built: dict[str, Path] | None = None
+
+    def _folders(self) -> dict[str, Path]:
+        if self._built is None:
+            self._built = {str(run.id): run.dir for run in self._experiment.runs}
+        return self._built
+
+    def __getitem__(self, run_id: str) -> Path:
+        return self._folders()[run_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._folders())
+
+    def __len__(self) -> int:
+        return len(self._folders())
