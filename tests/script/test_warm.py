@@ -262,6 +262,44 @@ def test_which_scripts_are_warm_capable(tmp_path: Path, shape: str, capable: boo
     assert found == ("evaluate" if capable else None)
 
 
+def test_scripts_are_parsed_one_at_a_time_by_a_validates_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CPython 3.11's AST constructor fails ("recursion depth mismatch") when two threads
+    # parse at once; workers asking about scripts together must take turns.
+    import ast
+    import threading
+    import time
+
+    real_parse = ast.parse
+    inside: list[int] = []
+    overlapped: list[int] = []
+
+    def slow_parse(*args: object, **kwargs: object) -> ast.Module:
+        inside.append(1)
+        if len(inside) > 1:
+            overlapped.append(len(inside))
+        time.sleep(0.02)
+        try:
+            return real_parse(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            inside.pop()
+
+    monkeypatch.setattr(ast, "parse", slow_parse)
+    scripts = [write_script(tmp_path, f"v{index}.py", STATEFUL) for index in range(6)]
+    found: list[str | None] = []
+    threads = [
+        threading.Thread(target=lambda s=s: found.append(_warm.entry_point(s, None)))
+        for s in scripts
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert found == ["evaluate"] * 6
+    assert not overlapped, f"{max(overlapped)} threads parsed at once"
+
+
 def test_another_interpreter_is_not_warm_capable(tmp_path: Path) -> None:
     script = tmp_path / "v.py"
     script.write_text(

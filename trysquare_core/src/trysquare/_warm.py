@@ -95,15 +95,19 @@ def entry_point(script: Path, path_env: str | None) -> str | None:
     except OSError:
         return None
     key = (str(script), found.st_mtime_ns, found.st_size)
+    # Held across the parse, not only the lookup: CPython 3.11's AST constructor keeps its
+    # recursion count per interpreter, so two threads parsing at once can fail with
+    # "SystemError: AST constructor recursion depth mismatch" (gh-106905). Workers of one
+    # validate then also parse each script once.
     with _detect_lock:
         if key in _detected:
             return _detected[key]
-    try:
-        source = Path(script).read_bytes()
-    except OSError:
-        return None
-    name = _entry_point(source, path_env) if _runs_this_interpreter(source, path_env) else None
-    with _detect_lock:
+        try:
+            source = Path(script).read_bytes()
+        except OSError:
+            return None
+        runs_here = _runs_this_interpreter(source, path_env)
+        name = _entry_point(source, path_env) if runs_here else None
         _detected[key] = name
     return name
 
