@@ -166,6 +166,32 @@ def test_validate_and_report_import_no_plugin_they_do_not_need(
         assert not {"trysquare_judge", "trysquare_anthropic"} & modules, command
 
 
+def test_a_validate_without_a_test_command_never_imports_the_preparing(
+    cli_process, make_run, tmp_path: Path
+) -> None:
+    # Nothing runs `prepare` without a test_command: validate opens the sharing scope
+    # (trysquare._prepared_scope) but leaves the preparing itself unimported.
+    scenario = scored_run(make_run, tmp_path)
+    probe = (
+        "import sys\nfrom trysquare.cli import main\ncode = main(sys.argv[1:])\n"
+        "print(sorted(name for name in sys.modules if name.startswith('trysquare.')))\n"
+        "raise SystemExit(code)\n"
+    )
+    for extra in ((), ("--replay", "--force")):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, "validate", str(scenario), str(tmp_path / "exp")]
+            + ["--no-progress", *extra],
+            env=cli_process.env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        modules = set(eval(done.stdout.strip().splitlines()[-1]))
+        assert "trysquare._prepared_scope" in modules, extra
+        assert "trysquare._prepared" not in modules, extra
+
+
 def test_the_in_tree_plugins_declare_what_they_register(cli) -> None:
     declared: dict[str, set[str]] = {}
     for entry_point in metadata.entry_points(group="trysquare.provides"):

@@ -32,14 +32,14 @@ import json
 import os
 import stat
 import tempfile
-import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
+
+from trysquare._prepared_scope import Entry, current, release, sharing
 
 if TYPE_CHECKING:  # loaded when a tree is prepared: validate imports this module early
     from trysquare._process import ProcessResult
@@ -71,74 +71,8 @@ class SharedTree:
         return copy_prepared(self, dest)
 
 
-@attrs.define
-class _Entry:
-    lock: threading.Lock = attrs.field(factory=threading.Lock)
-    tree: SharedTree | None = None
-    repo: str = ""
-
-
-@attrs.define
-class _Scope:
-    entries: dict[str, _Entry] = attrs.field(factory=dict)
-    lock: threading.Lock = attrs.field(factory=threading.Lock)
-
-
 # Stands for the consumer's words in a shared failure; a NUL is never in run_steps' own text.
 _CONSEQUENCE = "\x00consequence\x00"
-
-_scope: list[_Scope] = []  # the innermost open scope last
-_scope_lock = threading.Lock()
-
-
-@contextmanager
-def sharing() -> Iterator[None]:
-    """Within this block (one ``validate``), consumers of a run share its prepared tree."""
-    scope = _Scope()
-    with _scope_lock:
-        _scope.append(scope)
-    try:
-        yield
-    finally:
-        with _scope_lock:
-            _scope.remove(scope)
-        with scope.lock:
-            entries = list(scope.entries.values())
-            scope.entries.clear()
-        for entry in entries:
-            _drop(entry)
-
-
-def release(repo: Path | str) -> None:
-    """Remove the prepared trees of the clone ``repo``: its run's validations are all back."""
-    with _scope_lock:
-        scopes = [scope for scope in _scope if scope.entries]
-    if not scopes:
-        return  # nothing prepared (most validators prepare nothing): no path to resolve
-    found = os.path.realpath(repo)
-    for scope in scopes:
-        with scope.lock:
-            gone = [key for key, entry in scope.entries.items() if entry.repo == found]
-            entries = [scope.entries.pop(key) for key in gone]
-        for entry in entries:
-            _drop(entry)
-
-
-def _drop(entry: _Entry) -> None:
-    from trysquare._scratch import remove_tree
-
-    with entry.lock:  # a consumer still copying from it finishes first
-        if entry.tree is not None:
-            try:
-                remove_tree(entry.tree.origin)
-            except OSError:
-                pass
-            entry.tree = None
-
-
-def _current() -> _Scope | None:
-    with _scope_lock:
-        return _scope[-1] if _scope else None
 
 
 def shared_prepare(
@@ -157,7 +91,7 @@ def shared_prepare(
     Waiting for another consumer's ``prepare`` counts against ``timeout``; so does running it.
     A ``SharedTree`` with ``problem`` set and ``tree`` absent means prepare timed out here.
     """
-    scope = _current()
+    scope = current()
     if scope is None or not steps or jail is None:
         return None
     from trysquare.jail import availability, jail_key
@@ -178,7 +112,7 @@ def shared_prepare(
         ).encode()
     ).hexdigest()
     with scope.lock:
-        entry = scope.entries.setdefault(key, _Entry(repo=found))
+        entry = scope.entries.setdefault(key, Entry(repo=found))
     if not entry.lock.acquire(timeout=max(timeout, 0.0)):
         return _timed_out(steps, timeout)
     try:

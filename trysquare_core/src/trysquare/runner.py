@@ -32,7 +32,7 @@ from typing import Any, Literal, TextIO, TypeVar
 
 from trysquare import (
     _inflight,
-    _prepared,
+    _prepared_scope,
     _process,
     _spill,
     clone_guard,
@@ -161,7 +161,7 @@ class _ValidateRun:
 
                 warm = _warm.servers(enabled=getattr(self.executor, "runs_tasks_here", False))
                 # One prepared tree per run, shared by run.tests() and hidden tests (prepare once).
-                with warm, _prepared.sharing():
+                with warm, _prepared_scope.sharing():
                     _Execution(self, tasks, ledger, flight).run()
             except BaseException:
                 flight.close(interrupted=True, complete=False)  # it ended trysquare's work
@@ -408,7 +408,7 @@ class _Execution:
             for result in self._results():
                 self._take(result)
                 if (plan := self.tasks.task_back(result.task.run)) is not None:
-                    _prepared.release(result.task.run.repo)  # its validations are all back
+                    _prepared_scope.release(result.task.run.repo)  # its validations are all back
                     if self.tasks.overlapped:
                         early.submit(plan)
         finally:
