@@ -27,14 +27,15 @@ import os
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
-
-import attrs
+from typing import TYPE_CHECKING, Any, TextIO
 
 from trysquare import _atomic, _signing
 from trysquare._shown import shown
 from trysquare.execute import PlannedTask
 from trysquare.runs import Experiment, Run
+
+if TYPE_CHECKING:  # built only when a marker is found: loaded then, not on every validate
+    from trysquare._inflight_marker import Marker
 
 __all__ = ["ENDS_ALLOWED", "FOLDER", "Deferred", "InFlight", "Marker"]
 
@@ -43,15 +44,12 @@ _KIND = "trysquare validation in flight"
 ENDS_ALLOWED = 2  # trysquare ending this many times during one validation makes it invalid
 
 
-@attrs.frozen
-class Marker:
-    """A validation that was running when trysquare last ended."""
+def __getattr__(name: str) -> Any:
+    if name == "Marker":  # kept importable from here (it lives where it is loaded lazily)
+        from trysquare._inflight_marker import Marker
 
-    run: Run
-    name: str
-    ended: int  # how many times trysquare ended while this validation ran
-    digest: str  # the validator's digest then
-    context_digest: str | None  # its context's digest then
+        return Marker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _key(run: Run, name: str) -> tuple[Path, str]:
@@ -132,6 +130,8 @@ class InFlight:
         if type(ended) is not int or ended < 1:
             return None
         context_digest = entry.get("context_digest")
+        from trysquare._inflight_marker import Marker
+
         return Marker(
             run=run,
             name=str(entry["validator"]),

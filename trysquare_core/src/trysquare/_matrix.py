@@ -9,7 +9,6 @@ twice. These checks turn each into a sentence naming the run folders.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -96,6 +95,8 @@ def matrix_problems(scenario: Any, runs: Sequence[Run], declared: Sequence[str] 
     cells = list(counts)
     reference = scenario.verdict.reference
     if reference is not None and reference not in counts:
+        import difflib  # only a missing reference is named with a suggestion
+
         close = difflib.get_close_matches(reference, cells, n=1, cutoff=0.6)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         problems.append(
