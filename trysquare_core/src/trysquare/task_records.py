@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from trysquare import _convert
-from trysquare.modes import Outcome, State, Validation, ValidationTask
+from trysquare.modes import Outcome, Validation, ValidationTask
 
 if TYPE_CHECKING:
     from trysquare.clone_picture import ClonePicture
@@ -59,19 +59,6 @@ class PlannedTask:
 
 
 @attrs.frozen
-class _RecordedOutcome:
-    """The part of a result document an observer is told, structured strictly."""
-
-    metrics: dict[str, Any]
-    reasons: dict[str, str]
-    state: State
-    error: str | None
-    provenance: dict[str, dict[str, str]] | None = None
-    notes: tuple[str, ...] = ()
-    kept_after: str | None = None
-
-
-@attrs.frozen
 class TaskResult:
     """What became of one task: its outcome as recorded, and the result file's document."""
 
@@ -95,11 +82,14 @@ class TaskResult:
         Structured by trysquare's strict converter: a document whose metrics,
         state or reasons are not what a result holds is refused (``ScenarioError``).
         """
+        # Loaded here: only a result arriving from afar (a cluster worker's) is structured.
+        from trysquare._recorded_outcome import RecordedOutcome
+
         task = planned.task
-        fields = {f.name for f in attrs.fields(_RecordedOutcome)}
+        fields = {f.name for f in attrs.fields(RecordedOutcome)}
         found = _convert.structure(
             {k: v for k, v in document.items() if k in fields},
-            _RecordedOutcome,
+            RecordedOutcome,
             file=Path(f"{task.validation.name}.json"),
             label=f"the result of validator '{task.validation.name}'",
         )
