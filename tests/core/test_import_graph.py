@@ -44,6 +44,7 @@ GROUND_FLOOR = frozenset(
     {
         "trysquare._canonical",
         "trysquare._convert",
+        "trysquare._recorded_outcome",
         "trysquare.clone_picture",
         "trysquare.commands",
         "trysquare.errors",

@@ -112,7 +112,7 @@ def shared_prepare(
         ).encode()
     ).hexdigest()
     with scope.lock:
-        entry = scope.entries.setdefault(key, Entry(repo=found))
+        entry: Entry[SharedTree] = scope.entries.setdefault(key, Entry(repo=found))
     if not entry.lock.acquire(timeout=max(timeout, 0.0)):
         return _timed_out(steps, timeout)
     try:

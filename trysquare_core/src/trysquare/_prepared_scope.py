@@ -11,22 +11,32 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from trysquare._prepared import SharedTree
-
-__all__ = ["current", "release", "sharing"]
+__all__ = ["Entry", "KeptTree", "current", "release", "sharing"]
 
 
-class Entry:
+class KeptTree(Protocol):
+    """What the scope needs of a prepared tree (``_prepared.SharedTree``): where to remove it.
+
+    A protocol, not the record itself: this module never imports the preparing.
+    """
+
+    @property
+    def origin(self) -> str: ...
+
+
+TreeT = TypeVar("TreeT", bound=KeptTree)
+
+
+class Entry(Generic[TreeT]):
     """One run's prepared tree in a scope; its lock is held while the tree is built or copied."""
 
     __slots__ = ("lock", "repo", "tree")
 
     def __init__(self, repo: str = "") -> None:
         self.lock = threading.Lock()
-        self.tree: SharedTree | None = None
+        self.tree: TreeT | None = None
         self.repo = repo
 
 
@@ -36,7 +46,7 @@ class Scope:
     __slots__ = ("entries", "lock")
 
     def __init__(self) -> None:
-        self.entries: dict[str, Entry] = {}
+        self.entries: dict[str, Entry[Any]] = {}
         self.lock = threading.Lock()
 
 
@@ -83,7 +93,7 @@ def current() -> Scope | None:
         return _scope[-1] if _scope else None
 
 
-def _drop(entry: Entry) -> None:
+def _drop(entry: Entry[Any]) -> None:
     from trysquare._scratch import remove_tree
 
     with entry.lock:  # a consumer still copying from it finishes first
