@@ -222,6 +222,55 @@ def test_a_run_changing_module_state_is_not_seen_by_the_next(
         assert result["metrics"]["changed"] == f"[{index}]; parent False"
 
 
+# What a run sees of its environment: the names in order and their values, as Python holds
+# them and as a process it starts gets them (the C library's copy).
+ENVIRONMENT = """
+import os, subprocess, sys
+from trysquare.assay import Assay, validator
+
+
+def shown(pairs):
+    return ";".join(f"{name}={value}" for name, value in pairs if name != "TRYSQUARE_VALIDATION")
+
+
+@validator
+def evaluate(run: Assay) -> dict:
+    started = subprocess.run(
+        [sys.executable, "-c", "import os; print(repr(list(os.environ.items())))"],
+        capture_output=True, text=True, check=True,
+    )
+    import ast
+    return {"changed": shown(os.environ.items()) + " | " + shown(ast.literal_eval(started.stdout))}
+
+
+if __name__ == "__main__":
+    raise SystemExit(evaluate.cli())
+"""
+
+
+def test_a_warm_run_sees_the_environment_a_cold_one_sees_in_its_order(
+    tmp_path: Path, served: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the values that differ from the server's are set in a child (the run's TMPDIR, a
+    # name the server's environment has with another value): each keeps its place.
+    monkeypatch.setenv("TMPDIR", "/the/server/has/another")
+    monkeypatch.setenv("AFTER_TMPDIR", "here")
+    experiment = _matrix(tmp_path / "exp", 3)
+    cold = _scenario(tmp_path / "s", ENVIRONMENT, warm=False, timeout=30)
+    assert _validate(cold, experiment) == 0
+    cold_files = _recorded(experiment)
+    warm = _scenario(tmp_path / "s", ENVIRONMENT, warm=True, timeout=30)
+    assert _validate(warm, experiment, replay=True) == 0
+    assert len(served) == 3
+    warm_files = _recorded(experiment)
+    assert warm_files == cold_files
+    seen = json.loads(cold_files["runs/r1/validation/script.json"])["metrics"]["changed"]
+    inside, started = seen.split(" | ")
+    assert inside == started
+    assert "TMPDIR=/the/server" not in inside
+    assert inside.index("TMPDIR=") < inside.index("AFTER_TMPDIR=here")
+
+
 def test_warm_false_and_other_executables_keep_the_cold_path(
     tmp_path: Path, served: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
