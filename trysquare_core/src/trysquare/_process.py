@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
-import selectors
+import select
 import signal
 import subprocess
 import sys
@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trysquare import _capped_output
 from trysquare.errors import IsolationUnavailable
@@ -37,6 +37,8 @@ __all__ = ["DEFAULT_CAP", "ProcessResult", "interrupt", "interrupted", "kill_all
 DEFAULT_CAP = 16 * 1024 * 1024
 # How long a grandchild may keep the pipes open after the child itself exited.
 LINGER_SECONDS = 1.0
+# How often a child whose pipes are open is asked whether it exited.
+POLL_SECONDS = 0.05
 
 # Process groups started here and still alive: an interrupted runner ends them.
 _live_groups: set[int] = set()
@@ -220,49 +222,73 @@ def run_process(
     # thread's _end_strays would take the new session leader for a stray.
     _spawning.acquire()
 
+    # The pipes are made here and read with bare reads: pipes Popen makes are wrapped in file
+    # objects (three system calls each, every one letting the GIL go) that nothing here uses.
+    out_fd, out_write = os.pipe()
+    err_fd, err_write = os.pipe()
+
     def spawn() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             list(argv),
             cwd=cwd,
             env=None if env is None else dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdin=_devnull(),
+            stdout=out_write,
+            stderr=err_write,
             start_new_session=True,
         )
 
     try:
-        proc = spawn() if sandbox is None else sandbox.start(spawn)
+        try:
+            proc = spawn() if sandbox is None else sandbox.start(spawn)
+        except BaseException:
+            os.close(out_fd)
+            os.close(err_fd)
+            raise
+        finally:
+            os.close(out_write)
+            os.close(err_write)
         _live_groups.add(proc.pid)
         owned = getattr(_owned, "groups", None)
         if owned is not None:
             owned.add(proc.pid)
     finally:
         _spawning.release()
-    assert proc.stdout is not None and proc.stderr is not None
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     output = _capped_output.CappedOutput((out_fd, err_fd), cap)
     timed_out = False
     exited_at: float | None = None
     try:
-        with selectors.DefaultSelector() as selector:
-            for fd in (out_fd, err_fd):
-                selector.register(fd, selectors.EVENT_READ)
-            while selector.get_map():
-                now = time.monotonic()
-                if exited_at is None and proc.poll() is not None:
+        # poll(2), not epoll: nothing to create, register or close for two pipes.
+        watcher = select.poll()
+        for fd in (out_fd, err_fd):
+            watcher.register(fd, select.POLLIN)
+        open_fds = {out_fd, err_fd}
+        spoke = True  # the last look found output (none yet: no need to ask)
+        asked_at = start
+        while open_fds:
+            now = time.monotonic()
+            # Whether the child exited is asked when its pipes were quiet, or every
+            # POLL_SECONDS while they speak: each waitpid lets the GIL go (which costs a
+            # switch interval while another thread computes), and a child that printed
+            # its verdict usually closes both pipes by exiting.
+            if exited_at is None and (not spoke or now - asked_at >= POLL_SECONDS):
+                asked_at = now
+                if proc.poll() is not None:
                     exited_at = now
-                if exited_at is not None and now - exited_at > LINGER_SECONDS:
-                    break  # a grandchild holds the pipes; the group is killed below
-                if deadline is not None and now >= deadline:
-                    timed_out = True
-                    break
-                wait = 0.05 if exited_at is None else LINGER_SECONDS
-                if deadline is not None:
-                    wait = min(wait, deadline - now)
-                for key, _ in selector.select(timeout=max(wait, 0.0)):
-                    if not output.read(key.fd):
-                        selector.unregister(key.fd)
+            if exited_at is not None and now - exited_at > LINGER_SECONDS:
+                break  # a grandchild holds the pipes; the group is killed below
+            if deadline is not None and now >= deadline:
+                timed_out = True
+                break
+            wait = POLL_SECONDS if exited_at is None else LINGER_SECONDS
+            if deadline is not None:
+                wait = min(wait, deadline - now)
+            ready = watcher.poll(max(wait, 0.0) * 1000)
+            spoke = bool(ready)
+            for fd, _ in ready:
+                if not output.read(fd):
+                    watcher.unregister(fd)
+                    open_fds.discard(fd)
         if not timed_out:
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:
@@ -278,8 +304,8 @@ def run_process(
             owned.discard(proc.pid)
         if token is not None:
             _end_strays(proc.pid, token)
-        proc.stdout.close()
-        proc.stderr.close()
+        os.close(out_fd)
+        os.close(err_fd)
     return ProcessResult(
         argv,
         None if timed_out else proc.returncode,
@@ -289,6 +315,21 @@ def run_process(
         output.truncated,
         time.monotonic() - start,
     )
+
+
+_devnull_fd: list[int] = []
+
+
+def _devnull() -> int:
+    """``/dev/null``, opened once (not inherited): every child's standard input."""
+    if not _devnull_fd:
+        with _devnull_lock:
+            if not _devnull_fd:
+                _devnull_fd.append(os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+    return _devnull_fd[0]
+
+
+_devnull_lock = threading.Lock()
 
 
 def _program_path(argv: Sequence[str], cwd: Path | str, env: Mapping[str, str] | None) -> str:
@@ -367,20 +408,50 @@ def _processes() -> dict[int, tuple[int, int]]:
 
 
 def _read_proc(path: str) -> bytes | None:
-    """A /proc file's whole text, read with bare system calls (this runs once per validation)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    """A small /proc file's whole text (a thread's children, a process's stat), or None.
+
+    Runs for every thread of trysquare after every confined validation, so it is read with
+    bare system calls that keep the GIL (:func:`trysquare.sandbox._gil_held_libc`): letting
+    it go for each of them cost the worker a switch interval apiece while another thread
+    computed. Reading these files never blocks.
+    """
+    import ctypes
+
+    opener, closer, reader = _proc_functions()
+    fd = opener(os.fsencode(path), os.O_RDONLY | os.O_CLOEXEC)
+    if fd < 0:
         return None
     try:
-        parts = []
-        while chunk := os.read(fd, 1 << 16):
-            parts.append(chunk)
-        return b"".join(parts)
-    except OSError:
-        return None
+        buffer = ctypes.create_string_buffer(_PROC_CHUNK)
+        parts: list[bytes] = []
+        while True:
+            count = reader(fd, buffer, _PROC_CHUNK)
+            if count < 0:
+                return None
+            if count == 0:
+                return b"".join(parts)
+            parts.append(buffer.raw[:count])
     finally:
-        os.close(fd)
+        closer(fd)
+
+
+_PROC_CHUNK = 1 << 13
+_proc_calls: list[tuple[Any, Any, Any]] = []
+
+
+def _proc_functions() -> tuple[Any, Any, Any]:
+    """libc's ``open``, ``close`` and ``read``, called with the GIL held."""
+    if not _proc_calls:
+        import ctypes
+
+        from trysquare.sandbox import _gil_held_libc, _path_functions
+
+        opener, closer = _path_functions()
+        reader = _gil_held_libc().read
+        reader.restype = ctypes.c_ssize_t
+        reader.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+        _proc_calls.append((opener, closer, reader))
+    return _proc_calls[0]
 
 
 _children_files: list[bool] = []

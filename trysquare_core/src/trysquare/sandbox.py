@@ -23,6 +23,7 @@ Dependency-free: :mod:`trysquare._process` imports it.
 from __future__ import annotations
 
 import _thread
+import errno
 import os
 import platform
 import sys
@@ -195,7 +196,7 @@ class Sandbox:
             _thread.start_new_thread(confined, ())
             finished.acquire()
         finally:
-            os.close(fd)
+            _close(fd)
         ok, value = outcome[0]
         if not ok:
             raise value
@@ -222,10 +223,12 @@ class Sandbox:
         fd = int(ruleset)
         try:
             for folder in (*self.writable, Path("/dev")):
-                try:
-                    parent = os.open(folder, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
-                except FileNotFoundError:
-                    continue
+                parent = _open_path(os.fsencode(folder))
+                if parent < 0:
+                    err = ctypes.get_errno()
+                    if err == errno.ENOENT:
+                        continue
+                    raise OSError(err, os.strerror(err), str(folder))
                 try:
                     rule = path_beneath(handled, parent)
                     if (
@@ -241,7 +244,7 @@ class Sandbox:
                         err = ctypes.get_errno()
                         raise OSError(err, f"Landlock rule for {folder}: {os.strerror(err)}")
                 finally:
-                    os.close(parent)
+                    _close(parent)
         except BaseException:
             os.close(fd)
             raise
@@ -272,21 +275,63 @@ def _restrict_this_thread(fd: int) -> None:
 
 
 _resolved: list[tuple[Any, Any]] = []
+_held: list[tuple[Any, Any]] = []
 
 
 def _functions() -> tuple[Any, Any]:
-    """libc's ``syscall`` and ``prctl``, resolved once."""
+    """libc's ``syscall`` and ``prctl``, resolved once, called with the GIL held (see
+    :func:`_gil_held_libc`)."""
     if not _resolved:
         import ctypes
 
-        libc = _libc()
-        assert libc is not None
-        syscall = libc.syscall  # type: ignore[attr-defined]
+        libc = _gil_held_libc()
+        syscall = libc.syscall
         syscall.restype = ctypes.c_long
-        prctl = libc.prctl  # type: ignore[attr-defined]
+        prctl = libc.prctl
         prctl.restype = ctypes.c_int
         _resolved.append((syscall, prctl))
     return _resolved[0]
+
+
+def _gil_held_libc() -> Any:
+    """libc, its functions called without letting the GIL go (``ctypes.PyDLL``).
+
+    Every call that lets the GIL go costs the calling thread up to a switch interval (5 ms)
+    to get it back whenever another thread is computing (the runner's main thread writing
+    results): confining one start took a dozen such calls, each a few microseconds in the
+    kernel. The calls made here (Landlock's, ``prctl``, ``open`` of a folder as a path,
+    ``close``) never block, so holding the GIL across them costs nothing.
+    """
+    import ctypes
+
+    return ctypes.PyDLL(None, use_errno=True)
+
+
+def _path_functions() -> tuple[Any, Any]:
+    """libc's ``open`` and ``close``, resolved once, called with the GIL held."""
+    if not _held:
+        import ctypes
+
+        libc = _gil_held_libc()
+        opener = libc.open
+        opener.restype = ctypes.c_int
+        opener.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        closer = libc.close
+        closer.restype = ctypes.c_int
+        closer.argtypes = [ctypes.c_int]
+        _held.append((opener, closer))
+    return _held[0]
+
+
+def _open_path(folder: bytes) -> int:
+    """An ``O_PATH`` descriptor of the folder ``folder`` (never through a final link it is
+    not: ``O_DIRECTORY``), or -1 with ``errno`` set."""
+    opener = _path_functions()[0]
+    return int(opener(folder, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY))
+
+
+def _close(fd: int) -> None:
+    _path_functions()[1](fd)
 
 
 _structs: list[tuple[Any, Any]] = []
