@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
+import select
 import signal
 import socket
 import sys
@@ -324,6 +324,8 @@ class _Server:
         self.process: subprocess.Popen[bytes] = process
         self.channel = channel
         self.buffer = b""
+        self.watcher = select.poll()
+        self.watcher.register(channel.fileno(), select.POLLIN)
 
     @classmethod
     def start(cls, script: Path, entry: str, base_env: Mapping[str, str]) -> _Server:
@@ -381,10 +383,14 @@ class _Server:
             wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             if wait == 0.0:
                 raise _Lost("no answer")
-            self.channel.settimeout(wait)
+            # The channel stays blocking and is waited for with poll(2): a socket timeout
+            # switches it to non-blocking and back around every call (system calls that each
+            # let the GIL go, which costs a switch interval while another thread computes).
             try:
+                if not self.watcher.poll(None if wait is None else wait * 1000):
+                    raise _Lost("no answer")
                 data = self.channel.recv(1 << 16)
-            except (TimeoutError, OSError):
+            except OSError:
                 raise _Lost("no answer") from None
             if not data:
                 raise _Lost("gone")
@@ -425,7 +431,6 @@ class _Server:
             "writable": [str(p) for p in writable],
             "confine": confine,
         }
-        self.channel.settimeout(None)  # a receive's deadline is no sender's
         try:
             try:
                 socket.send_fds(
@@ -491,18 +496,21 @@ def _collect(
     every process that held them), keeping ``cap`` bytes of each; kill it at ``deadline``."""
     output = _capped_output.CappedOutput((out_fd, err_fd), cap)
     timed_out = False
-    with selectors.DefaultSelector() as selector:
-        for fd in (out_fd, err_fd):
-            selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map():
-            now = time.monotonic()
-            if not timed_out and now >= deadline:
-                timed_out = True
-                _kill(pid)  # the server then ends what it left, which closes the pipes
-            if timed_out and now >= deadline + _SETTLE_TIMEOUT:
-                break  # something still holds them: the server is asked no more (_Lost)
-            wait = 0.5 if timed_out else max(min(deadline - now, 0.5), 0.0)
-            for selected, _ in selector.select(timeout=wait):
-                if not output.read(selected.fd):
-                    selector.unregister(selected.fd)
+    # poll(2), not epoll: nothing to create, register or close for two pipes.
+    watcher = select.poll()
+    for fd in (out_fd, err_fd):
+        watcher.register(fd, select.POLLIN)
+    open_fds = {out_fd, err_fd}
+    while open_fds:
+        now = time.monotonic()
+        if not timed_out and now >= deadline:
+            timed_out = True
+            _kill(pid)  # the server then ends what it left, which closes the pipes
+        if timed_out and now >= deadline + _SETTLE_TIMEOUT:
+            break  # something still holds them: the server is asked no more (_Lost)
+        wait = 0.5 if timed_out else max(min(deadline - now, 0.5), 0.0)
+        for fd, _ in watcher.poll(wait * 1000):
+            if not output.read(fd):
+                watcher.unregister(fd)
+                open_fds.discard(fd)
     return output.kept(out_fd), output.kept(err_fd), output.truncated, timed_out
