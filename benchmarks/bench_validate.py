@@ -212,25 +212,50 @@ def startup(count: int, scratch: Path) -> None:
 
     argv = [sys.executable, "-c", "pass"]
 
-    def plain() -> float:
-        started = time.perf_counter()
+    def cpu() -> float:
+        """User + system seconds of this process and its waited-for children so far."""
+        mine = resource.getrusage(resource.RUSAGE_SELF)
+        theirs = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return mine.ru_utime + mine.ru_stime + theirs.ru_utime + theirs.ru_stime
+
+    def plain() -> None:
         for _ in range(count):
             subprocess.run(argv, check=True)
-        return time.perf_counter() - started
 
-    def through_run_process(sandbox: Sandbox | None) -> float:
-        started = time.perf_counter()
+    def through_run_process(sandbox: Sandbox | None) -> None:
         for _ in range(count):
             run_process(argv, cwd=scratch, timeout=None, sandbox=sandbox)
-        return time.perf_counter() - started
 
-    baseline = min(plain() for _ in range(2))
-    unconfined = min(through_run_process(None) for _ in range(2))
-    took = min(through_run_process(Sandbox([scratch])) for _ in range(2))
+    # Rounds interleaved, medians of wall and CPU time (a loaded machine's neighbours show in
+    # the wall time much more than in the CPU time).
+    import statistics
+
+    kinds = {
+        "plain": plain,
+        "unconfined": lambda: through_run_process(None),
+        "confined": lambda: through_run_process(Sandbox([scratch])),
+    }
+    wall: dict[str, list[float]] = {name: [] for name in kinds}
+    used: dict[str, list[float]] = {name: [] for name in kinds}
+    for _ in range(3):
+        for name, measure in kinds.items():
+            before, started = cpu(), time.perf_counter()
+            measure()
+            wall[name].append((time.perf_counter() - started) / count * 1000)
+            used[name].append((cpu() - before) / count * 1000)
+    ms = {name: statistics.median(taken) for name, taken in wall.items()}
+    cpu_ms = {name: statistics.median(taken) for name, taken in used.items()}
     print(
-        f"validate.startup.confined: {took / baseline:.2f}x (python -c pass by subprocess.run "
-        f"{baseline / count * 1000:.1f} ms each; run_process unconfined {unconfined / count * 1000:.1f} ms, "
-        f"confined {took / count * 1000:.1f} ms; {protection_line().split(' —')[0]})"
+        f"validate.startup.confined: {ms['confined'] / ms['plain']:.2f}x (python -c pass by "
+        f"subprocess.run {ms['plain']:.1f} ms each; run_process unconfined "
+        f"{ms['unconfined']:.1f} ms, confined {ms['confined']:.1f} ms; "
+        f"{protection_line().split(' —')[0]})"
+    )
+    print(
+        f"validate.startup.confined.cpu: {cpu_ms['confined'] / cpu_ms['plain']:.2f}x (CPU: "
+        f"subprocess.run {cpu_ms['plain']:.2f} ms each; run_process unconfined "
+        f"{cpu_ms['unconfined']:.2f} ms, confined {cpu_ms['confined']:.2f} ms; median of 3 "
+        f"interleaved rounds; load average {Path('/proc/loadavg').read_text().split()[0]})"
     )
 
 
@@ -254,6 +279,7 @@ def main() -> None:
         os.environ["XDG_CACHE_HOME"] = str(Path(temp) / "cache")
         if args.assay_only:
             assay(Path(temp) / "assay", count, args.rounds or (2 if args.quick else 4))
+            startup(count // 4, Path(temp))
             return
         scenario, experiment = build(Path(temp), count)
         trysquare("validate", scenario, experiment, "--no-progress")  # build and archive contexts
