@@ -6,7 +6,8 @@ child cannot exhaust memory), and a grandchild that keeps the pipes open after
 the child exited cannot hang the caller. With ``sandbox=`` the child is confined
 (:mod:`trysquare.sandbox`) and nothing it started outlives the call, even a
 grandchild that left its process group and session (see :func:`_end_strays`).
-Dependency-free: ``trysquare.assay`` imports it.
+Dependency-free: ``trysquare.assay`` imports it. (It is over 600 lines because starting a
+child, watching it and hunting what it left share one lock and one table of live groups.)
 """
 
 from __future__ import annotations
