@@ -1,5 +1,8 @@
 """Atomic writes that never go through a symlink: a temporary file beside the target, then a rename.
 
+(It is over 600 lines because every read and write of a run folder shares its one no-follow
+walk and checks.)
+
 An interrupted command never leaves half a file: readers see the old content or
 the new one. Inside a run folder everything but trysquare's own files is the
 measured agent's, so a writer given ``root`` (the run folder) opens every folder
@@ -12,8 +15,7 @@ A hard link is the other way to give a file of the run another file's content: a
 file read, appended to or written in place (a lock) must have one link
 (:func:`refuse_hard_link`, the one place that says so), else it is refused as a
 symlink is. A file replaced by a rename needs no such check: the rename puts a new
-file under the name and leaves the linked one alone. Dependency-free. It is over 600 lines
-because every read and write of a run folder shares the one no-follow walk and its checks.
+file under the name and leaves the linked one alone. Dependency-free.
 """
 
 from __future__ import annotations

@@ -463,50 +463,36 @@ class _Execution:
 
     def _check_clones(self, early: _EarlyChecks) -> None:
         """Re-read each validated clone not checked early, a bounded number at a time (each
-        picture is read back from the spill as its check starts); every problem is said in
-        plan order. A pool is started only when a clone is left to check (none is when
-        every one was checked early)."""
-        window = 2 * io_workers()
-        pending: deque[tuple[RunPlan, list[str], str | None] | Future[str | None]] = deque()
-        plans: deque[tuple[RunPlan, list[str]]] = deque()
+        picture is read back from the spill as its check starts), in a pool started only if
+        one is left; every problem is said in plan order."""
+        pending: deque[tuple[RunPlan, list[str], Future[str | None] | str | None]] = deque()
         pool: ThreadPoolExecutor | None = None
-
-        def say_first() -> None:
-            plan, names = plans.popleft()
-            entry = pending.popleft()
-            problem = entry.result() if isinstance(entry, Future) else entry[2]
-            if problem is not None:
-                clone_guard.spoil(plan.run, names, problem, self.out)
-
         try:
-            for plan in self.tasks.plans:
-                names = self.ledger.ran_names(plan.run)
-                if not names:
-                    continue
-                checked, problem = early.found(plan)
-                if checked:
-                    pending.append((plan, names, problem))
-                else:
-                    if pool is None:
-                        pool = ThreadPoolExecutor(max_workers=io_workers())
-                    pending.append(pool.submit(plan.clone_changes, self.tasks.spill))
-                plans.append((plan, names))
-                if len(pending) >= window:
-                    say_first()
-            while pending:
-                say_first()
+            for plan in [*self.tasks.plans, None]:
+                if plan is not None and (names := self.ledger.ran_names(plan.run)):
+                    checked, found = early.found(plan)
+                    if not checked:
+                        pool = pool or ThreadPoolExecutor(max_workers=io_workers())
+                        pending.append(
+                            (plan, names, pool.submit(plan.clone_changes, self.tasks.spill))
+                        )
+                    else:
+                        pending.append((plan, names, found))
+                while pending and (plan is None or len(pending) >= 2 * io_workers()):
+                    said, names, outcome = pending.popleft()
+                    problem = outcome.result() if isinstance(outcome, Future) else outcome
+                    if problem is not None:
+                        clone_guard.spoil(said.run, names, problem, self.out)
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)
 
 
 class _EarlyChecks:
-    """Clones checked as soon as their run's last task is back (planning overlapped).
-
-    One thread checks them in turn: a check is a stat walk, each stat hands the interpreter
-    back and forth, and on a machine of few cores more threads only fight the recording
-    thread and the validators for it. Runs checked are kept by their spill record's number
-    (one byte a run), with what was found where something was; no future is kept.
+    """Clones checked as soon as their run's last task is back (planning overlapped), in turn
+    by one thread: each stat of a check's walk hands the interpreter over, and more threads
+    only fight the recording and the validators for it on a machine of few cores. Runs checked
+    are kept by their spill record's number (a byte a run), with what was found; no future.
     """
 
     def __init__(self, tasks: PlannedTasks) -> None:
