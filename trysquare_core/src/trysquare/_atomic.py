@@ -1,5 +1,8 @@
 """Atomic writes that never go through a symlink: a temporary file beside the target, then a rename.
 
+(It is over 600 lines because every read and write of a run folder shares its one no-follow
+walk and checks.)
+
 An interrupted command never leaves half a file: readers see the old content or
 the new one. Inside a run folder everything but trysquare's own files is the
 measured agent's, so a writer given ``root`` (the run folder) opens every folder
@@ -199,14 +202,22 @@ def _open_read(path: Path, root: Path | None) -> int:
         return Folder(fd, path.parent).open_read(path.name)
 
 
+def _open_read_sized(path: Path, root: Path | None) -> tuple[int, int]:
+    with _parent_fd(path, root, create=False) as fd:
+        return Folder(fd, path.parent).open_read_sized(path.name)
+
+
 def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
     """The bytes of ``path``, reached from ``root`` without following any symlink.
 
     :class:`FileNotFoundError` when it (or a folder on the way) is absent,
     :class:`UnsafePath` when a symlink is on the way.
     """
-    with os.fdopen(_open_read(Path(path), root), "rb") as handle:
-        return handle.read()
+    fd, size = _open_read_sized(Path(path), root)
+    try:
+        return _read_all(fd, size_hint=size)
+    finally:
+        os.close(fd)
 
 
 def write_text_if_changed(path: Path, text: str, *, root: Path | None = None) -> None:
@@ -302,6 +313,10 @@ class Folder:
         """A read-only fd on the regular file ``name`` (:class:`FileNotFoundError` when
         absent, :class:`UnsafePath` when a symlink, not a regular file, or a file with more
         than ``links`` links)."""
+        return self.open_read_sized(name, links=links)[0]
+
+    def open_read_sized(self, name: str, *, links: int = 1) -> tuple[int, int]:
+        """:meth:`open_read`, and the file's size as its open fd says (what to read at once)."""
         try:
             # Non-blocking: a FIFO planted where a file was would otherwise hang the open.
             fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=self.fd)
@@ -313,17 +328,18 @@ class Folder:
         try:
             if not stat.S_ISREG(info.st_mode):
                 raise UnsafePath(self.path / name, "is not a regular file")
-            refuse_hard_link(info, self.path / name, links=links)
+            if info.st_nlink > links:  # the path said only when refused: this runs per file read
+                refuse_hard_link(info, self.path / name, links=links)
         except UnsafePath:
             os.close(fd)
             raise
-        return fd
+        return fd, info.st_size
 
     def read(self, name: str, *, links: int = 1) -> bytes:
         """The bytes of ``name`` (:class:`FileNotFoundError` when absent)."""
-        fd = self.open_read(name, links=links)
+        fd, size = self.open_read_sized(name, links=links)
         try:
-            return _read_all(fd)
+            return _read_all(fd, size_hint=size)
         finally:
             os.close(fd)
 
@@ -341,10 +357,17 @@ class Folder:
 
     def write(self, name: str, data: bytes) -> None:
         """Replace ``name`` with ``data`` atomically (a temporary file renamed into place)."""
-        self.replace(name, lambda handle: handle.write(data), keep_same=False)
+        self._replace(name, data, keep_same=False)
 
     def replace(self, name: str, fill: Callable[[BinaryIO], object], *, keep_same: bool) -> bool:
         """Replace ``name`` with what ``fill`` writes; see :func:`_replace`."""
+        return self._replace(name, fill, keep_same=keep_same)
+
+    def _replace(
+        self, name: str, content: bytes | Callable[[BinaryIO], object], *, keep_same: bool
+    ) -> bool:
+        # Bytes already in hand are written to the fd as they are: no buffered file object
+        # (its fstat, lseek and ioctl) for a result written once per task.
         folder = self.fd
         # Renaming over a symlink would replace the link, not its target; it is
         # refused all the same, since the agent put it there to be followed.
@@ -354,9 +377,16 @@ class Folder:
             temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder
         )
         try:
-            with os.fdopen(fd, "wb") as handle:
-                fill(handle)
-                os.fchmod(handle.fileno(), _FILE_MODE)
+            if isinstance(content, bytes):
+                try:
+                    _write_all(fd, content)
+                    os.fchmod(fd, _FILE_MODE)
+                finally:
+                    os.close(fd)
+            else:
+                with os.fdopen(fd, "wb") as handle:
+                    content(handle)
+                    os.fchmod(handle.fileno(), _FILE_MODE)
             if keep_same and _same_file_content(folder, temp, name):
                 os.unlink(temp, dir_fd=folder)
                 return False
@@ -414,9 +444,18 @@ class Folder:
             os.close(fd)
 
 
-def _read_all(fd: int, limit: int | None = None) -> bytes:
-    """What is left to read of ``fd``, at most ``limit`` bytes: one ``read`` for a small file."""
+def _read_all(fd: int, limit: int | None = None, *, size_hint: int | None = None) -> bytes:
+    """What is left to read of ``fd``, at most ``limit`` bytes: one ``read`` for a small file.
+
+    ``size_hint`` (the size an fstat gave): the first ``read`` asks for one byte more, so a
+    file that did not grow meanwhile is read whole without a megabyte buffer being made.
+    """
     parts = []
+    if size_hint is not None and limit is None:
+        first = os.read(fd, size_hint + 1)
+        if len(first) == size_hint:
+            return first  # the whole file: asked for one byte more, the end came first
+        parts.append(first)  # it changed size meanwhile: the rest is read below
     left = limit
     while left is None or left > 0:
         chunk = os.read(fd, 1 << 20 if left is None else min(left, 1 << 20))

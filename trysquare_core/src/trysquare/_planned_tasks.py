@@ -86,9 +86,10 @@ class PlannedTasks(Collection[PlannedTask]):
     ) -> None:
         # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
         # which bounds the validators. A replay runs no git: its planning is Python
-        # reading files already cached, and threads beyond --jobs only contend with the
-        # tasks for the interpreter (benchmarks/bench_validate.py measures it).
-        builders = max(options.jobs, 1) if options.replay else max(options.jobs, io_workers())
+        # reading files already cached, done here in one thread whatever --jobs (more
+        # threads only contend with the tasks and the recording for the interpreter:
+        # benchmarks/bench_validate.py measures it).
+        builders = 1 if options.replay else max(options.jobs, io_workers())
         try:
             # One builder is this thread itself: a pool of one would only hand each run over
             # to another thread and back.

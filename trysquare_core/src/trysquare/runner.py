@@ -22,10 +22,12 @@ goes on.
 
 from __future__ import annotations
 
+import queue
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TextIO, TypeVar
@@ -41,7 +43,7 @@ from trysquare import (
     results,
 )
 from trysquare._planned_tasks import PlannedTasks
-from trysquare._pool import bounded_map, io_workers
+from trysquare._pool import io_workers
 from trysquare._shown import shown
 from trysquare._stop import StopState
 from trysquare.errors import RunError, UsageError
@@ -461,29 +463,36 @@ class _Execution:
 
     def _check_clones(self, early: _EarlyChecks) -> None:
         """Re-read each validated clone not checked early, a bounded number at a time (each
-        picture is read back from the spill as its check starts); every problem is said in
-        plan order."""
-
-        def late(plan: RunPlan) -> tuple[RunPlan, list[str], str | None]:
-            names = self.ledger.ran_names(plan.run)
-            if not names:
-                return plan, names, None
-            checked, problem = early.found(plan)
-            return plan, names, problem if checked else plan.clone_changes(self.tasks.spill)
-
-        with ThreadPoolExecutor(max_workers=io_workers()) as pool:
-            for plan, names, problem in bounded_map(
-                pool, late, self.tasks.plans, window=2 * io_workers()
-            ):
-                if problem is not None:
-                    clone_guard.spoil(plan.run, names, problem, self.out)
+        picture is read back from the spill as its check starts), in a pool started only if
+        one is left; every problem is said in plan order."""
+        pending: deque[tuple[RunPlan, list[str], Future[str | None] | str | None]] = deque()
+        pool: ThreadPoolExecutor | None = None
+        try:
+            for plan in [*self.tasks.plans, None]:
+                if plan is not None and (names := self.ledger.ran_names(plan.run)):
+                    checked, found = early.found(plan)
+                    if not checked:
+                        pool = pool or ThreadPoolExecutor(max_workers=io_workers())
+                        pending.append(
+                            (plan, names, pool.submit(plan.clone_changes, self.tasks.spill))
+                        )
+                    else:
+                        pending.append((plan, names, found))
+                while pending and (plan is None or len(pending) >= 2 * io_workers()):
+                    said, names, outcome = pending.popleft()
+                    problem = outcome.result() if isinstance(outcome, Future) else outcome
+                    if problem is not None:
+                        clone_guard.spoil(said.run, names, problem, self.out)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
 
 
 class _EarlyChecks:
-    """Clones checked as soon as their run's last task is back (planning overlapped).
-
-    Runs checked are kept by their spill record's number (one byte a run), with what was
-    found where something was; no future is kept.
+    """Clones checked as soon as their run's last task is back (planning overlapped), in turn
+    by one thread: each stat of a check's walk hands the interpreter over, and more threads
+    only fight the recording and the validators for it on a machine of few cores. Runs checked
+    are kept by their spill record's number (a byte a run), with what was found; no future.
     """
 
     def __init__(self, tasks: PlannedTasks) -> None:
@@ -491,12 +500,23 @@ class _EarlyChecks:
         self._checked = bytearray()
         self._found: dict[int, str] = {}
         self._marking = threading.Lock()
-        self._pool = ThreadPoolExecutor(
-            max_workers=io_workers(), thread_name_prefix="trysquare-check"
-        )
+        self._waiting: queue.SimpleQueue[RunPlan | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
 
     def submit(self, plan: RunPlan) -> None:
-        self._pool.submit(self._check, plan)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._check_each, name="trysquare-check", daemon=True
+            )
+            self._thread.start()
+        self._waiting.put(plan)
+
+    def _check_each(self) -> None:
+        while (plan := self._waiting.get()) is not None:
+            try:
+                self._check(plan)
+            except Exception:  # noqa: BLE001, S112 - not marked checked: the late check says it
+                continue
 
     def _check(self, plan: RunPlan) -> None:
         problem = plan.clone_changes(self.tasks.spill)
@@ -508,7 +528,10 @@ class _EarlyChecks:
             self._checked[plan.kept] = 1
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        """Every check submitted done (one that raised is left to the late checks)."""
+        if self._thread is not None:
+            self._waiting.put(None)
+            self._thread.join()
 
     def found(self, plan: RunPlan) -> tuple[bool, str | None]:
         """Whether ``plan``'s clone was checked early, and what was found if so."""
