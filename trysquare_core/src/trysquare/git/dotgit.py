@@ -150,6 +150,22 @@ def _peeled_without_git(repo: Path, rev: str, want: bytes) -> str | None:
     Resolving the base and the etalon tag runs for every run and command: a refs shadow
     and a git process each cost ~5 ms here, this a few file reads.
     """
+    found = _peel(repo, rev, want)
+    return None if found is None else found[0]
+
+
+def _commit_and_tree_without_git(repo: Path, rev: str) -> tuple[str, str] | None:
+    """``rev^{commit}`` and ``rev^{tree}`` as :func:`_peeled_without_git` answers them, from
+    one read of the commit object (an etalon's commit is pinned, its tree checked out)."""
+    found = _peel(repo, rev, b"commit")
+    if found is None:
+        return None
+    tree = _header_field(found[1], b"tree")
+    return None if tree is None else (found[0], tree)
+
+
+def _peel(repo: Path, rev: str, want: bytes) -> tuple[str, bytes] | None:
+    """:func:`_peeled_without_git`'s answer, with the body of the last object read."""
     try:
         git_dir, common = _git_dirs(repo)
     except RepoError:
@@ -167,12 +183,13 @@ def _peeled_without_git(repo: Path, rev: str, want: bytes) -> str | None:
             return None
         kind, body = loose
         if kind == want:
-            return oid
+            return oid, body
         if kind == b"tag":
             target = _header_field(body, b"object")
         elif kind == b"commit" and want == b"tree":
             target = _header_field(body, b"tree")
-            return target  # as git: the commit's tree id, read, not looked up
+            # As git: the commit's tree id, read, not looked up.
+            return None if target is None else (target, body)
         else:
             return None
         if target is None:

@@ -66,6 +66,7 @@ def _cache_root() -> Path:
 
 
 _SHADOW_ROOTS: dict[Path, Path] = {}
+_MADE_ROOTS: set[Path] = set()  # _mkcache: made once per process (a prune never removes one)
 
 
 def _shadow_root() -> Path:
@@ -143,18 +144,6 @@ def _touch(folder: Path) -> None:
         os.utime(folder)
     except OSError:
         pass  # a confined process may not write there: the shadow is still used
-
-
-# Base folders marked used by this process: a day-long prune needs one mark per process,
-# not one per clone read through the folder.
-_TOUCHED_BASES: set[Path] = set()
-
-
-def _touch_once(folder: Path) -> None:
-    """:func:`_touch`, at most once per process for ``folder``."""
-    if folder not in _TOUCHED_BASES:
-        _touch(folder)
-        _TOUCHED_BASES.add(folder)
 
 
 def _write_shadow(git_dir: Path, common: Path, head: bytes) -> None:
@@ -464,7 +453,7 @@ def _base_of(repo: Path, common: Path, commit: str) -> Path:
     root = _shadow_root()
     folder = root / f"base-{_SHADOW_LAYOUT.decode('ascii')}-{commit}"
     if (folder / "index").is_file():
-        _touch_once(folder)
+        _touch(folder)
         return folder
     with _BUILDING_BASE:  # contexts built side by side wait for the first build, not repeat it
         if (folder / "index").is_file():
@@ -602,12 +591,7 @@ def _others_args(shadow: _Shadow) -> tuple[str, ...]:
     return ("ls-files", "-z", "--others", f"--exclude-from={shadow.exclude}")
 
 
-_MADE_ROOTS: set[Path] = set()
-
-
 def _mkcache() -> Path:
-    """The shadow root, made if absent: checked once per process, as it is never removed
-    while trysquare runs (a prune removes the shadows in it, never the root)."""
     root = _shadow_root()
     if root not in _MADE_ROOTS:
         root.mkdir(parents=True, exist_ok=True)
