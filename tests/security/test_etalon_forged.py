@@ -101,3 +101,45 @@ def test_a_base_commit_rewritten_to_name_another_tree_is_refused(tmp_path: Path)
     with pytest.raises(RepoError):
         materialise_etalon(clone, run.base_commit, cache=tmp_path / "etalons")
     assert not list((tmp_path / "etalons").glob("*/counter.py"))
+
+
+def test_an_etalon_commit_rewritten_to_name_a_cached_tree_never_hands_that_checkout_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A context build finds the etalon's checkout by the tree its commit names, read from the
+    clone's files: a commit rewritten under its id to name a tree already in the cache (one
+    the agent had checked out there) must be refused, not looked up."""
+    from trysquare.context import gather_facts
+    from trysquare.errors import RunError
+    from trysquare.runs import load_run
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    honest_run = build_run(tmp_path, "r1")
+    honest = gather_facts(load_run(honest_run.path / "run.toml")).etalon_checkout
+    assert honest is not None and honest.is_dir()
+    run = build_run(tmp_path, "r2")
+    clone = run.repo.path
+
+    def git(*args: str, data: bytes | None = None) -> bytes:
+        return subprocess.run(
+            ["git", *args], cwd=clone, check=True, capture_output=True, input=data
+        ).stdout
+
+    etalon = git("rev-parse", "etalon-v1^{commit}").decode().strip()
+    loose = clone / ".git" / "objects" / etalon[:2] / etalon[2:]
+    if not loose.exists():
+        pytest.skip("the etalon commit is packed here")
+    blob = git("hash-object", "-w", "--stdin", data=b"x = 'planted'\n").decode().strip()
+    tree = git("mktree", data=f"100644 blob {blob}\tcounter.py\n".encode()).decode().strip()
+    planted = materialise_etalon(clone, tree)  # a tree named directly: honestly its own
+    assert (planted / "counter.py").read_text() == "x = 'planted'\n"
+    body = zlib.decompress(loose.read_bytes()).split(b"\0", 1)[1]
+    forged = b"tree " + tree.encode() + b"\n" + body.split(b"\n", 1)[1]
+    os.chmod(loose, 0o644)
+    loose.write_bytes(zlib.compress(b"commit %d\0" % len(forged) + forged))
+    try:
+        facts = gather_facts(load_run(run.path / "run.toml"))
+    except RunError as refused:
+        assert etalon in refused.message
+        return
+    assert facts.etalon_checkout == honest

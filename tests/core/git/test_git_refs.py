@@ -186,3 +186,58 @@ def test_inherited_git_variables_do_not_redirect(
     monkeypatch.setenv("GIT_DIR", str(other.path / ".git"))
     monkeypatch.setenv("GIT_INDEX_FILE", str(other.path / ".git/index"))
     assert working_files(g.path) == set(BASE_FILES)
+
+
+def _refs_by_os_walk(common: Path) -> dict[str, bytes]:
+    """The clone's loose refs as a plain top-down ``os.walk`` finds them, links to folders
+    not followed: what ``_clone_refs`` must read, in the same order (a symbolic ref resolves
+    through those read before it)."""
+    from trysquare.git.dotgit import _HEX, _good_ref
+    from trysquare.git.hostile import _read_small
+
+    found: dict[str, bytes] = {}
+    symbolic: dict[str, str] = {}
+    for current, folders, files in os.walk(common / "refs"):
+        folders[:] = [f for f in folders if not (Path(current) / f).is_symlink()]
+        for file in files:
+            name = (Path(current) / file).relative_to(common).as_posix()
+            if not _good_ref(name.encode("utf-8", "surrogateescape")):
+                continue
+            text = (_read_small(Path(current) / file) or b"").strip()
+            if _HEX.match(text):
+                found[name] = text
+            elif text.startswith(b"ref: "):
+                symbolic[name] = text[5:].decode("utf-8", "replace")
+    for name, target in symbolic.items():
+        if target in found:
+            found[name] = found[target]
+    return {name: oid for name, oid in found.items() if not name.startswith("refs/replace/")}
+
+
+def test_the_refs_read_in_python_are_those_a_walk_of_the_refs_folder_finds(
+    g: GitRepo, tmp_path: Path
+) -> None:
+    from trysquare.git.dotgit import _clone_refs
+
+    base = g.head()
+    common = g.path / ".git"
+    g.git("branch", "deep/er/still", base)
+    g.git("symbolic-ref", "refs/heads/alias", "refs/heads/deep/er/still")
+    g.git("symbolic-ref", "refs/heads/alias2", "refs/heads/alias")  # through another symbolic
+    g.git("symbolic-ref", "refs/heads/dangling", "refs/heads/none")
+    (common / "refs" / "heads" / "bad name").write_text(base + "\n")  # not a good ref: skipped
+    (common / "refs" / "heads" / "junk").write_text("not an id\n")
+    outside = tmp_path / "outside"
+    (outside / "tags").mkdir(parents=True)
+    (outside / "tags" / "planted").write_text(base + "\n")
+    (common / "refs" / "linked").symlink_to(outside)  # a link to a folder: not followed
+    (common / "refs" / "tags" / "file-link").symlink_to(outside / "tags" / "planted")
+    (common / "refs" / "replace").mkdir(exist_ok=True)
+    (common / "refs" / "replace" / base).write_text(base + "\n")  # never read
+    refs, head = _clone_refs(common, common)
+    loose = {n: o for n, o in refs.items() if (common / n).exists() or (common / n).is_symlink()}
+    assert loose == _refs_by_os_walk(common)
+    assert refs["refs/heads/alias"] == refs["refs/heads/deep/er/still"] == base.encode()
+    assert not any(name.startswith(("refs/linked/", "refs/replace/")) for name in refs)
+    assert "refs/tags/file-link" not in refs  # read without following: no id
+    assert head.startswith(b"ref: ")

@@ -19,7 +19,7 @@ import attrs
 
 from trysquare import _atomic
 from trysquare.errors import RepoError, RunError
-from trysquare.git.etalon import materialise_etalon
+from trysquare.git.etalon import materialise_etalon, materialised, resolve_etalon
 from trysquare.git.patch import context_facts
 from trysquare.git.refs import resolve_commit
 from trysquare.jail import JailPolicy
@@ -88,7 +88,7 @@ def gather_facts(run: Run) -> RunFacts:
     if run.base_commit is None:
         raise RunError(f"{run.label}: loaded for --replay, so its context cannot be rebuilt")
     base_commit = run.base_commit  # narrowed to str, for the lambda below
-    etalon_commit = _preflight(run)
+    etalon_commit, etalon_tree = _preflight(run)
     diff_path = run.dir / DIFF_FILE
     walked: list[tuple[frozenset[str], frozenset[str]]] = []
     try:
@@ -101,7 +101,7 @@ def gather_facts(run: Run) -> RunFacts:
         ((touched, files),) = walked
         checkout = None
         if run.etalon is not None:
-            checkout = run.etalon.checkout or _etalon_of(run, etalon_commit)
+            checkout = run.etalon.checkout or _etalon_of(run, etalon_commit, etalon_tree)
     except RepoError as error:
         raise RunError(f"{run.dir / 'run.toml'}: {error.message}") from None
     except _atomic.UnsafePath as unsafe:
@@ -121,10 +121,14 @@ def gather_facts(run: Run) -> RunFacts:
 _MATERIALISING = threading.Lock()
 
 
-def _etalon_of(run: Run, commit: str | None) -> Path:
+def _etalon_of(run: Run, commit: str | None, tree: str | None = None) -> Path:
     """The etalon checkout: from the commit the tag named when preflight resolved it (the
-    same tree, without reading the clone's refs a second time)."""
+    same tree, without reading the clone's refs a second time); found by the tree preflight
+    read on the way when it was written before (every run after the first)."""
     assert run.etalon is not None
+    found = None if tree is None else materialised(tree)
+    if found is not None:
+        return found
     with _MATERIALISING:
         return materialise_etalon(run.repo, commit or run.etalon.tag)
 
@@ -164,9 +168,11 @@ def preflight(run: Run) -> None:
     _preflight(run)
 
 
-def _preflight(run: Run) -> str | None:
-    """:func:`preflight`; the commit the etalon tag names now, when it is read from the clone."""
+def _preflight(run: Run) -> tuple[str | None, str | None]:
+    """:func:`preflight`; the commit the etalon tag names now, when it is read from the clone,
+    and that commit's tree when it was read on the way."""
     etalon: str | None = None
+    tree: str | None = None
     where = run.dir / "run.toml"
     if run.etalon is not None:
         if run.etalon.checkout is not None:
@@ -174,7 +180,7 @@ def _preflight(run: Run) -> str | None:
                 raise RunError(f"{where}: etalon checkout {run.etalon.checkout} is not a folder")
         else:
             try:
-                etalon = resolve_commit(run.repo, run.etalon.tag, what="etalon tag")
+                etalon, tree = resolve_etalon(run.repo, run.etalon.tag)
             except RepoError as error:
                 raise RunError(f"{where}: {error.message}") from None
             _check_pinned_etalon(run, etalon)
@@ -185,7 +191,7 @@ def _preflight(run: Run) -> str | None:
             sessions.open_session(run.session, format=run.session_format, repo=run.repo)
         except RunError as error:
             raise RunError(f"{where}: {error.message}") from None
-    return etalon
+    return etalon, tree
 
 
 def _check_pinned_etalon(run: Run, etalon: str) -> None:

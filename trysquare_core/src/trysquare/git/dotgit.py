@@ -13,6 +13,7 @@ import os
 import re
 import stat
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from trysquare.errors import RepoError
@@ -70,18 +71,14 @@ def _clone_refs(git_dir: Path, common: Path) -> tuple[dict[str, bytes], bytes]:
         if _HEX.match(oid) and _good_ref(packed_name):
             refs[packed_name.decode("ascii")] = oid
     symbolic: dict[str, str] = {}
-    for current, folders, files in os.walk(common / "refs"):
-        folders[:] = [f for f in folders if not (Path(current) / f).is_symlink()]
-        for file in files:
-            full = Path(current) / file
-            name = full.relative_to(common).as_posix()
-            if not _good_ref(name.encode("utf-8", "surrogateescape")):
-                continue
-            text = (_read_small(full) or b"").strip()
-            if _HEX.match(text):
-                refs[name] = text
-            elif text.startswith(b"ref: "):
-                symbolic[name] = text[5:].decode("utf-8", "replace")
+    for full, name in _ref_files(os.path.join(os.fspath(common), "refs"), "refs"):
+        if not _good_ref(name.encode("utf-8", "surrogateescape")):
+            continue
+        text = (_read_small(full) or b"").strip()
+        if _HEX.match(text):
+            refs[name] = text
+        elif text.startswith(b"ref: "):
+            symbolic[name] = text[5:].decode("utf-8", "replace")
     for name, target in symbolic.items():
         if target in refs:
             refs[name] = refs[target]
@@ -89,6 +86,34 @@ def _clone_refs(git_dir: Path, common: Path) -> tuple[dict[str, bytes], bytes]:
         del refs[name]
     head = (_read_small(git_dir / "HEAD") or b"").strip()
     return refs, head
+
+
+def _ref_files(folder: str, name: str) -> Iterator[tuple[str, str]]:
+    """(path, ref name) of every entry below ``folder`` that is not a folder, in the order
+    of a top-down ``os.walk``: a folder's entries before those of its subfolders, which are
+    read in listing order. A link to a folder is not followed; a link to a file is listed
+    (read without following, it is no ref). A folder that cannot be listed lists nothing.
+
+    The clone's refs are read for every run (its etalon tag, a symbolic base): plain
+    strings here, no path object per entry.
+    """
+    try:
+        with os.scandir(folder) as listing:
+            entries = list(listing)
+    except OSError:
+        return
+    folders = []
+    for entry in entries:
+        try:
+            is_folder = entry.is_dir()  # through a link, as os.walk sorts them
+        except OSError:
+            is_folder = False
+        if not is_folder:
+            yield entry.path, f"{name}/{entry.name}"
+        elif not entry.is_symlink():
+            folders.append(entry)
+    for entry in folders:
+        yield from _ref_files(entry.path, f"{name}/{entry.name}")
 
 
 def _good_ref(name: bytes) -> bool:
@@ -125,6 +150,22 @@ def _peeled_without_git(repo: Path, rev: str, want: bytes) -> str | None:
     Resolving the base and the etalon tag runs for every run and command: a refs shadow
     and a git process each cost ~5 ms here, this a few file reads.
     """
+    found = _peel(repo, rev, want)
+    return None if found is None else found[0]
+
+
+def _commit_and_tree_without_git(repo: Path, rev: str) -> tuple[str, str] | None:
+    """``rev^{commit}`` and ``rev^{tree}`` as :func:`_peeled_without_git` answers them, from
+    one read of the commit object (an etalon's commit is pinned, its tree checked out)."""
+    found = _peel(repo, rev, b"commit")
+    if found is None:
+        return None
+    tree = _header_field(found[1], b"tree")
+    return None if tree is None else (found[0], tree)
+
+
+def _peel(repo: Path, rev: str, want: bytes) -> tuple[str, bytes] | None:
+    """:func:`_peeled_without_git`'s answer, with the body of the last object read."""
     try:
         git_dir, common = _git_dirs(repo)
     except RepoError:
@@ -142,12 +183,13 @@ def _peeled_without_git(repo: Path, rev: str, want: bytes) -> str | None:
             return None
         kind, body = loose
         if kind == want:
-            return oid
+            return oid, body
         if kind == b"tag":
             target = _header_field(body, b"object")
         elif kind == b"commit" and want == b"tree":
             target = _header_field(body, b"tree")
-            return target  # as git: the commit's tree id, read, not looked up
+            # As git: the commit's tree id, read, not looked up.
+            return None if target is None else (target, body)
         else:
             return None
         if target is None:

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trysquare.errors import RepoError
-from trysquare.git.dotgit import _peeled_without_git, is_git_repo
+from trysquare.git.dotgit import _commit_and_tree_without_git, _peeled_without_git, is_git_repo
+from trysquare.git.refs import resolve_commit
 from trysquare.git.running import _argv, _env, _failure, _split_z, _timed_out, git_timeout
 from trysquare.git.shadow import _cache_root, _Refs
 
@@ -181,6 +182,25 @@ def _verify_objects(repo: Path, refs: _Refs, kind: bytes, ids: Sequence[bytes]) 
         data = answers.read(size + 1)[:size]
         if len(data) != size or _hash_object(kind, data, len(object_id)) != object_id:
             raise _forged(repo, object_id)
+
+
+def resolve_etalon(repo: Path, rev: str) -> tuple[str, str | None]:
+    """The commit ``rev`` names in the clone (as :func:`~trysquare.git.refs.resolve_commit`
+    finds it), and its tree when that was read on the way from the clone's files (None when
+    git was asked): what :func:`materialised` needs to find the checkout without reading the
+    commit again."""
+    found = _commit_and_tree_without_git(repo, rev)
+    if found is not None:
+        return found
+    return resolve_commit(repo, rev, what="etalon tag"), None
+
+
+def materialised(tree: str) -> Path | None:
+    """The checkout of ``tree`` in the default cache, when one was written before (as
+    :func:`materialise_etalon` finds it: named by the tree's id, renamed into place whole,
+    written only from objects hashed against their ids); else None."""
+    target = _default_cache() / tree
+    return target if target.is_dir() else None
 
 
 def materialise_etalon(repo: Path, rev: str, cache: Path | None = None) -> Path:

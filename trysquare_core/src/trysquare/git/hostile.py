@@ -20,7 +20,7 @@ from trysquare.git.quoting import _unquote
 _SMALL = 4096  # .git/HEAD, a gitfile, a loose ref: anything longer is not one
 
 
-def _read_small(path: Path) -> bytes | None:
+def _read_small(path: Path | str) -> bytes | None:
     """A small regular file's bytes (never through a FIFO or device), else None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))

@@ -66,6 +66,7 @@ def _cache_root() -> Path:
 
 
 _SHADOW_ROOTS: dict[Path, Path] = {}
+_MADE_ROOTS: set[Path] = set()  # _mkcache: made once per process (a prune never removes one)
 
 
 def _shadow_root() -> Path:
@@ -592,5 +593,7 @@ def _others_args(shadow: _Shadow) -> tuple[str, ...]:
 
 def _mkcache() -> Path:
     root = _shadow_root()
-    root.mkdir(parents=True, exist_ok=True)
+    if root not in _MADE_ROOTS:
+        root.mkdir(parents=True, exist_ok=True)
+        _MADE_ROOTS.add(root)
     return root
