@@ -180,10 +180,16 @@ class _ValidateRun:
             # A run whose tasks could not be built reused nothing: it is not "unchanged".
             # Results collected (before planning, or after the tasks for runs they did not
             # cover) were recorded now: not reused.
-            planned = {
-                (p.run.dir, v.name) for p in tasks.plans for v in validations if p.plans(v.name)
+            # Only the collected runs' plans are looked at: no set as large as the matrix.
+            recorded_now = {(run.dir, name) for run, name in collected}
+            collected_dirs = {run_dir for run_dir, _ in recorded_now}
+            recorded_now -= {
+                (p.run.dir, v.name)
+                for p in tasks.plans
+                if p.run.dir in collected_dirs
+                for v in validations
+                if p.plans(v.name)
             }
-            recorded_now = {(run.dir, name) for run, name in collected} - planned
             summary.reused = max(
                 0, len(tasks.plans) * len(validations) - len(tasks) - not_reused - len(recorded_now)
             )
