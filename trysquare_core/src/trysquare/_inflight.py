@@ -87,9 +87,9 @@ class InFlight:
         for root in self._roots:
             self._read(root, runs)
 
-    def _where(self, run_dir: Path) -> tuple[Path, str] | None:
-        """``run_dir``'s experiment folder and its path from there (None: in none)."""
-        text = os.fspath(run_dir)
+    def _where(self, run: Run) -> tuple[Path, str] | None:
+        """``run``'s experiment folder and its folder's path from there (None: in none)."""
+        text = run.dir_text
         for root, root_text in self._deepest_first:
             if text == root_text:
                 return root, "."
@@ -188,7 +188,7 @@ class InFlight:
     def start(self, task: PlannedTask) -> None:
         """Say that ``task``'s validator is about to start: written before it does."""
         run, name = task.run, task.validation.name
-        where = self._where(run.dir)
+        where = self._where(run)
         if where is None:
             return
         root, relative = where

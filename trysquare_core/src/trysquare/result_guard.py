@@ -38,7 +38,7 @@ class ResultWatch:
 
         self.runs = runs
         self.names = tuple(names)
-        self._slot_of_run = {run.dir: index for index, run in enumerate(runs)}
+        self._slot_of_run = {run.dir_text: index for index, run in enumerate(runs)}
         self._name_index = {name: index for index, name in enumerate(self.names)}
         self._before = array("q")
         for run in runs:
@@ -49,7 +49,7 @@ class ResultWatch:
         self._ran = bytearray(len(runs) * len(self.names))
 
     def _slot(self, run: Run, name: str) -> int | None:
-        index = self._slot_of_run.get(run.dir)
+        index = self._slot_of_run.get(run.dir_text)
         column = self._name_index.get(name)
         return None if index is None or column is None else index * len(self.names) + column
 
@@ -61,7 +61,7 @@ class ResultWatch:
 
     def ran_names(self, run: Run) -> list[str]:
         """The validators whose tasks on ``run`` came back, in scenario order."""
-        index = self._slot_of_run.get(run.dir)
+        index = self._slot_of_run.get(run.dir_text)
         if index is None:
             return []
         first = index * len(self.names)

@@ -97,6 +97,12 @@ class Run:
         return Path(self._dir)
 
     @property
+    def dir_text(self) -> str:
+        """The run's folder as text (``os.fspath(run.dir)``), the very text the run keeps: a
+        key that costs nothing to make, for a table of every run."""
+        return self._dir
+
+    @property
     def repo(self) -> Path:
         """The agent's clone."""
         return _unpacked(self._repo, self._origin())
