@@ -19,6 +19,7 @@ import hashlib
 import json
 import stat
 import sys
+from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -513,7 +514,10 @@ def iter_measures(
         return row["cell"], _repetition_key(row), row["id"]
 
     # Runs first, then unusable folders: the sort is stable, as build_measures' always was.
-    for index in sorted(range(len(runs) + len(extra)), key=key):
+    # Kept as an array while the rows are read (a report holds them all): 8 bytes a run,
+    # not a list slot and an int object.
+    order = array("q", sorted(range(len(runs) + len(extra)), key=key))
+    for index in order:
         yield (
             run_row(scenario, runs[index], current_digests)
             if index < len(runs)
