@@ -523,6 +523,9 @@ class _EarlyChecks:
         return False, None
 
 
+_COUNTED_ONLY = ("counted", "")  # a finished task whose line is not shown
+
+
 class _ProgressLines:
     """The progress display, started once the total is known.
 
@@ -536,6 +539,8 @@ class _ProgressLines:
         self.out = out
         self._progress: Progress | None = None
         self._waiting: list[tuple[str, str]] = []
+        # A line never shown (a valid task's, under a bar or -q) waits as one shared pair.
+        self._every_line = Progress.says_every_line(options.progress, out, quiet=options.quiet)
 
     def _start(self) -> Progress:
         progress = Progress(
@@ -550,7 +555,9 @@ class _ProgressLines:
         if self._progress is None and self.tasks.planned:
             self._progress = self._start()
         if self._progress is None:
-            self._waiting.append(Progress.describe(result))
+            state, line = Progress.describe(result)
+            shown_later = self._every_line or state == "invalid"
+            self._waiting.append((state, line) if shown_later else _COUNTED_ONLY)
         else:
             self._progress.advance(result)
 
