@@ -167,9 +167,12 @@ def load_result(run: Run, name: str) -> dict[str, Any] | None:
     """The recorded result (its signature checked and left out); ``None`` when there is none;
     :class:`UnreadableResult` when damaged, :class:`UnsignedResult` when trysquare did not sign
     it here."""
-    path = result_path(run, name)
+    validation = run.validation_dir
+    path = validation / f"{name}.json"  # result_path(run, name)
     try:
-        raw = _atomic.read_bytes(path, root=run.dir)
+        # The run folder as the parent of the path just made: a run keeps its folder as text,
+        # and a report reads every run's results (no second path parsed a result).
+        raw = _atomic.read_bytes(path, root=validation.parent)
     except FileNotFoundError:
         return None
     except _atomic.UnsafePath as unsafe:
