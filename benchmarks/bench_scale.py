@@ -186,6 +186,16 @@ def main() -> None:
             f"({cpu_big / cpu_small:.2f}x CPU; goal <= 1.10x); {figures[big][name].peak:.0f} MiB "
             f"at {big} (goal <= 100 MiB at 100000)"
         )
+        if big > small and big < 100_000:
+            # What each further run added to the peak; the line it draws to 100,000 runs is
+            # an estimate (the peak is not quite linear in the runs), never a measurement.
+            grown = figures[big][name].peak - figures[small][name].peak
+            per_run = grown * 1024 / (big - small)
+            at_100k = figures[big][name].peak + per_run * (100_000 - big) / 1024
+            print(
+                f"scale.{name}.memory: {per_run:.2f} KiB more peak a run from {small} to {big} "
+                f"runs; drawn on, about {at_100k:.0f} MiB at 100000 (an estimate, not measured)"
+            )
 
 
 if __name__ == "__main__":

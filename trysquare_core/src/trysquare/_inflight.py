@@ -62,15 +62,17 @@ class InFlight:
 
     def __init__(self, experiments: Sequence[Experiment], names: Sequence[str]) -> None:
         self._names = set(names)
-        # Each run's experiment folder (where its markers live) and its path from there.
-        self._where: dict[Path, tuple[Path, str]] = {}
-        for experiment in experiments:
-            for run in experiment.runs:
-                self._where[run.dir] = (experiment.root, _relative(run.dir, experiment.root))
-        self._roots = sorted({root for root, _ in self._where.values()})
+        # A run's markers live in its experiment's folder: the deepest one holding it (a
+        # folder named inside another holds the runs found there first). Found from the
+        # run's path as a task starts, not kept per run: validate holds every run.
+        self._roots = sorted({experiment.root for experiment in experiments if experiment.runs})
+        self._deepest_first = sorted(
+            ((root, os.fspath(root)) for root in self._roots), key=lambda item: -len(item[1])
+        )
         self.found: dict[tuple[Path, str], Marker] = {}
         self.refused: list[str] = []  # markers trysquare did not write, named
         self._running: dict[tuple[Path, str], int] = {}
+        # The markers found that a task of this validate took over (only those: see close()).
         self._started: set[tuple[Path, str]] = set()
         self._changed = threading.Condition()
         # Where each marker found lies (a slot file of an earlier validate, or a marker file).
@@ -81,13 +83,24 @@ class InFlight:
         self._idle: dict[Path, list[_Slot]] = {}
         self._held: dict[tuple[Path, str], list[_Slot]] = {}
         self._slots: list[_Slot] = []
-        runs = {self._where[run.dir]: run for experiment in experiments for run in experiment.runs}
+        runs = _RunsByPlace(experiments)
         for root in self._roots:
             self._read(root, runs)
 
+    def _where(self, run: Run) -> tuple[Path, str] | None:
+        """``run``'s experiment folder and its folder's path from there (None: in none)."""
+        text = run.dir_text
+        for root, root_text in self._deepest_first:
+            if text == root_text:
+                return root, "."
+            below = root_text.rstrip(os.sep) + os.sep
+            if text.startswith(below):
+                return root, text[len(below) :]  # as _relative says it (a posix path)
+        return None
+
     # -- what the last validate left --------------------------------------------------
 
-    def _read(self, root: Path, runs: Mapping[tuple[Path, str], Run]) -> None:
+    def _read(self, root: Path, runs: _RunsByPlace) -> None:
         folder = root / FOLDER
         try:
             if folder.is_symlink() or not folder.is_dir():
@@ -104,9 +117,7 @@ class InFlight:
                 self.found[_key(marker.run, marker.name)] = marker
                 self._found_at[_key(marker.run, marker.name)] = (path, root)
 
-    def _marker(
-        self, root: Path, path: Path, runs: Mapping[tuple[Path, str], Run]
-    ) -> Marker | None:
+    def _marker(self, root: Path, path: Path, runs: _RunsByPlace) -> Marker | None:
         try:
             raw = _atomic.read_bytes(path, root=root)
         except OSError:
@@ -177,7 +188,7 @@ class InFlight:
     def start(self, task: PlannedTask) -> None:
         """Say that ``task``'s validator is about to start: written before it does."""
         run, name = task.run, task.validation.name
-        where = self._where.get(run.dir)
+        where = self._where(run)
         if where is None:
             return
         root, relative = where
@@ -199,7 +210,8 @@ class InFlight:
         # Every use of a slot's fd is made holding the lock, so none outlives close().
         with self._changed:
             self._running[key] = self._running.get(key, 0) + 1
-            self._started.add(key)
+            if key in self.found:
+                self._started.add(key)
             slot = self._slot(root)
             written = slot is not None and slot.write(data)
             if slot is not None and written:
@@ -294,6 +306,24 @@ class InFlight:
             where = self._found_at.pop(key, None)
         if where is not None:
             _remove(*where)
+
+
+class _RunsByPlace:
+    """Each run by (experiment folder, its path from there), as a marker names it: built
+    only when a marker signed here is found (nearly never), not for every validate."""
+
+    def __init__(self, experiments: Sequence[Experiment]) -> None:
+        self._experiments = experiments
+        self._runs: dict[tuple[Path, str], Run] | None = None
+
+    def get(self, key: tuple[Path, str]) -> Run | None:
+        if self._runs is None:
+            self._runs = {
+                (experiment.root, _relative(run.dir, experiment.root)): run
+                for experiment in self._experiments
+                for run in experiment.runs
+            }
+        return self._runs.get(key)
 
 
 class _Slot:

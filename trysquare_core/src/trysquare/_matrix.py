@@ -53,7 +53,7 @@ def duplicates(runs: Iterable[Run]) -> list[tuple[Run, Run]]:
     """Pairs of runs that claim the same (cell, repetition), the first found first."""
     seen: dict[tuple[str, int], Run] = {}
     pairs = []
-    for run in sorted(runs, key=lambda r: str(r.dir)):
+    for run in sorted(runs, key=lambda r: r.dir_text):  # the text str(r.dir) is
         key = (run.cell, run.repetition)
         if key in seen:
             pairs.append((seen[key], run))

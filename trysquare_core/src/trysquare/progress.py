@@ -23,8 +23,7 @@ class Progress:
         self.done = 0
         self.stream = stream
         self.bar = None
-        if enabled is None:
-            enabled = stream.isatty() and not quiet
+        enabled = self.bar_wanted(enabled, stream, quiet=quiet)
         self.plain = not enabled
         if enabled and total:
             from rich.progress import Progress as RichProgress
@@ -32,6 +31,17 @@ class Progress:
             self.bar = RichProgress(transient=True)
             self.bar.start()
             self.task_id = self.bar.add_task("validating", total=total)
+
+    @staticmethod
+    def bar_wanted(enabled: bool | None, stream: TextIO, *, quiet: bool = False) -> bool:
+        """Whether a bar is shown (``enabled`` None: on a terminal, unless quiet)."""
+        return stream.isatty() and not quiet if enabled is None else enabled
+
+    @classmethod
+    def says_every_line(cls, enabled: bool | None, stream: TextIO, *, quiet: bool = False) -> bool:
+        """Whether every finished task's line is shown; otherwise only an invalid one's is (a
+        bar or ``-q``), and any other is only counted."""
+        return not cls.bar_wanted(enabled, stream, quiet=quiet) and not quiet
 
     def advance(self, result: TaskResult) -> None:
         """Count one finished task and say how it ended."""

@@ -19,6 +19,7 @@ import hashlib
 import json
 import stat
 import sys
+from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -166,9 +167,12 @@ def load_result(run: Run, name: str) -> dict[str, Any] | None:
     """The recorded result (its signature checked and left out); ``None`` when there is none;
     :class:`UnreadableResult` when damaged, :class:`UnsignedResult` when trysquare did not sign
     it here."""
-    path = result_path(run, name)
+    validation = run.validation_dir
+    path = validation / f"{name}.json"  # result_path(run, name)
     try:
-        raw = _atomic.read_bytes(path, root=run.dir)
+        # The run folder as the parent of the path just made: a run keeps its folder as text,
+        # and a report reads every run's results (no second path parsed a result).
+        raw = _atomic.read_bytes(path, root=validation.parent)
     except FileNotFoundError:
         return None
     except _atomic.UnsafePath as unsafe:
@@ -513,7 +517,10 @@ def iter_measures(
         return row["cell"], _repetition_key(row), row["id"]
 
     # Runs first, then unusable folders: the sort is stable, as build_measures' always was.
-    for index in sorted(range(len(runs) + len(extra)), key=key):
+    # Kept as an array while the rows are read (a report holds them all): 8 bytes a run,
+    # not a list slot and an int object.
+    order = array("q", sorted(range(len(runs) + len(extra)), key=key))
+    for index in order:
         yield (
             run_row(scenario, runs[index], current_digests)
             if index < len(runs)

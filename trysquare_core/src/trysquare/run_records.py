@@ -9,6 +9,7 @@ trysquare but its errors.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import overload
@@ -28,32 +29,38 @@ class Etalon:
     checkout: Path | None  # None until materialised from the tag
 
 
-# A path right inside the folder the run was loaded from (the clone, the prompt, the session
-# log: nearly always) is kept as its name alone, resolved against ``_home`` (that folder, the
-# very object ``dir`` holds): a path object costs about 300 bytes, a pair holding the folder
-# 56 more, and validate holds every run. ``attrs.evolve(run, dir=elsewhere)`` keeps ``_home``,
-# so it moves nothing else.
+# validate and report hold every run: each path a run keeps is kept as text, and built as a
+# path when asked for. The folder is its text (a path object costs about 300 bytes more, and
+# its cached text and hash more again); a path right inside the folder the run was loaded
+# from (the clone, the prompt, the session log: nearly always) is kept as its name alone,
+# resolved against ``_home`` (that folder's text). ``attrs.evolve(run, dir=elsewhere)``
+# keeps ``_home``, so it moves nothing else.
 
 
-def _kept(path: Path | str | None, home: Path) -> Path | str | None:
-    if isinstance(path, Path) and path.parent == home:
+def _folder_text(path: Path | str) -> str:
+    # A path's text is already in its normal form; a text is put in it (as a path says it).
+    return os.fspath(path) if isinstance(path, Path) else os.fspath(Path(path))
+
+
+def _kept(path: Path | str | None, home: str) -> Path | str | None:
+    if isinstance(path, Path) and os.fspath(path.parent) == home:
         return sys.intern(path.name)
     return path
 
 
 @overload
-def _unpacked(kept: Path | str, home: Path) -> Path: ...
+def _unpacked(kept: Path | str, home: str) -> Path: ...
 @overload
-def _unpacked(kept: Path | str | None, home: Path) -> Path | None: ...
-def _unpacked(kept: Path | str | None, home: Path) -> Path | None:
-    return home / kept if isinstance(kept, str) else kept
+def _unpacked(kept: Path | str | None, home: str) -> Path | None: ...
+def _unpacked(kept: Path | str | None, home: str) -> Path | None:
+    return Path(home, kept) if isinstance(kept, str) else kept
 
 
 @attrs.frozen(repr=False)
 class Run:
     """One finished run, its paths resolved and its base commit pinned."""
 
-    dir: Path
+    _dir: str = attrs.field(alias="dir", converter=_folder_text)
     id: str
     cell: str
     repetition: int
@@ -70,17 +77,30 @@ class Run:
     # gitignore-style patterns of what the harness injected: never the agent's work
     excluded: tuple[str, ...] = ()
     # The folder the run was loaded from: what a path kept as a name is beside (None: ``dir``).
-    _home: Path | None = attrs.field(default=None, alias="home")
+    _home: str | None = attrs.field(
+        default=None, alias="home", converter=attrs.converters.optional(_folder_text)
+    )
 
     def __attrs_post_init__(self) -> None:
         if self._home is None:
-            object.__setattr__(self, "_home", self.dir)
+            object.__setattr__(self, "_home", self._dir)
         home = self._origin()
         for name in ("_repo", "_prompt", "_session", "_trace"):
             object.__setattr__(self, name, _kept(getattr(self, name), home))
 
-    def _origin(self) -> Path:
-        return self.dir if self._home is None else self._home
+    def _origin(self) -> str:
+        return self._dir if self._home is None else self._home
+
+    @property
+    def dir(self) -> Path:
+        """The run's folder."""
+        return Path(self._dir)
+
+    @property
+    def dir_text(self) -> str:
+        """The run's folder as text (``os.fspath(run.dir)``), the very text the run keeps: a
+        key that costs nothing to make, for a table of every run."""
+        return self._dir
 
     @property
     def repo(self) -> Path:
@@ -104,11 +124,11 @@ class Run:
 
     @property
     def validation_dir(self) -> Path:
-        return self.dir / "validation"
+        return Path(self._dir, "validation")
 
     @property
     def label(self) -> str:
-        return f"run '{self.id}' ({self.dir})"
+        return f"run '{self.id}' ({self._dir})"
 
     def __repr__(self) -> str:
         shown = ", ".join(

@@ -182,10 +182,16 @@ class _ValidateRun:
             # A run whose tasks could not be built reused nothing: it is not "unchanged".
             # Results collected (before planning, or after the tasks for runs they did not
             # cover) were recorded now: not reused.
-            planned = {
-                (p.run.dir, v.name) for p in tasks.plans for v in validations if p.plans(v.name)
+            # Only the collected runs' plans are looked at: no set as large as the matrix.
+            recorded_now = {(run.dir, name) for run, name in collected}
+            collected_dirs = {run_dir for run_dir, _ in recorded_now}
+            recorded_now -= {
+                (p.run.dir, v.name)
+                for p in tasks.plans
+                if p.run.dir in collected_dirs
+                for v in validations
+                if p.plans(v.name)
             }
-            recorded_now = {(run.dir, name) for run, name in collected} - planned
             summary.reused = max(
                 0, len(tasks.plans) * len(validations) - len(tasks) - not_reused - len(recorded_now)
             )
@@ -540,6 +546,9 @@ class _EarlyChecks:
         return False, None
 
 
+_COUNTED_ONLY = ("counted", "")  # a finished task whose line is not shown
+
+
 class _ProgressLines:
     """The progress display, started once the total is known.
 
@@ -553,6 +562,8 @@ class _ProgressLines:
         self.out = out
         self._progress: Progress | None = None
         self._waiting: list[tuple[str, str]] = []
+        # A line never shown (a valid task's, under a bar or -q) waits as one shared pair.
+        self._every_line = Progress.says_every_line(options.progress, out, quiet=options.quiet)
 
     def _start(self) -> Progress:
         progress = Progress(
@@ -567,7 +578,9 @@ class _ProgressLines:
         if self._progress is None and self.tasks.planned:
             self._progress = self._start()
         if self._progress is None:
-            self._waiting.append(Progress.describe(result))
+            state, line = Progress.describe(result)
+            shown_later = self._every_line or state == "invalid"
+            self._waiting.append((state, line) if shown_later else _COUNTED_ONLY)
         else:
             self._progress.advance(result)
 
