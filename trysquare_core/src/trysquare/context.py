@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from trysquare import _atomic
+from trysquare._record import record
 from trysquare.errors import RepoError, RunError
 from trysquare.git.etalon import materialise_etalon
 from trysquare.git.patch import context_facts
@@ -68,7 +69,7 @@ CORE_KEYS = frozenset(
 )
 
 
-@attrs.frozen
+@record
 class RunFacts:
     """What is true of one run whichever validator looks: computed once."""
 
