@@ -44,6 +44,8 @@ GROUND_FLOOR = frozenset(
     {
         "trysquare._canonical",
         "trysquare._convert",
+        "trysquare._lazy_pattern",
+        "trysquare._record",
         "trysquare._recorded_outcome",
         "trysquare.clone_picture",
         "trysquare.commands",

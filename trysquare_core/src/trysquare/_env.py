@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from trysquare._lazy_pattern import LazyPattern
 
 __all__ = ["SECRET_PATTERNS", "child_environment", "is_env_name", "looks_secret", "withheld_names"]
 
@@ -47,7 +48,7 @@ SECRET_PATTERNS: tuple[str, ...] = tuple(f"*{w}*" for w in SECRET_WORDS) + tuple
     f"{p}*" for p in SECRET_PREFIXES
 )
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NAME = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def is_env_name(name: object) -> bool:

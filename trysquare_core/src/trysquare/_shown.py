@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 
+from trysquare._lazy_pattern import LazyPattern
+
 __all__ = ["csv_cell", "json_text", "md", "md_code", "shown"]
 
 # C0 controls, DEL, C1 controls (NEL included), line/paragraph separators, the
@@ -33,7 +35,7 @@ __all__ = ["csv_cell", "json_text", "md", "md_code", "shown"]
 _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]"
 )
-_UNSAFE_BUT_NEWLINE = re.compile(
+_UNSAFE_BUT_NEWLINE = LazyPattern(
     "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]"
 )
 
@@ -59,9 +61,9 @@ def shown(text: object, *, newlines: bool = False) -> str:
 
 
 # What Markdown (CommonMark, GitHub's tables) reads as markup anywhere in a line.
-_MD_INLINE = re.compile(r"([\\`*_\[\]|~!])")
+_MD_INLINE = LazyPattern(r"([\\`*_\[\]|~!])")
 # What it reads as markup at the start of a line (heading, quote, list, rule...).
-_MD_LEADING = re.compile(r"^(\s*)(\d*)([#+\-=.)])")
+_MD_LEADING = LazyPattern(r"^(\s*)(\d*)([#+\-=.)])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 

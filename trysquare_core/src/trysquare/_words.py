@@ -27,6 +27,8 @@ import functools
 import re
 from typing import NamedTuple
 
+from trysquare._lazy_pattern import LazyPattern
+
 __all__ = [
     "ASSIGNMENT",
     "READ",
@@ -41,7 +43,7 @@ __all__ = [
 ]
 
 # A leading NAME= (an environment assignment before a command).
-ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+ASSIGNMENT = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]*=")
 # Unquoted characters that make a shell do something other than pass a word on.
 _OPERATORS = {
     "|": "a pipe '|'",
@@ -117,7 +119,7 @@ READ = WordPolicy(
 """A command an agent ran, read for what it names: operators kept, nothing refused."""
 
 # An operator as a word of its own, longest first where one is a prefix of another.
-_OPERATOR_WORD = re.compile(r"&&|\|\||;;|\|&|<<<|<<|>>|>&|<&|&>|[;&|()<>]")
+_OPERATOR_WORD = LazyPattern(r"&&|\|\||;;|\|&|<<<|<<|>>|>&|<&|&>|[;&|()<>]")
 
 
 @functools.cache

@@ -14,12 +14,14 @@ from typing import Any
 
 import attrs
 
+from trysquare._record import record
+
 __all__ = ["ClonePicture", "Entry"]
 
 Entry = tuple[int, int, int, int, int]  # inode, size, mtime_ns, ctime_ns, mode
 
 
-@attrs.frozen
+@record
 class ClonePicture:
     """The measured clone as validation found it, and what the check before it found."""
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any
 import attrs
 
 from trysquare import _atomic
+from trysquare._lazy_pattern import LazyPattern
+from trysquare._record import record
 from trysquare.errors import RepoError, RunError
 from trysquare.git.etalon import materialise_etalon, materialised, resolve_etalon
 from trysquare.git.patch import context_facts
@@ -68,7 +69,7 @@ CORE_KEYS = frozenset(
 )
 
 
-@attrs.frozen
+@record
 class RunFacts:
     """What is true of one run whichever validator looks: computed once."""
 
@@ -233,7 +234,7 @@ def _response(run: Run) -> Path | None:
     return path
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_LONE_SURROGATE = LazyPattern("[\ud800-\udfff]")
 
 
 def build_context(
@@ -383,7 +384,7 @@ def _plugin_keys(run: Run, validation: Validation, context: Mapping[str, Any]) -
     return added
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = LazyPattern("[\ud800-\udfff]")
 
 
 def dump_context(context: Mapping[str, Any]) -> str:

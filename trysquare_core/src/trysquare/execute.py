@@ -16,6 +16,7 @@ from collections.abc import Callable
 import attrs
 
 from trysquare import _atomic, results
+from trysquare._record import record
 from trysquare._stop import is_no_space
 from trysquare._suiteservice import SuiteService
 from trysquare.modes import Outcome
@@ -47,7 +48,7 @@ def execute_task(
     return None if evaluated is None else record_task(evaluated)
 
 
-@attrs.frozen
+@record
 class Evaluated:
     """A task evaluated and not yet recorded (:func:`evaluate_task`)."""
 

@@ -43,6 +43,7 @@ from typing import Any
 
 import attrs
 
+from trysquare._record import record
 from trysquare.errors import IsolationUnavailable
 
 __all__ = [
@@ -79,7 +80,7 @@ _MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
 _MASKED_FOLDERS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")
 
 
-@attrs.frozen
+@record
 class JailPolicy:
     """What the scenario's ``[task]`` says about the jail the agent's code runs in."""
 
@@ -104,7 +105,7 @@ class JailPolicy:
         )
 
 
-@attrs.frozen
+@record
 class Availability:
     """Whether the jail can start on this machine, with what, and why not."""
 
@@ -308,7 +309,7 @@ _JAIL_IDS_BASE = 0x60000000
 _jail_numbers = itertools.count()
 
 
-@attrs.frozen
+@record
 class JailIds:
     """The user and group one jail runs as when trysquare runs as root."""
 

@@ -17,6 +17,7 @@ import attrs
 
 from trysquare import _convert
 from trysquare._canonical import digest as canonical_digest
+from trysquare._record import record
 from trysquare.errors import ScenarioError
 from trysquare.jail import JailPolicy
 
@@ -43,7 +44,7 @@ T = TypeVar("T")
 PIECES: tuple[str, ...] = ("prompt", "response", "diff")
 
 
-@attrs.frozen
+@record
 class TableSource:
     """Where a ``[[validation]]`` table came from, for loading and for messages."""
 
@@ -120,7 +121,7 @@ class LoadedScenario(Protocol):
         ...
 
 
-@attrs.frozen(kw_only=True)
+@record(kw_only=True)
 class Validation:
     """One loaded ``[[validation]]`` table. Modes subclass it with their own keys.
 
@@ -212,7 +213,7 @@ def _archive_of(task: ValidationTask) -> Path:
     return task.run.validation_dir / task.validation.name
 
 
-@attrs.frozen
+@record
 class ValidationTask:
     """One run × one validation, its context already built and archived.
 
@@ -262,7 +263,7 @@ class ValidationTask:
     it to ``run_steps(..., jail=task.jail)`` when running the agent's tree."""
 
 
-@attrs.frozen
+@record
 class Outcome:
     """What one validation found for one run.
 
@@ -312,7 +313,7 @@ class Outcome:
 # and modes importing it would join it to the core's import circle.
 
 
-@attrs.frozen(kw_only=True)
+@record(kw_only=True)
 class Gathering:
     """What a gathering validation is handed at each of its two moments
     (:meth:`Validation.resume_gathered`, :meth:`Validation.send_gathered`)."""
@@ -333,7 +334,7 @@ class Gathering:
     """Sentences for the closing line about work left in flight (a mode appends them)."""
 
 
-@attrs.frozen(kw_only=True)
+@record(kw_only=True)
 class Gathered:
     """One result a gathering validation produced, for the runner to record."""
 

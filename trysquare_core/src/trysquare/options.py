@@ -7,10 +7,12 @@ from collections.abc import Mapping
 
 import attrs
 
+from trysquare._record import record
+
 __all__ = ["ValidateOptions"]
 
 
-@attrs.frozen
+@record
 class ValidateOptions:
     """The options of one ``validate``; the command line fills them in."""
 

@@ -27,6 +27,7 @@ import attrs
 from trysquare import _atomic, _spill, clone_guard, results
 from trysquare import context as contexts
 from trysquare._pool import bounded_map
+from trysquare._record import record
 from trysquare._stop import StopState
 from trysquare.errors import RunError
 from trysquare.execute import PlannedTask, write_problem
@@ -39,7 +40,7 @@ from trysquare.scenario import Scenario
 __all__ = ["RunPlan", "iter_plans", "plan_runs"]
 
 
-@attrs.frozen
+@record
 class _Shared:
     """What every task of one validate shares (one object, not a copy per task)."""
 
@@ -59,7 +60,7 @@ class _Shared:
 _Planned = tuple[int, str, bytes, "bytes | None", bool]
 
 
-@attrs.frozen
+@record
 class RunPlan:
     """What planning decided for one run: how many tasks, and where the rest is kept.
 

@@ -28,6 +28,7 @@ import pluggy
 
 from trysquare import _entry_points, hookspecs
 from trysquare._entry_points import Found
+from trysquare._record import mutable_record, record
 from trysquare.hookspecs import LISTED_AS
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ BUILTIN_PROVIDES = {
 }
 
 
-@attrs.frozen
+@record
 class _Candidate:
     """A plugin that may load: an entry point (or an in-tree default) not imported yet."""
 
@@ -136,7 +137,7 @@ class _Candidate:
     needs: frozenset[str]  # the plugins its distribution requires (load first)
 
 
-@attrs.define
+@mutable_record
 class _State:
     manager: pluggy.PluginManager
     versions: dict[str, str | None]

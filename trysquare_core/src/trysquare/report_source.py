@@ -14,10 +14,12 @@ from typing import Any, Protocol
 
 import attrs
 
+from trysquare._record import record
+
 __all__ = ["ReportFormat", "ReportSource"]
 
 
-@attrs.frozen
+@record
 class ReportSource:
     """What a format renders: the report, every run's row, and where each run lives.
 

@@ -16,12 +16,13 @@ from typing import overload
 
 import attrs
 
+from trysquare._record import record
 from trysquare.errors import RunError
 
 __all__ = ["Etalon", "Experiment", "Run"]
 
 
-@attrs.frozen
+@record
 class Etalon:
     """The reference the agent started from: a tag, and its files as a folder."""
 
@@ -56,7 +57,7 @@ def _unpacked(kept: Path | str | None, home: str) -> Path | None:
     return Path(home, kept) if isinstance(kept, str) else kept
 
 
-@attrs.frozen(repr=False)
+@record(repr=False)
 class Run:
     """One finished run, its paths resolved and its base commit pinned."""
 
@@ -139,7 +140,7 @@ class Run:
         return f"Run({shown})"
 
 
-@attrs.frozen
+@record
 class Experiment:
     """A folder named on the command line, and the runs found below it."""
 

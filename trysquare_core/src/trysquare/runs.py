@@ -16,10 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from trysquare import _convert
 from trysquare._pool import bounded_map, io_workers
+from trysquare._record import record
 from trysquare.errors import RepoError, RunError, ScenarioError
 from trysquare.git.dotgit import is_git_repo
 from trysquare.git.refs import missing_at, resolve_commit
@@ -30,13 +29,13 @@ __all__ = ["RUN_FILE", "Etalon", "Experiment", "Run", "discover", "load_run"]
 RUN_FILE = "run.toml"
 
 
-@attrs.frozen
+@record
 class _EtalonTable:
     tag: str
     checkout: str | None = None
 
 
-@attrs.frozen
+@record
 class _RunFile:
     cell: str
     repetition: int

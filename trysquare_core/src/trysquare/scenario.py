@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from trysquare import _convert
+from trysquare._record import record
 from trysquare._words import ShellWordError, split_command
 from trysquare.errors import ScenarioError
 from trysquare.jail import (
@@ -40,7 +41,7 @@ _METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _VALIDATOR_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\Z")
 
 
-@attrs.frozen
+@record
 class Limits:
     """``[task] limits``: what the agent's code may use in the jail."""
 
@@ -49,7 +50,7 @@ class Limits:
     file_size_mib: int = DEFAULT_FILE_SIZE_MIB  # the largest file it may write
 
 
-@attrs.frozen
+@record
 class Task:
     """``[task]``: how the suite is run, and what running it leaves behind."""
 
@@ -82,7 +83,7 @@ class Task:
     prompt: Any = None
 
 
-@attrs.frozen
+@record
 class Verdict:
     """``[verdict]``: which cell is the reference and what a verdict rests on."""
 
@@ -96,13 +97,13 @@ class Verdict:
     correction: str = "none"
 
 
-@attrs.frozen
+@record
 class _Header:
     name: str | None = None
     description: str | None = None
 
 
-@attrs.frozen
+@record
 class _ScenarioFile:
     task: Task = Task()
     validation: tuple[dict[str, Any], ...] = ()
@@ -117,7 +118,7 @@ class _ScenarioFile:
     harness: Any = None
 
 
-@attrs.frozen
+@record
 class Scenario:
     """A loaded scenario: its task, its validations and its verdict rules."""
 

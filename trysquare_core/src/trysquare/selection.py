@@ -20,13 +20,14 @@ from typing import Any
 
 import attrs
 
+from trysquare._record import record
 from trysquare.errors import RunError, UsageError
 from trysquare.runs import Experiment
 
 __all__ = ["Selection"]
 
 
-@attrs.frozen
+@record
 class Selection:
     """The ``--cell`` and ``--run`` globs of one command line."""
 

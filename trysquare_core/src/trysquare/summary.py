@@ -8,13 +8,14 @@ from typing import Any
 
 import attrs
 
+from trysquare._record import mutable_record
 from trysquare._shown import shown
 from trysquare.errors import RunError
 
 __all__ = ["Summary"]
 
 
-@attrs.define
+@mutable_record
 class Summary:
     """The counts of one ``validate`` and its exit code.
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from trysquare import _convert
+from trysquare._record import record
 from trysquare.modes import Outcome, Validation, ValidationTask
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["PlannedTask", "TaskResult"]
 
 
-@attrs.frozen
+@record
 class PlannedTask:
     """The runner's record of one task: the :class:`ValidationTask` a mode is handed, and
     what the runner checks and records around its validator.
@@ -58,7 +59,7 @@ class PlannedTask:
         return self.task.validation
 
 
-@attrs.frozen
+@record
 class TaskResult:
     """What became of one task: its outcome as recorded, and the result file's document."""
 

@@ -30,7 +30,30 @@ __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the console script, ``python -m trysquare``: the process ends after
+        try:
+            return _command(sys.argv[1:])
+        finally:
+            _skip_the_last_collection()
+    return _command(argv)
+
+
+def _skip_the_last_collection() -> None:
+    """Freeze what the command built, so the interpreter's last cyclic collection, on its
+    way out, does not walk all of it to free memory the exit frees anyway.
+
+    Nothing is left to that collection: results are written and closed by then, and what
+    cleans up at exit (threads joined, temporary folders' finalizers, ``atexit``) runs
+    whatever is frozen. Only for a process's own command line: a caller of ``main(argv)``
+    goes on, and keeps its collector as it was.
+    """
+    import gc
+
+    gc.freeze()
+
+
+def _command(arguments: Sequence[str]) -> int:
+    argv = list(arguments)
     if _asks_version(argv):
         print(f"trysquare {__version__}")  # before any plugin loads: a broken one cannot stop it
         return 0

@@ -16,10 +16,11 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from trysquare._lazy_pattern import LazyPattern
 from trysquare.errors import RepoError
 from trysquare.git.hostile import _LOOSE_LIMIT, _read_regular, _read_small
 
-_HEX = re.compile(rb"\A(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+_HEX = LazyPattern(rb"\A(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 
 
 def _git_dirs(repo: Path) -> tuple[Path, Path]:
@@ -200,7 +201,7 @@ def _peel(repo: Path, rev: str, want: bytes) -> tuple[str, bytes] | None:
 
 # A name git's rules turn into a ref (refs/NAME, refs/tags/NAME, refs/heads/NAME, ...):
 # no revision syntax, no leading dash or dot, not HEAD-like (root refs live in .git).
-_SIMPLE_REF = re.compile(r"(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]*[a-z.-][A-Za-z0-9._/-]*\Z")
+_SIMPLE_REF = LazyPattern(r"(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]*[a-z.-][A-Za-z0-9._/-]*\Z")
 
 
 def _ref_without_git(git_dir: Path, common: Path, name: str) -> str | None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from trysquare._lazy_pattern import LazyPattern
 from trysquare.errors import RepoError
 
 # Config pinned on every call, on top of the shadow's own config file.
@@ -196,7 +196,7 @@ _UNREADABLE = (
 # here: the shadow's info/attributes decides every attribute trysquare's reads depend on,
 # so a work tree's .gitattributes, read or not, changes nothing (a committed link to the
 # real file is a project's own choice, not a reason to refuse the run).
-_ATTRIBUTES_UNREAD = re.compile(
+_ATTRIBUTES_UNREAD = LazyPattern(
     r"warning: unable to access '(?:.*/)?\.gitattributes': Too many levels of symbolic links\Z"
 )
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
+from trysquare._record import record
 from trysquare.hookspecs import hookimpl
 from trysquare.report.render import render
 from trysquare.report_source import ReportFormat, ReportSource
@@ -19,7 +18,7 @@ from trysquare.report_source import ReportFormat, ReportSource
 __all__ = ["BUILTIN_FORMATS", "ReportFormat", "ReportSource", "TextFormat"]
 
 
-@attrs.frozen
+@record
 class TextFormat:
     """One of the core's formats: a renderer of :mod:`trysquare.report.render`."""
 

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
 
-import attrs
+from trysquare._record import record
 
 __all__ = [
     "CONFIDENCE",
@@ -44,7 +44,7 @@ CONFIDENCE = 0.95
 SEED = "trysquare-report-v1"
 
 
-@attrs.frozen
+@record
 class Interval:
     """An estimate with its 95% interval."""
 
@@ -57,7 +57,7 @@ class Interval:
         return self.low > 0 or self.high < 0
 
 
-@attrs.frozen
+@record
 class Gap:
     """A cell's proportion minus the reference's, with its percentile interval."""
 
@@ -73,7 +73,7 @@ class Gap:
         return self.interval.excludes_zero
 
 
-@attrs.frozen
+@record
 class Agreement:
     """Two raters (a judge and a human) over the runs where both gave a boolean."""
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from trysquare._record import record
 from trysquare.report import certainty, stats
 from trysquare.report.usage import usage_table
 
@@ -21,7 +22,7 @@ __all__ = ["Layout", "build_report", "cell_order", "declared_cells", "run_detail
 Row = Mapping[str, Any]
 
 
-@attrs.frozen
+@record
 class Layout:
     """What the report needs from the scenario, in a form a test can write by hand."""
 
