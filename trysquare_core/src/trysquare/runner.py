@@ -22,28 +22,24 @@ goes on.
 
 from __future__ import annotations
 
-import queue
 import sys
-import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TextIO, TypeVar
 
 from trysquare import (
+    _clone_checks,
     _inflight,
     _prepared_scope,
     _process,
     _spill,
-    clone_guard,
     plugins,
     result_guard,
     results,
 )
 from trysquare._planned_tasks import PlannedTasks
-from trysquare._pool import io_workers
 from trysquare._shown import shown
 from trysquare._stop import StopState
 from trysquare.errors import RunError, UsageError
@@ -389,7 +385,7 @@ class _Execution:
     Each clone check is a stat walk of one clone. Where no validator can write into
     another run's clone (planning overlapped: Landlock), a run's clone is checked as
     soon as its last task is back, beside the tasks still running
-    (:class:`_EarlyChecks`); elsewhere every check waits for the last task, which may
+    (:class:`trysquare._clone_checks.EarlyChecks`); elsewhere every check waits for the last task, which may
     have written into any clone.
     """
 
@@ -411,7 +407,7 @@ class _Execution:
         self.progress = _ProgressLines(tasks, validate.options, validate.out)
 
     def run(self) -> None:
-        early = _EarlyChecks(self.tasks)
+        early = _clone_checks.EarlyChecks(self.tasks)
         try:
             for result in self._results():
                 self._take(result)
@@ -427,7 +423,7 @@ class _Execution:
         # After an interruption a worker may still record a task nobody waits for: no check then.
         if not self.stop.should_stop():
             result_guard.refuse_forged(self.ledger.forged(), self.out)
-        self._check_clones(early)
+        _clone_checks.check_late(self.tasks, self.ledger, early, self.out)
 
     def _results(self) -> Iterator[TaskResult]:
         # Each task is marked in flight as the executor takes it; those during which
@@ -466,84 +462,6 @@ class _Execution:
             # -x: no task starts after this one; validators still running are ended, as on
             # Ctrl-C, and record nothing (their runs are validated next time).
             _process.kill_all()
-
-    def _check_clones(self, early: _EarlyChecks) -> None:
-        """Re-read each validated clone not checked early, a bounded number at a time (each
-        picture is read back from the spill as its check starts), in a pool started only if
-        one is left; every problem is said in plan order."""
-        pending: deque[tuple[RunPlan, list[str], Future[str | None] | str | None]] = deque()
-        pool: ThreadPoolExecutor | None = None
-        try:
-            for plan in [*self.tasks.plans, None]:
-                if plan is not None and (names := self.ledger.ran_names(plan.run)):
-                    checked, found = early.found(plan)
-                    if not checked:
-                        pool = pool or ThreadPoolExecutor(max_workers=io_workers())
-                        pending.append(
-                            (plan, names, pool.submit(plan.clone_changes, self.tasks.spill))
-                        )
-                    else:
-                        pending.append((plan, names, found))
-                while pending and (plan is None or len(pending) >= 2 * io_workers()):
-                    said, names, outcome = pending.popleft()
-                    problem = outcome.result() if isinstance(outcome, Future) else outcome
-                    if problem is not None:
-                        clone_guard.spoil(said.run, names, problem, self.out)
-        finally:
-            if pool is not None:
-                pool.shutdown(wait=True)
-
-
-class _EarlyChecks:
-    """Clones checked as soon as their run's last task is back (planning overlapped), in turn
-    by one thread: each stat of a check's walk hands the interpreter over, and more threads
-    only fight the recording and the validators for it on a machine of few cores. Runs checked
-    are kept by their spill record's number (a byte a run), with what was found; no future.
-    """
-
-    def __init__(self, tasks: PlannedTasks) -> None:
-        self.tasks = tasks
-        self._checked = bytearray()
-        self._found: dict[int, str] = {}
-        self._marking = threading.Lock()
-        self._waiting: queue.SimpleQueue[RunPlan | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def submit(self, plan: RunPlan) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._check_each, name="trysquare-check", daemon=True
-            )
-            self._thread.start()
-        self._waiting.put(plan)
-
-    def _check_each(self) -> None:
-        while (plan := self._waiting.get()) is not None:
-            try:
-                self._check(plan)
-            except Exception:  # noqa: BLE001, S112 - not marked checked: the late check says it
-                continue
-
-    def _check(self, plan: RunPlan) -> None:
-        problem = plan.clone_changes(self.tasks.spill)
-        if problem is not None:
-            self._found[plan.kept] = problem
-        with self._marking:
-            if len(self._checked) <= plan.kept:
-                self._checked.extend(bytes(plan.kept + 1 - len(self._checked)))
-            self._checked[plan.kept] = 1
-
-    def close(self) -> None:
-        """Every check submitted done (one that raised is left to the late checks)."""
-        if self._thread is not None:
-            self._waiting.put(None)
-            self._thread.join()
-
-    def found(self, plan: RunPlan) -> tuple[bool, str | None]:
-        """Whether ``plan``'s clone was checked early, and what was found if so."""
-        if plan.kept < len(self._checked) and self._checked[plan.kept]:
-            return True, self._found.get(plan.kept)
-        return False, None
 
 
 _COUNTED_ONLY = ("counted", "")  # a finished task whose line is not shown
