@@ -163,6 +163,14 @@ def refuse_hard_link(info: os.stat_result, path: Path, *, links: int = 1) -> Non
         raise UnsafePath(path, f"has {info.st_nlink} links", _HARD_LINK_RULE)
 
 
+def _new_temporary(folder: int, name: str, mode: int) -> tuple[str, int]:
+    """A new temporary beside ``name`` in ``folder`` (a name nobody holds: never a link
+    followed), opened for writing; its name and fd."""
+    temp = f".{name}.{os.urandom(6).hex()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    return temp, os.open(temp, flags, mode, dir_fd=folder)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -372,10 +380,7 @@ class Folder:
         # Renaming over a symlink would replace the link, not its target; it is
         # refused all the same, since the agent put it there to be followed.
         _refuse_link(folder, name, self.path / name)
-        temp = f".{name}.{os.urandom(6).hex()}.tmp"
-        fd = os.open(
-            temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder
-        )
+        temp, fd = _new_temporary(folder, name, 0o600)
         try:
             if isinstance(content, bytes):
                 try:
@@ -507,10 +512,7 @@ def create_once(path: Path, data: bytes, *, root: Path, mode: int = 0o600) -> by
     """
     path = Path(path)
     with _parent_fd(path, root, create=True) as folder:
-        temp = f".{path.name}.{os.urandom(6).hex()}.tmp"
-        fd = os.open(
-            temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=folder
-        )
+        temp, fd = _new_temporary(folder, path.name, mode)
         try:
             try:
                 _write_all(fd, data)
