@@ -158,8 +158,8 @@ def test_discovery_holds_no_more_than_its_runs_and_one_text_a_run_at_its_peak(
         after, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    # Each run's real path was kept beside the path found (the same text, ~90 bytes) and the
-    # run files were sorted by lists of their parts: ~415 bytes a run over what the runs hold
-    # at the end (~270 left: the found paths, the set of them, the id table).
+    # Each run's real path was kept beside the path found (the same text, ~90 bytes), the run
+    # files were sorted by lists of their parts, and every path found was held while the runs
+    # loaded: ~415 bytes a run over what the runs hold at the end (~60 left: the id table).
     over = (peak - after) / len(found.runs)
-    assert over < 340, f"discovery's peak is {over:.0f} bytes a run over what it returns"
+    assert over < 120, f"discovery's peak is {over:.0f} bytes a run over what it returns"

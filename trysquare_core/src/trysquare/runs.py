@@ -378,12 +378,19 @@ def _path_order(path: str) -> str:
     return path.replace(os.sep, "\0")
 
 
+def _drain(items: list[str]) -> Iterator[str]:
+    """``items`` from the last to the first, each taken out of the list as it is handed out."""
+    while items:
+        yield items.pop()
+
+
 def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]:
     """Find the runs below each path; unreadable runs are collected, not raised."""
     experiments: list[Experiment] = []
     seen_roots: set[Path] = set()
     seen_run_files: set[str] = set()
-    for path in paths:
+    named = list(paths)
+    for index, path in enumerate(named):
         root = Path(path).absolute()
         if not root.is_dir():
             raise RunError(f"{path}: no such folder")
@@ -416,9 +423,13 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
                 run_files.append(run_file)
         if not run_files and experiments:
             continue
-        # Loading asks git about each clone: overlap those calls, keep the order.
+        if index == len(named) - 1:
+            seen_run_files.clear()  # no path left to compare: not held while the runs load
+        # Loading asks git about each clone: overlap those calls, keep the order. Each path
+        # text is let go once handed out, so it is not held beside the run loaded from it.
+        run_files.reverse()
         with ThreadPoolExecutor(max_workers=io_workers()) as pool:
-            for loaded in bounded_map(pool, load, run_files, window=2 * io_workers()):
+            for loaded in bounded_map(pool, load, _drain(run_files), window=2 * io_workers()):
                 if isinstance(loaded, RunError):
                     errors.append(loaded)
                 else:
