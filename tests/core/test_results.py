@@ -186,9 +186,11 @@ def test_measures_rows_come_in_order_without_reading_a_run_twice(
         )
     runs = discover([tmp_path / "many"])[0].runs
     read: list[str] = []
-    real_row = results.run_row
+    real_row = results._read_row
     monkeypatch.setattr(
-        results, "run_row", lambda s, run, d=None: read.append(run.id) or real_row(s, run, d)
+        results,
+        "_read_row",
+        lambda s, run, d, shapes: read.append(run.id) or real_row(s, run, d, shapes),
     )
     rows = results.iter_measures(scenario, runs)
     assert read == []  # nothing read before the first row is asked for

@@ -5,9 +5,17 @@ from __future__ import annotations
 import gc
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import attrs
+import pytest
+from trysquare import results
+from trysquare._measure_rows import PlainRows
 from trysquare.runs import discover
+from trysquare.scenario import load_scenario
+from trysquare.testing import build_run
+
+from tests.helpers import write_scenario, write_script
 
 
 def _experiment(root: Path, count: int) -> Path:
@@ -60,3 +68,98 @@ def test_a_run_keeps_a_path_beside_its_folder_as_a_name_and_resolves_it_there(
     moved = attrs.evolve(run, dir=tmp_path / "scratch")
     assert (moved.repo, moved.prompt) == (run.repo, run.prompt)
     assert attrs.evolve(run, id=run.id) == run
+
+
+def _report_runs(tmp_path: Path, count: int) -> tuple[Any, list[Any]]:
+    """A scenario of two validators and ``count`` runs (one run's record, each its own id)."""
+    folder = tmp_path / "scn"
+    write_script(folder, "score.py", "print('{}')\n")
+    scenario = load_scenario(
+        write_scenario(
+            folder,
+            """
+        [[validation]]
+        name = "score"
+        mode = "script"
+        command = "score.py"
+        metrics = ["changed", "size"]
+
+        [[validation]]
+        name = "other"
+        mode = "script"
+        command = "score.py"
+        metrics = ["clear"]
+    """,
+        )
+    )
+    build_run(tmp_path / "exp" / "runs" / "r1", base={"a.py": "a\n"})
+    (run,) = discover([tmp_path / "exp"], replay=True)[0].runs
+    runs = [attrs.evolve(run, id=f"r{i:06d}", repetition=i) for i in range(count)]
+    return scenario, runs
+
+
+def _results(run: Any, name: str) -> dict[str, Any]:
+    """Each run's recorded result, without a disk: numbers its own, booleans shared."""
+    if name == "score":
+        return {"metrics": {"changed": True, "size": run.repetition + 0.5}, "reasons": {}}
+    if run.repetition % 10 == 0:
+        return {"metrics": {"clear": None}, "reasons": {"clear": "could not tell"}}
+    return {"metrics": {"clear": run.repetition % 3 == 0}}
+
+
+def test_a_report_holds_a_run_s_row_in_under_420_bytes_and_writes_the_same_measures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario, runs = _report_runs(tmp_path, 2000)
+    monkeypatch.setattr(results, "load_result", _results)
+
+    def held_per_run(build: Any) -> tuple[float, list[Any]]:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before, _ = tracemalloc.get_traced_memory()
+            rows = build(scenario, runs, {})
+            gc.collect()
+            after, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        return (after - before) / len(runs), rows
+
+    plain_cost, plain_rows = held_per_run(results.build_measures)
+    held_cost, held_rows = held_per_run(results.hold_measures)
+    # A row built as a dict literal (eight keys, its metrics dict, three empty containers)
+    # took about 680 bytes; held, its keys and empty containers are shared (~390 here, its
+    # metrics dict of a number its own; ~170 where they are booleans, shared too).
+    assert held_cost < 420, f"{held_cost:.0f} bytes per held row ({plain_cost:.0f} as dicts)"
+    assert held_rows == plain_rows  # the same rows, read as mappings
+    # What a report format plugin is handed: copies, so changing one changes no other row.
+    handed = PlainRows(held_rows)
+    assert list(handed) == plain_rows and handed[-2:] == plain_rows[-2:]
+    first = handed[0]
+    first["pending"].append("x")
+    first["metrics"]["changed"] = False
+    first["reasons"]["clear"] = "changed"
+    assert held_rows == plain_rows
+    assert results.write_measures(tmp_path / "a", held_rows).read_bytes() == (
+        results.write_measures(tmp_path / "b", plain_rows).read_bytes()
+    )
+
+
+def test_discovery_holds_no_more_than_its_runs_and_one_text_a_run_at_its_peak(
+    tmp_path: Path,
+) -> None:
+    experiment = _experiment(tmp_path, 2000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        (found,) = discover([experiment], replay=True)
+        gc.collect()
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Each run's real path was kept beside the path found (the same text, ~90 bytes), the run
+    # files were sorted by lists of their parts, and every path found was held while the runs
+    # loaded: ~415 bytes a run over what the runs hold at the end (~60 left: the id table).
+    over = (peak - after) / len(found.runs)
+    assert over < 120, f"discovery's peak is {over:.0f} bytes a run over what it returns"

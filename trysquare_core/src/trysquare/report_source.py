@@ -24,7 +24,8 @@ class ReportSource:
     """What a format renders: the report, every run's row, and where each run lives.
 
     ``report`` is the plain data ``--format json`` prints; ``rows`` are the
-    ``measures.json`` rows (one per run, invalid ones included); ``run_dirs``
+    ``measures.json`` rows (one per run, invalid ones included; from ``trysquare report``, a
+    sequence building each plain dict when it is read); ``run_dirs``
     maps a run id to its folder (absent for a folder that could not be read);
     ``root`` is the experiment folder. Everything below a run folder except what
     trysquare wrote there is the measured agent's: a format shows it escaped.

@@ -76,7 +76,8 @@ def run_report(
     if runs_only and fmt not in ("md", "json", "csv"):
         raise UsageError(f"report --runs prints md, json or csv, not '{fmt}'")
     current = {v.name: v.digest() for v in scenario.validations}
-    rows = results.build_measures(scenario, experiment.runs, current, unusable=experiment.errors)
+    # Held small (keys and empty containers shared): a report holds every run's row.
+    rows = results.hold_measures(scenario, experiment.runs, current, unusable=experiment.errors)
     results.write_measures(experiment.root, rows)
     report = build_report(
         Layout.from_scenario(scenario),
@@ -145,11 +146,15 @@ def report_format(name: str) -> Any:
 
 
 def report_source(report: Any, rows: Sequence[Mapping[str, Any]], experiment: Any) -> Any:
-    """The :class:`~trysquare.report.formats.ReportSource` of one experiment."""
+    """The :class:`~trysquare.report.formats.ReportSource` of one experiment.
+
+    Its ``rows`` are copies of ``rows``, each made when a format reads it (a report's rows
+    share containers: see :mod:`trysquare._measure_rows`)."""
+    from trysquare._measure_rows import PlainRows
     from trysquare.report.formats import ReportSource
 
     return ReportSource(
-        report=report, rows=tuple(rows), run_dirs=_RunFolders(experiment), root=experiment.root
+        report=report, rows=PlainRows(rows), run_dirs=_RunFolders(experiment), root=experiment.root
     )
 
 
