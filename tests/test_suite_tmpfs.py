@@ -33,6 +33,7 @@ def test_where_the_kernel_refuses_the_files_stay_on_the_disk_saying_so(
     monkeypatch.delenv(tmpfs.CHOICE, raising=False)
     monkeypatch.delenv("TMPDIR", raising=False)
     monkeypatch.setattr(tmpfs, "_tmp_filesystem", lambda: "ext4")
+    monkeypatch.setattr(tmpfs, "_single_threaded", lambda: True)
     monkeypatch.setattr(tmpfs.ctypes, "CDLL", lambda *a, **k: _Refusing())
     monkeypatch.setattr(tmpfs.os, "geteuid", lambda: 0)
     line = tmpfs.enter()

@@ -43,6 +43,11 @@ def _tmp_filesystem() -> str | None:
     return found
 
 
+def _single_threaded() -> bool:
+    """unshare() takes a process of a single thread (an xdist worker runs several)."""
+    return len(os.listdir("/proc/self/task")) == 1
+
+
 def _check(result: int, what: str) -> None:
     if result != 0:
         number = ctypes.get_errno()
@@ -99,7 +104,7 @@ def enter() -> str:
         return f"temporary files: in TMPDIR={elsewhere}, as set"
     if _tmp_filesystem() == "tmpfs":
         return "temporary files: /tmp is a tmpfs already"
-    if len(os.listdir("/proc/self/task")) != 1:  # unshare() takes a single thread
+    if not _single_threaded():
         return "temporary files: on the disk (this process already runs threads)"
     libc = ctypes.CDLL(None, use_errno=True)
     try:
