@@ -1,4 +1,4 @@
-"""The suite's own /tmp (tests/tmpfs.py): in memory where it can be, on the disk, saying so, where not."""
+"""The suite's own temporary folder (tests/tmpfs.py): in memory where it can be, on the disk, saying so, where not."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import errno
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,17 +29,19 @@ class _Refusing:
 
 
 def test_where_the_kernel_refuses_the_files_stay_on_the_disk_saying_so(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv(tmpfs.CHOICE, raising=False)
-    monkeypatch.delenv("TMPDIR", raising=False)
-    monkeypatch.setattr(tmpfs, "_tmp_filesystem", lambda: "ext4")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tmpfs.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tmpfs, "_filesystem", lambda path: "ext4")
     monkeypatch.setattr(tmpfs, "_single_threaded", lambda: True)
     monkeypatch.setattr(tmpfs.ctypes, "CDLL", lambda *a, **k: _Refusing())
     monkeypatch.setattr(tmpfs.os, "geteuid", lambda: 0)
     line = tmpfs.enter()
     assert line.startswith("temporary files: on the disk (no private tmpfs: unshare:"), line
     assert "\n" not in line and tmpfs.CHOICE not in os.environ
+    assert os.environ["TMPDIR"] == str(tmp_path) and tempfile.tempdir == str(tmp_path)
 
 
 def test_asked_for_the_disk_it_leaves_tmp_alone(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,9 +51,10 @@ def test_asked_for_the_disk_it_leaves_tmp_alone(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_session_inside_one_never_hides_its_tmp_again(tmp_path: Path) -> None:
-    """A nested pytest (this suite's variables left out) finds /tmp a tmpfs already, and a
-    file of the outer session's is still there for it."""
-    if tmpfs._tmp_filesystem() != "tmpfs":
+    """A nested pytest (this suite's variables left out) finds its TMPDIR a tmpfs already, and
+    a file of the outer session's is still there for it."""
+    base = os.path.realpath(tempfile.gettempdir())
+    if tmpfs._filesystem(base) != "tmpfs":
         pytest.skip("this session's /tmp is not a tmpfs: " + tmpfs.enter())
     env = {k: v for k, v in os.environ.items() if k != tmpfs.CHOICE}
     code = (
@@ -65,4 +69,4 @@ def test_a_session_inside_one_never_hides_its_tmp_again(tmp_path: Path) -> None:
         text=True,
         check=True,
     ).stdout.splitlines()
-    assert shown == ["temporary files: /tmp is a tmpfs already", "still here"]
+    assert shown == [f"temporary files: {base} is a tmpfs already", "still here"]
