@@ -542,7 +542,10 @@ def jailed_command(
     for root in masked:
         if os.path.isdir(root):
             args += ["--remount-ro", root]
-    args += ["--setenv", "HOME", "/tmp", "--chdir", cwd, "--"]
+    # The cache folder follows $HOME: the host's $XDG_CACHE_HOME is never shown, and a tool
+    # that honours it (go's build cache) failed to make it wherever it lay outside /tmp.
+    args += ["--setenv", "HOME", "/tmp", "--setenv", "XDG_CACHE_HOME", "/tmp/.cache"]
+    args += ["--chdir", cwd, "--"]
     return args + (drop or []) + _limited(argv, policy)
 
 
