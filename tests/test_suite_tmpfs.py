@@ -1,4 +1,5 @@
-"""The suite's own temporary folder (tests/tmpfs.py): in memory where it can be, on the disk, saying so, where not."""
+"""The suite's own temporary folder (tests/tmpfs.py): in memory where it can be, else on the
+disk, saying so."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ costs on a tmpfs: with /tmp in memory, one quiet run of the suite took 171 s aga
 and 72 system CPU-seconds against 108 (the lead's measure). So the pytest process, before it
 makes any temporary file, moves into a mount namespace of its own (a user namespace too,
 unless it is root), mounts a fresh tmpfs on ``$TMPDIR/tsq-<uid>`` (an empty folder on the
-disk) there and makes it the session's ``TMPDIR``: every xdist worker and every process a test starts inherits it, nothing
-else on the machine sees it (nor is anything of /tmp hidden: a clone in /tmp runs as well),
+disk) there and makes it the session's ``TMPDIR``: every xdist worker and every process a
+test starts inherits it, nothing else on the machine sees it (nor is anything of /tmp hidden: a clone in /tmp runs as well),
 and it is gone, with what the tests left, when the last of them ends (pytest's old
 ``pytest-of-<user>/pytest-N`` folders then never pile up, nor cost a removal). Where the
 kernel refuses (no user namespaces, a container without the capability), where the temporary
