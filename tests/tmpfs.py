@@ -7,10 +7,10 @@ and 72 system CPU-seconds against 108 (the lead's measure). So the pytest proces
 makes any temporary file, moves into a mount namespace of its own (a user namespace too,
 unless it is root), mounts a fresh tmpfs on ``$TMPDIR/tsq-<uid>`` (an empty folder on the
 disk) there and makes it the session's ``TMPDIR``: every xdist worker and every process a
-test starts inherits it, nothing else on the machine sees it (nor is anything of /tmp hidden: a clone in /tmp runs as well),
-and it is gone, with what the tests left, when the last of them ends (pytest's old
-``pytest-of-<user>/pytest-N`` folders then never pile up, nor cost a removal). Where the
-kernel refuses (no user namespaces, a container without the capability), where the temporary
+test starts inherits it, nothing else on the machine sees it (nor is anything of /tmp
+hidden: a clone in /tmp runs as well), and it is gone, with what the tests left, when the
+last of them ends (pytest's old ``pytest-of-<user>/pytest-N`` folders then never pile up,
+nor cost a removal). Where the kernel refuses (no user namespaces, a container without the capability), where the temporary
 folder is a tmpfs already (a nested pytest), or with ``TRYSQUARE_TESTS_TMP=disk`` (to look at
 a failed test's folder afterwards), the files stay where they were; :func:`enter` says which
 in one line, shown in pytest's header.
