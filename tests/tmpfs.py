@@ -10,10 +10,10 @@ disk) there and makes it the session's ``TMPDIR``: every xdist worker and every 
 test starts inherits it, nothing else on the machine sees it (nor is anything of /tmp
 hidden: a clone in /tmp runs as well), and it is gone, with what the tests left, when the
 last of them ends (pytest's old ``pytest-of-<user>/pytest-N`` folders then never pile up,
-nor cost a removal). Where the kernel refuses (no user namespaces, a container without the capability), where the temporary
-folder is a tmpfs already (a nested pytest), or with ``TRYSQUARE_TESTS_TMP=disk`` (to look at
-a failed test's folder afterwards), the files stay where they were; :func:`enter` says which
-in one line, shown in pytest's header.
+nor cost a removal). Where the kernel refuses (no user namespaces, a container without the
+capability), where the temporary folder is a tmpfs already (a nested pytest), or with
+``TRYSQUARE_TESTS_TMP=disk`` (to look at a failed test's folder afterwards), the files stay
+where they were; :func:`enter` says which in one line, shown in pytest's header.
 """
 
 from __future__ import annotations
