@@ -19,6 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import tmpfs
+
+# First of all, before any temporary file is made: /tmp in memory where the kernel allows it.
+TEMPORARY_FILES = tmpfs.enter()
+
 
 def _cache_bytecode_in_the_environment() -> None:
     """Let this session and every Python it starts keep bytecode, under ``<venv>/pycache``.
@@ -342,3 +347,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         import atexit
 
         atexit._run_exitfuncs()  # runs each once and clears them
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Where this session's temporary files are (tests/tmpfs.py): in memory or on the disk."""
+    return TEMPORARY_FILES

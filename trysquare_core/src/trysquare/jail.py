@@ -498,7 +498,8 @@ def jailed_command(
     if found.tmpfs_size:
         args += ["--size", str(policy.file_size_mib << 20)]
     # /tmp is $HOME inside: writable by whoever the command runs as (its own user, under root),
-    # so npm's, pip's, cargo's and go's caches work without flags.
+    # so npm's, pip's, cargo's and go's caches work without flags (the cache folder too: the
+    # host's $XDG_CACHE_HOME is never shown, and go failed to make it outside /tmp).
     args += ["--perms", "01777", "--tmpfs", "/tmp"]
     made: set[str] = set()
 
@@ -542,7 +543,8 @@ def jailed_command(
     for root in masked:
         if os.path.isdir(root):
             args += ["--remount-ro", root]
-    args += ["--setenv", "HOME", "/tmp", "--chdir", cwd, "--"]
+    args += ["--setenv", "HOME", "/tmp", "--setenv", "XDG_CACHE_HOME", "/tmp/.cache"]
+    args += ["--chdir", cwd, "--"]
     return args + (drop or []) + _limited(argv, policy)
 
 
