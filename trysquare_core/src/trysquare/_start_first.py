@@ -44,9 +44,6 @@ def child_started() -> None:
 
 
 def after_starts() -> None:
-    import os
-    if os.environ.get("NOGATE"):
-        return
     """Wait, :data:`WAIT_AT_MOST` seconds at most, while a worker is starting a child."""
     if not _between:
         return
