@@ -14,7 +14,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TextIO
 
-from trysquare import clone_guard
+from trysquare import _start_first, clone_guard
 from trysquare._planned_tasks import PlannedTasks
 from trysquare._pool import io_workers
 from trysquare.planning import RunPlan
@@ -54,6 +54,7 @@ class EarlyChecks:
                 continue
 
     def _check(self, plan: RunPlan) -> None:
+        _start_first.after_starts()
         problem = plan.clone_changes(self.tasks.spill)
         if problem is not None:
             self._found[plan.kept] = problem

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from trysquare import _spill
+from trysquare import _spill, _start_first
 from trysquare._pool import io_workers
 from trysquare._shown import shown
 from trysquare._stop import StopState
@@ -220,6 +220,7 @@ def built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Ite
             for item in items:
                 if not put((True, item)):
                     return
+                _start_first.after_starts()  # the next one is built once a child started
             put((True, end))
         except BaseException as error:  # noqa: BLE001 - raised where the item is asked for
             put((False, error))
@@ -228,7 +229,11 @@ def built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Ite
 
     def taken() -> Iterator[T]:
         while True:
-            ok, item = waiting.get()
+            try:
+                ok, item = waiting.get_nowait()
+            except queue.Empty:
+                _start_first.child_started()  # waiting for work is not starting a child
+                ok, item = waiting.get()
             if not ok:
                 raise item
             if item is end:

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trysquare import _capped_output
+from trysquare import _capped_output, _start_first
 from trysquare.errors import IsolationUnavailable
 from trysquare.sandbox import Sandbox, switched_off
 
@@ -255,6 +255,7 @@ def run_process(
             owned.add(proc.pid)
     finally:
         _spawning.release()
+        _start_first.child_started()
     output = _capped_output.CappedOutput((out_fd, err_fd), cap)
     timed_out = False
     exited_at: float | None = None

@@ -61,7 +61,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from trysquare import _capped_output, _process
+from trysquare import _capped_output, _process, _start_first
 from trysquare._process import DEFAULT_CAP, ProcessResult
 
 __all__ = ["entry_point", "run_warm", "servers", "serving"]
@@ -448,6 +448,7 @@ class _Server:
             if not isinstance(started, int):
                 raise _Lost("garbled")
             pid = started
+            _start_first.child_started()
             _process._live_groups.add(pid)
             owned = getattr(_process._owned, "groups", None)
             if owned is not None:

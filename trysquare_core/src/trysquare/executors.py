@@ -94,6 +94,7 @@ class _LocalPool:
         import queue
         import threading
 
+        from trysquare import _start_first
         from trysquare.execute import Evaluated, evaluate_task, record_task
 
         pending = iter(tasks)
@@ -109,6 +110,7 @@ class _LocalPool:
         def next_task() -> Task | None:
             with turn:
                 while held[0] and not closing.is_set():
+                    _start_first.child_started()  # waits for the recording: let it run
                     turn.wait()
                 if closing.is_set() or should_stop():
                     return None
@@ -118,15 +120,20 @@ class _LocalPool:
             try:
                 while (task := next_task()) is not None:
                     evaluated = evaluate_task(task, interrupted=should_stop)
+                    _start_first.child_started()  # a task that started none
                     if evaluated is None:
                         continue  # killed by the stop: nothing to record
                     if evaluated.outcome.state == "invalid":
                         with turn:
                             held[0] += 1
+                    # The next child is started before the recording of this result takes
+                    # the interpreter (trysquare._start_first).
+                    _start_first.between_children()
                     finished.put((evaluated, None))
             except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
                 finished.put((None, error))
             finally:
+                _start_first.child_started()
                 finished.put((None, None))  # this thread is done
 
         threads = [
@@ -143,6 +150,7 @@ class _LocalPool:
                 if evaluated is None:
                     working -= 1
                     continue
+                _start_first.after_starts()
                 try:
                     yield record_task(evaluated)
                 finally:

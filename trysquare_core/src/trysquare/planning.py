@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from trysquare import _atomic, _spill, clone_guard, results
+from trysquare import _atomic, _spill, _start_first, clone_guard, results
 from trysquare import context as contexts
 from trysquare._pool import bounded_map
 from trysquare._record import record
@@ -203,6 +203,7 @@ def _shared(
 def _plan_run(
     scenario: Scenario, run: Run, shared: _Shared, options: ValidateOptions, spill: _spill.Spill
 ) -> RunPlan:
+    _start_first.after_starts()
     _remove_crash_litter(run, shared.validations)
     facts = None if options.replay else contexts.gather_facts(run)
     # Taken whatever the validators: a --replay can damage a clone as much as a first run.

@@ -1,0 +1,110 @@
+"""``trysquare._start_first``: background work waits while a worker starts its next child.
+
+What is shown: a waiting thread is held while a worker is between two children and freed the
+moment the child started; the wait is bounded; a real child start clears the worker's mark;
+and the local pool records a result only once the next child has started (or the bound ran
+out), never before.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from trysquare import _start_first, execute, executors
+from trysquare._process import run_process
+
+pytestmark = pytest.mark.fast
+
+
+def _waited_in_background() -> tuple[threading.Thread, list[float]]:
+    """A thread that calls ``after_starts`` and notes when it returned."""
+    returned: list[float] = []
+
+    def wait() -> None:
+        _start_first.after_starts()
+        returned.append(time.monotonic())
+
+    return threading.Thread(target=wait), returned
+
+
+def test_background_work_waits_until_the_worker_started_its_child(monkeypatch) -> None:
+    monkeypatch.setattr(_start_first, "WAIT_AT_MOST", 30.0)
+    marked = threading.Event()
+    start_now = threading.Event()
+
+    def worker() -> None:
+        _start_first.between_children()
+        marked.set()
+        start_now.wait(30)
+        _start_first.child_started()
+
+    working = threading.Thread(target=worker)
+    working.start()
+    assert marked.wait(30)
+    waiting, returned = _waited_in_background()
+    waiting.start()
+    waiting.join(0.3)
+    assert returned == []  # held while the worker is between children
+    started_at = time.monotonic()
+    start_now.set()
+    waiting.join(30)
+    working.join(30)
+    assert len(returned) == 1 and returned[0] >= started_at  # freed by the start, not the bound
+    assert not _start_first._between
+
+
+def test_the_wait_is_bounded_and_nothing_waits_when_no_worker_is_between(monkeypatch) -> None:
+    monkeypatch.setattr(_start_first, "WAIT_AT_MOST", 0.2)
+    began = time.monotonic()
+    _start_first.after_starts()
+    assert time.monotonic() - began < 0.1  # nobody between children: no wait
+
+    _start_first.between_children()  # this thread, and it never starts a child
+    try:
+        waiting, returned = _waited_in_background()
+        began = time.monotonic()
+        waiting.start()
+        waiting.join(30)
+        assert returned and 0.2 <= returned[0] - began < 10
+    finally:
+        _start_first.child_started()
+    assert not _start_first._between
+
+
+def test_a_real_child_start_clears_the_mark(tmp_path) -> None:
+    _start_first.between_children()
+    done = run_process([sys.executable, "-c", "pass"], cwd=tmp_path, timeout=60)
+    assert done.returncode == 0
+    assert not _start_first._between
+
+
+def test_the_pool_records_a_result_once_the_next_child_started(monkeypatch) -> None:
+    # --jobs 1: t0's result is handed over; its recording must wait for t1's child, which
+    # starts 0.3 s into t1's task (a slow jail, say), not run beside the start.
+    monkeypatch.setattr(_start_first, "WAIT_AT_MOST", 30.0)
+    child_of: dict[str, float] = {}
+    recorded_at: dict[str, float] = {}
+
+    def evaluate_one(task: str, *, interrupted: Any) -> Any:
+        if task == "t1":
+            time.sleep(0.3)
+        child_of[task] = time.monotonic()
+        _start_first.child_started()  # what run_process says once its child is started
+        return SimpleNamespace(task=task, outcome=SimpleNamespace(state="valid"))
+
+    def record_one(evaluated: Any) -> tuple[str, dict[str, str]]:
+        recorded_at[evaluated.task] = time.monotonic()
+        return evaluated.task, {}
+
+    monkeypatch.setattr(execute, "evaluate_task", evaluate_one)
+    monkeypatch.setattr(execute, "record_task", record_one)
+    pool = executors.get("local", {}, jobs=1)
+    done = [task for task, _ in pool.run(["t0", "t1"], should_stop=lambda: False)]
+    assert done == ["t0", "t1"]
+    assert recorded_at["t0"] >= child_of["t1"]
+    assert not _start_first._between  # no worker left marked once the pool is done
