@@ -414,7 +414,7 @@ class _Server:
         writable: Sequence[str | Path],
         cap: int,
     ) -> ProcessResult:
-        from trysquare.sandbox import switched_off
+        from trysquare.sandbox import shared_memory_refusal, switched_off
 
         start = time.monotonic()
         deadline = start + timeout
@@ -430,6 +430,8 @@ class _Server:
             "env": dict(env),
             "writable": [str(p) for p in writable],
             "confine": confine,
+            # Decided here, where validate named what it protects (the server knows nothing).
+            "shared_memory": confine and shared_memory_refusal() is None,
         }
         try:
             try:

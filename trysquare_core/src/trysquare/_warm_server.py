@@ -178,7 +178,7 @@ def _fork_child(
     writable = [str(p) for p in request["writable"]]  # type: ignore[attr-defined]
     # The ruleset is built here (building one restricts nobody); the child applies it.
     ruleset = None
-    sandbox = Sandbox(writable)
+    sandbox = Sandbox(writable, shared_memory=request.get("shared_memory") is True)
     if request["confine"]:
         from trysquare.sandbox import sandbox_enabled
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import attrs
 
-from trysquare import _atomic, results
+from trysquare import _atomic, results, sandbox
 from trysquare._record import record
 from trysquare._stop import is_no_space
 from trysquare._suiteservice import SuiteService
@@ -69,6 +69,21 @@ def evaluate_task(
     task = planned.task
     refusal = None if planned.clone_before is None else planned.clone_before.problem
     refused = refusal is not None
+    # A cluster's worker knows only this task's run: no child of it writes /dev/shm if the run
+    # or its clone lies there (the local validate named every run already).
+    with sandbox.protecting((task.run.dir_text, task.run.repo)):
+        outcome = _outcome(planned, refusal)
+    if interrupted():
+        return None
+    return Evaluated(
+        planned, _drop_foreign_metrics(outcome, planned), refused, time.monotonic() - started
+    )
+
+
+def _outcome(planned: PlannedTask, refusal: str | None) -> Outcome:
+    """The task's outcome: the validator's, or invalid when the clone was refused or the mode
+    crashed."""
+    task = planned.task
     try:
         if refusal is not None:
             # The clone is not the agent's recorded work: nothing run on it is a measurement.
@@ -96,11 +111,7 @@ def evaluate_task(
         outcome = Outcome.invalid(
             f"validator '{task.validation.name}' crashed inside trysquare: {type(error).__name__}: {error}"
         )
-    if interrupted():
-        return None
-    return Evaluated(
-        planned, _drop_foreign_metrics(outcome, planned), refused, time.monotonic() - started
-    )
+    return outcome
 
 
 def record_task(evaluated: Evaluated) -> TaskResult:

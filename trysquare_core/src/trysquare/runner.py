@@ -136,7 +136,7 @@ class _ValidateRun:
         for experiment in experiments:
             summary.skipped_runs.extend(experiment.errors)
         all_runs = [run for experiment in experiments for run in experiment.runs]
-        with _locks(experiments), _spill.Spill() as spill:
+        with _locks(experiments), _spill.Spill() as spill, _protecting(experiments, out):
             flight = self._settle_what_ended(experiments)
             self._before_planning(all_runs)
             gathering = Gathering(
@@ -321,6 +321,31 @@ def _record_measures(
         for _ in _counting(rows(), tally, uncounted):
             pass
     summary.add_counts(tally)
+
+
+@contextmanager
+def _protecting(experiments: Sequence[Experiment], out: TextIO) -> Iterator[None]:
+    """No validator or suite started by this validate writes ``/dev/shm`` when an experiment,
+    a run or a clone lies there (:func:`trysquare.sandbox.protecting`); said once, when so."""
+    from trysquare import sandbox
+
+    folders: list[Path | str] = [experiment.root for experiment in experiments]
+    for experiment in experiments:
+        for run in experiment.runs:
+            folders += (run.dir_text, run.repo)
+    with sandbox.protecting(folders):
+        refused = sandbox.shared_memory_refusal() if sandbox.sandbox_enabled() else None
+        if refused is not None:
+            print(
+                shown(
+                    f"trysquare: validators and the suite cannot write {sandbox.SHARED_MEMORY} "
+                    f"({refused}): POSIX shared memory and semaphores (Python's "
+                    "multiprocessing locks) fail there with 'Permission denied'; keep "
+                    "experiments, trysquare's cache and TMPDIR elsewhere to have them"
+                ),
+                file=out,
+            )
+        yield
 
 
 def _may_overlap_planning(executor: Any, validations: Sequence[Validation]) -> bool:

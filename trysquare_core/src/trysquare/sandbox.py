@@ -2,11 +2,22 @@
 
 On Linux with Landlock (ABI >= 1) a child started through
 :func:`trysquare._process.run_process` with a :class:`Sandbox` can write only
-beneath its own scratch folder, the archive folder trysquare hands it, and
-``/dev`` (``/dev/null``, ttys, ``/dev/shm``): the measured clone, its ``.git``,
-the run folder and the etalon cache stay readable and executable but a write
-there fails at the write (``EACCES``). The restriction is inherited by every
-process the child starts, and cannot be lifted by it.
+beneath its own scratch folder and the archive folder trysquare hands it, to the
+character devices of :data:`DEVICES` (and the pseudo-terminals beneath
+``/dev/pts``), and to ``/dev/shm`` when nothing trysquare protects lies on it
+(:func:`shared_memory_refusal`): the measured clone, its ``.git``, the run folder
+and the etalon cache stay readable and executable but a write there fails at the
+write (``EACCES``). The restriction is inherited by every process the child
+starts, and cannot be lifted by it.
+
+``/dev`` is not granted whole: ``/dev/shm`` is a world-writable tmpfs, and people keep
+experiments there for speed. Landlock grants a folder with everything beneath it and cannot
+tell a file a child made from one it found, so ``/dev/shm`` (which POSIX shared memory and
+semaphores need: Python's ``multiprocessing`` locks, ``shared_memory``) is granted only
+while no folder trysquare protects in this process — its cache, the temporary folder its
+scratch folders are made in, and what :func:`protecting` names (the experiments, runs and
+clones ``validate`` works on) — lies beneath it or on its file system. Otherwise it is
+refused and a child's ``sem_open`` fails with ``EACCES``; ``validate`` says why, once.
 
 Landlock confines a thread and everything it starts: the child is started from
 a short-lived thread that confined itself first (:meth:`Sandbox.start`), so
@@ -23,22 +34,28 @@ Dependency-free: :mod:`trysquare._process` imports it.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import errno
 import os
 import platform
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 __all__ = [
+    "DEVICES",
+    "DEVICE_FOLDERS",
+    "SHARED_MEMORY",
     "SWITCH",
     "Sandbox",
     "landlock_abi",
+    "protecting",
     "protection_line",
     "sandbox_enabled",
+    "shared_memory_refusal",
     "switched_off",
 ]
 
@@ -82,6 +99,30 @@ _WRITES_V1 = (
     | _MAKE_BLOCK
     | _MAKE_SYM
 )
+
+# A confined child may open these for writing; reading any file stays allowed whatever is here.
+# The data sinks and sources (a redirection to /dev/null, dd from /dev/zero, /dev/full for a
+# test of a full disk), the random sources (some tools open them read-write to add entropy),
+# the controlling terminal (a child has none here, but a tool may try it before falling back)
+# and the pseudo-terminal multiplexer (pty.openpty, pexpect, script(1), node-pty).
+DEVICES = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+)
+# Folders of devices, their files writable (nothing made or removed there): the other ends of
+# pseudo-terminals (the kernel opens /dev/pts/N on behalf of openpty, and Landlock checks that
+# open), and GPU render nodes, which CUDA, ROCm and Mesa open read-write (a validator that
+# computes a metric on a GPU). NVIDIA's and AMD's device files in /dev are added when the host
+# has them (:func:`_accelerators`).
+DEVICE_FOLDERS = ("/dev/pts", "/dev/dri")
+# POSIX shared memory and named semaphores (shm_open, sem_open: glibc makes them here, a path
+# no variable can move). Granted only while nothing trysquare protects lies on it.
+SHARED_MEMORY = "/dev/shm"
 
 _abi_cache: list[int] = []
 
@@ -137,9 +178,11 @@ def protection_line() -> str:
     """One line: which protection of the measured clone is in force on this machine."""
     detection = "the clone and its .git are also checked before and after every validation"
     if sandbox_enabled():
+        refused = shared_memory_refusal()
+        shm = "" if refused is None else f" (not {SHARED_MEMORY}: {refused})"
         return (
             f"protection: Landlock (ABI {landlock_abi()}) — validators and the suite can write only "
-            f"their scratch and archive folders, and nothing they start outlives them; {detection}"
+            f"their scratch and archive folders{shm}, and nothing they start outlives them; {detection}"
         )
     if landlock_abi() >= 1:
         why = f"{SWITCH}=off"
@@ -150,13 +193,123 @@ def protection_line() -> str:
     return f"protection: detection only ({why}) — {detection}, a stray write makes the run invalid"
 
 
+class _Protected:
+    """Folders named by one :func:`protecting`, and (once asked) the first of them that lies
+    on ``/dev/shm``."""
+
+    __slots__ = ("folders", "found")
+
+    def __init__(self, folders: tuple[str, ...]) -> None:
+        self.folders = folders
+        self.found: list[str | None] = []  # empty until asked; then [folder or None]
+
+
+_protected: list[_Protected] = []
+# Whether a folder lies on /dev/shm, by the text it was named with: asked once per process.
+_on_shared_memory: dict[str, bool] = {}
+_shared_memory_identity: list[tuple[str, int] | None] = []
+
+
+@contextlib.contextmanager
+def protecting(folders: Iterable[Path | str], /) -> Iterator[None]:
+    """While in force, children confined in this process get no write to ``/dev/shm`` if one
+    of ``folders`` lies beneath it or on its file system.
+
+    ``validate`` names the experiments, their runs and clones; every task its own run folder
+    and clone (so a cluster's worker knows them too). Nothing is looked at until a confined
+    child starts. Several in force at once (parallel validates, tasks) add up.
+    """
+    entry = _Protected(tuple(os.fspath(folder) for folder in folders))
+    _protected.append(entry)
+    try:
+        yield
+    finally:
+        _protected.remove(entry)
+
+
+def shared_memory_refusal() -> str | None:
+    """Why confined children get no write to ``/dev/shm`` here (the protected folder found
+    on it, named), or ``None`` when they do (or there is no ``/dev/shm``).
+
+    Always protected: trysquare's cache (its signing key) and the temporary folder its
+    scratch folders are made in (another validation's scratch and archive folders); and
+    whatever :func:`protecting` names now.
+    """
+    if _shared_memory() is None:
+        return None
+    for folder in _always_protected():
+        if _lies_on_shared_memory(folder):
+            return f"{folder} lies on it"
+    for entry in tuple(_protected):
+        if not entry.found:
+            entry.found.append(next((f for f in entry.folders if _lies_on_shared_memory(f)), None))
+        if entry.found[0] is not None:
+            return f"{entry.found[0]} lies on it"
+    return None
+
+
+def _always_protected() -> tuple[str, ...]:
+    """trysquare's cache as the cache finds it, and the temporary folder."""
+    import tempfile
+
+    cache = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(cache):
+        cache = os.path.join(os.path.expanduser("~"), ".cache")
+    return (os.path.join(cache, "trysquare"), tempfile.gettempdir())
+
+
+def _shared_memory() -> tuple[str, int] | None:
+    """``/dev/shm``'s real path and file system, once per process; ``None`` without one."""
+    if not _shared_memory_identity:
+        try:
+            real = os.path.realpath(SHARED_MEMORY)
+            _shared_memory_identity.append((real, os.stat(real).st_dev))
+        except OSError:
+            _shared_memory_identity.append(None)
+    return _shared_memory_identity[0]
+
+
+def _lies_on_shared_memory(folder: str) -> bool:
+    """Whether a write granted beneath ``/dev/shm`` could reach ``folder``: it resolves beneath
+    it, or it lies on the same file system (a bind mount or a link elsewhere shows the same
+    files, which are also reachable through ``/dev/shm``)."""
+    known = _on_shared_memory.get(folder)
+    if known is not None:
+        return known
+    shm = _shared_memory()
+    answer = False
+    if shm is not None:
+        real = os.path.realpath(folder)
+        answer = real == shm[0] or real.startswith(shm[0].rstrip("/") + "/")
+        probe = real
+        while not answer:  # a folder not made yet: the file system it will be made on
+            try:
+                answer = os.stat(probe).st_dev == shm[1]
+                break
+            except OSError:
+                parent = os.path.dirname(probe)
+                if parent == probe:
+                    break
+                probe = parent
+    _on_shared_memory[folder] = answer
+    return answer
+
+
 class Sandbox:
-    """The folders a confined child may write beneath; everything else is read-only to it."""
+    """The folders a confined child may write beneath; everything else is read-only to it.
 
-    __slots__ = ("writable",)
+    ``shared_memory``: whether the child may make and write POSIX shared memory and
+    semaphores in ``/dev/shm``; by default, when :func:`shared_memory_refusal` finds nothing
+    protected there at the start.
+    """
 
-    def __init__(self, writable: Sequence[Path | str]) -> None:
+    __slots__ = ("shared_memory", "writable")
+
+    def __init__(
+        self, writable: Sequence[Path | str], *, shared_memory: bool | None = None
+    ) -> None:
         self.writable = tuple(Path(p) for p in writable)
+        self.shared_memory = shared_memory
 
     def __repr__(self) -> str:
         return f"Sandbox(writable={[str(p) for p in self.writable]!r})"
@@ -203,7 +356,8 @@ class Sandbox:
         return value
 
     def _ruleset(self) -> int:
-        """A Landlock ruleset allowing writes beneath ``writable`` and /dev only; its fd."""
+        """A Landlock ruleset allowing writes beneath ``writable``, to the devices and (when
+        granted) in ``/dev/shm`` only; its fd."""
         import ctypes
 
         abi = landlock_abi()
@@ -221,16 +375,27 @@ class Sandbox:
             err = ctypes.get_errno()
             raise OSError(err, f"Landlock ruleset: {os.strerror(err)}")
         fd = int(ruleset)
+        device = _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)
+        # A folder's rule covers all beneath it; a file's may grant file rights only.
+        rules: list[tuple[str | Path, int, bool]] = [(f, handled, True) for f in self.writable]
+        rules += [(d, device, False) for d in (*DEVICES, *_accelerators())]
+        rules += [(d, device, True) for d in DEVICE_FOLDERS]
+        shared_memory = self.shared_memory
+        if shared_memory is None:
+            shared_memory = shared_memory_refusal() is None
+        if shared_memory:
+            # Files only: what shm_open and sem_open make, fill, link into place and unlink.
+            rules.append((SHARED_MEMORY, device | _MAKE_REG | _REMOVE_FILE, True))
         try:
-            for folder in (*self.writable, Path("/dev")):
-                parent = _open_path(os.fsencode(folder))
+            for folder, allowed, beneath in rules:
+                parent = _open_path(os.fsencode(folder), folder=beneath)
                 if parent < 0:
                     err = ctypes.get_errno()
-                    if err == errno.ENOENT:
+                    if err in (errno.ENOENT, errno.ENOTDIR):
                         continue
                     raise OSError(err, os.strerror(err), str(folder))
                 try:
-                    rule = path_beneath(handled, parent)
+                    rule = path_beneath(allowed, parent)
                     if (
                         syscall(
                             ctypes.c_long(_SYS_ADD_RULE),
@@ -323,11 +488,28 @@ def _path_functions() -> tuple[Any, Any]:
     return _held[0]
 
 
-def _open_path(folder: bytes) -> int:
-    """An ``O_PATH`` descriptor of the folder ``folder`` (never through a final link it is
-    not: ``O_DIRECTORY``), or -1 with ``errno`` set."""
+def _open_path(path: bytes, *, folder: bool = True) -> int:
+    """An ``O_PATH`` descriptor of ``path``, or -1 with ``errno`` set. A ``folder`` must be one
+    (``O_DIRECTORY``: never a final link to something else); a device is never opened through
+    a final link (``O_NOFOLLOW``: a file rule is for the device that is there)."""
     opener = _path_functions()[0]
-    return int(opener(folder, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY))
+    kind = os.O_DIRECTORY if folder else os.O_NOFOLLOW
+    return int(opener(path, os.O_PATH | os.O_CLOEXEC | kind))
+
+
+_accelerator_cache: list[tuple[str, ...]] = []
+
+
+def _accelerators() -> tuple[str, ...]:
+    """The GPU device files directly in /dev (``nvidia*``, AMD's ``kfd``), listed once."""
+    if not _accelerator_cache:
+        try:
+            names = os.listdir("/dev")
+        except OSError:
+            names = []
+        found = sorted(n for n in names if n.startswith("nvidia") or n == "kfd")
+        _accelerator_cache.append(tuple(os.path.join("/dev", n) for n in found))
+    return _accelerator_cache[0]
 
 
 def _close(fd: int) -> None:
