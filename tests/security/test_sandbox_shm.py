@@ -15,6 +15,8 @@ import errno
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -282,3 +284,27 @@ def test_a_warm_child_cannot_write_an_experiment_under_dev_shm(
         assert _unchanged(run.path, before[run.path.name])
     assert not (runs / "planted.txt").exists() and not planted_stray
     assert summary.exit_code == 0
+
+
+def test_a_folder_on_a_file_system_mounted_beneath_dev_shm_is_found(on_shm: Path) -> None:
+    # Another tmpfs mounted beneath /dev/shm: the folder is not on /dev/shm's own file system,
+    # yet a write granted beneath /dev/shm reaches it. Mounted in a namespace of its own.
+    mounted = on_shm / "mounted here"  # a space: the mount table writes it escaped
+    mounted.mkdir()
+    probe = (
+        "import os, sys\n"
+        "from trysquare import sandbox\n"
+        "os.mkdir(os.path.join(sys.argv[1], 'exp'))\n"
+        "with sandbox.protecting([os.path.join(sys.argv[1], 'exp')]):\n"
+        "    print(sandbox.shared_memory_refusal())\n"
+    )
+    own = [] if os.geteuid() == 0 else ["-r"]
+    command = [
+        "unshare", *own, "-m", "sh", "-c",
+        'mount --make-rprivate / && mount -t tmpfs none "$1" && exec "$2" -c "$3" "$1"',
+        "sh", str(mounted), sys.executable, probe,
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0 and "exp" not in done.stdout:
+        pytest.skip(f"no mount namespace here: {done.stderr.strip()[-200:]}")
+    assert done.stdout.strip() == f"{mounted / 'exp'} lies on it", done

@@ -207,7 +207,7 @@ class _Protected:
 _protected: list[_Protected] = []
 # Whether a folder lies on /dev/shm, by the text it was named with: asked once per process.
 _on_shared_memory: dict[str, bool] = {}
-_shared_memory_identity: list[tuple[str, int] | None] = []
+_shared_memory_identity: list[frozenset[int] | None] = []
 
 
 @contextlib.contextmanager
@@ -258,39 +258,68 @@ def _always_protected() -> tuple[str, ...]:
     return (os.path.join(cache, "trysquare"), tempfile.gettempdir())
 
 
-def _shared_memory() -> tuple[str, int] | None:
-    """``/dev/shm``'s real path and file system, once per process; ``None`` without one."""
+def _shared_memory() -> frozenset[int] | None:
+    """The file systems a write beneath ``/dev/shm`` reaches — its own and any mounted
+    beneath it — once per process; ``None`` without a ``/dev/shm``."""
     if not _shared_memory_identity:
         try:
             real = os.path.realpath(SHARED_MEMORY)
-            _shared_memory_identity.append((real, os.stat(real).st_dev))
+            devices = {os.stat(real).st_dev}
         except OSError:
             _shared_memory_identity.append(None)
+            return None
+        devices.update(_mounted_beneath(real))
+        _shared_memory_identity.append(frozenset(devices))
     return _shared_memory_identity[0]
 
 
+def _mounted_beneath(folder: str) -> Iterator[int]:
+    """The devices of the mounts beneath ``folder`` (``/proc/self/mountinfo``; none where
+    there is no such file)."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as table:
+            lines = table.read().splitlines()
+    except OSError:
+        return
+    inside = os.fsencode(folder).rstrip(b"/") + b"/"
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) < 5:
+            continue
+        # The kernel writes a space, tab, newline or backslash of a mount point in octal; a
+        # backslash stands for nothing else there, so the order of these replacements is free.
+        point = fields[4]
+        for escaped, plain in _MOUNTINFO_ESCAPES:
+            point = point.replace(escaped, plain)
+        if point.startswith(inside):
+            major, _, minor = fields[2].partition(b":")
+            if major.isdigit() and minor.isdigit():
+                yield os.makedev(int(major), int(minor))
+
+
+_MOUNTINFO_ESCAPES = ((b"\\040", b" "), (b"\\011", b"\t"), (b"\\012", b"\n"), (b"\\134", b"\\"))
+
+
 def _lies_on_shared_memory(folder: str) -> bool:
-    """Whether a write granted beneath ``/dev/shm`` could reach ``folder``: it resolves beneath
-    it, or it lies on the same file system (a bind mount or a link elsewhere shows the same
-    files, which are also reachable through ``/dev/shm``)."""
+    """Whether a write granted beneath ``/dev/shm`` could reach ``folder``: it lies on a file
+    system reachable there (``/dev/shm``'s own, so also through a link or a bind mount
+    elsewhere, or one mounted beneath it). One ``stat`` of the folder, or of the nearest
+    folder above it that exists (where it would be made)."""
     known = _on_shared_memory.get(folder)
     if known is not None:
         return known
-    shm = _shared_memory()
+    devices = _shared_memory()
     answer = False
-    if shm is not None:
-        real = os.path.realpath(folder)
-        answer = real == shm[0] or real.startswith(shm[0].rstrip("/") + "/")
-        probe = real
-        while not answer:  # a folder not made yet: the file system it will be made on
-            try:
-                answer = os.stat(probe).st_dev == shm[1]
+    probe = os.path.abspath(folder)
+    while devices is not None:
+        try:
+            answer = os.stat(probe).st_dev in devices
+            break
+        except OSError:
+            parent = os.path.dirname(probe)
+            if parent == probe:
                 break
-            except OSError:
-                parent = os.path.dirname(probe)
-                if parent == probe:
-                    break
-                probe = parent
+            probe = parent
     _on_shared_memory[folder] = answer
     return answer
 
