@@ -308,3 +308,33 @@ def test_a_folder_on_a_file_system_mounted_beneath_dev_shm_is_found(on_shm: Path
     if done.returncode != 0 and "exp" not in done.stdout:
         pytest.skip(f"no mount namespace here: {done.stderr.strip()[-200:]}")
     assert done.stdout.strip() == f"{mounted / 'exp'} lies on it", done
+
+
+def test_the_folders_named_are_walked_once_and_not_kept(on_shm: Path) -> None:
+    # validate names every run and clone: they are looked at once, by one thread, and nothing
+    # per run stays behind (at 100,000 runs a table of them would be megabytes).
+    import threading
+
+    walked: list[str] = []
+
+    def folders() -> Iterator[str]:
+        for number in range(500):
+            walked.append(f"/nowhere/run{number}")
+            yield walked[-1]
+        yield str(on_shm / "run-last")
+
+    with sandbox.protecting(folders()):
+        answers: list[str | None] = []
+        askers = [
+            threading.Thread(target=lambda: answers.append(sandbox.shared_memory_refusal()))
+            for _ in range(4)
+        ]
+        for asker in askers:
+            asker.start()
+        for asker in askers:
+            asker.join()
+        assert answers == [f"{on_shm / 'run-last'} lies on it"] * 4
+        assert len(walked) == 500  # once, whatever the threads asking
+        assert not any(name.startswith("/nowhere/") for name in sandbox._on_shared_memory)
+        assert all(entry.folders is None for entry in sandbox._protected)
+    assert sandbox.shared_memory_refusal() is None

@@ -329,11 +329,14 @@ def _protecting(experiments: Sequence[Experiment], out: TextIO) -> Iterator[None
     a run or a clone lies there (:func:`trysquare.sandbox.protecting`); said once, when so."""
     from trysquare import sandbox
 
-    folders: list[Path | str] = [experiment.root for experiment in experiments]
-    for experiment in experiments:
-        for run in experiment.runs:
-            folders += (run.dir_text, run.repo)
-    with sandbox.protecting(folders):
+    def folders() -> Iterator[Path | str]:  # walked once, at the first confined start
+        for experiment in experiments:
+            yield experiment.root
+            for run in experiment.runs:
+                yield run.dir_text
+                yield run.repo
+
+    with sandbox.protecting(folders()):
         refused = sandbox.shared_memory_refusal() if sandbox.sandbox_enabled() else None
         if refused is not None:
             print(

@@ -195,17 +195,19 @@ def protection_line() -> str:
 
 class _Protected:
     """Folders named by one :func:`protecting`, and (once asked) the first of them that lies
-    on ``/dev/shm``."""
+    on ``/dev/shm``. The folders are looked at once and then let go: ``validate`` names every
+    run and clone lazily, and nothing per run is kept for it."""
 
     __slots__ = ("folders", "found")
 
-    def __init__(self, folders: tuple[str, ...]) -> None:
-        self.folders = folders
-        self.found: list[str | None] = []  # empty until asked; then [folder or None]
+    def __init__(self, folders: Iterable[Path | str]) -> None:
+        self.folders: Iterable[Path | str] | None = folders  # None once looked at
+        self.found: str | None = None
 
 
 _protected: list[_Protected] = []
-# Whether a folder lies on /dev/shm, by the text it was named with: asked once per process.
+_looking = _thread.allocate_lock()  # one thread walks a lazy list of folders, once
+# Whether trysquare's own folders lie on /dev/shm, by the text they were named with.
 _on_shared_memory: dict[str, bool] = {}
 _shared_memory_identity: list[frozenset[int] | None] = []
 
@@ -217,9 +219,10 @@ def protecting(folders: Iterable[Path | str], /) -> Iterator[None]:
 
     ``validate`` names the experiments, their runs and clones; every task its own run folder
     and clone (so a cluster's worker knows them too). Nothing is looked at until a confined
-    child starts. Several in force at once (parallel validates, tasks) add up.
+    child starts, and then each folder once (``folders`` may be a generator: it is walked at
+    most once, and not kept). Several in force at once (parallel validates, tasks) add up.
     """
-    entry = _Protected(tuple(os.fspath(folder) for folder in folders))
+    entry = _Protected(folders)
     _protected.append(entry)
     try:
         yield
@@ -238,13 +241,28 @@ def shared_memory_refusal() -> str | None:
     if _shared_memory() is None:
         return None
     for folder in _always_protected():
-        if _lies_on_shared_memory(folder):
+        known = _on_shared_memory.get(folder)
+        if known is None:
+            known = _on_shared_memory[folder] = _lies_on_shared_memory(folder)
+        if known:
             return f"{folder} lies on it"
     for entry in tuple(_protected):
-        if not entry.found:
-            entry.found.append(next((f for f in entry.folders if _lies_on_shared_memory(f)), None))
-        if entry.found[0] is not None:
-            return f"{entry.found[0]} lies on it"
+        if entry.folders is not None:
+            with _looking:
+                if entry.folders is not None:
+                    entry.found = _first_on_shared_memory(entry.folders)
+                    entry.folders = None
+        if entry.found is not None:
+            return f"{entry.found} lies on it"
+    return None
+
+
+def _first_on_shared_memory(folders: Iterable[Path | str]) -> str | None:
+    """The first of ``folders`` that lies on ``/dev/shm``, as text, or ``None``."""
+    for folder in folders:
+        text = os.fspath(folder)
+        if _lies_on_shared_memory(text):
+            return text
     return None
 
 
@@ -305,9 +323,6 @@ def _lies_on_shared_memory(folder: str) -> bool:
     system reachable there (``/dev/shm``'s own, so also through a link or a bind mount
     elsewhere, or one mounted beneath it). One ``stat`` of the folder, or of the nearest
     folder above it that exists (where it would be made)."""
-    known = _on_shared_memory.get(folder)
-    if known is not None:
-        return known
     devices = _shared_memory()
     answer = False
     probe = os.path.abspath(folder)
@@ -320,7 +335,6 @@ def _lies_on_shared_memory(folder: str) -> bool:
             if parent == probe:
                 break
             probe = parent
-    _on_shared_memory[folder] = answer
     return answer
 
 
