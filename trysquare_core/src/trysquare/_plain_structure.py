@@ -141,14 +141,20 @@ def _record_build(kind: type) -> _Build:
             return _not_plain
         fields.append((field.name, field.type, field.default is attrs.NOTHING))
     known = frozenset(name for name, _, _ in fields)
+    # Each field's build, found at the first call (a record may hold itself): not per table.
+    steps: list[tuple[str, _Build, bool]] = []
 
     def build(value: Any) -> Any:
         if not isinstance(value, dict) or not known.issuperset(value):
             raise NotPlain
+        if not steps:
+            steps.extend(
+                (name, _build_of(field_kind), required) for name, field_kind, required in fields
+            )
         given: dict[str, Any] = {}
-        for name, field_kind, required in fields:
+        for name, build_field, required in steps:
             if name in value:
-                given[name] = _build_of(field_kind)(value[name])
+                given[name] = build_field(value[name])
             elif required:
                 raise NotPlain
         return kind(**given)
