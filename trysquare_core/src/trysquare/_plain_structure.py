@@ -148,9 +148,10 @@ def _record_build(kind: type) -> _Build:
         if not isinstance(value, dict) or not known.issuperset(value):
             raise NotPlain
         if not steps:
-            steps.extend(
+            # One assignment of a finished list: two threads at once only both find the same.
+            steps[:] = [
                 (name, _build_of(field_kind), required) for name, field_kind, required in fields
-            )
+            ]
         given: dict[str, Any] = {}
         for name, build_field, required in steps:
             if name in value:
