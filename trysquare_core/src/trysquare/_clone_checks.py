@@ -11,14 +11,16 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from trysquare import _start_first, clone_guard
 from trysquare._planned_tasks import PlannedTasks
 from trysquare._pool import io_workers
 from trysquare.planning import RunPlan
 from trysquare.result_guard import ResultWatch
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["EarlyChecks", "check_late"]
 
@@ -79,21 +81,30 @@ class EarlyChecks:
 def check_late(tasks: PlannedTasks, ledger: ResultWatch, early: EarlyChecks, out: TextIO) -> None:
     """Re-read each validated clone not checked early, a bounded number at a time (each
     picture is read back from the spill as its check starts), in a pool started only if
-    one is left; every problem is said in plan order."""
+    one is left (a lone run is checked in this thread); every problem is said in plan order."""
     pending: deque[tuple[RunPlan, list[str], Future[str | None] | str | None]] = deque()
     pool: ThreadPoolExecutor | None = None
     try:
         for plan in [*tasks.plans, None]:
             if plan is not None and (names := ledger.ran_names(plan.run)):
                 checked, found = early.found(plan)
-                if not checked:
-                    pool = pool or ThreadPoolExecutor(max_workers=io_workers())
+                if not checked and len(tasks.plans) == 1:
+                    # A pool would only hand the one check over and back (and a one-run
+                    # validate would import concurrent.futures, with logging, for it).
+                    pending.append((plan, names, plan.clone_changes(tasks.spill)))
+                elif not checked:
+                    if pool is None:
+                        from concurrent.futures import ThreadPoolExecutor  # only when one is left
+
+                        pool = ThreadPoolExecutor(max_workers=io_workers())
                     pending.append((plan, names, pool.submit(plan.clone_changes, tasks.spill)))
                 else:
                     pending.append((plan, names, found))
             while pending and (plan is None or len(pending) >= 2 * io_workers()):
                 said, names, outcome = pending.popleft()
-                problem = outcome.result() if isinstance(outcome, Future) else outcome
+                problem = (
+                    outcome if outcome is None or isinstance(outcome, str) else outcome.result()
+                )
                 if problem is not None:
                     clone_guard.spoil(said.run, names, problem, out)
     finally:

@@ -3,31 +3,54 @@
 Strict: unknown keys are refused (with a close-match suggestion), and ``str``,
 ``int``, ``float`` and ``bool`` are never coerced (cattrs would turn ``1`` into
 ``"1"``). A cattrs error tree is turned into ``file: key.path: message`` lines.
+
+cattrs is imported, and its structure functions generated, only when a table is not
+plain: :mod:`trysquare._plain_structure` first builds the record from a table whose every
+key is known and every value already of its field's type (what a one-run ``validate`` or
+``report`` reads), and gives up on anything else, which cattrs then structures or refuses
+with the lines above. Every refusal, and every answer, is cattrs' own.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import cattrs
-from cattrs.errors import (
-    ClassValidationError,
-    ForbiddenExtraKeysError,
-    IterableValidationError,
-    IterableValidationNote,
-)
 
+from trysquare import _plain_structure
 from trysquare.errors import ScenarioError, TrysquareError
+
+if TYPE_CHECKING:
+    import cattrs
 
 T = TypeVar("T")
 
-_converter = cattrs.Converter(forbid_extra_keys=True)
+# Hooks a mode added for its own types, in order: given to cattrs when it is built, and
+# making the plain path give up on those types.
+_added_hooks: list[tuple[Any, Callable[[Any, Any], Any]]] = []
+
+
+@functools.cache
+def _cattrs() -> cattrs.Converter:
+    """The one cattrs converter, built on first use (a table that is not plain)."""
+    import cattrs
+
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_structure_hook(str, _strict_str)
+    converter.register_structure_hook(int, _strict_int)
+    converter.register_structure_hook(float, _strict_float)
+    converter.register_structure_hook(bool, _strict_bool)
+    converter.register_structure_hook(Path, _strict_path)
+    converter.register_structure_hook_factory(_is_sequence, _sequence_hook)
+    for kind, hook in _added_hooks:
+        converter.register_structure_hook(kind, hook)
+    return converter
 
 
 def _strict_str(value: Any, _: type) -> str:
@@ -70,13 +93,6 @@ def _describe(value: Any) -> str:
     return kinds.get(type(value), type(value).__name__)
 
 
-_converter.register_structure_hook(str, _strict_str)
-_converter.register_structure_hook(int, _strict_int)
-_converter.register_structure_hook(float, _strict_float)
-_converter.register_structure_hook(bool, _strict_bool)
-_converter.register_structure_hook(Path, _strict_path)
-
-
 def _is_sequence(kind: Any) -> bool:
     return typing.get_origin(kind) in (tuple, list)
 
@@ -85,6 +101,10 @@ def _sequence_hook(kind: Any) -> Any:
     """TOML arrays only (a string is not a list of characters), items checked one by one."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     fixed = origin is tuple and not (len(args) == 2 and args[1] is Ellipsis)
+
+    from cattrs.errors import IterableValidationError, IterableValidationNote
+
+    converter = _cattrs()
 
     def hook(value: Any, _: Any) -> Any:
         if not isinstance(value, (list, tuple)):
@@ -95,7 +115,7 @@ def _sequence_hook(kind: Any) -> Any:
         for index, item in enumerate(value):
             item_kind = args[index] if fixed else (args[0] if args else Any)
             try:
-                items.append(_converter.structure(item, item_kind))
+                items.append(converter.structure(item, item_kind))
             except Exception as error:  # noqa: BLE001 - gathered into one cattrs error
                 note = IterableValidationNote(
                     f"Structuring {kind} @ index {index}", index, item_kind
@@ -109,12 +129,12 @@ def _sequence_hook(kind: Any) -> Any:
     return hook
 
 
-_converter.register_structure_hook_factory(_is_sequence, _sequence_hook)
-
-
 def register_structure_hook(kind: Any, hook: Any) -> None:
     """Let a mode add a strict check for one of its own types."""
-    _converter.register_structure_hook(kind, hook)
+    _added_hooks.append((kind, hook))
+    _plain_structure.give_up_on(kind)
+    if _cattrs.cache_info().currsize:
+        _cattrs().register_structure_hook(kind, hook)
 
 
 def read_toml(
@@ -148,7 +168,13 @@ def structure(
     """
     label = label or file.name
     try:
-        return _converter.structure(data, cls)
+        return _plain_structure.structure(data, cls)
+    except _plain_structure.NotPlain:
+        pass  # cattrs structures it, or says what is wrong
+    from cattrs.errors import ClassValidationError, IterableValidationError
+
+    try:
+        return _cattrs().structure(data, cls)
     except (ClassValidationError, IterableValidationError) as error:
         lines = _without_explained(list(_error_lines(error, path, cls)))
         raise ScenarioError("\n".join(f"{label}: {line}" for line in lines)) from None
@@ -168,7 +194,7 @@ def _without_explained(lines: list[str]) -> list[str]:
 
 
 def unstructure(value: Any) -> Any:
-    return _converter.unstructure(value)
+    return _cattrs().unstructure(value)
 
 
 def _join(path: str, key: str) -> str:
@@ -176,6 +202,12 @@ def _join(path: str, key: str) -> str:
 
 
 def _error_lines(error: BaseException, path: str, cls: Any) -> Iterator[str]:
+    from cattrs.errors import (
+        ClassValidationError,
+        ForbiddenExtraKeysError,
+        IterableValidationError,
+    )
+
     if isinstance(error, (ClassValidationError, IterableValidationError)):
         with_notes, without_notes = error.group_exceptions()
         for inner, note in with_notes:

@@ -11,9 +11,8 @@ import contextlib
 import sys
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trysquare import _spill, _start_first
 from trysquare._pool import io_workers
@@ -26,6 +25,9 @@ from trysquare.options import ValidateOptions
 from trysquare.planning import RunPlan, iter_plans
 from trysquare.runs import Run
 from trysquare.scenario import Scenario
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["PlannedTasks", "built_ahead"]
 
@@ -93,11 +95,7 @@ class PlannedTasks(Collection[PlannedTask]):
         try:
             # One builder is this thread itself: a pool of one would only hand each run over
             # to another thread and back.
-            with (
-                ThreadPoolExecutor(max_workers=builders)
-                if builders > 1
-                else contextlib.nullcontext()
-            ) as pool:
+            with _builder_pool(builders) as pool:
                 for outcome in iter_plans(
                     scenario,
                     runs,
@@ -196,6 +194,18 @@ class PlannedTasks(Collection[PlannedTask]):
             run_plan.run == task.run and run_plan.plans(task.validation.name)
             for run_plan in self.plans
         )
+
+
+def _builder_pool(
+    builders: int,
+) -> contextlib.AbstractContextManager[ThreadPoolExecutor | None]:
+    """A pool of ``builders`` threads, or none for one builder (this thread itself; a replay
+    then never imports ``concurrent.futures``)."""
+    if builders <= 1:
+        return contextlib.nullcontext()
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=builders)
 
 
 def built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Iterator[T]:

@@ -53,16 +53,19 @@ import json
 import os
 import select
 import signal
-import socket
 import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trysquare import _capped_output, _process, _start_first
 from trysquare._process import DEFAULT_CAP, ProcessResult
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = ["entry_point", "run_warm", "servers", "serving"]
 
@@ -329,6 +332,7 @@ class _Server:
 
     @classmethod
     def start(cls, script: Path, entry: str, base_env: Mapping[str, str]) -> _Server:
+        import socket  # only where a warm server starts: a shell validator never needs it
         import subprocess
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -414,6 +418,8 @@ class _Server:
         writable: Sequence[str | Path],
         cap: int,
     ) -> ProcessResult:
+        from socket import send_fds  # imported by start(): this server exists
+
         from trysquare.sandbox import shared_memory_refusal, switched_off
 
         start = time.monotonic()
@@ -435,7 +441,7 @@ class _Server:
         }
         try:
             try:
-                socket.send_fds(
+                send_fds(
                     self.channel, [json.dumps(request).encode() + b"\n"], [out_write, err_write]
                 )
             except OSError:

@@ -18,7 +18,6 @@ import attrs
 from trysquare import _atomic, results, sandbox
 from trysquare._record import record
 from trysquare._stop import is_no_space
-from trysquare._suiteservice import SuiteService
 from trysquare.modes import Outcome
 from trysquare.task_records import PlannedTask, TaskResult
 
@@ -100,6 +99,9 @@ def _outcome(planned: PlannedTask, refusal: str | None) -> Outcome:
             outcome = task.validation.evaluate(task)
         else:
             # run.tests() inside the validator asks this service: the suite runs in the jail.
+            # Imported here: a validator without a test command never needs its socket.
+            from trysquare._suiteservice import SuiteService
+
             with SuiteService(planned) as suite:
                 job = attrs.evolve(task, environment={**task.environment, **suite.environment})
                 outcome = task.validation.evaluate(job)

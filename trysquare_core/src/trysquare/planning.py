@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -36,6 +35,9 @@ from trysquare.modes import Validation, ValidationTask
 from trysquare.options import ValidateOptions
 from trysquare.runs import Run
 from trysquare.scenario import Scenario
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["RunPlan", "iter_plans", "plan_runs"]
 

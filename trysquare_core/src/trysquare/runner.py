@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
 from trysquare import (
     _clone_checks,
@@ -53,6 +52,9 @@ from trysquare.progress import Progress
 from trysquare.runs import Experiment, Run
 from trysquare.scenario import Scenario
 from trysquare.summary import Summary
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["Summary", "ValidateOptions", "plan", "select_validations", "validate"]
 

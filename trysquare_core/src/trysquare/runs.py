@@ -12,7 +12,6 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -384,6 +383,21 @@ def _drain(items: list[str]) -> Iterator[str]:
         yield items.pop()
 
 
+def _load_each(
+    load: Callable[[str], Run | RunError], run_files: list[str]
+) -> Iterator[Run | RunError]:
+    """``load`` of each of ``run_files`` (last first), in order; a lone run is loaded here,
+    since a pool would only hand it to another thread and back (and a one-run command
+    would import ``concurrent.futures`` with ``logging`` for it)."""
+    if len(run_files) <= 1:
+        yield from map(load, _drain(run_files))
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=io_workers()) as pool:
+        yield from bounded_map(pool, load, _drain(run_files), window=2 * io_workers())
+
+
 def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]:
     """Find the runs below each path; unreadable runs are collected, not raised."""
     experiments: list[Experiment] = []
@@ -428,12 +442,11 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
         # Loading asks git about each clone: overlap those calls, keep the order. Each path
         # text is let go once handed out, so it is not held beside the run loaded from it.
         run_files.reverse()
-        with ThreadPoolExecutor(max_workers=io_workers()) as pool:
-            for loaded in bounded_map(pool, load, _drain(run_files), window=2 * io_workers()):
-                if isinstance(loaded, RunError):
-                    errors.append(loaded)
-                else:
-                    runs.append(loaded)
+        for loaded in _load_each(load, run_files):
+            if isinstance(loaded, RunError):
+                errors.append(loaded)
+            else:
+                runs.append(loaded)
         seen: dict[str, Run] = {}
         for run in runs:
             if run.id in seen:

@@ -44,9 +44,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from functools import cache
-from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 from trysquare.report.stats import CONFIDENCE, Interval
+
+if TYPE_CHECKING:
+    from statistics import NormalDist
 
 __all__ = [
     "ANYTIME_TARGET",
@@ -69,7 +72,14 @@ CORRECTIONS = ("none", "holm")
 # Past this many runs per cell a gap is called out of reach rather than counted.
 MOST_RUNS = 10_000_000
 
-_NORMAL = NormalDist()
+
+@cache
+def _normal() -> NormalDist:
+    """The standard normal, built on first use: ``statistics`` (with ``fractions`` and
+    ``decimal``) is imported only by a report that computes a power."""
+    from statistics import NormalDist
+
+    return NormalDist()
 
 
 @cache
@@ -204,13 +214,13 @@ def power_of(
         upper, lower = radius + max(0, shift), -radius + min(0, shift)
         if sd == 0:
             return float(mean > upper or mean < lower)
-        return _NORMAL.cdf((mean - upper) / sd) + _NORMAL.cdf((lower - mean) / sd)
+        return _normal().cdf((mean - upper) / sd) + _normal().cdf((lower - mean) / sd)
     gap = abs(p1 - p2)
     se = math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
-    z = _NORMAL.inv_cdf(1 - alpha / 2)
+    z = _normal().inv_cdf(1 - alpha / 2)
     if se == 0:
         return float(gap > 0)
-    return _NORMAL.cdf(gap / se - z) + _NORMAL.cdf(-gap / se - z)
+    return _normal().cdf(gap / se - z) + _normal().cdf(-gap / se - z)
 
 
 def runs_needed(

@@ -13,7 +13,6 @@ report can neither be restyled nor lie on a terminal.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Mapping, Sequence
@@ -322,6 +321,8 @@ def render_runs(report: Report, fmt: str) -> str:
     if fmt == "json":
         return json_text(json.dumps(details, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
     if fmt == "csv":
+        import csv  # only a CSV report needs it
+
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(CSV_COLUMNS)
@@ -396,6 +397,8 @@ def _run_rows(details: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
 
 def render_csv(report: Report) -> str:
     """One long table: a row per cell × metric of each section, ready for a dataframe."""
+    import csv  # only a CSV report needs it
+
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
