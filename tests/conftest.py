@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import tmpfs
+from tests import scheduling, tmpfs
 
 # First of all, before any temporary file is made: /tmp in memory where the kernel allows it.
 TEMPORARY_FILES = tmpfs.enter()
@@ -317,7 +317,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     Tests are spread one by one over the workers (``--dist loadgroup``), which
     balances a slow file across them; but a module- or session-scoped fixture of
     the suite (a browser, a built virtual environment) would then be built once
-    per worker. Its users are grouped instead, so it is built once.
+    per worker. Its users are grouped instead, so it is built once. The units are
+    then handed out longest first.
     """
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
@@ -334,6 +335,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 )
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # The units longest first (tests/scheduling.py), in the order pytest-xdist reads them
+        # (`--no-loadscope-reorder`): no worker left alone at the end with a long one. Without
+        # workers, collection order: a module's tests stay together for the folder loops.
+        items[:] = scheduling.longest_first(items, scheduling.load_durations())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
