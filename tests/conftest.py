@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import tmpfs
+from tests import scheduling, tmpfs
 
 # First of all, before any temporary file is made: /tmp in memory where the kernel allows it.
 TEMPORARY_FILES = tmpfs.enter()
@@ -254,8 +254,48 @@ def _cli_env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture(autouse=True)
 def _fresh_plugins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Each test loads plugins anew, and its etalon cache is its own."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(share_signing_key(tmp_path / "cache")))
+    cache = share_signing_key(tmp_path / "cache")
+    share_entry_point_scan(cache)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     plugins.reset()
+
+
+_SCANNED_FOR_SHARING: set[str] = set()
+
+
+def share_entry_point_scan(cache: Path) -> None:
+    """Put the session's scan of this process's installed entry points in the trysquare cache
+    below ``cache``, as a second start finds the first one's.
+
+    Each test's cache is its own, so each test's first in-process command read every installed
+    distribution's metadata again, though the import path and the distributions were the same.
+    The copy is the file trysquare wrote, checked by trysquare as any cache file (its stamp: the
+    import path and each distribution's metadata files); a test adding a distribution or a
+    folder to the path gets no copy that fits and scans, as before. Scanned once per session
+    and import path, in the session's own cache.
+    """
+    from trysquare import _entry_points
+
+    name = Path(_entry_points.cache_file()).name  # names the interpreter and the import path
+    shared = _SESSION_CACHE / "trysquare" / name
+    if not shared.is_file() and name not in _SCANNED_FOR_SHARING:
+        _SCANNED_FOR_SHARING.add(name)  # once: a stamp too recent to write is not retried
+        saved = os.environ.get("XDG_CACHE_HOME")
+        os.environ["XDG_CACHE_HOME"] = str(_SESSION_CACHE)
+        try:
+            _entry_points.scan()  # writes the file, unless a distribution is too new to stamp
+        finally:
+            if saved is None:
+                os.environ.pop("XDG_CACHE_HOME", None)
+            else:
+                os.environ["XDG_CACHE_HOME"] = saved
+    if not shared.is_file():
+        return
+    target = cache / "trysquare" / name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shared, target)  # a copy: trysquare believes no file with two names
+        target.chmod(0o600)
 
 
 @pytest.fixture
@@ -317,7 +357,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     Tests are spread one by one over the workers (``--dist loadgroup``), which
     balances a slow file across them; but a module- or session-scoped fixture of
     the suite (a browser, a built virtual environment) would then be built once
-    per worker. Its users are grouped instead, so it is built once.
+    per worker. Its users are grouped instead, so it is built once. The units are
+    then handed out longest first.
     """
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
@@ -334,6 +375,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 )
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # The units longest first (tests/scheduling.py), in the order pytest-xdist reads them
+        # (`--no-loadscope-reorder`): no worker left alone at the end with a long one. Without
+        # workers, collection order: a module's tests stay together for the folder loops.
+        items[:] = scheduling.longest_first(items, scheduling.load_durations())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
