@@ -7,6 +7,7 @@ proceed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import stat
@@ -368,6 +369,18 @@ def _run_files(root: Path) -> Iterator[str]:
         folders[:] = sorted(f for f in folders if not f.startswith(".") and f != "node_modules")
 
 
+def _real_run_file(run_file: str, root: str, real_root: str) -> str:
+    """``os.path.realpath(run_file)`` for a ``run_file`` :func:`_run_files` found below ``root``.
+
+    The walk descends into no symlinked folder, so every folder between ``root`` and the
+    file is a real one: only ``root`` (resolved once by the caller) and the file itself
+    can be links. One ``lstat`` a run instead of one per part of its path.
+    """
+    if not run_file.startswith(root + os.sep) or os.path.islink(run_file):
+        return os.path.realpath(run_file)
+    return real_root + run_file[len(root) :]
+
+
 def _path_order(path: str) -> str:
     """Sort key ordering path texts as their path objects order (part by part).
 
@@ -415,8 +428,9 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
 
         # A folder inside one already named holds runs already found: each is validated once.
         run_files = []
+        real_root = os.path.realpath(root)
         for run_file in sorted(_run_files(root), key=_path_order):
-            real = os.path.realpath(run_file)
+            real = _real_run_file(run_file, os.fspath(root), real_root)
             if real not in seen_run_files:
                 # Mostly the same text as the path found: kept once, not twice.
                 seen_run_files.add(run_file if real == run_file else real)
@@ -427,9 +441,17 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
             seen_run_files.clear()  # no path left to compare: not held while the runs load
         # Loading asks git about each clone: overlap those calls, keep the order. Each path
         # text is let go once handed out, so it is not held beside the run loaded from it.
+        # A replay asks git nothing: loading is the interpreter's work alone, which threads
+        # would only hand back and forth (a pool of four on two cores made more futex
+        # calls than system calls of any other kind in a replay).
         run_files.reverse()
-        with ThreadPoolExecutor(max_workers=io_workers()) as pool:
-            for loaded in bounded_map(pool, load, _drain(run_files), window=2 * io_workers()):
+        with contextlib.ExitStack() as stack:
+            if replay:
+                loading: Iterator[Run | RunError] = map(load, _drain(run_files))
+            else:
+                pool = stack.enter_context(ThreadPoolExecutor(max_workers=io_workers()))
+                loading = bounded_map(pool, load, _drain(run_files), window=2 * io_workers())
+            for loaded in loading:
                 if isinstance(loaded, RunError):
                     errors.append(loaded)
                 else:
