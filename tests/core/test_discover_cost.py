@@ -92,3 +92,57 @@ def test_a_run_reached_twice_through_links_is_loaded_once(tmp_path: Path) -> Non
     assert len(extra.runs) == 2
     experiments = discover([experiment, tmp_path / "alias"], replay=True)
     assert sum(len(found.runs) for found in experiments) == 2
+
+
+def test_a_replay_loads_a_run_without_resolving_its_whole_path_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Deep below the root: resolving a run's inputs part by part costs one lstat a part.
+    experiment = _experiment(tmp_path / "a" / "b" / "c" / "d" / "e" / "exp", 20)
+    calls = [0]
+    lstat = os.lstat
+
+    def counted(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        calls[0] += 1
+        return lstat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "lstat", counted)
+    (found,) = discover([experiment], replay=True)
+    monkeypatch.setattr(os, "lstat", lstat)
+    assert len(found.runs) == 20
+    # The clone and the prompt: one lstat for each part of what run.toml names (and for
+    # response.md and the lock), not one for each part of the path to the run.
+    assert calls[0] <= 3 * len(experiment.parts) + 20 * 6
+
+
+def test_a_run_found_by_discover_is_the_run_load_run_reads(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    _experiment(real, 2)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "clone").mkdir(parents=True)
+    (elsewhere / "clone" / "prompt.txt").write_text("do it\n")
+    tables = {
+        "linked": 'repo = "repo"\nprompt = "p/prompt.txt"\n',
+        "dotted": 'repo = "./repo/"\nprompt = "./prompt.txt"\n',
+        "absolute": f'repo = "{elsewhere / "clone"}"\nprompt = "prompt.txt"\n',
+        "upward": 'repo = "../r000/repo"\nprompt = "prompt.txt"\n',
+    }
+    for name, table in tables.items():
+        folder = real / "runs" / name
+        folder.mkdir()
+        (folder / "run.toml").write_text(f'cell = "c0"\nrepetition = 7\n{table}')
+    (real / "runs" / "r000" / "repo").mkdir()
+    (real / "runs" / "linked" / "repo").symlink_to(elsewhere / "clone")
+    # A prompt through a link into the (linked) clone: inside the run's clone, allowed.
+    (real / "runs" / "linked" / "p").symlink_to(elsewhere / "clone", target_is_directory=True)
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    for named in (real, tmp_path / "link", tmp_path / "link" / "runs" / ".." / "runs"):
+        (experiment,) = discover([named], replay=True)
+        assert len(experiment.runs) == 6, experiment.errors
+        for run in experiment.runs:
+            alone = runs.load_run(run.dir / "run.toml", replay=True)
+            assert (os.fspath(run.repo), os.fspath(run.prompt)) == (
+                os.fspath(alone.repo),
+                os.fspath(alone.prompt),
+            ), run.id
+            assert run == alone, run.id
