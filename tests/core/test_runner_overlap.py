@@ -193,3 +193,39 @@ def test_under_landlock_a_run_is_checked_once_its_tasks_are_back_beside_those_st
     )
     assert summary.exit_code == 0 and checked == ["r1", "r2"]
     assert time.monotonic() - started < 15  # r2's validator was let go by r1's check
+
+
+@pytest.mark.skipif(
+    not sandbox_enabled(), reason="needs Landlock: only then are clones checked early"
+)
+def test_clones_checked_early_are_checked_by_the_thread_taking_results_back(
+    matrix, monkeypatch
+) -> None:
+    scenario, experiment = matrix
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    checked: list[str] = []
+    changes = planning.RunPlan.clone_changes
+
+    def clone_changes(plan, spill):  # type: ignore[no-untyped-def]
+        checked.append(threading.current_thread().name)
+        return changes(plan, spill)
+
+    monkeypatch.setattr(planning.RunPlan, "clone_changes", clone_changes)
+    summary = validate(
+        load_scenario(scenario),
+        discover([experiment]),
+        ValidateOptions(progress=False, jobs=1),
+        out=io.StringIO(),
+    )
+    assert summary.exit_code == 0 and summary.executed == 4
+    # Each clone checked as its run came back, where results are taken back: no thread
+    # of its own took every run over (four checks, none left to the late ones).
+    assert checked == [threading.current_thread().name] * 4
+    assert not [name for name in started if "check" in name]

@@ -98,3 +98,26 @@ def test_remove_tree_survives_a_tree_deeper_than_path_max_shut_folders_and_links
         os.close(fd)
     remove_tree(str(top))
     assert not top.exists() and (outside / "kept.txt").read_text() == "kept"
+
+
+@needs_linux
+def test_a_folder_its_task_left_empty_is_listed_once_before_reuse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with scratch_folder("t-") as first:
+        pass
+    listed: list[object] = []
+    scandir = os.scandir
+
+    def counted(path: object) -> object:
+        listed.append(path)
+        return scandir(path)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "scandir", counted)
+    with scratch_folder("t-") as second:
+        assert second == first
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert listed == [first]  # nothing left: no second look after removing nothing
+    with scratch_folder("t-") as third:
+        assert third == first
+    _scratch.remove_kept()

@@ -2,18 +2,16 @@
 validation makes its run invalid (:mod:`trysquare.clone_guard` says how).
 
 Early, where planning overlapped (Landlock: no validator writes into another run's clone),
-a clone is checked by one thread as soon as its run's last task is back; late, after the
-last task, every clone not checked early, a few at a time.
+a clone is checked as soon as its run's last task is back, by the thread taking it back;
+late, after the last task, every clone not checked early, a few at a time.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections import deque
 from typing import TYPE_CHECKING, TextIO
 
-from trysquare import _start_first, clone_guard
+from trysquare import clone_guard
 from trysquare._planned_tasks import PlannedTasks
 from trysquare._pool import io_workers
 from trysquare.planning import RunPlan
@@ -26,50 +24,33 @@ __all__ = ["EarlyChecks", "check_late"]
 
 
 class EarlyChecks:
-    """Clones checked as soon as their run's last task is back (planning overlapped), in turn
-    by one thread: each stat of a check's walk hands the interpreter over, and more threads
-    only fight the recording and the validators for it on a machine of few cores. Runs checked
-    are kept by their spill record's number (a byte a run), with what was found; no future.
+    """Clones checked as soon as their run's last task is back (planning overlapped), by the
+    thread that took the task back (the runner's, which records results): a check is a
+    stat walk of one clone, and a thread of its own only took each run over and handed the
+    interpreter back and forth with it, the workers and planning on a machine of few cores.
+    Runs checked are kept by their spill record's number (a byte a run), with what was found;
+    no future.
     """
 
     def __init__(self, tasks: PlannedTasks) -> None:
         self.tasks = tasks
         self._checked = bytearray()
         self._found: dict[int, str] = {}
-        self._marking = threading.Lock()
-        self._waiting: queue.SimpleQueue[RunPlan | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
 
     def submit(self, plan: RunPlan) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._check_each, name="trysquare-check", daemon=True
-            )
-            self._thread.start()
-        self._waiting.put(plan)
-
-    def _check_each(self) -> None:
-        while (plan := self._waiting.get()) is not None:
-            try:
-                self._check(plan)
-            except Exception:  # noqa: BLE001, S112 - not marked checked: the late check says it
-                continue
-
-    def _check(self, plan: RunPlan) -> None:
-        _start_first.after_starts()
-        problem = plan.clone_changes(self.tasks.spill)
+        """Check ``plan``'s clone now (one that raises is left to the late checks)."""
+        try:
+            problem = plan.clone_changes(self.tasks.spill)
+        except Exception:  # noqa: BLE001 - not marked checked: the late check says it
+            return
         if problem is not None:
             self._found[plan.kept] = problem
-        with self._marking:
-            if len(self._checked) <= plan.kept:
-                self._checked.extend(bytes(plan.kept + 1 - len(self._checked)))
-            self._checked[plan.kept] = 1
+        if len(self._checked) <= plan.kept:
+            self._checked.extend(bytes(plan.kept + 1 - len(self._checked)))
+        self._checked[plan.kept] = 1
 
     def close(self) -> None:
-        """Every check submitted done (one that raised is left to the late checks)."""
-        if self._thread is not None:
-            self._waiting.put(None)
-            self._thread.join()
+        """Every check submitted done: nothing to wait for (they are made as submitted)."""
 
     def found(self, plan: RunPlan) -> tuple[bool, str | None]:
         """Whether ``plan``'s clone was checked early, and what was found if so."""

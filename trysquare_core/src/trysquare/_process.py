@@ -259,11 +259,16 @@ def run_process(
     output = _capped_output.CappedOutput((out_fd, err_fd), cap)
     timed_out = False
     exited_at: float | None = None
+    # Readable once the child has exited (Linux 5.3 on): its exit wakes the wait for output
+    # at once, instead of being asked for now and then and slept for after the pipes close.
+    exit_fd = _pidfd(proc.pid)
     try:
         # poll(2), not epoll: nothing to create, register or close for two pipes.
         watcher = select.poll()
         for fd in (out_fd, err_fd):
             watcher.register(fd, select.POLLIN)
+        if exit_fd >= 0:
+            watcher.register(exit_fd, select.POLLIN)
         open_fds = {out_fd, err_fd}
         spoke = True  # the last look found output (none yet: no need to ask)
         asked_at = start
@@ -272,8 +277,9 @@ def run_process(
             # Whether the child exited is asked when its pipes were quiet, or every
             # POLL_SECONDS while they speak: each waitpid lets the GIL go (which costs a
             # switch interval while another thread computes), and a child that printed
-            # its verdict usually closes both pipes by exiting.
-            if exited_at is None and (not spoke or now - asked_at >= POLL_SECONDS):
+            # its verdict usually closes both pipes by exiting. (Told by its pidfd where
+            # there is one.)
+            if exited_at is None and exit_fd < 0 and (not spoke or now - asked_at >= POLL_SECONDS):
                 asked_at = now
                 if proc.poll() is not None:
                     exited_at = now
@@ -288,16 +294,27 @@ def run_process(
             ready = watcher.poll(max(wait, 0.0) * 1000)
             spoke = bool(ready)
             for fd, _ in ready:
-                if not output.read(fd):
+                if fd == exit_fd:
+                    watcher.unregister(exit_fd)
+                    proc.poll()  # reaped now: it has exited
+                    exited_at = now
+                elif not output.read(fd):
                     watcher.unregister(fd)
                     open_fds.discard(fd)
         if not timed_out:
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            try:
-                proc.wait(timeout=remaining)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+            if exit_fd >= 0 and exited_at is None:
+                # The pipes closed first (the child is exiting, or went on without them):
+                # waited on its pidfd, not by waitpid and sleeps of a growing length.
+                timed_out = not _exited_within(exit_fd, remaining)
+            else:
+                try:
+                    proc.wait(timeout=remaining)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
     finally:
+        if exit_fd >= 0:
+            os.close(exit_fd)
         # Whatever happened, nothing of this child's group outlives the call.
         _kill_group(proc.pid)
         proc.wait()
@@ -317,6 +334,26 @@ def run_process(
         output.truncated,
         time.monotonic() - start,
     )
+
+
+def _pidfd(pid: int) -> int:
+    """A descriptor that becomes readable when the child ``pid`` exits; -1 where the kernel
+    (or Python) offers none, and the child is then asked with waitpid."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return -1
+    try:
+        return int(opener(pid))
+    except OSError:
+        return -1
+
+
+def _exited_within(exit_fd: int, seconds: float | None) -> bool:
+    """Whether the child whose pidfd is ``exit_fd`` exits within ``seconds`` (None: waits)."""
+    watcher = select.poll()
+    watcher.register(exit_fd, select.POLLIN)
+    # Interrupted by a signal, poll is called again for what is left of the time (PEP 475).
+    return bool(watcher.poll(None if seconds is None else seconds * 1000))
 
 
 _devnull_fd: list[int] = []

@@ -92,6 +92,8 @@ def _emptied(path: str, identity: tuple[int, int]) -> bool:
     try:
         with os.scandir(path) as entries:
             left = [entry.name for entry in entries]
+        if not left:
+            return True  # most tasks leave nothing: one listing says so
         for name in left:
             _remove(os.path.join(path, name))
         with os.scandir(path) as entries:

@@ -56,11 +56,12 @@ def _resolve(folder: Path, value: str) -> Path:
     return path if path.is_absolute() else folder / path
 
 
-def load_run(run_file: Path, *, replay: bool = False) -> Run:
+def load_run(run_file: Path, *, replay: bool = False, real_folder: str | None = None) -> Run:
     """Load one ``run.toml``, or raise :class:`RunError` naming it.
 
     With ``replay``, the measured clone is not consulted: archived contexts are
-    replayed as they are, even months later when the clone is gone.
+    replayed as they are, even months later when the clone is gone. ``real_folder``: the
+    real path of the run's folder (``run_file``'s), when the caller knows it already.
     """
     run_file = run_file.absolute()
     folder = run_file.parent
@@ -117,10 +118,10 @@ def load_run(run_file: Path, *, replay: bool = False) -> Run:
         id=table.id or folder.name,
         cell=_shared(table.cell),
         repetition=table.repetition,
-        repo=_resolved(repo_path),
+        repo=_resolved_in(folder, real_folder, table.repo, repo_path),
         base=_shared(table.base),
         base_commit=None if base_commit is None else _shared(base_commit),
-        prompt=_resolved(prompt),
+        prompt=_resolved_in(folder, real_folder, table.prompt, prompt),
         session=session,
         session_format=None if table.session_format is None else _shared(table.session_format),
         trace=trace,
@@ -143,6 +144,24 @@ def _shared_etalon(etalon: Etalon) -> Etalon:
 def _resolved(path: Path) -> Path:
     resolved = path.resolve()
     return path if os.fspath(resolved) == os.fspath(path) else resolved
+
+
+def _resolved_in(folder: Path, real_folder: str | None, value: str, path: Path) -> Path:
+    """:func:`_resolved` of ``path``, the run input ``value`` found from the run ``folder``.
+
+    Where the real path of ``folder`` is known and ``value`` names a path below it through
+    no link, that path is ``real_folder`` joined with ``value``: one ``lstat`` a part of
+    ``value``, not one a part of the whole path resolved again (and a ``stat``).
+    """
+    if (
+        real_folder is None
+        or path != folder / value
+        or value.startswith("~")
+        or not _plainly_inside(folder, value)
+    ):
+        return _resolved(path)
+    resolved = os.path.join(real_folder, *Path(value).parts)
+    return path if resolved == os.fspath(path) else Path(resolved)
 
 
 def _base_commit(run_file: Path, repo_path: Path, table: _RunFile) -> str:
@@ -367,6 +386,27 @@ def _run_files(root: Path) -> Iterator[str]:
         folders[:] = sorted(f for f in folders if not f.startswith(".") and f != "node_modules")
 
 
+def _real_run_file(run_file: str, root: str, real_root: str) -> str:
+    """``os.path.realpath(run_file)`` for a ``run_file`` :func:`_run_files` found below ``root``.
+
+    The walk descends into no symlinked folder, so every folder between ``root`` and the
+    file is a real one: only ``root`` (resolved once by the caller) and the file itself
+    can be links. One ``lstat`` a run instead of one per part of its path.
+    """
+    if not run_file.startswith(root + os.sep) or os.path.islink(run_file):
+        return os.path.realpath(run_file)
+    return real_root + run_file[len(root) :]
+
+
+def _real_folder(run_file: str, root: str, real_root: str) -> str | None:
+    """The real path of the folder of a ``run_file`` :func:`_run_files` found below ``root``
+    (whose real path is ``real_root``): the walk follows no symlinked folder."""
+    folder = os.path.dirname(run_file)
+    if folder == root:
+        return real_root
+    return real_root + folder[len(root) :] if folder.startswith(root + os.sep) else None
+
+
 def _path_order(path: str) -> str:
     """Sort key ordering path texts as their path objects order (part by part).
 
@@ -384,12 +424,13 @@ def _drain(items: list[str]) -> Iterator[str]:
 
 
 def _load_each(
-    load: Callable[[str], Run | RunError], run_files: list[str]
+    load: Callable[[str], Run | RunError], run_files: list[str], *, in_this_thread: bool
 ) -> Iterator[Run | RunError]:
-    """``load`` of each of ``run_files`` (last first), in order; a lone run is loaded here,
-    since a pool would only hand it to another thread and back (and a one-run command
-    would import ``concurrent.futures`` with ``logging`` for it)."""
-    if len(run_files) <= 1:
+    """``load`` of each of ``run_files`` (last first), in order. A lone run, or any number
+    ``in_this_thread`` (a replay, which asks git nothing), is loaded here, since a pool would
+    only hand it to another thread and back (and a one-run command would import
+    ``concurrent.futures`` with ``logging`` for it)."""
+    if in_this_thread or len(run_files) <= 1:
         yield from map(load, _drain(run_files))
         return
     from concurrent.futures import ThreadPoolExecutor
@@ -413,11 +454,15 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
         seen_roots.add(root.resolve())
         runs: list[Run] = []
         errors: list[RunError] = []
+        real_root = os.path.realpath(root)
 
-        def load(found: str) -> Run | RunError:
+        def load(
+            found: str, root: str = os.fspath(root), real_root: str = real_root
+        ) -> Run | RunError:
             run_file = Path(found)
             try:
-                return load_run(run_file, replay=replay)
+                real_folder = _real_folder(found, root, real_root)
+                return load_run(run_file, replay=replay, real_folder=real_folder)
             except RunError as error:
                 # Keep the folder: a run that names its cell still counts there (invalid).
                 return RunError(error.message, run_dir=run_file.parent)
@@ -430,7 +475,7 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
         # A folder inside one already named holds runs already found: each is validated once.
         run_files = []
         for run_file in sorted(_run_files(root), key=_path_order):
-            real = os.path.realpath(run_file)
+            real = _real_run_file(run_file, os.fspath(root), real_root)
             if real not in seen_run_files:
                 # Mostly the same text as the path found: kept once, not twice.
                 seen_run_files.add(run_file if real == run_file else real)
@@ -441,8 +486,11 @@ def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]
             seen_run_files.clear()  # no path left to compare: not held while the runs load
         # Loading asks git about each clone: overlap those calls, keep the order. Each path
         # text is let go once handed out, so it is not held beside the run loaded from it.
+        # A replay asks git nothing: loading is the interpreter's work alone, which threads
+        # would only hand back and forth (a pool of four on two cores made more futex
+        # calls than system calls of any other kind in a replay).
         run_files.reverse()
-        for loaded in _load_each(load, run_files):
+        for loaded in _load_each(load, run_files, in_this_thread=replay):
             if isinstance(loaded, RunError):
                 errors.append(loaded)
             else:
