@@ -180,8 +180,14 @@ def test_guard_validator_forging_another_runs_result(tmp_path: Path) -> None:
     first, second = build_run(tmp_path, "r1"), build_run(tmp_path, "r2")
     # The validator of the run validated last rewrites the result of the one validated first.
     forged = first.path / "validation" / "attack.json"
+    # r2's validator starts while r1's result is still being written (the runner overlaps
+    # them), so it waits for that result to be there before it rewrites it.
     body = (
         f"if os.path.basename(os.path.dirname(repo)) == 'r2':\n"
+        f"    import time\n"
+        f"    for _ in range(3000):\n"
+        f"        if os.path.exists({str(forged)!r}): break\n"
+        f"        time.sleep(0.01)\n"
         f"    doc = json.load(open({str(forged)!r}))\n"
         f"    doc['metrics'] = {{'blocked': 'forged'}}\n"
         f"    attempt('forge', lambda: open({str(forged)!r}, 'w').write(json.dumps(doc)))\n"
