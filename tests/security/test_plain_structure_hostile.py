@@ -20,6 +20,14 @@ import pytest
 from trysquare import _convert, _plain_structure, runs, scenario
 from trysquare.errors import ScenarioError
 
+# The modules whose guarantee these attacks test (tests/security/test_exercises.py).
+EXERCISES = (
+    "trysquare._plain_structure",
+    "trysquare._convert",
+    "trysquare.scenario",
+    "trysquare.runs",
+)
+
 ODD_VALUES: list[Any] = [
     True,
     0,
