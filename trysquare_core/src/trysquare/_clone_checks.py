@@ -8,6 +8,7 @@ late, after the last task, every clone not checked early, a few at a time.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from typing import TYPE_CHECKING, TextIO
 
@@ -66,7 +67,8 @@ def check_late(tasks: PlannedTasks, ledger: ResultWatch, early: EarlyChecks, out
     pending: deque[tuple[RunPlan, list[str], Future[str | None] | str | None]] = deque()
     pool: ThreadPoolExecutor | None = None
     try:
-        for plan in [*tasks.plans, None]:
+        # One plan made at a time (never a list of every plan).
+        for plan in itertools.chain(tasks.plans, [None]):
             if plan is not None and (names := ledger.ran_names(plan.run)):
                 checked, found = early.found(plan)
                 if not checked and len(tasks.plans) == 1:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+from array import array
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from trysquare import _spill, _start_first
 from trysquare._pool import io_workers
@@ -29,7 +30,7 @@ from trysquare.scenario import Scenario
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["PlannedTasks", "built_ahead"]
+__all__ = ["PlanTable", "PlannedTasks", "built_ahead"]
 
 T = TypeVar("T")
 
@@ -57,7 +58,7 @@ class PlannedTasks(Collection[PlannedTask]):
         self.spill = spill
         self._stop = StopState() if stop is None else stop
         self.overlapped = overlapped
-        self.plans: list[RunPlan] = []
+        self.plans = PlanTable(runs)
         # Runs whose tasks are being taken: their plan and how many tasks are not back.
         self._out: dict[Path, tuple[RunPlan, int]] = {}
         self.unbuilt: list[RunError] = []
@@ -92,6 +93,7 @@ class PlannedTasks(Collection[PlannedTask]):
         # threads only contend with the tasks and the recording for the interpreter:
         # benchmarks/bench_validate.py measures it).
         builders = 1 if options.replay else max(options.jobs, io_workers())
+        run_index = 0
         try:
             # One builder is this thread itself: a pool of one would only hand each run over
             # to another thread and back.
@@ -106,13 +108,15 @@ class PlannedTasks(Collection[PlannedTask]):
                     window=2 * builders,
                     stop=self._stop,
                 ):
+                    # One outcome per run, in the order of ``runs``.
                     with self._changed:
                         if isinstance(outcome, RunError):
                             self.unbuilt.append(outcome)
                         else:
-                            self.plans.append(outcome)
+                            self.plans.append(run_index, outcome)
                             self._count += outcome.size
                         self._changed.notify_all()
+                    run_index += 1
             for error in self.unbuilt:
                 print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
         except BaseException as error:  # noqa: BLE001 - raised where the tasks are taken
@@ -206,6 +210,66 @@ def _builder_pool(
     from concurrent.futures import ThreadPoolExecutor
 
     return ThreadPoolExecutor(max_workers=builders)
+
+
+class PlanTable(Sequence[RunPlan]):
+    """Every run's plan, kept as a few numbers a run, each :class:`RunPlan` made again when
+    read.
+
+    A plan is its run's place in ``runs``, its spill record's number and which validators
+    must run: held as one object each, 10,000 plans cost as much memory as their runs. Only
+    the validate's one shared part and each not-signed list (rare) are kept as objects.
+    """
+
+    def __init__(self, runs: Sequence[Run]) -> None:
+        self._runs = runs
+        self._run_at = array("q")
+        self._kept = array("q")
+        self._which: list[int] = []  # small numbers: CPython's shared ints, a slot each
+        self._unsigned: dict[int, tuple[tuple[str, str, bool], ...]] = {}
+        self._shared: Any = None
+
+    def append(self, run_index: int, plan: RunPlan) -> None:
+        """Keep ``plan``, the plan of ``runs[run_index]``."""
+        if self._shared is None:
+            self._shared = plan.shared
+        # Every plan of one validate shares one part (planning builds it once); a plan that
+        # did not would be rebuilt wrong, so it is refused here, not later.
+        assert plan.shared is self._shared, "plans of one validate share their shared part"
+        assert self._runs[run_index] is plan.run, "a plan kept under its own run's place"
+        if plan.unsigned:
+            self._unsigned[len(self._kept)] = plan.unsigned
+        self._run_at.append(run_index)
+        self._kept.append(plan.kept)
+        self._which.append(plan.which)
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    @overload
+    def __getitem__(self, index: int) -> RunPlan: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[RunPlan]: ...
+    def __getitem__(self, index: int | slice) -> RunPlan | Sequence[RunPlan]:
+        if isinstance(index, slice):
+            return [self[at] for at in range(len(self))[index]]
+        at = range(len(self))[index]  # a negative index counted from the end, as a list's
+        return RunPlan(
+            self._runs[self._run_at[at]],
+            self._which[at],
+            self._kept[at],
+            self._shared,
+            unsigned=self._unsigned.get(at, ()),
+        )
+
+    def __iter__(self) -> Iterator[RunPlan]:
+        for index in range(len(self)):
+            yield self[index]
+
+    def unsigned(self) -> Iterator[RunPlan]:
+        """The plans that found results not signed here, in plan order."""
+        for index in sorted(self._unsigned):
+            yield self[index]
 
 
 def built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Iterator[T]:

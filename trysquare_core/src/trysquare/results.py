@@ -19,7 +19,6 @@ import hashlib
 import json
 import stat
 import sys
-from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -545,25 +544,35 @@ def _ordered_rows(
     shapes: Shapes | None,
 ) -> Iterator[Any]:
     extra = [row for row in map(unusable_row, unusable) if row is not None]
-    runs = list(runs)
-
-    def key(index: int) -> tuple[str, int, str]:
-        if index < len(runs):
-            run = runs[index]
-            return run.cell, _repetition_key({"repetition": run.repetition}), run.id
-        row = extra[index - len(runs)]
-        return row["cell"], _repetition_key(row), row["id"]
-
-    # Runs first, then unusable folders: the sort is stable, as build_measures' always was.
-    # Kept as an array while the rows are read (a report holds them all): 8 bytes a run,
-    # not a list slot and an int object.
-    order = array("q", sorted(range(len(runs) + len(extra)), key=key))
-    for index in order:
+    # Runs first, then unusable folders' rows, ordered by (cell, repetition, id) in three
+    # stable sorts, the least significant key first: the order one sort of key tuples gives
+    # (ties kept as they came, as build_measures' always were), but each pass's keys are
+    # objects the runs already hold, where key tuples would make a tuple and an index a run,
+    # all at once, while a report holds every run.
+    entries: list[Run | dict[str, Any]] = [*runs, *extra]
+    entries.sort(key=_id_key)
+    entries.sort(key=_repetition_of)
+    entries.sort(key=_cell_key)
+    for entry in entries:
         yield (
-            _read_row(scenario, runs[index], current_digests, shapes)
-            if index < len(runs)
-            else extra[index - len(runs)]
+            entry
+            if isinstance(entry, dict)
+            else _read_row(scenario, entry, current_digests, shapes)
         )
+
+
+def _cell_key(entry: Run | dict[str, Any]) -> Any:
+    return entry["cell"] if isinstance(entry, dict) else entry.cell
+
+
+def _id_key(entry: Run | dict[str, Any]) -> Any:
+    return entry["id"] if isinstance(entry, dict) else entry.id
+
+
+def _repetition_of(entry: Run | dict[str, Any]) -> int:
+    if isinstance(entry, dict):
+        return _repetition_key(entry)
+    return entry.repetition if isinstance(entry.repetition, int) else -1
 
 
 def _repetition_key(row: Mapping[str, Any]) -> int:

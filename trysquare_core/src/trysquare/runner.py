@@ -176,20 +176,21 @@ class _ValidateRun:
             unbuilt = tasks.unbuilt
             summary.skipped_runs.extend(unbuilt)
             # A result not signed here was not reused, run again or not: it is not "unchanged".
-            not_reused = _say_unsigned(tasks.plans, out)
+            not_reused = _say_unsigned(tasks.plans.unsigned(), out)
             # A run whose tasks could not be built reused nothing: it is not "unchanged".
             # Results collected (before planning, or after the tasks for runs they did not
             # cover) were recorded now: not reused.
             # Only the collected runs' plans are looked at: no set as large as the matrix.
             recorded_now = {(run.dir, name) for run, name in collected}
             collected_dirs = {run_dir for run_dir, _ in recorded_now}
-            recorded_now -= {
-                (p.run.dir, v.name)
-                for p in tasks.plans
-                if p.run.dir in collected_dirs
-                for v in validations
-                if p.plans(v.name)
-            }
+            if collected_dirs:  # else no plan is read: each is made again when read
+                recorded_now -= {
+                    (p.run.dir, v.name)
+                    for p in tasks.plans
+                    if p.run.dir in collected_dirs
+                    for v in validations
+                    if p.plans(v.name)
+                }
             summary.reused = max(
                 0, len(tasks.plans) * len(validations) - len(tasks) - not_reused - len(recorded_now)
             )
@@ -258,7 +259,7 @@ def _record_ended(
         print(f"trysquare: {shown(marker.run.label)}: {shown(write_problem(error))}", file=out)
 
 
-def _say_unsigned(plans: Sequence[RunPlan], out: TextIO) -> int:
+def _say_unsigned(plans: Iterable[RunPlan], out: TextIO) -> int:
     """Name each result found not signed here (one line each); return how many were not run
     again (a judge's, without --rejudge)."""
     left = 0

@@ -115,7 +115,9 @@ def load_run(run_file: Path, *, replay: bool = False, real_folder: str | None = 
     # as it was built, beside its folder, not parsed again.
     return Run(
         dir=folder,
-        id=table.id or folder.name,
+        # Not folder.name: pathlib interns each part, and an interned id per run would grow
+        # the interpreter's table of interned strings by an entry a run for as long as it lives.
+        id=table.id or os.path.basename(os.fspath(folder)),
         cell=_shared(table.cell),
         repetition=table.repetition,
         repo=_resolved_in(folder, real_folder, table.repo, repo_path),
