@@ -134,3 +134,24 @@ def pytest_in(
     return subprocess.run(
         argv, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False
     )
+
+
+def replay_experiment(root: Path, count: int) -> Path:
+    """An experiment of ``count`` run folders with no clone, as ``--replay`` loads them: four
+    cells, a repetition each, run ``r000000`` first."""
+    experiment = root / f"exp{count}"
+    for index in range(count):
+        folder = experiment / "runs" / f"r{index:06d}"
+        folder.mkdir(parents=True)
+        (folder / "run.toml").write_text(
+            f'cell = "c{index % 4}"\nrepetition = {index}\nrepo = "repo"\nprompt = "prompt.txt"\n'
+        )
+    return experiment
+
+
+def replay_runs(root: Path, count: int) -> list[Any]:
+    """The runs of :func:`replay_experiment`, loaded as ``--replay`` loads them."""
+    from trysquare.runs import discover
+
+    (found,) = discover([replay_experiment(root, count)], replay=True)
+    return list(found.runs)

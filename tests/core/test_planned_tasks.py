@@ -11,21 +11,10 @@ from trysquare import _spill
 from trysquare._planned_tasks import PlannedTasks
 from trysquare.options import ValidateOptions
 from trysquare.planning import RunPlan
-from trysquare.runs import Run, discover
+from trysquare.runs import Run
 from trysquare.scenario import load_scenario
 
-
-def _runs(root: Path, count: int) -> list[Run]:
-    """``count`` run folders, loaded as ``--replay`` loads them (no clone: nothing to picture)."""
-    experiment = root / f"exp{count}"
-    for index in range(count):
-        folder = experiment / "runs" / f"r{index:06d}"
-        folder.mkdir(parents=True)
-        (folder / "run.toml").write_text(
-            f'cell = "c{index % 4}"\nrepetition = {index}\nrepo = "repo"\nprompt = "prompt.txt"\n'
-        )
-    (found,) = discover([experiment], replay=True)
-    return list(found.runs)
+from tests.helpers import replay_runs
 
 
 def _scenario(root: Path) -> Path:
@@ -50,7 +39,7 @@ def _planned(root: Path, runs: list[Run], spill: _spill.Spill) -> PlannedTasks:
 
 
 def test_each_plan_reads_back_as_planned_in_run_order(tmp_path: Path) -> None:
-    runs = _runs(tmp_path, 30)
+    runs = replay_runs(tmp_path, 30)
     with _spill.Spill() as spill:
         tasks = _planned(tmp_path, runs, spill)
         plans = tasks.plans
@@ -65,7 +54,7 @@ def test_each_plan_reads_back_as_planned_in_run_order(tmp_path: Path) -> None:
 
 
 def test_the_plans_hold_no_object_per_run(tmp_path: Path) -> None:
-    runs = _runs(tmp_path, 2000)
+    runs = replay_runs(tmp_path, 2000)
     with _spill.Spill() as spill:
         _planned(tmp_path, runs[:10], spill)  # the modules' first use, unmeasured
         gc.collect()

@@ -10,24 +10,12 @@ from pathlib import Path
 
 import attrs
 from trysquare.result_guard import ResultWatch
-from trysquare.runs import Run, discover
 
-
-def _runs(root: Path, count: int) -> list[Run]:
-    """``count`` run folders, loaded as ``--replay`` loads them (no clone needed)."""
-    experiment = root / f"exp{count}"
-    for index in range(count):
-        folder = experiment / "runs" / f"r{index:06d}"
-        folder.mkdir(parents=True)
-        (folder / "run.toml").write_text(
-            f'cell = "c{index % 4}"\nrepetition = {index}\nrepo = "repo"\nprompt = "prompt.txt"\n'
-        )
-    (found,) = discover([experiment], replay=True)
-    return list(found.runs)
+from tests.helpers import replay_runs
 
 
 def test_each_run_is_found_by_its_folder_even_as_a_copy_handed_back(tmp_path: Path) -> None:
-    runs = _runs(tmp_path, 50)
+    runs = replay_runs(tmp_path, 50)
     watch = ResultWatch(runs, ["a", "b"])
     for index, run in enumerate(runs):
         # A worker hands back a copy of the run (pickled), never the object it was given.
@@ -42,7 +30,7 @@ def test_each_run_is_found_by_its_folder_even_as_a_copy_handed_back(tmp_path: Pa
 
 
 def test_the_ledger_holds_no_table_entry_per_run(tmp_path: Path) -> None:
-    runs = _runs(tmp_path, 2000)
+    runs = replay_runs(tmp_path, 2000)
     ResultWatch(runs, ["a"])  # once unmeasured: the modules' first use
     gc.collect()
     tracemalloc.start()

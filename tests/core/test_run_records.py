@@ -16,19 +16,7 @@ from trysquare.runs import discover
 from trysquare.scenario import load_scenario
 from trysquare.testing import build_run
 
-from tests.helpers import write_scenario, write_script
-
-
-def _experiment(root: Path, count: int) -> Path:
-    """``count`` run folders (no clone: loaded as ``--replay`` loads them)."""
-    experiment = root / f"exp{count}"
-    for index in range(count):
-        folder = experiment / "runs" / f"r{index:06d}"
-        folder.mkdir(parents=True)
-        (folder / "run.toml").write_text(
-            f'cell = "c{index % 4}"\nrepetition = {index}\nrepo = "repo"\nprompt = "prompt.txt"\n'
-        )
-    return experiment
+from tests.helpers import replay_experiment, write_scenario, write_script
 
 
 def _held_per_run(experiment: Path, count: int) -> float:
@@ -53,8 +41,8 @@ def test_a_loaded_run_costs_its_record_and_its_folder_and_no_more_at_2000_runs_t
     # A run's record, its folder's text and its id take a little under 500 bytes; a path
     # object per run (its folder, clone or prompt kept as one: about 300 bytes) goes over the
     # bound.
-    small = _held_per_run(_experiment(tmp_path, 200), 200)
-    big = _held_per_run(_experiment(tmp_path, 2000), 2000)
+    small = _held_per_run(replay_experiment(tmp_path, 200), 200)
+    big = _held_per_run(replay_experiment(tmp_path, 2000), 2000)
     assert big < 520, f"{big:.0f} bytes per run held at 2000 runs"
     # Flat, within what a dict or cache growing a size step apart costs (seen at 3.5%).
     assert big <= small * 1.10, f"{big:.0f} bytes per run at 2000 runs, {small:.0f} at 200"
@@ -63,7 +51,7 @@ def test_a_loaded_run_costs_its_record_and_its_folder_and_no_more_at_2000_runs_t
 def test_a_run_keeps_a_path_beside_its_folder_as_a_name_and_resolves_it_there(
     tmp_path: Path,
 ) -> None:
-    (experiment,) = discover([_experiment(tmp_path, 1)], replay=True)
+    (experiment,) = discover([replay_experiment(tmp_path, 1)], replay=True)
     (run,) = experiment.runs
     assert run.repo == run.dir / "repo" and run.prompt == run.dir / "prompt.txt"
     moved = attrs.evolve(run, dir=tmp_path / "scratch")
@@ -149,7 +137,7 @@ def test_a_report_holds_a_run_s_row_in_under_420_bytes_and_writes_the_same_measu
 def test_discovery_holds_no_more_than_its_runs_and_one_text_a_run_at_its_peak(
     tmp_path: Path,
 ) -> None:
-    experiment = _experiment(tmp_path, 2000)
+    experiment = replay_experiment(tmp_path, 2000)
     gc.collect()
     tracemalloc.start()
     try:
@@ -170,7 +158,7 @@ def test_a_run_id_taken_from_its_folder_is_not_kept_interned(tmp_path: Path) -> 
     # pathlib interns each part of a path; a run's id kept as its folder's part would hold an
     # entry a run in the interpreter's table of interned strings (a table that only grows
     # while they live: ~7 MiB at 100,000 runs).
-    (found,) = discover([_experiment(tmp_path, 3)], replay=True)
+    (found,) = discover([replay_experiment(tmp_path, 3)], replay=True)
     for run in found.runs:
         fresh = "".join(list(run.id))  # an equal text that is a new object
         assert sys.intern(fresh) is not run.id, f"{run.id} is interned"
@@ -186,7 +174,7 @@ def _measures_peak_per_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, coun
     """Bytes a run allocated at most while the measures rows are put in order (each row a
     shared stand-in: only the ordering is measured)."""
     scenario = _scenario(tmp_path)
-    (found,) = discover([_experiment(tmp_path, count)], replay=True)
+    (found,) = discover([replay_experiment(tmp_path, count)], replay=True)
     stand_in: dict[str, Any] = {}
     monkeypatch.setattr(results, "_read_row", lambda *_: stand_in)
     gc.collect()
