@@ -3,9 +3,8 @@
 Between two validators a worker thread reaps one child and starts the next, and every step
 of that needs the interpreter. Recording results, building tasks ahead, planning and checking
 clones run in other threads meanwhile; on a machine of few cores each of their system calls
-hands the interpreter back and forth with the worker's. Measured on the 200-run benchmark
-(``--jobs 1``, a cold validator): starting a child took a median 3 ms inside ``validate``
-against 0.4 ms alone, the gap between two validators 5.5 ms.
+hands the interpreter back and forth with the worker's, so a start inside ``validate`` took
+several times as long as the same start alone, and the gap between two validators grew with it.
 
 So a worker says when it is between children (:func:`between_children`, as it hands a result
 over) and when the next child has started (:func:`child_started`); a background thread about
@@ -20,7 +19,7 @@ import threading
 
 __all__ = ["after_starts", "between_children", "child_started"]
 
-# Longer than an ordinary confined start (about 1 ms), short beside a validator's run.
+# Longer than an ordinary confined start, short beside a validator's run.
 WAIT_AT_MOST = 0.005
 
 _between: set[int] = set()  # the worker threads between two children, by ident
