@@ -68,3 +68,34 @@ def test_a_validate_stopped_by_exitfirst_leaves_no_marker(tmp_path: Path, cli) -
     assert markers(root) == []
     again = cli("validate", scenario, root, "--no-progress")
     assert "trysquare last ended" not in again.stdout
+
+
+def test_a_run_whose_validator_exited_is_in_flight_no_more_while_its_result_is_recorded(
+    tmp_path: Path, cli, monkeypatch
+) -> None:
+    """trysquare ending while a result is being recorded (the next validator already
+    started) must not name that run as the one that ended it: no code of it runs then."""
+    import json
+
+    from trysquare import execute
+
+    scenario, root = matrix(tmp_path)
+    real_record = execute.record_task
+    named_while_recorded: list[str] = []
+    recorded: list[str] = []
+
+    def record_task(evaluated):
+        run_id = evaluated.task.run.id
+        for marker in markers(root):
+            text = marker.read_text(encoding="utf-8")
+            if text and json.loads(text)["id"] == run_id:
+                named_while_recorded.append(run_id)
+        recorded.append(run_id)
+        return real_record(evaluated)
+
+    monkeypatch.setattr(execute, "record_task", record_task)
+    done = cli("validate", scenario, root, "--no-progress", "--jobs", "2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert sorted(recorded) == ["a", "b", "c", "d"]
+    assert named_while_recorded == []
+    assert markers(root) == []

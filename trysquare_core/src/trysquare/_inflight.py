@@ -2,9 +2,9 @@
 
 Before a validator starts on a run, trysquare writes a marker in the experiment's own
 ``.trysquare/inflight/`` folder (one small signed entry per run × validator); when its
-result is back, the marker goes. Each entry is written into a slot file of this
+validator has exited (and all it started with it), the marker goes. Each entry is written into a slot file of this
 ``validate`` (one per validation running at once, made when first needed and removed
-at the end), emptied when the result is back and written again for the next
+at the end), emptied when the validator exits and written again for the next
 validation: making a file costs the kernel far more than writing one, and this happens
 for every task. A marker found by the next ``validate`` therefore says
 that trysquare ended — killed by anything, SIGKILL included, or interrupted — while that
@@ -72,6 +72,8 @@ class InFlight:
         self.found: dict[tuple[Path, str], Marker] = {}
         self.refused: list[str] = []  # markers trysquare did not write, named
         self._running: dict[tuple[Path, str], int] = {}
+        # Validations whose validator has exited, result not yet recorded: no marker now.
+        self._exited: dict[tuple[Path, str], int] = {}
         # The markers found that a task of this validate took over (only those: see close()).
         self._started: set[tuple[Path, str]] = set()
         self._changed = threading.Condition()
@@ -252,6 +254,19 @@ class InFlight:
         if empty:
             self._idle.setdefault(slot.root_key, []).append(slot)
 
+    def exited(self, run: Run, name: str) -> None:
+        """``run`` × ``name``'s validator has exited, and all it started with it: no code of
+        that run runs now, so its marker goes before its result is recorded (trysquare
+        ending meanwhile loses that result, which the next validate simply makes again;
+        it was not this run that ended it)."""
+        key = _key(run, name)
+        with self._changed:
+            held = self._held.get(key)
+            if held:
+                self._exited[key] = self._exited.get(key, 0) + 1
+                slot = held[-1]
+                self._release(key, slot, empty=slot.empty())
+
     def done(self, run: Run, name: str) -> None:
         """``run`` × ``name`` came back (its result recorded, or not): its marker goes."""
         key = _key(run, name)
@@ -261,10 +276,17 @@ class InFlight:
                 self._running[key] = left
             else:
                 self._running.pop(key, None)
-            held = self._held.get(key)
-            slot = held[-1] if held else None
-            if slot is not None:
-                self._release(key, slot, empty=slot.empty())
+            exited = self._exited.get(key, 0)
+            if exited:  # its marker went when its validator exited
+                if exited > 1:
+                    self._exited[key] = exited - 1
+                else:
+                    del self._exited[key]
+            else:
+                held = self._held.get(key)
+                slot = held[-1] if held else None
+                if slot is not None:
+                    self._release(key, slot, empty=slot.empty())
             self._changed.notify_all()
         self._drop_found(key)
         self.found.pop(key, None)
@@ -282,6 +304,7 @@ class InFlight:
         matrix went through. This validate's empty slot files go."""
         with self._changed:
             self._running.clear()
+            self._exited.clear()
             if not interrupted:
                 for key, held in list(self._held.items()):
                     for slot in list(held):
@@ -409,6 +432,11 @@ class Deferred(Collection[PlannedTask]):
 
     def __len__(self) -> int:
         return len(self.tasks)
+
+    def exited(self, task: PlannedTask) -> None:
+        """``task``'s validator has exited (its result is not recorded yet): an executor
+        running tasks in this process says so, so that it is in flight no more."""
+        self.flight.exited(task.run, task.validation.name)
 
     def __contains__(self, task: object) -> bool:
         return task in self.tasks

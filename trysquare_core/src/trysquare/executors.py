@@ -94,9 +94,11 @@ class _LocalPool:
         import queue
         import threading
 
-        from trysquare import _start_first
+        from trysquare import _inflight, _start_first
         from trysquare.execute import Evaluated, evaluate_task, record_task
 
+        # Marked in flight as taken; no more once the validator exits, before recording.
+        in_flight = tasks if isinstance(tasks, _inflight.Deferred) else None
         pending = iter(tasks)
         turn = threading.Condition()
         # Invalid outcomes not handed over yet: until then no task starts, so that -x
@@ -123,6 +125,8 @@ class _LocalPool:
                     _start_first.child_started()  # a task that started none
                     if evaluated is None:
                         continue  # killed by the stop: nothing to record
+                    if in_flight is not None:
+                        in_flight.exited(task)
                     if evaluated.outcome.state == "invalid":
                         with turn:
                             held[0] += 1
