@@ -54,30 +54,63 @@ VALIDATOR = '#!/bin/sh\necho \'{"metrics": {"changed": true}}\'\n'
 NAME = "script"  # the validator's name in build_matrix's scenario
 
 
-class Measured:
-    """One trysquare command's wall seconds, CPU seconds (it and its children), peak MiB
-    (the trysquare process) and the last line it printed."""
+# The kernel's memory-pressure counters read around each command (system-wide: the machine
+# should be otherwise idle): pages scanned to reclaim memory, slab objects (inodes, dentries)
+# scanned to shrink their caches, and file pages read again after being evicted.
+PRESSURE = ("pgscan_kswapd", "pgscan_direct", "slabs_scanned", "workingset_refault_file")
 
-    def __init__(self, took: float, cpu: float, peak: float, last: str) -> None:
-        self.took, self.cpu, self.peak, self.last = took, cpu, peak, last
+
+def pressure() -> dict[str, int]:
+    with open("/proc/vmstat", encoding="ascii") as vmstat:
+        counters = dict(line.split() for line in vmstat)
+    return {name: int(counters.get(name, 0)) for name in PRESSURE}
+
+
+class Measured:
+    """One trysquare command's wall seconds, CPU seconds (it and its children; user and
+    system apart), peak MiB (the trysquare process), blocks read from disk, the kernel's
+    memory-pressure counters over it and the last line it printed."""
+
+    def __init__(
+        self,
+        took: float,
+        user: float,
+        system: float,
+        peak: float,
+        read_kib: float,
+        kernel: dict[str, int],
+        last: str,
+    ) -> None:
+        self.took, self.user, self.system, self.peak = took, user, system, peak
+        self.cpu = user + system
+        self.read_kib, self.kernel, self.last = read_kib, kernel, last
 
 
 def measure(*args: str | Path) -> Measured:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    counted = pressure()
     done = subprocess.run(
         [sys.executable, "-c", MEASURE, *map(str, args)],
         capture_output=True,
         text=True,
         check=False,
     )
+    kernel = {name: value - counted[name] for name, value in pressure().items()}
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     found = [line for line in done.stderr.splitlines() if line.startswith("MEASURE ")]
     if not found:
         raise SystemExit(f"{args[0]} failed: {done.stderr.strip()[-500:]}")
     _, took, peak = found[-1].split()
     last = (done.stdout.strip().splitlines() or [""])[-1]
-    return Measured(float(took), cpu, float(peak), last)
+    return Measured(
+        float(took),
+        after.ru_utime - before.ru_utime,
+        after.ru_stime - before.ru_stime,
+        float(peak),
+        (after.ru_inblock - before.ru_inblock) / 2,  # 512-byte blocks
+        kernel,
+        last,
+    )
 
 
 class _Identity:
@@ -171,6 +204,13 @@ def main() -> None:
                     f"scale.{name} at {size}: {got.took / size * 1000:.2f} ms per run "
                     f"({got.cpu / size * 1000:.2f} ms CPU), {got.took:.1f} s, "
                     f"{got.peak:.0f} MiB peak (copies built in {built:.0f} s)",
+                    flush=True,
+                )
+                scans = ", ".join(f"{k} {v / size:.1f}" for k, v in got.kernel.items())
+                print(
+                    f"scale.{name}.kernel at {size}: user {got.user / size * 1000:.2f}, system "
+                    f"{got.system / size * 1000:.2f} ms a run; {got.read_kib / size:.1f} KiB read "
+                    f"from disk a run; a run: {scans}",
                     flush=True,
                 )
         if args.keep is None:
