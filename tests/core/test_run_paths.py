@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from trysquare import run_records
 from trysquare.run_records import Run
 
@@ -40,6 +42,23 @@ def test_a_runs_folder_and_clone_are_built_once_while_in_hand() -> None:
 
 
 def test_the_paths_kept_are_bounded_whatever_the_number_of_runs() -> None:
-    for index in range(5000):
+    for index in range(3000):
         _ = _run(f"/x/runs/r{index}").dir
-    assert run_records._path.cache_info().currsize <= 256
+    assert run_records._path.cache_info().currsize <= 1024
+
+
+def test_a_path_read_is_not_built_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trysquare import _atomic
+
+    given = tmp_path / "f.json"
+    given.write_text("{}")
+    handed: list[Path] = []
+    real = _atomic._open_read_sized
+
+    def seen(path: Path, root: Path | None) -> tuple[int, int]:
+        handed.append(path)
+        return real(path, root)
+
+    monkeypatch.setattr(_atomic, "_open_read_sized", seen)
+    assert _atomic.read_bytes(given, root=tmp_path) == b"{}"
+    assert handed[0] is given

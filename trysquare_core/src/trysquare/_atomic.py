@@ -223,7 +223,8 @@ def read_bytes(path: Path, *, root: Path | None = None) -> bytes:
     :class:`FileNotFoundError` when it (or a folder on the way) is absent,
     :class:`UnsafePath` when a symlink is on the way.
     """
-    fd, size = _open_read_sized(Path(path), root)
+    # A path given is used as it is: building it again parses its text again.
+    fd, size = _open_read_sized(path if isinstance(path, Path) else Path(path), root)
     try:
         return _read_all(fd, size_hint=size)
     finally:

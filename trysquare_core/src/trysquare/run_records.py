@@ -54,7 +54,7 @@ def _kept(path: Path | str | None, home: str) -> Path | str | None:
 # folder alone some 27 times): each built again was a parse of its text. The last few built are
 # kept, by text; a path is never changed, so one object serves every caller. Bounded: the
 # runs in hand at once, not every run of a validate.
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)
 def _path(*parts: str) -> Path:
     return Path(*parts)
 
