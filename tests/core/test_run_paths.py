@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from trysquare import run_records
 from trysquare.run_records import Run
 
