@@ -43,7 +43,7 @@ def test_a_runs_folder_and_clone_are_built_once_while_in_hand() -> None:
 def test_the_paths_kept_are_bounded_whatever_the_number_of_runs() -> None:
     for index in range(3000):
         _ = _run(f"/x/runs/r{index}").dir
-    assert run_records._path.cache_info().currsize <= 1024
+    assert run_records._path.cache_info().currsize <= 64
 
 
 def test_a_path_read_is_not_built_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -53,8 +53,9 @@ def _kept(path: Path | str | None, home: str) -> Path | str | None:
 # A run's paths are asked for dozens of times while it is planned, run and recorded (its
 # folder alone some 27 times): each built again was a parse of its text. The last few built are
 # kept, by text; a path is never changed, so one object serves every caller. Bounded: the
-# runs in hand at once, not every run of a validate.
-@functools.lru_cache(maxsize=1024)
+# runs each stage (planning, building, recording) has in hand, not every run of a validate
+# (planning runs ahead, so a stage may build a run's path again: a few times a run, not 50).
+@functools.lru_cache(maxsize=64)
 def _path(*parts: str) -> Path:
     return Path(*parts)
 
