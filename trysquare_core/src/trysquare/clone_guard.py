@@ -17,6 +17,17 @@ hashes.
 
 Where the kernel allows it, :mod:`trysquare.sandbox` prevents the writes in the
 first place; this module detects them everywhere.
+
+The picture after validation is taken under Landlock as well, though Landlock already
+refuses writes beneath the clone: what it refuses is not all a validator can change there.
+Landlock handles a file's content and a folder's entries, never a file's metadata, so a
+confined validator can still ``chmod`` a file of the clone (its executable bit is part of the
+agent's work as git sees it), set its times or extended attributes; only the picture sees
+those (each moves the file's ctime). And the archive folder a validator may write lies in the
+run folder, which is the agent's: a hard link left there to a file of the clone, or a
+``repo`` in ``run.toml`` pointing into the run's ``validation/`` folder, gives a confined
+validator the clone to write. Skipping the walk where every validation ran confined would
+let these through, so it is never skipped (``tests/security/test_guard_under_landlock.py``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ trysquare but its errors.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -49,12 +50,22 @@ def _kept(path: Path | str | None, home: str) -> Path | str | None:
     return path
 
 
+# A run's paths are asked for dozens of times while it is planned, run and recorded (its
+# folder alone some 27 times): each built again was a parse of its text. The last few built are
+# kept, by text; a path is never changed, so one object serves every caller. Bounded: the
+# runs each stage (planning, building, recording) has in hand, not every run of a validate
+# (planning runs ahead, so a stage may build a run's path again: a few times a run, not 50).
+@functools.lru_cache(maxsize=64)
+def _path(*parts: str) -> Path:
+    return Path(*parts)
+
+
 @overload
 def _unpacked(kept: Path | str, home: str) -> Path: ...
 @overload
 def _unpacked(kept: Path | str | None, home: str) -> Path | None: ...
 def _unpacked(kept: Path | str | None, home: str) -> Path | None:
-    return Path(home, kept) if isinstance(kept, str) else kept
+    return _path(home, kept) if isinstance(kept, str) else kept
 
 
 @record(repr=False)
@@ -95,7 +106,7 @@ class Run:
     @property
     def dir(self) -> Path:
         """The run's folder."""
-        return Path(self._dir)
+        return _path(self._dir)
 
     @property
     def dir_text(self) -> str:
@@ -125,7 +136,7 @@ class Run:
 
     @property
     def validation_dir(self) -> Path:
-        return Path(self._dir, "validation")
+        return _path(self._dir, "validation")
 
     @property
     def label(self) -> str:
