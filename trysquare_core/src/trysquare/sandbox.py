@@ -54,7 +54,6 @@ __all__ = [
     "SHARED_MEMORY",
     "SWITCH",
     "Sandbox",
-    "close_kept_paths",
     "landlock_abi",
     "protecting",
     "protection_line",
@@ -424,27 +423,20 @@ class Sandbox:
         fd = int(ruleset)
         device = _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)
         # A folder's rule covers all beneath it; a file's may grant file rights only.
-        # (folder, rights, a folder, the system's: its descriptor kept for the next start)
-        rules: list[tuple[str | Path, int, bool, bool]] = [
-            (f, handled, True, False) for f in self.writable
-        ]
-        rules += [(d, device, False, True) for d in (*DEVICES, *_accelerators())]
-        rules += [(d, device, True, True) for d in DEVICE_FOLDERS]
+        rules: list[tuple[str | Path, int, bool]] = [(f, handled, True) for f in self.writable]
+        rules += [(d, device, False) for d in (*DEVICES, *_accelerators())]
+        rules += [(d, device, True) for d in DEVICE_FOLDERS]
         shared_memory = self.shared_memory
         if shared_memory is None:
             shared_memory = shared_memory_refusal() is None
         if shared_memory:
             # Files only: what shm_open and sem_open make, fill, link into place and unlink.
-            rules.append((SHARED_MEMORY, device | _MAKE_REG | _REMOVE_FILE, True, True))
+            rules.append((SHARED_MEMORY, device | _MAKE_REG | _REMOVE_FILE, True))
         try:
-            for folder, allowed, beneath, systems in rules:
-                parent = (
-                    _system_path(folder, beneath)
-                    if systems
-                    else _open_path(os.fsencode(folder), folder=beneath)
-                )
+            for folder, allowed, beneath in rules:
+                parent = _open_path(os.fsencode(folder), folder=beneath)
                 if parent < 0:
-                    err = ctypes.get_errno() if parent == -1 else -parent
+                    err = ctypes.get_errno()
                     if err in (errno.ENOENT, errno.ENOTDIR):
                         continue
                     raise OSError(err, os.strerror(err), str(folder))
@@ -463,51 +455,11 @@ class Sandbox:
                         err = ctypes.get_errno()
                         raise OSError(err, f"Landlock rule for {folder}: {os.strerror(err)}")
                 finally:
-                    if not systems:
-                        _close(parent)
+                    _close(parent)
         except BaseException:
             os.close(fd)
             raise
         return fd
-
-
-# The devices' and /dev/shm's O_PATH descriptors, opened at the first confined start and kept:
-# every start granted the same system files, and opened and closed each (a dozen system calls a
-# validation). Nothing of a run's is kept here: its scratch and archive folders are opened anew
-# at each start. A path that is not there is remembered as not there (-ENOENT, -ENOTDIR).
-_system_paths: dict[tuple[str, bool], int] = {}
-_opening = _thread.allocate_lock()
-
-
-def close_kept_paths() -> None:
-    """Close the kept system descriptors: in a process forked to run code without an exec (a
-    warm validator's child), which must hold no descriptor of trysquare's."""
-    for fd in _system_paths.values():
-        if fd >= 0:
-            os.close(fd)
-    _system_paths.clear()
-
-
-def _system_path(path: str | Path, folder: bool) -> int:
-    """A kept ``O_PATH`` descriptor of the system file ``path``; ``-errno`` when it is absent
-    (not a folder), or -1 with ``errno`` set when it cannot be opened (not kept)."""
-    import ctypes
-
-    key = (os.fspath(path), folder)
-    known = _system_paths.get(key)
-    if known is not None:
-        return known
-    with _opening:
-        known = _system_paths.get(key)
-        if known is None:
-            known = _open_path(os.fsencode(key[0]), folder=folder)
-            if known < 0:
-                err = ctypes.get_errno()
-                if err not in (errno.ENOENT, errno.ENOTDIR):
-                    return -1  # errno still says why: said by the caller, tried again next time
-                known = -err
-            _system_paths[key] = known
-    return known
 
 
 def _restrict_this_thread(fd: int) -> None:
