@@ -8,7 +8,8 @@ character devices of :data:`DEVICES` (and the pseudo-terminals beneath
 (:func:`shared_memory_refusal`): the measured clone, its ``.git``, the run folder
 and the etalon cache stay readable and executable but a write there fails at the
 write (``EACCES``). The restriction is inherited by every process the child
-starts, and cannot be lifted by it.
+starts, and cannot be lifted by it. (It is over 600 lines because the ruleset, the ``/dev/shm``
+decision it takes and the libc calls it makes holding the GIL are read and changed together.)
 
 ``/dev`` is not granted whole: ``/dev/shm`` is a world-writable tmpfs, and people keep
 experiments there for speed. Landlock grants a folder with everything beneath it and cannot
