@@ -470,6 +470,14 @@ _fixed: list[tuple[tuple[str, int], ...]] = []
 _fixing = _thread.allocate_lock()
 
 
+def forget_fixed_paths() -> None:
+    """In a child forked without an exec (a warm validator's): close the descriptors
+    :func:`_fixed_paths` kept for its parent's rulesets. They are its parent's, not its own."""
+    kept = _fixed.pop() if _fixed else ()
+    for _, parent in kept:
+        _close(parent)
+
+
 def _fixed_paths() -> tuple[tuple[str, int], ...]:
     """The device files and folders every ruleset grants, and ``/dev/shm``, each with an
     ``O_PATH`` descriptor opened once for this process (not once per child started): the
