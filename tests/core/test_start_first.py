@@ -186,3 +186,41 @@ def test_a_result_goes_before_a_validation_that_starts_no_child(monkeypatch) -> 
     done = [task for task, _ in pool.run([_ChildTask("t0"), "t1"], should_stop=lambda: False)]
     assert done == ["t0", "t1"]
     assert seen_recorded == [True]
+
+
+def test_results_put_off_by_other_workers_go_before_an_invalid_one(monkeypatch) -> None:
+    # --jobs 2: v is valid and its worker goes on to w (its hand-over put off until w's child
+    # starts); i, on the other worker, is invalid. -x stops reading at i: v, finished first,
+    # must be handed over before it, not dropped behind it.
+    monkeypatch.setattr(_start_first, "WAIT_AT_MOST", 0.0)
+    v_done = threading.Event()
+    i_taken = threading.Event()
+    i_recorded = threading.Event()
+    recorded: list[str] = []
+
+    def evaluate_one(task: str, *, interrupted: Any) -> Any:
+        if task == "v":
+            assert i_taken.wait(30)  # i is on the other worker
+            v_done.set()
+        elif task == "i":
+            i_taken.set()
+            assert v_done.wait(30)
+        else:  # w: its child starts only once i is recorded (or the bound ran out)
+            i_recorded.wait(5)
+            _start_first.child_started()
+        state = "invalid" if task == "i" else "valid"
+        return SimpleNamespace(task=task, outcome=SimpleNamespace(state=state))
+
+    def record_one(evaluated: Any) -> tuple[str, dict[str, str]]:
+        recorded.append(evaluated.task)
+        if evaluated.task == "i":
+            i_recorded.set()
+        return evaluated.task, {}
+
+    monkeypatch.setattr(execute, "evaluate_task", evaluate_one)
+    monkeypatch.setattr(execute, "record_task", record_one)
+    pool = executors.get("local", {}, jobs=2)
+    tasks = [_ChildTask("v"), _ChildTask("i"), _ChildTask("w")]
+    for _ in pool.run(tasks, should_stop=lambda: False):
+        pass
+    assert recorded.index("v") < recorded.index("i")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-__all__ = ["after_starts", "between_children", "child_started", "when_started"]
+__all__ = ["after_starts", "between_children", "child_started", "hand_over_all", "when_started"]
 
 # Longer than an ordinary confined start, short beside a validator's run.
 WAIT_AT_MOST = 0.005
@@ -71,6 +71,17 @@ def child_started() -> None:
         put_off = _put_off.pop(me, ())
         if not _between:
             _changed.notify_all()
+    for action in put_off:
+        action()
+
+
+def hand_over_all() -> None:
+    """What every worker put off goes now, from the calling thread: an invalid result is about
+    to be handed over (``-x`` may stop on it), and what other workers finished before it is
+    handed over first, never dropped behind it."""
+    with _changed:
+        put_off = [action for actions in _put_off.values() for action in actions]
+        _put_off.clear()
     for action in put_off:
         action()
 

@@ -142,7 +142,9 @@ class _LocalPool:
                     if evaluated.outcome.state == "invalid":
                         with turn:
                             held[0] += 1
-                        # Handed over at once: -x may stop before anything else starts.
+                        # Handed over at once: -x may stop before anything else starts; and
+                        # what other workers finished before it goes first.
+                        _start_first.hand_over_all()
                         _start_first.between_children()
                         finished.put((evaluated, None))
                     else:
