@@ -83,10 +83,18 @@ def test_a_real_child_start_clears_the_mark(tmp_path) -> None:
     assert not _start_first._between
 
 
-def test_the_pool_records_a_result_once_the_next_child_started(monkeypatch) -> None:
+class _ChildTask(str):
+    """A fake task whose validation starts its validator as a child (the script mode's)."""
+
+    task = SimpleNamespace(validation=SimpleNamespace(starts_a_child=True))
+
+
+@pytest.mark.parametrize("bound", [30.0, 0.0])
+def test_the_pool_records_a_result_once_the_next_child_started(monkeypatch, bound) -> None:
     # --jobs 1: t0's result is handed over; its recording must wait for t1's child, which
-    # starts 0.3 s into t1's task (a slow jail, say), not run beside the start.
-    monkeypatch.setattr(_start_first, "WAIT_AT_MOST", 30.0)
+    # starts 0.3 s into t1's task (a slow jail, say), not run beside the start. With no bound
+    # on the recording's wait (0.0), only the hand-over put off until that start holds it.
+    monkeypatch.setattr(_start_first, "WAIT_AT_MOST", bound)
     child_of: dict[str, float] = {}
     recorded_at: dict[str, float] = {}
 
@@ -104,7 +112,115 @@ def test_the_pool_records_a_result_once_the_next_child_started(monkeypatch) -> N
     monkeypatch.setattr(execute, "evaluate_task", evaluate_one)
     monkeypatch.setattr(execute, "record_task", record_one)
     pool = executors.get("local", {}, jobs=1)
-    done = [task for task, _ in pool.run(["t0", "t1"], should_stop=lambda: False)]
+    tasks = [_ChildTask("t0"), _ChildTask("t1")]
+    done = [task for task, _ in pool.run(tasks, should_stop=lambda: False)]
     assert done == ["t0", "t1"]
     assert recorded_at["t0"] >= child_of["t1"]
     assert not _start_first._between  # no worker left marked once the pool is done
+
+
+def test_taking_a_built_task_tells_the_builder_of_room_only_once_the_child_started(
+    monkeypatch,
+) -> None:
+    # Queue.get wakes the builder waiting for room; woken while the worker is between two
+    # children, it takes the interpreter from the start. The room is told after the start.
+    import queue
+
+    from trysquare._planned_tasks import built_ahead
+
+    events: list[str] = []
+
+    class Watched(queue.Queue):  # type: ignore[type-arg]
+        def __init__(self, maxsize: int = 0) -> None:
+            super().__init__(maxsize)
+            told = self.not_full.notify
+
+            def notify(n: int = 1) -> None:
+                events.append("room told")
+                told(n)
+
+            self.not_full.notify = notify  # type: ignore[method-assign]
+
+    monkeypatch.setattr(queue, "Queue", Watched)
+    built = threading.Event()
+
+    def items() -> Any:
+        yield "t0"
+        built.set()  # the builder is past t0 and waits for room for t1
+        yield "t1"
+
+    closing = threading.Event()
+    taken = built_ahead(items(), 1, closing)
+    assert built.wait(30)
+    _start_first.between_children()
+    try:
+        assert next(taken) == "t0"
+        events.append("child started")
+    finally:
+        _start_first.child_started()
+    assert next(taken) == "t1"
+    closing.set()
+    assert events[:2] == ["child started", "room told"]
+
+
+def test_a_result_goes_before_a_validation_that_starts_no_child(monkeypatch) -> None:
+    # A judge starts no child: t0's result must not wait for t1's request (paid, slow).
+    monkeypatch.setattr(_start_first, "WAIT_AT_MOST", 30.0)
+    recorded = threading.Event()
+    seen_recorded: list[bool] = []
+
+    def evaluate_one(task: str, *, interrupted: Any) -> Any:
+        if task == "t1":
+            seen_recorded.append(recorded.wait(30))
+        else:
+            _start_first.child_started()  # t0 started its child
+        return SimpleNamespace(task=task, outcome=SimpleNamespace(state="valid"))
+
+    def record_one(evaluated: Any) -> tuple[str, dict[str, str]]:
+        recorded.set()
+        return evaluated.task, {}
+
+    monkeypatch.setattr(execute, "evaluate_task", evaluate_one)
+    monkeypatch.setattr(execute, "record_task", record_one)
+    pool = executors.get("local", {}, jobs=1)
+    done = [task for task, _ in pool.run([_ChildTask("t0"), "t1"], should_stop=lambda: False)]
+    assert done == ["t0", "t1"]
+    assert seen_recorded == [True]
+
+
+def test_results_put_off_by_other_workers_go_before_an_invalid_one(monkeypatch) -> None:
+    # --jobs 2: v is valid and its worker goes on to w (its hand-over put off until w's child
+    # starts); i, on the other worker, is invalid. -x stops reading at i: v, finished first,
+    # must be handed over before it, not dropped behind it.
+    monkeypatch.setattr(_start_first, "WAIT_AT_MOST", 0.0)
+    v_done = threading.Event()
+    i_taken = threading.Event()
+    i_recorded = threading.Event()
+    recorded: list[str] = []
+
+    def evaluate_one(task: str, *, interrupted: Any) -> Any:
+        if task == "v":
+            assert i_taken.wait(30)  # i is on the other worker
+            v_done.set()
+        elif task == "i":
+            i_taken.set()
+            assert v_done.wait(30)
+        else:  # w: its child starts only once i is recorded (or the bound ran out)
+            i_recorded.wait(5)
+            _start_first.child_started()
+        state = "invalid" if task == "i" else "valid"
+        return SimpleNamespace(task=task, outcome=SimpleNamespace(state=state))
+
+    def record_one(evaluated: Any) -> tuple[str, dict[str, str]]:
+        recorded.append(evaluated.task)
+        if evaluated.task == "i":
+            i_recorded.set()
+        return evaluated.task, {}
+
+    monkeypatch.setattr(execute, "evaluate_task", evaluate_one)
+    monkeypatch.setattr(execute, "record_task", record_one)
+    pool = executors.get("local", {}, jobs=2)
+    tasks = [_ChildTask("v"), _ChildTask("i"), _ChildTask("w")]
+    for _ in pool.run(tasks, should_stop=lambda: False):
+        pass
+    assert recorded.index("v") < recorded.index("i")

@@ -29,7 +29,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from trysquare import _atomic, _signing
+from trysquare import _atomic, _signing, _start_first
 from trysquare._shown import shown
 from trysquare.execute import PlannedTask
 from trysquare.runs import Experiment, Run
@@ -451,6 +451,7 @@ class Deferred(Collection[PlannedTask]):
             yield task
         for task in later:
             if self.alone:
+                _start_first.child_started()  # what this worker holds is handed over first
                 self.flight.wait_idle(self.stop)
             if self.stop():
                 return

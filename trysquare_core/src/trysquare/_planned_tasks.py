@@ -301,13 +301,23 @@ def built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Ite
 
     threading.Thread(target=fill, name="trysquare-task-builder", daemon=True).start()
 
+    def room() -> None:
+        with waiting.not_full:
+            waiting.not_full.notify()
+
     def taken() -> Iterator[T]:
         while True:
-            try:
-                ok, item = waiting.get_nowait()
-            except queue.Empty:
+            # Taken without waking the builder (Queue.get would): woken now, it would take
+            # the interpreter from the worker starting its next child; told of the room
+            # once that child has started.
+            with waiting.mutex:
+                entry = waiting.queue.popleft() if waiting.queue else None
+            if entry is not None:
+                _start_first.when_started(room)
+            else:
                 _start_first.child_started()  # waiting for work is not starting a child
-                ok, item = waiting.get()
+                entry = waiting.get()
+            ok, item = entry
             if not ok:
                 raise item
             if item is end:

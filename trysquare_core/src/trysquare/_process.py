@@ -407,19 +407,38 @@ def _become_subreaper() -> None:
     """Orphans of our children come to us, not to init: so they can be found and ended."""
     if _subreaper:
         return
-    _subreaper.append(True)
+    _subreaper.append(False)
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(
+        answer = ctypes.CDLL(None, use_errno=True).prctl(
             _PR_SET_CHILD_SUBREAPER,
             ctypes.c_ulong(1),
             ctypes.c_ulong(0),
             ctypes.c_ulong(0),
             ctypes.c_ulong(0),
         )
+        _subreaper[0] = answer == 0
     except (OSError, AttributeError):
         pass  # then an orphan goes to init; the session and token still find it
+
+
+# <linux/wait.h>: children of every kind, also one cloned to end with no signal to its parent
+# (the kernel gives an adopted orphan the ordinary signal again; asked for all the same).
+_WALL = 0x40000000
+
+
+def _childless() -> bool:
+    """Whether this process has no child at all — running, stopped or not yet reaped, of any
+    kind — as one ``waitid`` says (nothing is reaped). As the subreaper of our children's
+    orphans, a process with no child has no descendant left anywhere."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT | _WALL)
+    except ChildProcessError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _processes() -> dict[int, tuple[int, int]]:
@@ -553,6 +572,8 @@ def _end_strays(leader: int, token: str) -> None:
     ended by whichever call ends first). Repeated until none is left, since a stray
     may fork while it is being killed; adopted ones are reaped.
     """
+    if _subreaper and _subreaper[0] and _childless():
+        return  # no child of ours at all: nothing it started can be running anywhere
     me = os.getpid()
     my_session = os.getsid(0)
     for _ in range(20):

@@ -11,35 +11,79 @@ over) and when the next child has started (:func:`child_started`); a background 
 to begin a unit of work calls :func:`after_starts`, which waits while any worker is between
 children, a few milliseconds at most (a start that is slow for its own reasons, a jail's,
 never holds the recording up for long). Nothing waits on a worker: a worker never waits here.
+
+Better still, what would wake another thread is not done while the worker is between children:
+the result goes to the recording thread, and the task builder is told there is room for the
+next task, once the next child has started (:func:`when_started`; at once when the worker
+starts none, or is about to wait for anything another thread does).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
-__all__ = ["after_starts", "between_children", "child_started"]
+__all__ = ["after_starts", "between_children", "child_started", "hand_over_all", "when_started"]
 
 # Longer than an ordinary confined start, short beside a validator's run.
 WAIT_AT_MOST = 0.005
 
 _between: set[int] = set()  # the worker threads between two children, by ident
+# What each of them put off until its next child has started (when_started), in order.
+_put_off: dict[int, list[Callable[[], None]]] = {}
 _changed = threading.Condition()
 
 
-def between_children() -> None:
-    """The calling worker has a child's result and is about to start its next child."""
+def between_children(hand_over: Callable[[], None] | None = None) -> None:
+    """The calling worker has a child's result and is about to start its next child.
+
+    ``hand_over``: how the result goes to the thread recording it, called once that next
+    child has started (:func:`when_started`): the recording thread is not even woken while
+    the worker is between children.
+    """
+    me = threading.get_ident()
     with _changed:
-        _between.add(threading.get_ident())
+        _between.add(me)
+        if hand_over is not None:
+            _put_off.setdefault(me, []).append(hand_over)
+
+
+def when_started(action: Callable[[], None]) -> None:
+    """Call ``action`` once the calling worker's next child has started (or it starts none,
+    or it is about to wait for something): at once when it is not between children. What
+    would wake another thread (a result handed over, room made for the next task) waits so."""
+    me = threading.get_ident()
+    with _changed:
+        if me in _between:
+            _put_off.setdefault(me, []).append(action)
+            return
+    action()
 
 
 def child_started() -> None:
-    """The calling worker's child has started (or it starts none now)."""
+    """The calling worker's child has started (or it starts none now, or it is about to
+    wait): what it put off goes now, in order."""
     if not _between:  # the common case costs no lock
         return
+    me = threading.get_ident()
     with _changed:
-        _between.discard(threading.get_ident())
+        _between.discard(me)
+        put_off = _put_off.pop(me, ())
         if not _between:
             _changed.notify_all()
+    for action in put_off:
+        action()
+
+
+def hand_over_all() -> None:
+    """What every worker put off goes now, from the calling thread: an invalid result is about
+    to be handed over (``-x`` may stop on it), and what other workers finished before it is
+    handed over first, never dropped behind it."""
+    with _changed:
+        put_off = [action for actions in _put_off.values() for action in actions]
+        _put_off.clear()
+    for action in put_off:
+        action()
 
 
 def after_starts() -> None:

@@ -213,6 +213,9 @@ def _child(
 ) -> int:
     os.setsid()
     channel.close()
+    from trysquare.sandbox import forget_fixed_paths
+
+    forget_fixed_paths()  # the server's descriptors of the devices its rulesets grant
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)

@@ -93,6 +93,7 @@ class _LocalPool:
     ) -> Iterator[TaskResult]:
         import queue
         import threading
+        from functools import partial
 
         from trysquare import _inflight, _start_first
         from trysquare.execute import Evaluated, evaluate_task, record_task
@@ -110,17 +111,28 @@ class _LocalPool:
         )
 
         def next_task() -> Task | None:
-            with turn:
+            if not turn.acquire(blocking=False):
+                # Another worker is taking its task, and may wait for the recording of
+                # what this one holds (a suspect runs alone): handed over first.
+                _start_first.child_started()
+                turn.acquire()
+            try:
                 while held[0] and not closing.is_set():
                     _start_first.child_started()  # waits for the recording: let it run
                     turn.wait()
                 if closing.is_set() or should_stop():
                     return None
                 return next(pending, None)
+            finally:
+                turn.release()
 
         def work() -> None:
             try:
                 while (task := next_task()) is not None:
+                    if not _starts_a_child(task):
+                        # What this worker holds is handed over before a validation that
+                        # starts no child at once (a judge's request may take long).
+                        _start_first.child_started()
                     evaluated = evaluate_task(task, interrupted=should_stop)
                     _start_first.child_started()  # a task that started none
                     if evaluated is None:
@@ -130,11 +142,18 @@ class _LocalPool:
                     if evaluated.outcome.state == "invalid":
                         with turn:
                             held[0] += 1
-                    # The next child is started before the recording of this result takes
-                    # the interpreter (trysquare._start_first).
-                    _start_first.between_children()
-                    finished.put((evaluated, None))
+                        # Handed over at once: -x may stop before anything else starts; and
+                        # what other workers finished before it goes first.
+                        _start_first.hand_over_all()
+                        _start_first.between_children()
+                        finished.put((evaluated, None))
+                    else:
+                        # Handed over once the next child has started: the recording thread
+                        # is not woken to compete for the interpreter meanwhile
+                        # (trysquare._start_first).
+                        _start_first.between_children(partial(finished.put, (evaluated, None)))
             except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
+                _start_first.child_started()  # what it held goes first
                 finished.put((None, error))
             finally:
                 _start_first.child_started()
@@ -169,6 +188,13 @@ class _LocalPool:
                 turn.notify_all()
             for thread in threads:
                 thread.join()
+
+
+def _starts_a_child(task: object) -> bool:
+    """Whether ``task``'s validation starts its validator as a child at once
+    (:attr:`trysquare.modes.Validation.starts_a_child`); not for anything else taken."""
+    planned = getattr(task, "task", None)
+    return bool(getattr(getattr(planned, "validation", None), "starts_a_child", False))
 
 
 @hookimpl

@@ -141,6 +141,9 @@ class Validation:
     """Keys of the context a mode withholds from its validator (the judge: ``cell``, ``given``)."""
     costly: ClassVar[bool] = False
     """A costly validator (a paid judge) is re-run by ``--rejudge`` only, not by ``--force``."""
+    starts_a_child: ClassVar[bool] = False
+    """Its :meth:`evaluate` starts its validator as a child process at once (the script mode):
+    the local pool hands the previous result over once that child has started, not before."""
     confines_what_it_runs: ClassVar[bool] = False
     # It runs the measured agent's code itself (its tree, its tests: hidden tests), not only
     # through ``run.tests()``: validate says before it starts where that code will run.

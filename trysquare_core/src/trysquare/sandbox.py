@@ -11,7 +11,8 @@ character devices of :data:`DEVICES` (and the pseudo-terminals beneath
 (:func:`shared_memory_refusal`): the measured clone, its ``.git``, the run folder
 and the etalon cache stay readable and executable but a write there fails at the
 write (``EACCES``). The restriction is inherited by every process the child
-starts, and cannot be lifted by it.
+starts, and cannot be lifted by it. (It is over 600 lines because the ruleset, the ``/dev/shm``
+decision it takes and the libc calls it makes holding the GIL are read and changed together.)
 
 ``/dev`` is not granted whole: ``/dev/shm`` is a world-writable tmpfs, and people keep
 experiments there for speed. Landlock grants a folder with everything beneath it and cannot
@@ -422,44 +423,97 @@ class Sandbox:
             raise OSError(err, f"Landlock ruleset: {os.strerror(err)}")
         fd = int(ruleset)
         device = _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)
-        # A folder's rule covers all beneath it; a file's may grant file rights only.
-        rules: list[tuple[str | Path, int, bool]] = [(f, handled, True) for f in self.writable]
-        rules += [(d, device, False) for d in (*DEVICES, *_accelerators())]
-        rules += [(d, device, True) for d in DEVICE_FOLDERS]
         shared_memory = self.shared_memory
         if shared_memory is None:
             shared_memory = shared_memory_refusal() is None
-        if shared_memory:
-            # Files only: what shm_open and sem_open make, fill, link into place and unlink.
-            rules.append((SHARED_MEMORY, device | _MAKE_REG | _REMOVE_FILE, True))
+
+        def add(folder: str | Path, allowed: int, parent: int) -> None:
+            rule = path_beneath(allowed, parent)
+            if (
+                syscall(
+                    ctypes.c_long(_SYS_ADD_RULE),
+                    ctypes.c_int(fd),
+                    ctypes.c_int(_RULE_PATH_BENEATH),
+                    ctypes.byref(rule),
+                    ctypes.c_uint32(0),
+                )
+                < 0
+            ):
+                err = ctypes.get_errno()
+                raise OSError(err, f"Landlock rule for {folder}: {os.strerror(err)}")
+
         try:
-            for folder, allowed, beneath in rules:
-                parent = _open_path(os.fsencode(folder), folder=beneath)
+            # A folder's rule covers all beneath it. The child's own folders are opened for
+            # this ruleset alone; the devices are opened once (_fixed_paths).
+            for folder in self.writable:
+                parent = _open_path(os.fsencode(folder), folder=True)
                 if parent < 0:
                     err = ctypes.get_errno()
                     if err in (errno.ENOENT, errno.ENOTDIR):
                         continue
                     raise OSError(err, os.strerror(err), str(folder))
                 try:
-                    rule = path_beneath(allowed, parent)
-                    if (
-                        syscall(
-                            ctypes.c_long(_SYS_ADD_RULE),
-                            ctypes.c_int(fd),
-                            ctypes.c_int(_RULE_PATH_BENEATH),
-                            ctypes.byref(rule),
-                            ctypes.c_uint32(0),
-                        )
-                        < 0
-                    ):
-                        err = ctypes.get_errno()
-                        raise OSError(err, f"Landlock rule for {folder}: {os.strerror(err)}")
+                    add(folder, handled, parent)
                 finally:
                     _close(parent)
+            for device_path, parent in _fixed_paths():
+                if device_path != SHARED_MEMORY:
+                    add(device_path, device, parent)
+                elif shared_memory:
+                    # Files only: what shm_open and sem_open make, fill, link into place and
+                    # unlink.
+                    add(device_path, device | _MAKE_REG | _REMOVE_FILE, parent)
         except BaseException:
             os.close(fd)
             raise
         return fd
+
+
+_fixed: list[tuple[tuple[str, int], ...]] = []
+_fixing = _thread.allocate_lock()
+
+
+def forget_fixed_paths() -> None:
+    """In a child forked without an exec (a warm validator's): close the descriptors
+    :func:`_fixed_paths` kept for its parent's rulesets. They are its parent's, not its own."""
+    kept = _fixed.pop() if _fixed else ()
+    for _, parent in kept:
+        _close(parent)
+
+
+def _fixed_paths() -> tuple[tuple[str, int], ...]:
+    """The device files and folders every ruleset grants, and ``/dev/shm``, each with an
+    ``O_PATH`` descriptor opened once for this process (not once per child started): the
+    kernel takes a rule's inode from it. Those absent here are left out. A device file is never
+    opened through a final link, a folder only as a folder (see :func:`_open_path`).
+
+    Raises ``OSError`` (and keeps nothing) when one cannot be opened for another reason.
+    """
+    if _fixed:
+        return _fixed[0]
+    import ctypes
+
+    with _fixing:
+        if _fixed:
+            return _fixed[0]
+        wanted = [(d, False) for d in (*DEVICES, *_accelerators())]
+        wanted += [(d, True) for d in (*DEVICE_FOLDERS, SHARED_MEMORY)]
+        opened: list[tuple[str, int]] = []
+        try:
+            for path, folder in wanted:
+                parent = _open_path(os.fsencode(path), folder=folder)
+                if parent < 0:
+                    err = ctypes.get_errno()
+                    if err in (errno.ENOENT, errno.ENOTDIR):
+                        continue
+                    raise OSError(err, os.strerror(err), path)
+                opened.append((path, parent))
+        except BaseException:
+            for _, parent in opened:
+                _close(parent)
+            raise
+        _fixed.append(tuple(opened))
+    return _fixed[0]
 
 
 def _restrict_this_thread(fd: int) -> None:

@@ -63,6 +63,8 @@ class ScriptValidation(Validation):
 
     # The script and the suite it may run start confined (writable: its scratch, its archive).
     confines_what_it_runs: ClassVar[bool] = True
+    # It starts its executable (or its warm server's child) at once.
+    starts_a_child: ClassVar[bool] = True
     # A script in any language gets the session's reading as JSON (``session_facts``).
     wants_session_facts: ClassVar[bool] = True
 
