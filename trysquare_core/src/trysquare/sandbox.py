@@ -1,8 +1,5 @@
 """Where the kernel allows it, validators and the suite can write only where they are told.
 
-(It is over 600 lines because the ruleset, the system calls that build and apply it and what
-decides ``/dev/shm`` are one boundary, best read in one place.)
-
 On Linux with Landlock (ABI >= 1) a child started through
 :func:`trysquare._process.run_process` with a :class:`Sandbox` can write only
 beneath its own scratch folder and the archive folder trysquare hands it, to the
