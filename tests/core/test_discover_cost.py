@@ -146,3 +146,58 @@ def test_a_run_found_by_discover_is_the_run_load_run_reads(tmp_path: Path) -> No
                 os.fspath(alone.prompt),
             ), run.id
             assert run == alone, run.id
+
+
+def _git_runs(root: Path, count: int, *, packed: bool) -> Path:
+    import subprocess
+
+    from trysquare.testing import build_run
+
+    for index in range(count):
+        run = root / "runs" / f"g{index:02d}"
+        build_run(run, base={"a.py": "a = 1\n"}, changes={"a.py": "a = 2\n"}, repetition=index)
+        if packed:  # as a clone made by `git clone` holds its base: in a pack
+            subprocess.run(["git", "-C", str(run / "repo"), "gc", "-q"], check=True)
+    return root
+
+
+def _threads_started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    return started
+
+
+def test_runs_whose_base_needs_no_git_are_loaded_in_the_calling_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trysquare.git import running
+
+    experiment = _git_runs(tmp_path / "exp", 6, packed=False)
+    asked = running.processes_started()
+    started = _threads_started(monkeypatch)
+    (found,) = discover([experiment])
+    assert len(found.runs) == 6 and not found.errors
+    assert all(run.base_commit for run in found.runs)
+    assert running.processes_started() == asked  # the bases were read from the clones' files
+    assert started == []  # and so by this thread alone
+
+
+def test_once_a_run_asks_git_the_rest_are_loaded_by_a_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trysquare.git import running
+
+    experiment = _git_runs(tmp_path / "exp", 6, packed=True)
+    asked = running.processes_started()
+    started = _threads_started(monkeypatch)
+    (found,) = discover([experiment])
+    assert len(found.runs) == 6 and not found.errors
+    assert [run.id for run in found.runs] == [f"g{index:02d}" for index in range(6)]
+    assert running.processes_started() > asked  # packed bases: git was asked
+    assert started  # git processes overlap in a pool

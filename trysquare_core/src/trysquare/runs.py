@@ -431,14 +431,29 @@ def _load_each(
     """``load`` of each of ``run_files`` (last first), in order. A lone run, or any number
     ``in_this_thread`` (a replay, which asks git nothing), is loaded here, since a pool would
     only hand it to another thread and back (and a one-run command would import
-    ``concurrent.futures`` with ``logging`` for it)."""
+    ``concurrent.futures`` with ``logging`` for it).
+
+    Otherwise runs are loaded here too until one of them asks git (its base is a packed
+    object, say): reading a clone's refs and loose objects is the interpreter's work, and
+    threads doing it only hand the interpreter back and forth at every file read; git
+    processes are worth overlapping, so the rest go to a pool then."""
+    pending = _drain(run_files)
     if in_this_thread or len(run_files) <= 1:
-        yield from map(load, _drain(run_files))
+        yield from map(load, pending)
+        return
+    from trysquare.git.running import processes_started
+
+    for run_file in pending:
+        before = processes_started()
+        yield load(run_file)
+        if processes_started() != before:
+            break
+    else:
         return
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=io_workers()) as pool:
-        yield from bounded_map(pool, load, _drain(run_files), window=2 * io_workers())
+        yield from bounded_map(pool, load, pending, window=2 * io_workers())
 
 
 def discover(paths: Iterable[Path], *, replay: bool = False) -> list[Experiment]:

@@ -116,6 +116,15 @@ def _timed_out(repo: Path, args: Sequence[str], seconds: float) -> RepoError:
     )
 
 
+# git processes this process has started (read by runs._load_each: whether loading asks git).
+_started = [0]
+
+
+def processes_started() -> int:
+    """How many git processes this process has started so far."""
+    return _started[0]
+
+
 def _run(
     git_dir: Path,
     work_tree: Path | None,
@@ -125,6 +134,7 @@ def _run(
     borrowed: bytes | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     seconds = git_timeout()
+    _started[0] += 1
     try:
         return subprocess.run(
             _argv(args),
