@@ -155,3 +155,41 @@ def replay_runs(root: Path, count: int) -> list[Any]:
 
     (found,) = discover([replay_experiment(root, count)], replay=True)
     return list(found.runs)
+
+
+def record_run(folder: Path | str, run_id: str = "r1", cell: str = "c", repo: str = "repo") -> Any:
+    """A :class:`trysquare.runs.Run` record of ``folder`` (nothing on disk), for tests of what
+    is done with runs rather than of loading them."""
+    from trysquare.runs import Run
+
+    return Run(
+        dir=folder,
+        id=run_id,
+        cell=cell,
+        repetition=1,
+        repo=Path(folder, repo),
+        base="HEAD",
+        base_commit=None,
+        prompt=Path(folder, "prompt.txt"),
+        session=None,
+        session_format=None,
+        trace=None,
+        model=None,
+        given=(),
+        etalon=None,
+    )
+
+
+def threads_started(monkeypatch: Any) -> list[str]:
+    """The names of the threads started from now on (``monkeypatch`` undoes the counting)."""
+    import threading
+
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    return started

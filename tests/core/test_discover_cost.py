@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 import pytest
 from trysquare import runs
 from trysquare.errors import RunError
 from trysquare.runs import discover
+
+from tests.helpers import threads_started
 
 
 def _run(folder: Path, index: int) -> None:
@@ -29,14 +30,7 @@ def test_a_replay_loads_its_runs_in_the_calling_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     experiment = _experiment(tmp_path / "exp", 12)
-    started: list[str] = []
-    start = threading.Thread.start
-
-    def counted(thread: threading.Thread) -> None:
-        started.append(thread.name)
-        start(thread)
-
-    monkeypatch.setattr(threading.Thread, "start", counted)
+    started = threads_started(monkeypatch)
     (found,) = discover([experiment], replay=True)
     assert [run.id for run in found.runs] == [f"r{index:03d}" for index in range(12)]
     assert started == []  # loading a replay's runs is the interpreter's work: no pool
@@ -161,43 +155,19 @@ def _git_runs(root: Path, count: int, *, packed: bool) -> Path:
     return root
 
 
-def _threads_started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    started: list[str] = []
-    start = threading.Thread.start
-
-    def counted(thread: threading.Thread) -> None:
-        started.append(thread.name)
-        start(thread)
-
-    monkeypatch.setattr(threading.Thread, "start", counted)
-    return started
-
-
-def test_runs_whose_base_needs_no_git_are_loaded_in_the_calling_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("packed", [False, True], ids=["loose", "packed"])
+def test_runs_are_loaded_in_the_calling_thread_until_one_asks_git(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packed: bool
 ) -> None:
+    """Bases read from the clones' files: no thread. Packed bases ask git, whose processes
+    overlap in a pool."""
     from trysquare.git import running
 
-    experiment = _git_runs(tmp_path / "exp", 6, packed=False)
+    experiment = _git_runs(tmp_path / "exp", 6, packed=packed)
     asked = running.processes_started()
-    started = _threads_started(monkeypatch)
+    started = threads_started(monkeypatch)
     (found,) = discover([experiment])
-    assert len(found.runs) == 6 and not found.errors
-    assert all(run.base_commit for run in found.runs)
-    assert running.processes_started() == asked  # the bases were read from the clones' files
-    assert started == []  # and so by this thread alone
-
-
-def test_once_a_run_asks_git_the_rest_are_loaded_by_a_pool(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from trysquare.git import running
-
-    experiment = _git_runs(tmp_path / "exp", 6, packed=True)
-    asked = running.processes_started()
-    started = _threads_started(monkeypatch)
-    (found,) = discover([experiment])
-    assert len(found.runs) == 6 and not found.errors
     assert [run.id for run in found.runs] == [f"g{index:02d}" for index in range(6)]
-    assert running.processes_started() > asked  # packed bases: git was asked
-    assert started  # git processes overlap in a pool
+    assert not found.errors and all(run.base_commit for run in found.runs)
+    assert (running.processes_started() > asked) is packed
+    assert bool(started) is packed

@@ -9,24 +9,11 @@ import pytest
 from trysquare import run_records
 from trysquare.run_records import Run
 
+from tests.helpers import record_run
+
 
 def _run(folder: str, repo: str = "repo") -> Run:
-    return Run(
-        dir=folder,
-        id="r1",
-        cell="c",
-        repetition=1,
-        repo=Path(folder, repo),
-        base="HEAD",
-        base_commit=None,
-        prompt=Path(folder, "prompt.txt"),
-        session=None,
-        session_format=None,
-        trace=None,
-        model=None,
-        given=(),
-        etalon=None,
-    )
+    return record_run(folder, repo=repo)
 
 
 def test_a_runs_folder_and_clone_are_built_once_while_in_hand() -> None:

@@ -20,7 +20,7 @@ from trysquare.sandbox import SWITCH, sandbox_enabled
 from trysquare.scenario import load_scenario
 from trysquare.testing import build_matrix
 
-from tests.helpers import write_scenario, write_script
+from tests.helpers import threads_started, write_scenario, write_script
 
 pytestmark = pytest.mark.fast
 
@@ -202,14 +202,7 @@ def test_clones_checked_early_are_checked_by_the_thread_taking_results_back(
     matrix, monkeypatch
 ) -> None:
     scenario, experiment = matrix
-    started: list[str] = []
-    start = threading.Thread.start
-
-    def counted(thread: threading.Thread) -> None:
-        started.append(thread.name)
-        start(thread)
-
-    monkeypatch.setattr(threading.Thread, "start", counted)
+    started = threads_started(monkeypatch)
     checked: list[str] = []
     changes = planning.RunPlan.clone_changes
 

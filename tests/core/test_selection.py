@@ -10,26 +10,11 @@ from trysquare.errors import RunError, UsageError
 from trysquare.runs import Experiment, Run
 from trysquare.selection import Selection
 
-from tests.helpers import write_scenario, write_script
+from tests.helpers import record_run, write_scenario, write_script
 
 
 def fake_run(root: Path, run_id: str, cell: str) -> Run:
-    return Run(
-        dir=root / run_id,
-        id=run_id,
-        cell=cell,
-        repetition=1,
-        repo=root / run_id / "repo",
-        base="HEAD",
-        base_commit=None,
-        prompt=root / run_id / "prompt.txt",
-        session=None,
-        session_format=None,
-        trace=None,
-        model=None,
-        given=(),
-        etalon=None,
-    )
+    return record_run(root / run_id, run_id, cell)
 
 
 def test_globs_choose_runs_and_unreadable_folders(tmp_path: Path) -> None:
