@@ -509,3 +509,42 @@ def test_cold_validators_beside_a_warm_one_leave_its_server_alone(
         assert json.loads((run / "cold.json").read_text())["metrics"]["other"].endswith(
             "parent True"
         )
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="strays are hunted on Linux")
+def test_a_stray_hunt_racing_a_server_start_never_takes_the_server_for_a_stray(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another worker's cold run ends its strays just as a warm server has been started (in a
+    session of its own, a child of validate): the hunt waits until the server is known as
+    ours, and leaves it alone."""
+    import subprocess
+    import threading
+
+    from trysquare import _process
+
+    _process._become_subreaper()  # as a confined cold start makes it
+    script = write_script(tmp_path / "s", "warm.py", STATEFUL)
+    real_popen = subprocess.Popen
+    hunted = threading.Event()
+
+    class PopenThenHunt(real_popen):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*args, **kwargs)
+
+            def hunt() -> None:  # a finished cold child's strays, by its (long gone) leader
+                _process._end_strays(leader=2**22 + 1, token="not-the-servers")
+                hunted.set()
+
+            threading.Thread(target=hunt, daemon=True).start()
+            hunted.wait(1.0)  # without the start's lock the hunt runs to its end meanwhile
+
+    monkeypatch.setattr(subprocess, "Popen", PopenThenHunt)
+    env = {**os.environ, "RUNNER_PID": str(os.getpid())}
+    server = _warm._Server.start(script, "evaluate", env)
+    monkeypatch.setattr(subprocess, "Popen", real_popen)
+    try:
+        assert hunted.wait(10.0)  # the hunt ran, once the server was known as ours
+        assert server.alive()
+    finally:
+        server.stop()

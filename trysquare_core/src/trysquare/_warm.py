@@ -336,6 +336,9 @@ class _Server:
         import subprocess
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # As for any child started in a session of its own: until it is in _live_groups,
+        # another worker's cold run ending its strays would take the server for one of them.
+        _process._spawning.acquire()
         try:
             process = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, str(theirs.fileno()), str(script), entry],
@@ -347,11 +350,12 @@ class _Server:
                 start_new_session=True,
                 cwd="/",
             )
+            # A live group of ours: a cold run ending its strays never takes the server (our
+            # child in a session of its own) for one, and an interruption kills it.
+            _process._live_groups.add(process.pid)
         finally:
+            _process._spawning.release()
             theirs.close()
-        # A live group of ours: a cold run ending its strays never takes the server (our
-        # child in a session of its own) for one, and an interruption kills it.
-        _process._live_groups.add(process.pid)
         server = cls(process, ours)
         try:
             said = server._receive(time.monotonic() + _START_TIMEOUT)
