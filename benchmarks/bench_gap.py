@@ -16,6 +16,7 @@ trysquare (an earlier checkout's ``.venv/bin/python``), marked ``(against)``. Th
 is the same file for both: it runs with this interpreter's ``trysquare.assay``.
 
 Usage: python benchmarks/bench_gap.py [--runs N] [--rounds N] [--against PYTHON] [--jobs N]
+       [--quick]  (40 runs, one round: what ``benchmarks/run --quick`` asks)
 """
 
 from __future__ import annotations
@@ -85,7 +86,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--against", help="another interpreter whose trysquare runs beside")
+    parser.add_argument("--quick", action="store_true", help="40 runs, 1 round")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.rounds = 40, 1
     pythons = {"": sys.executable}
     if args.against:
         pythons[" (against)"] = args.against
