@@ -193,3 +193,29 @@ def threads_started(monkeypatch: Any) -> list[str]:
 
     monkeypatch.setattr(threading.Thread, "start", counted)
     return started
+
+
+def one_run_probes(scenario: Path, experiment: Path, env: dict[str, str], after: str) -> None:
+    """Validate the one run under ``experiment`` (its context built), then run ``validate
+    --replay --force`` and ``report`` on it, each in ``python -c`` with the code ``after``
+    run once the command ended; that code's last printed line must be ``[]`` (what it found
+    that should not be there). Each process is built by the same probe: its ``sys.path`` is
+    the one the entry-point cache was kept for."""
+    probe = f"import sys\nfrom trysquare.cli import main\ncode = main(sys.argv[1:])\n{after}"
+    probe += "raise SystemExit(code)\n"
+    commands = (
+        ["validate", str(scenario), str(experiment), "--no-progress"],
+        ["validate", str(scenario), str(experiment), "--no-progress", "--replay", "--force"],
+        ["report", str(scenario), str(experiment)],
+    )
+    for index, command in enumerate(commands):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *command],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        if index:  # the first only built the context
+            assert done.stdout.strip().splitlines()[-1] == "[]", command

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from trysquare import _env, _shown, _words
 from trysquare._lazy_pattern import LazyPattern
 from trysquare.git import dotgit
 
-from tests.helpers import scored_run
+from tests.helpers import one_run_probes, scored_run
 
 
 def test_a_lazy_pattern_compiles_on_first_use_and_answers_as_re() -> None:
@@ -54,32 +52,9 @@ def test_a_one_run_replay_and_report_compile_none_of_the_patterns_they_never_use
     cli_process, make_run, tmp_path: Path
 ) -> None:
     scenario = scored_run(make_run, tmp_path)
-    probe = (
-        "import sys\nfrom trysquare.cli import main\ncode = main(sys.argv[1:])\n"
+    after = (
         f"names = {NEVER_ON_ONE_RUN!r}\n"
         "print(sorted(f'{module}.{name}' for module, name in names.items()\n"
         "    if module in sys.modules and getattr(sys.modules[module], name)._compiled))\n"
-        "raise SystemExit(code)\n"
     )
-    experiment = str(tmp_path / "exp")
-    built = subprocess.run(
-        [sys.executable, "-m", "trysquare", "validate", str(scenario), experiment, "--no-progress"],
-        env=cli_process.env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr
-    for command in (
-        ["validate", str(scenario), experiment, "--no-progress", "--replay", "--force"],
-        ["report", str(scenario), experiment],
-    ):
-        done = subprocess.run(
-            [sys.executable, "-c", probe, *command],
-            env=cli_process.env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.strip().splitlines()[-1] == "[]", command
+    one_run_probes(scenario, tmp_path / "exp", cli_process.env, after)

@@ -7,8 +7,6 @@ door, a warm server), ``statistics`` (a power computed), ``csv`` (a CSV report).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ import pytest
 from trysquare import _convert, _plain_structure
 from trysquare.errors import ScenarioError
 
-from tests.helpers import scored_run
+from tests.helpers import one_run_probes, scored_run
 
 NEVER_ON_ONE_RUN = (
     "cattrs",
@@ -36,34 +34,8 @@ def test_a_one_run_replay_and_report_import_none_of_what_they_never_use(
     # Landlock on, clones are checked early; off (as under valgrind), late: both in this thread.
     env = {**cli_process.env, "TRYSQUARE_SANDBOX": sandbox}
     scenario = scored_run(make_run, tmp_path)
-    probe = (
-        "import sys\nfrom trysquare.cli import main\ncode = main(sys.argv[1:])\n"
-        f"print(sorted(set({NEVER_ON_ONE_RUN!r}) & set(sys.modules)))\n"
-        "raise SystemExit(code)\n"
-    )
-    experiment = str(tmp_path / "exp")
-    # Built by the probe too: its sys.path is the one the entry-point cache was kept for.
-    built = subprocess.run(
-        [sys.executable, "-c", probe, "validate", str(scenario), experiment, "--no-progress"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr
-    for command in (
-        ["validate", str(scenario), experiment, "--no-progress", "--replay", "--force"],
-        ["report", str(scenario), experiment],
-    ):
-        done = subprocess.run(
-            [sys.executable, "-c", probe, *command],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.strip().splitlines()[-1] == "[]", command
+    after = f"print(sorted(set({NEVER_ON_ONE_RUN!r}) & set(sys.modules)))\n"
+    one_run_probes(scenario, tmp_path / "exp", env, after)
 
 
 class Colour(str):
