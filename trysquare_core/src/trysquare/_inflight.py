@@ -1,11 +1,11 @@
 """Validations in flight: one run's code never ends the matrix for good.
 
 Before a validator starts on a run, trysquare writes a marker in the experiment's own
-``.trysquare/inflight/`` folder (one small signed entry per run × validator); when its
-validator has exited (and all it started with it), the marker goes. Each entry is written into a slot file of this
-``validate`` (one per validation running at once, made when first needed and removed
-at the end), emptied when the validator exits and written again for the next
-validation: making a file costs the kernel far more than writing one, and this happens
+``.trysquare/inflight/`` folder (one small signed entry per run × validator); when the
+validator has exited (and all it started with it), the marker goes. Each entry is written
+into a slot file of this ``validate`` (one per validation running at once, made when first
+needed and removed at the end), emptied when the validator exits and written again for the
+next validation: making a file costs the kernel far more than writing one, and this happens
 for every task. A marker found by the next ``validate`` therefore says
 that trysquare ended — killed by anything, SIGKILL included, or interrupted — while that
 validation ran. That ``validate`` names the run, runs the rest of the matrix first, and
