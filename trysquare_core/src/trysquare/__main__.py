@@ -1,3 +1,3 @@
-from trysquare.cli import main
+from trysquare._console import main
 
 raise SystemExit(main())

@@ -20,6 +20,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from trysquare import _collector
 from trysquare._shown import shown
 from trysquare._version import __version__
 from trysquare.cli.parser import _ArgumentsError, build_parser
@@ -31,6 +32,7 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the console script, ``python -m trysquare``: the process ends after
+        _collector.pause()  # when not already paused by the console script
         try:
             return _command(sys.argv[1:])
         finally:
@@ -83,6 +85,8 @@ def _main(argv: list[str]) -> int:
         if getattr(args, "handler", None) is None:
             parser.print_help()
             return 2
+        if not getattr(args, "resumes_collector_at_load", False):
+            _collector.resume()  # a command that loads no experiment (a plugin's, `view`)
         return int(args.handler(args))
     except TrysquareError as error:
         if debug:

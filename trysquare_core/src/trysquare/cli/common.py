@@ -21,9 +21,15 @@ def _load(path: Path, config: Path | None = None, *, runs_validators: bool = Tru
 
 
 def load_experiments(paths: Sequence[Path], *, replay: bool = False) -> list[Experiment]:
-    """The experiments below ``paths`` (see :func:`trysquare.runs.load_experiments`)."""
+    """The experiments below ``paths`` (see :func:`trysquare.runs.load_experiments`).
+
+    The command's start ends here: the collector, paused while it started, resumes
+    (:mod:`trysquare._collector`).
+    """
+    from trysquare import _collector
     from trysquare.runs import load_experiments as load
 
+    _collector.resume()
     return load(paths, replay=replay)
 
 

@@ -184,7 +184,7 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             help="also write the results as JUnit XML to FILE (relative to the current directory): "
             "a testsuite per cell, a testcase per run x validator",
         )  # fmt: skip
-        validate.set_defaults(handler=_validate)
+        validate.set_defaults(handler=_validate, resumes_collector_at_load=True)
 
     if wanted("check"):
         check = commands.add_parser(
@@ -202,7 +202,7 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             "--format", choices=("text", "json"), default="text",
             help="json: one object on stdout (schema_version, validators, blinding, problems); errors stay on stderr",
         )  # fmt: skip
-        check.set_defaults(handler=_check)
+        check.set_defaults(handler=_check, resumes_collector_at_load=True)
 
     if wanted("context"):
         context = commands.add_parser(
@@ -259,7 +259,7 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             help="print only the runs with an invalid result or an unjudged or pending metric, and why",
         )
         add_selection_options(report, files_note=True)
-        report.set_defaults(handler=_report)
+        report.set_defaults(handler=_report, resumes_collector_at_load=True)
 
     if wanted("trust"):
         trust = commands.add_parser(
@@ -268,7 +268,7 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
         trust.add_argument("scenario", type=Path)
         trust.add_argument("path", type=Path)
         add_selection_options(trust)
-        trust.set_defaults(handler=_trust)
+        trust.set_defaults(handler=_trust, resumes_collector_at_load=True)
 
     if wanted("plan"):
         plan = commands.add_parser(
@@ -288,7 +288,7 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             metavar="N",
             help="spread N more runs over the cells where they buy the most certainty",
         )
-        plan.set_defaults(handler=_plan)
+        plan.set_defaults(handler=_plan, resumes_collector_at_load=True)
 
     if wanted("record"):
         record = commands.add_parser(
