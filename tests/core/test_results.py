@@ -196,3 +196,53 @@ def test_measures_rows_come_in_order_without_reading_a_run_twice(
     assert read == []  # nothing read before the first row is asked for
     assert next(rows)["id"] == "x" and read == ["x"]
     assert [row["id"] for row in rows] == ["y", "z"] and read == ["x", "y", "z"]
+
+
+def test_a_replaced_result_goes_to_its_history_through_one_open_of_it(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history's last line is checked and the replaced result appended through one
+    descriptor (a kill between the two writes leaves that line last: not appended twice)."""
+    import os
+
+    first = {"metrics": {"m": 1}, "reasons": {}, "state": "valid", "error": None}
+    results.write_result(run, "score", first, None)
+    history = run.validation_dir / "score.history.jsonl"
+    opened: list[str] = []
+    real = _atomic.os.open
+
+    def counting(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        opened.append(os.fspath(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(_atomic.os, "open", counting)
+    results.write_result(run, "score", {**first, "metrics": {"m": 2}}, None)
+    assert opened.count(history.name) == 1
+    (line,) = history.read_bytes().splitlines()
+    # Killed after the append, before the replacement: the same line is not appended again.
+    (run.validation_dir / "score.json").write_bytes(
+        _atomic.encode(_atomic.dump_json(results.sign_result(run, "score", first)))
+    )
+    results.write_result(run, "score", {**first, "metrics": {"m": 3}}, None)
+    assert history.read_bytes().splitlines() == [line]
+
+
+def test_a_stderr_kept_already_is_known_by_its_size_then_its_bytes(tmp_path: Path) -> None:
+    """``Folder.holds``: a file of another size differs unread; one of the same size is
+    compared byte for byte; an empty one holds an empty stderr; a FIFO is refused."""
+    import os
+
+    folder_path = tmp_path / "run" / "validation"
+    folder_path.mkdir(parents=True)
+    (folder_path / "s.stderr").write_bytes(b"")
+    (folder_path / "t.stderr").write_bytes(b"same size")
+    os.mkfifo(folder_path / "f.stderr")
+    with _atomic.folder(folder_path, root=tmp_path / "run") as folder:
+        assert folder.holds("s.stderr", b"")
+        assert not folder.holds("s.stderr", b"x")
+        assert not folder.holds("absent.stderr", b"")
+        assert folder.holds("t.stderr", b"same size")
+        assert not folder.holds("t.stderr", b"sane size")
+        assert not folder.holds("t.stderr", b"same size!")
+        with pytest.raises(_atomic.UnsafePath, match="not a regular file"):
+            folder.holds("f.stderr", b"")

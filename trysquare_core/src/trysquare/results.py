@@ -322,9 +322,7 @@ def _append_once(folder: _atomic.Folder, history: str, raw: bytes) -> None:
     except (ValueError, RecursionError):
         previous = {"unreadable": raw.decode("utf-8", errors="replace")}
     # A kill between the append and the replacement leaves this line last already.
-    line = _atomic.json_line(previous)
-    if folder.last_line(history) != line:
-        folder.append(history, line)
+    folder.append_once(history, _atomic.json_line(previous))
 
 
 def refuse_planted_links(run: Run, name: str) -> None:
