@@ -1,5 +1,8 @@
 """What trysquare records beside each run, and ``measures.json`` rebuilt from it.
 
+(It is over 600 lines because a result is written, signed, verified and read back into
+``measures.json`` by the one module that knows its file.)
+
 ``validation/<name>.json`` holds the current result; every result it replaced
 is appended to ``validation/<name>.history.jsonl``, so nothing is ever lost.
 
@@ -101,13 +104,30 @@ def _signed_part(run: Identified, name: str, document: Mapping[str, Any]) -> dic
     }
 
 
+def _signed_text(run: Identified, name: str, body_text: str) -> str:
+    """:func:`_signing.canonical` of :func:`_signed_part` for a document whose canonical text
+    (signature left out) is ``body_text``: the same text, the body not encoded again (sorted
+    keys: ``kind``, ``result``, ``run``, ``validator``)."""
+    canonical = _signing.canonical
+    whose = canonical({"id": run.id, "cell": run.cell, "repetition": run.repetition})
+    return (
+        f'{{"kind":"trysquare result","result":{body_text},"run":{whose},'
+        f'"validator":{canonical(name)}}}'
+    )
+
+
 def sign_result(run: Identified, name: str, document: Mapping[str, Any]) -> dict[str, Any]:
     """``document`` with this machine's signature for ``run``'s result of validator ``name``
     (any signature it held is replaced). The same document always gets the same signature.
     """
+    body = {k: v for k, v in document.items() if k != SIGNATURE}
+    text = _signing.canonical(body)
     # The signing key is never written where it could be read back (a reason quoting it).
-    body = _signing.scrub({k: v for k, v in document.items() if k != SIGNATURE})
-    mac = _signing.mac(_signed_part(run, name, body))
+    # Its text (hex) is in the canonical text wherever a string holds it: scrubbed then.
+    if _signing.names_the_key(text):
+        body = _signing.scrub(body)
+        text = _signing.canonical(body)
+    mac = _signing.mac_text(_signed_text(run, name, text))
     return {**body, SIGNATURE: {"key": _signing.fingerprint(), "mac": mac}}
 
 
