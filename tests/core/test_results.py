@@ -246,3 +246,31 @@ def test_a_stderr_kept_already_is_known_by_its_size_then_its_bytes(tmp_path: Pat
         assert not folder.holds("t.stderr", b"same size!")
         with pytest.raises(_atomic.UnsafePath, match="not a regular file"):
             folder.holds("f.stderr", b"")
+
+
+def test_the_signed_text_is_the_canonical_text_of_the_signed_part() -> None:
+    """sign_result builds the MAC's text around the body's canonical text: it must be the
+    text canonical() gives for the whole signed part, for any run and document."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from trysquare import _signing
+
+    text = st.text(max_size=12)
+    values = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | text,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+        max_leaves=12,
+    )
+
+    class Whose:
+        def __init__(self, id: str, cell: str, repetition: int | None) -> None:
+            self.id, self.cell, self.repetition = id, cell, repetition
+
+    @settings(max_examples=300, deadline=None)
+    @given(text, text, st.none() | st.integers(), text, st.dictionaries(text, values, max_size=5))
+    def check(id: str, cell: str, repetition: int | None, name: str, body: dict) -> None:  # type: ignore[type-arg]
+        whose = Whose(id, cell, repetition)
+        expected = _signing.canonical(results._signed_part(whose, name, body))
+        assert results._signed_text(whose, name, _signing.canonical(body)) == expected
+
+    check()
