@@ -257,7 +257,11 @@ def test_the_signed_text_is_the_canonical_text_of_the_signed_part() -> None:
 
     text = st.text(max_size=12)
     values = st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | text,
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | text,
         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
         max_leaves=12,
     )
@@ -274,3 +278,45 @@ def test_the_signed_text_is_the_canonical_text_of_the_signed_part() -> None:
         assert results._signed_text(whose, name, _signing.canonical(body)) == expected
 
     check()
+
+
+def test_a_history_s_last_line_is_read_back_from_its_end_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last complete line (a torn one after it is not a line) as splitting the whole
+    file says it, read from a few kilobytes at the end of a long history."""
+    import os
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    path = tmp_path / "h.jsonl"
+
+    def by_splitting(data: bytes) -> bytes | None:
+        complete = data.split(b"\n")[:-1]
+        return complete[-1] if complete else None
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.lists(st.binary(max_size=9000).map(lambda b: b.replace(b"\n", b"")), max_size=5),
+        st.booleans(),
+        st.binary(max_size=5000).map(lambda b: b.replace(b"\n", b"")),
+    )
+    def check(lines: list[bytes], ended: bool, torn: bytes) -> None:
+        data = b"\n".join(lines) + (b"\n" if ended else b"") + torn
+        path.write_bytes(data)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert _atomic._last_line_of(fd, len(data)) == by_splitting(data)
+        finally:
+            os.close(fd)
+
+    check()
+    long = b"".join(b'{"line": %d}\n' % n for n in range(100_000))
+    path.write_bytes(long)
+    read: list[int] = []
+    real = _atomic.os.pread
+    monkeypatch.setattr(_atomic.os, "pread", lambda fd, n, at: read.append(n) or real(fd, n, at))
+    with _atomic.folder(tmp_path, root=tmp_path.parent) as folder:
+        assert folder.last_line(path.name) == b'{"line": 99999}'
+    assert sum(read) <= 4096

@@ -483,20 +483,25 @@ class Folder:
 
 def _last_line_of(fd: int, end: int) -> bytes | None:
     """The last complete line of the first ``end`` bytes of ``fd`` (without its newline),
-    read back from the end only as far as the line before the last newline: a long history
-    costs no more than its last line. A torn last line (a kill mid-append) has no newline:
-    it is not a line."""
+    read back from the end only as far as the newline before it: a long history costs no
+    more than its last line. A torn last line (a kill mid-append) has no newline: it is not
+    a line."""
     position = end
     tail = b""
+    step = 4096  # a line or two of a history; doubled while no whole line is in hand
     while position > 0:
-        step = min(65536, position)
-        position -= step
-        tail = os.pread(fd, step, position) + tail
+        taken = min(step, position)
+        position -= taken
+        tail = os.pread(fd, taken, position) + tail
+        step *= 2
         last_newline = tail.rfind(b"\n")
-        if last_newline != -1 and tail.rfind(b"\n", 0, last_newline) != -1:
-            break
-    complete = tail.split(b"\n")[:-1]
-    return complete[-1] if complete else None
+        if last_newline == -1:
+            continue
+        before = tail.rfind(b"\n", 0, last_newline)
+        if before != -1:
+            return tail[before + 1 : last_newline]
+    last_newline = tail.rfind(b"\n")
+    return None if last_newline == -1 else tail[:last_newline]
 
 
 def _read_all(fd: int, limit: int | None = None, *, size_hint: int | None = None) -> bytes:
