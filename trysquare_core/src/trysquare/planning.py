@@ -278,7 +278,16 @@ def _task(plan: RunPlan, item: _Planned, picture: clone_guard.ClonePicture | Non
     archive = results.archive_dir(run, validation.name)
     context_path = archive / "context.json"
     context, context_problem = _context_as_planned(context_path, context_sha, run.dir)
-    previous, previous_problem = _previous_as_planned(run, validation.name, previous_sha, trusted)
+    refused = context_problem is not None or (picture is not None and picture.problem is not None)
+    # A mode that never reads the result it replaces (and a run not refused, whose refusal
+    # would keep that result's metrics) is handed none: the file is held to what planning
+    # read when it is replaced (results.write_result_digested), one read serving both.
+    check_replaced = not validation.reads_previous and not refused
+    previous, previous_problem = (
+        (None, None)
+        if check_replaced
+        else _previous_as_planned(run, validation.name, previous_sha, trusted)
+    )
     problem = context_problem or previous_problem
     if problem is not None and (picture is None or picture.problem is None):
         # Not run: recorded invalid with why, as a refused clone is (execute_task).
@@ -307,6 +316,8 @@ def _task(plan: RunPlan, item: _Planned, picture: clone_guard.ClonePicture | Non
         declared_elsewhere=plan.shared.declarers,
         clone_before=picture,
         rerun_suite=plan.shared.rerun_suite,
+        replaces_as_planned=previous_sha,
+        check_replaced=check_replaced,
     )
 
 

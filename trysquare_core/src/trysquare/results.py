@@ -35,8 +35,10 @@ from trysquare.scenario import Scenario
 
 __all__ = [
     "MEASURES_FILE",
+    "REPLACING_ANY",
     "SIGNATURE",
     "Identified",
+    "ReplacedChanged",
     "UnreadableResult",
     "UnsignedResult",
     "adopt_result",
@@ -281,18 +283,45 @@ def write_result(
     return write_result_digested(run, name, document, stderr)[0]
 
 
+class ReplacedChanged(Exception):
+    """The result file a task was to replace is not the one planning read: something other
+    than trysquare wrote it during validate (nothing was written)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path} was changed during validate by something other than trysquare")
+
+
+REPLACING_ANY = b""  # ``replacing``: whatever the file holds is replaced (no sha256 is empty)
+
+
 def write_result_digested(
-    run: Run, name: str, document: Mapping[str, Any], stderr: bytes | None
+    run: Run,
+    name: str,
+    document: Mapping[str, Any],
+    stderr: bytes | None,
+    *,
+    replacing: bytes | None = REPLACING_ANY,
 ) -> tuple[dict[str, Any], bytes]:
     """:func:`write_result`, and the sha256 of the bytes the result file was given (what
-    :class:`trysquare.result_guard.ResultWatch` holds the file to, not computed twice)."""
+    :class:`trysquare.result_guard.ResultWatch` holds the file to, not computed twice).
+
+    ``replacing``: the sha256 the result file's bytes must have (``None``: there must be
+    none), checked on the very bytes moved to the history; :class:`ReplacedChanged`, and
+    nothing written, when they differ.
+    """
     signed = sign_result(run, name, document)
     if stderr is not None:
         stderr = _signing.scrub_bytes(stderr)
     data = _atomic.encode(_atomic.dump_json(signed))
     # One walk to validation/ for the four files: this runs once per task.
     with _atomic.folder(run.validation_dir, root=run.dir) as folder:
-        _move_to_history(folder, f"{name}.json", f"{name}.history.jsonl")
+        replaced = _read_if_there(folder, f"{name}.json")
+        if replacing != REPLACING_ANY and replacing != (
+            None if replaced is None else hashlib.sha256(replaced).digest()
+        ):
+            raise ReplacedChanged(result_path(run, name))
+        if replaced is not None:
+            _append_once(folder, f"{name}.history.jsonl", replaced)
         if stderr is not None and not folder.holds(f"{name}.stderr", stderr):
             folder.write(f"{name}.stderr", stderr)
         folder.write(f"{name}.json", data)
