@@ -1,5 +1,8 @@
 """Finished runs: ``run.toml`` files, and finding every one below a folder.
 
+(It is over 600 lines because every input a ``run.toml`` names is checked here, against
+links, hard links and special files the agent may have left, before any command reads it.)
+
 A run whose ``run.toml`` is malformed, whose ``repo`` is not a git repository or
 whose ``base`` does not resolve is reported by path and skipped; the others
 proceed.
