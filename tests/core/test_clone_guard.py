@@ -99,8 +99,58 @@ def test_a_clone_is_pictured_once_before_and_once_after_however_many_validators_
     monkeypatch.setattr(
         clone_guard,
         "stat_picture",
-        lambda clone, skip=(): walks.append(Path(clone).parent.name) or real(clone, skip),
+        lambda clone, skip=(), known=None: (
+            walks.append(Path(clone).parent.name) or real(clone, skip, known)
+        ),
     )
     done = cli("validate", scenario, tmp_path / "exp", "--no-progress", "--jobs", "2")
     assert done.returncode == 0, done.stderr
     assert sorted(walks) == ["r1", "r1", "r2", "r2"]
+
+
+def _folders_listed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    listed: list[str] = []
+    real = clone_guard.os.scandir
+
+    def scandir(path):  # type: ignore[no-untyped-def]
+        listed.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(clone_guard.os, "scandir", scandir)
+    return listed
+
+
+def test_a_walk_knowing_the_picture_before_lists_only_folders_a_name_came_to_or_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clone = tmp_path / "clone"
+    (clone / "src" / "deep").mkdir(parents=True)
+    (clone / "docs").mkdir()
+    (clone / "src" / "deep" / "a.py").write_text("a = 1\n")
+    (clone / "docs" / "guide.md").write_text("guide\n")
+    before = clone_guard.stat_picture(clone)
+    listed = _folders_listed(monkeypatch)
+    assert clone_guard.stat_picture(clone, known=before) == before
+    assert listed == [str(clone)]  # the clone's own folder alone, every other one unchanged
+    listed.clear()
+    (clone / "src" / "deep" / "stray.py").write_text("stray\n")
+    (clone / "docs" / "guide.md").write_text("guide, edited\n")
+    after = clone_guard.stat_picture(clone, known=before)
+    assert str(clone / "src" / "deep") in listed and str(clone / "docs") not in listed
+    assert after == clone_guard.stat_picture(clone)
+    assert "src/deep/stray.py" in after and after["docs/guide.md"] != before["docs/guide.md"]
+
+
+def test_a_folder_whose_names_are_not_plain_text_is_always_listed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    clone = tmp_path / "clone"
+    (clone / "odd").mkdir(parents=True)
+    (clone / "odd" / os.fsdecode(b"caf\xe9.py")).write_text("x\n")  # not UTF-8: an escaped key
+    (clone / "odd" / "plain.py").write_text("x\n")
+    before = clone_guard.stat_picture(clone)
+    listed = _folders_listed(monkeypatch)
+    assert clone_guard.stat_picture(clone, known=before) == before
+    assert str(clone / "odd") in listed

@@ -34,7 +34,8 @@ def test_a_small_file_is_digested_without_a_file_object_or_a_megabyte_read(
 
     monkeypatch.setattr(os, "read", counted)
     assert context._file_digest(path) == hashlib.sha256(b"done\n").digest()
-    assert asked == [6, 6]  # its size and one more, then the end: no megabyte asked for
+    # Its size and one more, the end met there: no second read, no megabyte asked for.
+    assert asked == [6]
 
 
 def test_a_missing_file_raises_as_before(tmp_path: Path) -> None:

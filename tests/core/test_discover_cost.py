@@ -171,3 +171,32 @@ def test_runs_are_loaded_in_the_calling_thread_until_one_asks_git(
     assert not found.errors and all(run.base_commit for run in found.runs)
     assert (running.processes_started() > asked) is packed
     assert bool(started) is packed
+
+
+def test_a_replay_looks_at_each_input_of_a_run_once_or_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prompt: its stat (what it is) and its entry (a link?); response.md: its entry alone
+    (followed only when it is a link); nothing asked twice."""
+    experiment = _experiment(tmp_path / "exp", 3)
+    for folder in (experiment / "runs").iterdir():
+        (folder / "prompt.txt").write_text("do it\n")
+        (folder / "response.md").write_text("done\n")
+    looked: list[str] = []
+    stat, lstat = os.stat, os.lstat
+
+    def counted(real):  # type: ignore[no-untyped-def]
+        def look(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+            looked.append(os.path.basename(os.fspath(path)))
+            return real(path, *args, **kwargs)
+
+        return look
+
+    monkeypatch.setattr(os, "stat", counted(stat))
+    monkeypatch.setattr(os, "lstat", counted(lstat))
+    (found,) = discover([experiment], replay=True)
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "lstat", lstat)
+    assert len(found.runs) == 3
+    assert looked.count("prompt.txt") == 2 * 3
+    assert looked.count("response.md") == 3

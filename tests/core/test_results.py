@@ -196,3 +196,127 @@ def test_measures_rows_come_in_order_without_reading_a_run_twice(
     assert read == []  # nothing read before the first row is asked for
     assert next(rows)["id"] == "x" and read == ["x"]
     assert [row["id"] for row in rows] == ["y", "z"] and read == ["x", "y", "z"]
+
+
+def test_a_replaced_result_goes_to_its_history_through_one_open_of_it(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history's last line is checked and the replaced result appended through one
+    descriptor (a kill between the two writes leaves that line last: not appended twice)."""
+    import os
+
+    first = {"metrics": {"m": 1}, "reasons": {}, "state": "valid", "error": None}
+    results.write_result(run, "score", first, None)
+    history = run.validation_dir / "score.history.jsonl"
+    opened: list[str] = []
+    real = _atomic.os.open
+
+    def counting(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        opened.append(os.fspath(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(_atomic.os, "open", counting)
+    results.write_result(run, "score", {**first, "metrics": {"m": 2}}, None)
+    assert opened.count(history.name) == 1
+    (line,) = history.read_bytes().splitlines()
+    # Killed after the append, before the replacement: the same line is not appended again.
+    (run.validation_dir / "score.json").write_bytes(
+        _atomic.encode(_atomic.dump_json(results.sign_result(run, "score", first)))
+    )
+    results.write_result(run, "score", {**first, "metrics": {"m": 3}}, None)
+    assert history.read_bytes().splitlines() == [line]
+
+
+def test_a_stderr_kept_already_is_known_by_its_size_then_its_bytes(tmp_path: Path) -> None:
+    """``Folder.holds``: a file of another size differs unread; one of the same size is
+    compared byte for byte; an empty one holds an empty stderr; a FIFO is refused."""
+    import os
+
+    folder_path = tmp_path / "run" / "validation"
+    folder_path.mkdir(parents=True)
+    (folder_path / "s.stderr").write_bytes(b"")
+    (folder_path / "t.stderr").write_bytes(b"same size")
+    os.mkfifo(folder_path / "f.stderr")
+    with _atomic.folder(folder_path, root=tmp_path / "run") as folder:
+        assert folder.holds("s.stderr", b"")
+        assert not folder.holds("s.stderr", b"x")
+        assert not folder.holds("absent.stderr", b"")
+        assert folder.holds("t.stderr", b"same size")
+        assert not folder.holds("t.stderr", b"sane size")
+        assert not folder.holds("t.stderr", b"same size!")
+        with pytest.raises(_atomic.UnsafePath, match="not a regular file"):
+            folder.holds("f.stderr", b"")
+
+
+def test_the_signed_text_is_the_canonical_text_of_the_signed_part() -> None:
+    """sign_result builds the MAC's text around the body's canonical text: it must be the
+    text canonical() gives for the whole signed part, for any run and document."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from trysquare import _signing
+
+    text = st.text(max_size=12)
+    values = st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | text,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+        max_leaves=12,
+    )
+
+    class Whose:
+        def __init__(self, id: str, cell: str, repetition: int | None) -> None:
+            self.id, self.cell, self.repetition = id, cell, repetition
+
+    @settings(max_examples=300, deadline=None)
+    @given(text, text, st.none() | st.integers(), text, st.dictionaries(text, values, max_size=5))
+    def check(id: str, cell: str, repetition: int | None, name: str, body: dict) -> None:  # type: ignore[type-arg]
+        whose = Whose(id, cell, repetition)
+        expected = _signing.canonical(results._signed_part(whose, name, body))
+        assert results._signed_text(whose, name, _signing.canonical(body)) == expected
+
+    check()
+
+
+def test_a_history_s_last_line_is_read_back_from_its_end_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last complete line (a torn one after it is not a line) as splitting the whole
+    file says it, read from a few kilobytes at the end of a long history."""
+    import os
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    path = tmp_path / "h.jsonl"
+
+    def by_splitting(data: bytes) -> bytes | None:
+        complete = data.split(b"\n")[:-1]
+        return complete[-1] if complete else None
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.lists(st.binary(max_size=9000).map(lambda b: b.replace(b"\n", b"")), max_size=5),
+        st.booleans(),
+        st.binary(max_size=5000).map(lambda b: b.replace(b"\n", b"")),
+    )
+    def check(lines: list[bytes], ended: bool, torn: bytes) -> None:
+        data = b"\n".join(lines) + (b"\n" if ended else b"") + torn
+        path.write_bytes(data)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert _atomic._last_line_of(fd, len(data)) == by_splitting(data)
+        finally:
+            os.close(fd)
+
+    check()
+    long = b"".join(b'{"line": %d}\n' % n for n in range(100_000))
+    path.write_bytes(long)
+    read: list[int] = []
+    real = _atomic.os.pread
+    monkeypatch.setattr(_atomic.os, "pread", lambda fd, n, at: read.append(n) or real(fd, n, at))
+    with _atomic.folder(tmp_path, root=tmp_path.parent) as folder:
+        assert folder.last_line(path.name) == b'{"line": 99999}'
+    assert sum(read) <= 4096

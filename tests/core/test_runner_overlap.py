@@ -177,11 +177,11 @@ def test_under_landlock_a_run_is_checked_once_its_tasks_are_back_beside_those_st
     checked: list[str] = []
     clone_changes = planning.RunPlan.clone_changes
 
-    def checking(plan, spill):  # type: ignore[no-untyped-def]
+    def checking(plan, spill, **held):  # type: ignore[no-untyped-def]
         checked.append(plan.run.id)
         if plan.run.id == "r1":
             go.touch()
-        return clone_changes(plan, spill)
+        return clone_changes(plan, spill, **held)
 
     monkeypatch.setattr(planning.RunPlan, "clone_changes", checking)
     started = time.monotonic()
@@ -206,9 +206,9 @@ def test_clones_checked_early_are_checked_by_the_thread_taking_results_back(
     checked: list[str] = []
     changes = planning.RunPlan.clone_changes
 
-    def clone_changes(plan, spill):  # type: ignore[no-untyped-def]
+    def clone_changes(plan, spill, **held):  # type: ignore[no-untyped-def]
         checked.append(threading.current_thread().name)
-        return changes(plan, spill)
+        return changes(plan, spill, **held)
 
     monkeypatch.setattr(planning.RunPlan, "clone_changes", clone_changes)
     summary = validate(
@@ -222,3 +222,41 @@ def test_clones_checked_early_are_checked_by_the_thread_taking_results_back(
     # of its own took every run over (four checks, none left to the late ones).
     assert checked == [threading.current_thread().name] * 4
     assert not [name for name in started if "check" in name]
+
+
+@pytest.mark.skipif(
+    not sandbox_enabled(), reason="needs Landlock: only then are clones checked early"
+)
+def test_a_clone_checked_early_is_held_to_the_picture_its_tasks_were_built_with(
+    matrix, monkeypatch
+) -> None:
+    """Each run's record is read back from the spill once, to build its tasks: the check
+    after them compares the clone with the picture held since (not read back again)."""
+    from trysquare import _spill
+
+    scenario, experiment = matrix
+    loaded: list[int] = []
+    real = _spill.Spill.load
+
+    def load(spill, number):  # type: ignore[no-untyped-def]
+        loaded.append(number)
+        return real(spill, number)
+
+    monkeypatch.setattr(_spill.Spill, "load", load)
+    checked: list[object] = []
+    changes = planning.RunPlan.clone_changes
+
+    def clone_changes(plan, spill, **held):  # type: ignore[no-untyped-def]
+        checked.append(held.get("before"))
+        return changes(plan, spill, **held)
+
+    monkeypatch.setattr(planning.RunPlan, "clone_changes", clone_changes)
+    summary = validate(
+        load_scenario(scenario),
+        discover([experiment]),
+        ValidateOptions(progress=False, jobs=2),
+        out=io.StringIO(),
+    )
+    assert summary.exit_code == 0 and summary.executed == 4
+    assert sorted(loaded) == [0, 1, 2, 3]  # once a run
+    assert len(checked) == 4 and all(before is not None for before in checked)

@@ -201,3 +201,27 @@ def test_guard_validator_forging_another_runs_result(tmp_path: Path) -> None:
     )
     assert result(second)["state"] == "valid"
     assert summary.exit_code == 1
+
+
+def test_guard_validator_adding_a_file_and_setting_its_folders_times_back(
+    tmp_path: Path,
+) -> None:
+    """The picture after validation lists again only the folders whose entry moved: a
+    validator that adds a file to a folder of the clone and puts the folder's times back
+    still moves its ctime, so the folder is listed and the file named."""
+    run = build_run(tmp_path, base={"counter.py": "x = 1\n", "pkg/mod.py": "y = 1\n"})
+    body = """
+folder = os.path.join(repo, "pkg")
+was = os.stat(folder)
+def plant():
+    with open(os.path.join(folder, "planted.py"), "w") as handle:
+        handle.write("stray\\n")
+    os.utime(folder, ns=(was.st_atime_ns, was.st_mtime_ns))
+attempt("plant", plant)
+"""
+    summary, out = run_validate(scenario(tmp_path / "s", body), run.path.parents[1])
+    assert set(attempts(run).values()) == {"wrote"}
+    recorded = result(run)
+    assert recorded["state"] == "invalid", out
+    assert "added pkg/planted.py" in recorded["error"]
+    assert summary.exit_code == 1

@@ -142,3 +142,30 @@ if os.path.basename(os.path.dirname(repo)) == 'r2':
     assert summary.exit_code == 1  # type: ignore[attr-defined]
     assert "is not a regular file" in out
     assert f"{planted_late}" in out
+
+
+def test_a_result_rewritten_while_its_own_validator_runs_is_neither_kept_nor_measured(
+    tmp_path: Path,
+) -> None:
+    """A script validator's task is not handed the result it replaces: that file is held to
+    what planning read as it is replaced. Rewritten after the task was built (here by the
+    run's own validator, as it runs), it makes the result invalid; the forged bytes go to the
+    history as any replaced file does, never into the result."""
+    first = build_run(tmp_path, "r1")
+    run_validate(scenario(tmp_path / "s", ""), tmp_path / "exp")
+    assert result(first)["state"] == "valid"
+    forged = first.path / "validation" / "attack.json"
+    body = f"""
+doc = json.load(open({str(forged)!r}))
+doc["metrics"] = {{"blocked": "forged"}}
+attempt("forge", lambda: open({str(forged)!r}, "w").write(json.dumps(doc)))
+"""
+    summary, out = run_validate(scenario(tmp_path / "s", body), tmp_path / "exp", force=True)
+    recorded = result(first)
+    assert recorded["state"] == "invalid", out
+    assert str(forged) in recorded["error"] and "changed during validate" in recorded["error"]
+    assert recorded["metrics"] == {} and recorded["reasons"] == {}
+    assert recorded["context_digest"] is None  # never reused: the next validate runs it again
+    history = (first.path / "validation" / "attack.history.jsonl").read_text().splitlines()
+    assert json.loads(history[-1])["metrics"] == {"blocked": "forged"}
+    assert summary.exit_code == 1

@@ -286,3 +286,33 @@ def test_an_experiment_copied_from_another_machine_is_not_signed_here_until_reva
     assert again.returncode == 0, again.stdout + again.stderr
     assert "run 'agent'" in again.stdout and "1 result unchanged (reused)" in again.stdout
     assert row(root, "agent")["state"] == "valid"
+
+
+def test_a_result_quoting_the_signing_key_is_written_with_the_key_scrubbed(
+    tmp_path: Path,
+) -> None:
+    """A validator that read trysquare's key and printed it (in a reason, a metric's name, a
+    note, at any depth) gets a result signed with ``***`` in its place: the key's text is
+    looked for in the result's canonical text, so no string holding it is missed."""
+    from trysquare import _signing, results
+    from trysquare.runs import load_run
+
+    built = build_run(tmp_path / "exp" / "runs" / "r1", base={"a.py": "a = 1\n"})
+    run = load_run(built.path / "run.toml")
+    key = _signing.secret().decode("ascii")
+    document = {
+        "metrics": {f"m{key}": 1},
+        "reasons": {"m": f"the key is {key}!"},
+        "state": "valid",
+        "error": None,
+        "notes": [[f"deep {key}"]],
+    }
+    signed = results.sign_result(run, "score", document)
+    assert key not in json.dumps(signed)
+    assert signed["reasons"]["m"] == "the key is ***!" and "m***" in signed["metrics"]
+    assert signed["notes"] == [["deep ***"]]
+    assert results.signature_problem(run, "score", signed) is None
+    clean = {"metrics": {"m": 1}, "reasons": {"m": "fine"}, "state": "valid", "error": None}
+    signed = results.sign_result(run, "score", clean)
+    assert {k: v for k, v in signed.items() if k != "signature"} == clean
+    assert results.signature_problem(run, "score", signed) is None

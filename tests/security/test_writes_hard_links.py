@@ -246,10 +246,16 @@ def test_the_append_and_the_readers_refuse_a_hard_link_on_the_open_file(tmp_path
     rc = outside(tmp_path, ".bashrc", RC_TEXT)
     planted = run / "validation" / "x.history.jsonl"
     plant(planted, rc)
+
+    def append_once() -> None:  # a result's history: its last line checked, then appended
+        with _atomic.folder(planted.parent, root=run) as folder:
+            folder.append_once(planted.name, b'{"echo": "pwned"}')
+
     for act in (
         lambda: _atomic.append_line(planted, {"echo": "pwned"}, root=run),
         lambda: _atomic.read_bytes(planted, root=run),
         lambda: _atomic.last_line(planted, root=run),
+        append_once,
     ):
         with pytest.raises(_atomic.UnsafePath, match="has 2 links"):
             act()

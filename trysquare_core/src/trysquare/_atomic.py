@@ -364,12 +364,16 @@ class Folder:
     def holds(self, name: str, data: bytes) -> bool:
         """Whether ``name`` is a file holding exactly ``data`` (``False`` when absent)."""
         try:
-            fd = self.open_read(name)
+            fd, size = self.open_read_sized(name)
         except FileNotFoundError:
             return False
         try:
-            # One byte more than expected tells a longer file apart.
-            return stat.S_ISREG(os.fstat(fd).st_mode) and _read_all(fd, len(data) + 1) == data
+            # A regular file (open_read_sized refused anything else) of another size differs
+            # already; one of none holds nothing more to read.
+            if size != len(data):
+                return False
+            # One byte more than expected tells a file grown meanwhile apart.
+            return not data or _read_all(fd, len(data) + 1) == data
         finally:
             os.close(fd)
 
@@ -441,22 +445,63 @@ class Folder:
         except FileNotFoundError:
             return None
         try:
-            # Read back from the end only as far as the line before the last newline:
-            # a long history costs no more than its last line.
-            position = os.lseek(fd, 0, os.SEEK_END)
-            tail = b""
-            while position > 0:
-                step = min(65536, position)
-                position -= step
-                tail = os.pread(fd, step, position) + tail
-                last_newline = tail.rfind(b"\n")
-                # A torn last line (a kill mid-append) has no newline: it is not a line.
-                if last_newline != -1 and tail.rfind(b"\n", 0, last_newline) != -1:
-                    break
-            complete = tail.split(b"\n")[:-1]
-            return complete[-1] if complete else None
+            return _last_line_of(fd, os.lseek(fd, 0, os.SEEK_END))
         finally:
             os.close(fd)
+
+    def append_once(self, name: str, line: bytes) -> None:
+        """Append ``line`` and a newline to ``name`` (created if absent) in a single ``write``,
+        unless it is the file's last complete line already: one open serves both, refusing
+        what :meth:`last_line` and :meth:`append` refuse (a symlink, a file with more than
+        one link, anything but a regular file)."""
+        try:
+            # Non-blocking: a FIFO planted there is refused below, never waited on.
+            fd = os.open(
+                name,
+                os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC,
+                0o666,
+                dir_fd=self.fd,
+            )
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(self.fd, name):
+                raise UnsafePath(self.path / name) from None
+            if error.errno in (errno.EISDIR, errno.ENXIO):  # a folder, a socket
+                raise UnsafePath(self.path / name, "is not a regular file") from None
+            raise
+        try:
+            # Checked on the open file: the name may have been swapped since any earlier look.
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise UnsafePath(self.path / name, "is not a regular file")
+            refuse_hard_link(info, self.path / name)
+            if info.st_size and _last_line_of(fd, info.st_size) == line:
+                return
+            _write_all(fd, line + b"\n")
+        finally:
+            os.close(fd)
+
+
+def _last_line_of(fd: int, end: int) -> bytes | None:
+    """The last complete line of the first ``end`` bytes of ``fd`` (without its newline),
+    read back from the end only as far as the newline before it: a long history costs no
+    more than its last line. A torn last line (a kill mid-append) has no newline: it is not
+    a line."""
+    position = end
+    tail = b""
+    step = 4096  # a line or two of a history; doubled while no whole line is in hand
+    while position > 0:
+        taken = min(step, position)
+        position -= taken
+        tail = os.pread(fd, taken, position) + tail
+        step *= 2
+        last_newline = tail.rfind(b"\n")
+        if last_newline == -1:
+            continue
+        before = tail.rfind(b"\n", 0, last_newline)
+        if before != -1:
+            return tail[before + 1 : last_newline]
+    last_newline = tail.rfind(b"\n")
+    return None if last_newline == -1 else tail[:last_newline]
 
 
 def _read_all(fd: int, limit: int | None = None, *, size_hint: int | None = None) -> bytes:

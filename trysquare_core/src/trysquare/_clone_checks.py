@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 from trysquare import clone_guard
 from trysquare._planned_tasks import PlannedTasks
 from trysquare._pool import io_workers
+from trysquare.clone_picture import ClonePicture
 from trysquare.planning import RunPlan
 from trysquare.result_guard import ResultWatch
 
@@ -38,10 +39,11 @@ class EarlyChecks:
         self._checked = bytearray()
         self._found: dict[int, str] = {}
 
-    def submit(self, plan: RunPlan) -> None:
-        """Check ``plan``'s clone now (one that raises is left to the late checks)."""
+    def submit(self, plan: RunPlan, before: ClonePicture | None) -> None:
+        """Check ``plan``'s clone now against ``before``, the picture its tasks were built
+        with (one that raises is left to the late checks)."""
         try:
-            problem = plan.clone_changes(self.tasks.spill)
+            problem = plan.clone_changes(self.tasks.spill, before=before)
         except Exception:  # noqa: BLE001 - not marked checked: the late check says it
             return
         if problem is not None:

@@ -19,6 +19,7 @@ from trysquare import _spill, _start_first
 from trysquare._pool import io_workers
 from trysquare._shown import shown
 from trysquare._stop import StopState
+from trysquare.clone_picture import ClonePicture
 from trysquare.errors import RunError
 from trysquare.execute import PlannedTask
 from trysquare.modes import Validation
@@ -59,8 +60,9 @@ class PlannedTasks(Collection[PlannedTask]):
         self._stop = StopState() if stop is None else stop
         self.overlapped = overlapped
         self.plans = PlanTable(runs)
-        # Runs whose tasks are being taken: their plan and how many tasks are not back.
-        self._out: dict[Path, tuple[RunPlan, int]] = {}
+        # Runs whose tasks are being taken: their plan, how many tasks are not back, and the
+        # clone's picture their tasks were built with (None: no clone), once they are.
+        self._out: dict[Path, tuple[RunPlan, int, ClonePicture | None]] = {}
         self.unbuilt: list[RunError] = []
         self._count = 0
         self._ahead = max(options.jobs, 1) if overlapped else 0
@@ -140,8 +142,9 @@ class PlannedTasks(Collection[PlannedTask]):
         if self._failure is not None:
             raise self._failure
 
-    def task_back(self, run: Run) -> RunPlan | None:
-        """Count one of ``run``'s tasks back; its plan once they all are, else None.
+    def task_back(self, run: Run) -> tuple[RunPlan, ClonePicture | None] | None:
+        """Count one of ``run``'s tasks back; once they all are, its plan and the picture of
+        its clone before validation (held since its tasks were built), else None.
 
         Only runs whose tasks are out are held here: a few at a time, not 10,000.
         """
@@ -149,12 +152,12 @@ class PlannedTasks(Collection[PlannedTask]):
             entry = self._out.get(run.dir)
             if entry is None:
                 return None
-            plan, left = entry
+            plan, left, before = entry
             if left > 1:
-                self._out[run.dir] = (plan, left - 1)
+                self._out[run.dir] = (plan, left - 1, before)
                 return None
             del self._out[run.dir]
-            return plan
+            return plan, before
 
     def close(self) -> None:
         """No task is built ahead any more; planning, if it still runs, is waited for."""
@@ -177,15 +180,23 @@ class PlannedTasks(Collection[PlannedTask]):
                 if index == len(self.plans):
                     return
                 run_plan = self.plans[index]
-                if run_plan.size:
-                    self._out[run_plan.run.dir] = (run_plan, run_plan.size)
             index += 1
             yield run_plan
 
+    def _built(self) -> Iterator[PlannedTask]:
+        """Each run's tasks in plan order; a run with tasks is held (:meth:`task_back`) with
+        the picture they were built with, so that its clone is checked against that picture,
+        not one read back from the spill again."""
+        for run_plan in self._plans_as_decided():
+            if not run_plan.size:
+                continue
+            loaded = run_plan.load(self.spill)
+            with self._changed:
+                self._out[run_plan.run.dir] = (run_plan, run_plan.size, loaded[0])
+            yield from run_plan.tasks(self.spill, loaded)
+
     def __iter__(self) -> Iterator[PlannedTask]:
-        built = (
-            task for run_plan in self._plans_as_decided() for task in run_plan.tasks(self.spill)
-        )
+        built = self._built()
         if not self._ahead:
             return built
         return built_ahead(built, self._ahead, self._closing)

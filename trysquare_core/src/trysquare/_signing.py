@@ -31,6 +31,7 @@ __all__ = [
     "key_file",
     "mac",
     "mac_text",
+    "names_the_key",
     "scrub",
     "scrub_bytes",
     "secret",
@@ -151,6 +152,12 @@ def scrub(value: Any) -> Any:
         return item
 
     return walk(value)
+
+
+def names_the_key(text: str) -> bool:
+    """Whether ``text`` holds the key's text (a value's :func:`canonical` JSON holds it
+    wherever one of its strings does: the key is hex, never escaped)."""
+    return secret().decode("ascii") in text
 
 
 def scrub_bytes(data: bytes) -> bytes:

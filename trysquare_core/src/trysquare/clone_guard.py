@@ -74,12 +74,21 @@ def _key(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def stat_picture(clone: Path, skip: Iterable[Path] = ()) -> dict[str, Entry]:
+def stat_picture(
+    clone: Path, skip: Iterable[Path] = (), known: Mapping[str, Entry] | None = None
+) -> dict[str, Entry]:
     """Every path in ``clone`` (symlinks not followed) with its inode, size, mtime, ctime, mode.
 
     ``.git/objects`` and ``.git/index`` are left out, and so is any folder in ``skip``
     (known by its device and inode, whatever path leads there; one outside the clone
     is never met).
+
+    ``known``: a picture of the same clone taken earlier by this process (never one read
+    from a run folder). A folder whose entry is as ``known`` has it still holds the names
+    it held then (a name made, removed or renamed in a folder moves its mtime and ctime,
+    and a ctime no unprivileged process can set back; the kernel gives a change made after
+    a stat a time of its own, finer than its clock's tick): its names are looked at one by
+    one, not listed again. The clone's own folder is always listed.
     """
     skipped = set()
     for folder in skip:
@@ -89,10 +98,29 @@ def stat_picture(clone: Path, skip: Iterable[Path] = ()) -> dict[str, Entry]:
             continue
         skipped.add((found.st_dev, found.st_ino))
     entries: dict[str, Entry] = {}
-    todo: list[tuple[str, str]] = [(os.fspath(clone), "")]
+    before: Mapping[str, Entry] = known or {}
+    known_names = _names_by_folder(before) if before else {}
+    todo: list[tuple[str, str, list[str] | None]] = [(os.fspath(clone), "", None)]
     is_dir = stat.S_ISDIR
+    lstat = os.lstat
     while todo:
-        folder_path, prefix = todo.pop()
+        folder_path, prefix, names = todo.pop()
+        if names is not None:
+            # Unchanged since ``known``: the same names, each looked at again.
+            for name in names:
+                try:
+                    st = lstat(f"{folder_path}/{name}")
+                except OSError:
+                    continue  # gone: said as deleted
+                mode = st.st_mode
+                if is_dir(mode) and skipped and (st.st_dev, st.st_ino) in skipped:
+                    continue
+                rel = prefix + name
+                entry = entries[rel] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, mode)
+                if is_dir(mode):
+                    again = known_names.get(rel) if before[rel] == entry else None
+                    todo.append((f"{folder_path}/{name}", rel + "/", again))
+            continue
         try:
             scanner = os.scandir(folder_path)
         except OSError:
@@ -110,10 +138,36 @@ def stat_picture(clone: Path, skip: Iterable[Path] = ()) -> dict[str, Entry]:
                 if is_dir(mode) and skipped and (st.st_dev, st.st_ino) in skipped:
                     continue
                 rel = prefix + item.name
-                entries[_key(rel)] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, mode)
+                key = _key(rel)
+                entry = entries[key] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, mode)
                 if is_dir(mode):
-                    todo.append((item.path, rel + "/"))
+                    again = (
+                        known_names.get(key) if key == rel and before.get(key) == entry else None
+                    )
+                    todo.append((item.path, rel + "/", again))
     return entries
+
+
+def _names_by_folder(known: Mapping[str, Entry]) -> dict[str, list[str]]:
+    """The names ``known`` pictured in each of its folders (by its path in the clone), for
+    the folders whose names are all plain ASCII without a backslash: any other folder is
+    listed again (its keys may be escaped names, not the names on disk)."""
+    names: dict[str, list[str]] = {}
+    escaped: list[str] = []
+    is_dir = stat.S_ISDIR
+    for rel, entry in known.items():
+        folder, _, name = rel.rpartition("/")
+        if folder in names:
+            names[folder].append(name)
+        else:
+            names[folder] = [name]
+        if is_dir(entry[4]) and rel not in names:
+            names[rel] = []  # a folder pictured empty is known too (its names come later)
+        if "\\" in name or not name.isascii():  # a name _key escaped has a backslash
+            escaped.append(folder)
+    for folder in escaped:
+        names.pop(folder, None)
+    return names
 
 
 def _hash_path(path: Path) -> str:
@@ -358,14 +412,16 @@ def clone_changes(run: Run, before: ClonePicture) -> str | None:
         root_stat = run.repo.stat()
     except OSError as error:
         return f"the measured clone can no longer be read after validation ({error.strerror})"
-    after = stat_picture(run.repo, _skip(run))
+    # Walked knowing the picture before: a folder no name came to or left is not listed again.
+    after = stat_picture(run.repo, _skip(run), before.entries)
     added, changed, deleted = _differences(before.entries, after)
     if (root_stat.st_dev, root_stat.st_ino) != before.root:
         return "the measured clone changed during validation (the clone folder itself was replaced)"
     said = _said(added, changed, deleted)
     problems = [] if said is None else [f"the measured clone changed during validation ({said})"]
     if before.etalon is not None:
-        etalon_said = _said(*_differences(before.etalon_entries, stat_picture(before.etalon)))
+        etalon_after = stat_picture(before.etalon, known=before.etalon_entries)
+        etalon_said = _said(*_differences(before.etalon_entries, etalon_after))
         if etalon_said is not None:
             problems.append(
                 f"the etalon checkout {before.etalon} changed during validation ({etalon_said})"

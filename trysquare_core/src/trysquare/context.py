@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -486,9 +487,13 @@ def _file_digest(path: Path) -> bytes:
     digest = hashlib.sha256()
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        want = min(os.fstat(fd).st_size + 1, _DIGEST_BLOCK)
+        info = os.fstat(fd)
+        regular = stat.S_ISREG(info.st_mode)
+        want = min(info.st_size + 1, _DIGEST_BLOCK)
         while block := os.read(fd, want):
             digest.update(block)
+            if len(block) < want and regular:
+                break  # a regular file's read comes short at its end alone: no read for it
             if len(block) == want:
                 want = _DIGEST_BLOCK  # larger than its size said, or large: on in blocks
     finally:

@@ -129,9 +129,27 @@ def record_task(evaluated: Evaluated) -> TaskResult:
         duration=evaluated.duration,
     )
     try:
-        document, written_sha = results.write_result_digested(
-            task.run, task.validation.name, document, outcome.stderr
-        )
+        try:
+            document, written_sha = results.write_result_digested(
+                task.run,
+                task.validation.name,
+                document,
+                outcome.stderr,
+                replacing=(
+                    planned.replaces_as_planned if planned.check_replaced else results.REPLACING_ANY
+                ),
+            )
+        except results.ReplacedChanged as changed:
+            # Written meanwhile by something else (a validator of another run): not this
+            # validator's measurement, nor the forger's; recorded invalid, as a task whose
+            # previous result changed before it started is (planning._task).
+            outcome = Outcome.invalid(str(changed))
+            document = results.result_document(
+                task.validation, outcome, digest=planned.digest, context_digest=None, duration=0.0
+            )
+            document, written_sha = results.write_result_digested(
+                task.run, task.validation.name, document, None
+            )
     except OSError as error:
         # This run's folder refused the write (a symlink, a full disk): its task
         # is invalid, said by path; the matrix goes on (or stops cleanly on ENOSPC).

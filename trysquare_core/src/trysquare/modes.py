@@ -141,6 +141,10 @@ class Validation:
     """Keys of the context a mode withholds from its validator (the judge: ``cell``, ``given``)."""
     costly: ClassVar[bool] = False
     """A costly validator (a paid judge) is re-run by ``--rejudge`` only, not by ``--force``."""
+    reads_previous: ClassVar[bool] = True
+    """Its :meth:`evaluate` reads ``task.previous`` or ``task.previous_current``. A mode that
+    never does (the script mode) is handed neither: the result it replaces is not read
+    before its validator starts, and is held to what planning saw when it is replaced."""
     starts_a_child: ClassVar[bool] = False
     """Its :meth:`evaluate` starts its validator as a child process at once (the script mode):
     the local pool hands the previous result over once that child has started, not before."""

@@ -28,6 +28,7 @@ from trysquare import context as contexts
 from trysquare._pool import bounded_map
 from trysquare._record import record
 from trysquare._stop import StopState
+from trysquare.clone_picture import ClonePicture
 from trysquare.errors import RunError
 from trysquare.execute import PlannedTask, write_problem
 from trysquare.jail import JailPolicy
@@ -62,6 +63,13 @@ class _Shared:
 _Planned = tuple[int, str, bytes, "bytes | None", bool]
 
 
+class _NotHeld:
+    """No picture held in memory: :meth:`RunPlan.clone_changes` reads it from the spill."""
+
+
+NOT_HELD = _NotHeld()
+
+
 @record
 class RunPlan:
     """What planning decided for one run: how many tasks, and where the rest is kept.
@@ -89,26 +97,33 @@ class RunPlan:
             v.name == name and self.which >> i & 1 for i, v in enumerate(self.shared.validations)
         )
 
-    def clone_changes(self, spill: _spill.Spill) -> str | None:
+    def clone_changes(
+        self, spill: _spill.Spill, *, before: ClonePicture | None | _NotHeld = NOT_HELD
+    ) -> str | None:
         """What validation changed in the run's clone since planning pictured it; None when
-        nothing did (or there is no clone, or the run was refused before validation)."""
-        try:
-            record, _ = spill.load(self.kept)
-        except _spill.Tampered as tampered:
-            return f"trysquare's record of the clone before validation: {tampered}"
-        return (
-            None
-            if record is None
-            else clone_guard.clone_problem(self.run, clone_guard.ClonePicture.from_record(record))
-        )
+        nothing did (or there is no clone, or the run was refused before validation).
 
-    def tasks(self, spill: _spill.Spill) -> Iterator[PlannedTask]:
-        """The run's tasks, each built whole now, from the files planning archived."""
+        ``before``: the picture :meth:`load` gave when the run's tasks were built, held in
+        memory since (no validator can write there); else it is read back from the spill.
+        """
+        if isinstance(before, _NotHeld):
+            try:
+                record, _ = spill.load(self.kept)
+            except _spill.Tampered as tampered:
+                return f"trysquare's record of the clone before validation: {tampered}"
+            before = None if record is None else clone_guard.ClonePicture.from_record(record)
+        return None if before is None else clone_guard.clone_problem(self.run, before)
+
+    def load(self, spill: _spill.Spill) -> tuple[ClonePicture | None, Sequence[_Planned]]:
+        """The clone's picture before validation and each task's digests, from the spill.
+
+        A record changed meanwhile gives a picture whose problem says so, and every task
+        planned (each is then recorded invalid with why: execute_task refuses it).
+        """
         try:
             record, planned = spill.load(self.kept)
         except _spill.Tampered as tampered:
             problem = f"trysquare's record of this run's plan: {tampered}"
-            # Each task is recorded invalid with why (execute_task refuses it).
             record = clone_guard.ClonePicture({}, (0, 0), problem).as_record()
             planned = [
                 (i, "", b"", None, False)
@@ -116,6 +131,16 @@ class RunPlan:
                 if self.which >> i & 1
             ]
         picture = None if record is None else clone_guard.ClonePicture.from_record(record)
+        return picture, planned
+
+    def tasks(
+        self,
+        spill: _spill.Spill,
+        loaded: tuple[ClonePicture | None, Sequence[_Planned]] | None = None,
+    ) -> Iterator[PlannedTask]:
+        """The run's tasks, each built whole now, from the files planning archived
+        (``loaded``: what :meth:`load` gave, else it is read now)."""
+        picture, planned = self.load(spill) if loaded is None else loaded
         for item in planned:
             yield _task(self, item, picture)
 
@@ -253,7 +278,16 @@ def _task(plan: RunPlan, item: _Planned, picture: clone_guard.ClonePicture | Non
     archive = results.archive_dir(run, validation.name)
     context_path = archive / "context.json"
     context, context_problem = _context_as_planned(context_path, context_sha, run.dir)
-    previous, previous_problem = _previous_as_planned(run, validation.name, previous_sha, trusted)
+    refused = context_problem is not None or (picture is not None and picture.problem is not None)
+    # A mode that never reads the result it replaces (and a run not refused, whose refusal
+    # would keep that result's metrics) is handed none: the file is held to what planning
+    # read when it is replaced (results.write_result_digested), one read serving both.
+    check_replaced = not validation.reads_previous and not refused
+    previous, previous_problem = (
+        (None, None)
+        if check_replaced
+        else _previous_as_planned(run, validation.name, previous_sha, trusted)
+    )
     problem = context_problem or previous_problem
     if problem is not None and (picture is None or picture.problem is None):
         # Not run: recorded invalid with why, as a refused clone is (execute_task).
@@ -282,6 +316,8 @@ def _task(plan: RunPlan, item: _Planned, picture: clone_guard.ClonePicture | Non
         declared_elsewhere=plan.shared.declarers,
         clone_before=picture,
         rerun_suite=plan.shared.rerun_suite,
+        replaces_as_planned=previous_sha,
+        check_replaced=check_replaced,
     )
 
 

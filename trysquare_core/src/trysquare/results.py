@@ -1,5 +1,8 @@
 """What trysquare records beside each run, and ``measures.json`` rebuilt from it.
 
+(It is over 600 lines because a result is written, signed, verified and read back into
+``measures.json`` by the one module that knows its file.)
+
 ``validation/<name>.json`` holds the current result; every result it replaced
 is appended to ``validation/<name>.history.jsonl``, so nothing is ever lost.
 
@@ -32,8 +35,10 @@ from trysquare.scenario import Scenario
 
 __all__ = [
     "MEASURES_FILE",
+    "REPLACING_ANY",
     "SIGNATURE",
     "Identified",
+    "ReplacedChanged",
     "UnreadableResult",
     "UnsignedResult",
     "adopt_result",
@@ -101,13 +106,30 @@ def _signed_part(run: Identified, name: str, document: Mapping[str, Any]) -> dic
     }
 
 
+def _signed_text(run: Identified, name: str, body_text: str) -> str:
+    """:func:`_signing.canonical` of :func:`_signed_part` for a document whose canonical text
+    (signature left out) is ``body_text``: the same text, the body not encoded again (sorted
+    keys: ``kind``, ``result``, ``run``, ``validator``)."""
+    canonical = _signing.canonical
+    whose = canonical({"id": run.id, "cell": run.cell, "repetition": run.repetition})
+    return (
+        f'{{"kind":"trysquare result","result":{body_text},"run":{whose},'
+        f'"validator":{canonical(name)}}}'
+    )
+
+
 def sign_result(run: Identified, name: str, document: Mapping[str, Any]) -> dict[str, Any]:
     """``document`` with this machine's signature for ``run``'s result of validator ``name``
     (any signature it held is replaced). The same document always gets the same signature.
     """
+    body = {k: v for k, v in document.items() if k != SIGNATURE}
+    text = _signing.canonical(body)
     # The signing key is never written where it could be read back (a reason quoting it).
-    body = _signing.scrub({k: v for k, v in document.items() if k != SIGNATURE})
-    mac = _signing.mac(_signed_part(run, name, body))
+    # Its text (hex) is in the canonical text wherever a string holds it: scrubbed then.
+    if _signing.names_the_key(text):
+        body = _signing.scrub(body)
+        text = _signing.canonical(body)
+    mac = _signing.mac_text(_signed_text(run, name, text))
     return {**body, SIGNATURE: {"key": _signing.fingerprint(), "mac": mac}}
 
 
@@ -261,18 +283,45 @@ def write_result(
     return write_result_digested(run, name, document, stderr)[0]
 
 
+class ReplacedChanged(Exception):
+    """The result file a task was to replace is not the one planning read: something other
+    than trysquare wrote it during validate (nothing was written)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path} was changed during validate by something other than trysquare")
+
+
+REPLACING_ANY = b""  # ``replacing``: whatever the file holds is replaced (no sha256 is empty)
+
+
 def write_result_digested(
-    run: Run, name: str, document: Mapping[str, Any], stderr: bytes | None
+    run: Run,
+    name: str,
+    document: Mapping[str, Any],
+    stderr: bytes | None,
+    *,
+    replacing: bytes | None = REPLACING_ANY,
 ) -> tuple[dict[str, Any], bytes]:
     """:func:`write_result`, and the sha256 of the bytes the result file was given (what
-    :class:`trysquare.result_guard.ResultWatch` holds the file to, not computed twice)."""
+    :class:`trysquare.result_guard.ResultWatch` holds the file to, not computed twice).
+
+    ``replacing``: the sha256 the result file's bytes must have (``None``: there must be
+    none), checked on the very bytes moved to the history; :class:`ReplacedChanged`, and
+    nothing written, when they differ.
+    """
     signed = sign_result(run, name, document)
     if stderr is not None:
         stderr = _signing.scrub_bytes(stderr)
     data = _atomic.encode(_atomic.dump_json(signed))
     # One walk to validation/ for the four files: this runs once per task.
     with _atomic.folder(run.validation_dir, root=run.dir) as folder:
-        _move_to_history(folder, f"{name}.json", f"{name}.history.jsonl")
+        replaced = _read_if_there(folder, f"{name}.json")
+        if replacing != REPLACING_ANY and replacing != (
+            None if replaced is None else hashlib.sha256(replaced).digest()
+        ):
+            raise ReplacedChanged(result_path(run, name))
+        if replaced is not None:
+            _append_once(folder, f"{name}.history.jsonl", replaced)
         if stderr is not None and not folder.holds(f"{name}.stderr", stderr):
             folder.write(f"{name}.stderr", stderr)
         folder.write(f"{name}.json", data)
@@ -322,9 +371,7 @@ def _append_once(folder: _atomic.Folder, history: str, raw: bytes) -> None:
     except (ValueError, RecursionError):
         previous = {"unreadable": raw.decode("utf-8", errors="replace")}
     # A kill between the append and the replacement leaves this line last already.
-    line = _atomic.json_line(previous)
-    if folder.last_line(history) != line:
-        folder.append(history, line)
+    folder.append_once(history, _atomic.json_line(previous))
 
 
 def refuse_planted_links(run: Run, name: str) -> None:

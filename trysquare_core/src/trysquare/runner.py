@@ -442,10 +442,10 @@ class _Execution:
         try:
             for result in self._results():
                 self._take(result)
-                if (plan := self.tasks.task_back(result.task.run)) is not None:
+                if (back := self.tasks.task_back(result.task.run)) is not None:
                     _prepared_scope.release(result.task.run.repo)  # its validations are all back
                     if self.tasks.overlapped:
-                        early.submit(plan)
+                        early.submit(*back)
         finally:
             early.close()
             self.progress.close()

@@ -1,5 +1,8 @@
 """Finished runs: ``run.toml`` files, and finding every one below a folder.
 
+(It is over 600 lines because every input a ``run.toml`` names is checked here, against
+links, hard links and special files the agent may have left, before any command reads it.)
+
 A run whose ``run.toml`` is malformed, whose ``repo`` is not a git repository or
 whose ``base`` does not resolve is reported by path and skipped; the others
 proceed.
@@ -85,12 +88,18 @@ def load_run(run_file: Path, *, replay: bool = False, real_folder: str | None = 
         ) from None
     prompt = _resolve(folder, table.prompt)
     _refuse_special_input(run_file, "prompt", table.prompt, prompt, folder_ok=False)
-    if not prompt.is_file() and not replay:
+    if not replay and not prompt.is_file():
         raise RunError(f"{run_file}: prompt '{table.prompt}' does not exist")
     session = _optional_path(run_file, folder, "session", table.session, replay)
     trace = _optional_path(run_file, folder, "trace", table.trace, replay)
+    response = folder / "response.md"
+    try:
+        # Looked at once, not followed: what it is and whether it is a link.
+        response_lstat: os.stat_result | None = os.lstat(response)
+    except OSError:
+        response_lstat = None
     _refuse_special_input(
-        run_file, "response", "response.md", folder / "response.md", folder_ok=False
+        run_file, "response", "response.md", response, folder_ok=False, lstat=response_lstat
     )
     # trysquare writes diff.patch, by a rename; validators and a replay read it as it lies
     # (its readers never wait on one that is not a file).
@@ -104,8 +113,21 @@ def load_run(run_file: Path, *, replay: bool = False, real_folder: str | None = 
         if Path(given).is_absolute() or ".." in Path(given).parts:
             raise RunError(f"{run_file}: given '{given}' must be a path inside the repo")
     _check_excluded(run_file, table.excluded)
+    # Whether a run input lies below the folder through no link, asked once per input.
+    plain: dict[str, bool] = {}
+
+    def plainly_inside(value: str) -> bool:
+        if value not in plain:
+            plain[value] = _plainly_inside(folder, value)
+        return plain[value]
+
     _check_links(
-        run_file, folder, repo_path, table
+        run_file,
+        folder,
+        repo_path,
+        table,
+        plainly_inside,
+        response_linked=response_lstat is not None and stat.S_ISLNK(response_lstat.st_mode),
     )  # a replay reads the prompt too (the judge's blinding line)
     if not replay:
         assert base_commit is not None
@@ -120,10 +142,10 @@ def load_run(run_file: Path, *, replay: bool = False, real_folder: str | None = 
         id=table.id or os.path.basename(os.fspath(folder)),
         cell=_shared(table.cell),
         repetition=table.repetition,
-        repo=_resolved_in(folder, real_folder, table.repo, repo_path),
+        repo=_resolved_in(folder, real_folder, table.repo, repo_path, plainly_inside),
         base=_shared(table.base),
         base_commit=None if base_commit is None else _shared(base_commit),
-        prompt=_resolved_in(folder, real_folder, table.prompt, prompt),
+        prompt=_resolved_in(folder, real_folder, table.prompt, prompt, plainly_inside),
         session=session,
         session_format=None if table.session_format is None else _shared(table.session_format),
         trace=trace,
@@ -148,7 +170,13 @@ def _resolved(path: Path) -> Path:
     return path if os.fspath(resolved) == os.fspath(path) else resolved
 
 
-def _resolved_in(folder: Path, real_folder: str | None, value: str, path: Path) -> Path:
+def _resolved_in(
+    folder: Path,
+    real_folder: str | None,
+    value: str,
+    path: Path,
+    plainly_inside: Callable[[str], bool],
+) -> Path:
     """:func:`_resolved` of ``path``, the run input ``value`` found from the run ``folder``.
 
     Where the real path of ``folder`` is known and ``value`` names a path below it through
@@ -159,7 +187,7 @@ def _resolved_in(folder: Path, real_folder: str | None, value: str, path: Path) 
         real_folder is None
         or path != folder / value
         or value.startswith("~")
-        or not _plainly_inside(folder, value)
+        or not plainly_inside(value)
     ):
         return _resolved(path)
     resolved = os.path.join(real_folder, *Path(value).parts)
@@ -224,7 +252,15 @@ def _inside(path: Path, *roots: Path) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def _check_links(run_file: Path, folder: Path, repo_path: Path, table: _RunFile) -> None:
+def _check_links(
+    run_file: Path,
+    folder: Path,
+    repo_path: Path,
+    table: _RunFile,
+    plainly_inside: Callable[[str], bool],
+    *,
+    response_linked: bool,
+) -> None:
     """Refuse inputs that leave the run: symlinks followed, each must stay in the run
     folder or the clone. A path below the folder with no link on the way is inside as it
     is (one lstat a part); only the others are resolved (every run pays this, a replay too)."""
@@ -237,7 +273,7 @@ def _check_links(run_file: Path, folder: Path, repo_path: Path, table: _RunFile)
 
     named = [("prompt", table.prompt), ("session", table.session), ("trace", table.trace)]
     for key, value in named:
-        if value is None or _plainly_inside(folder, value):
+        if value is None or plainly_inside(value):
             continue
         if not _inside(_resolve(folder, value).resolve(), *roots()):
             raise RunError(
@@ -246,7 +282,7 @@ def _check_links(run_file: Path, folder: Path, repo_path: Path, table: _RunFile)
     if table.session is not None:
         _check_session_folder(run_file, table.session, _resolve(folder, table.session), roots)
     response = folder / "response.md"
-    if response.is_symlink() and not _inside(response.resolve(), *roots()):
+    if response_linked and not _inside(response.resolve(), *roots()):
         raise RunError(f"{run_file}: {response} resolves outside the run folder and its clone")
 
 
@@ -285,14 +321,21 @@ _SPECIAL_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFDI
 
 
 def _refuse_special_input(
-    run_file: Path, key: str, value: str, path: Path, *, folder_ok: bool
+    run_file: Path,
+    key: str,
+    value: str,
+    path: Path,
+    *,
+    folder_ok: bool,
+    lstat: os.stat_result | None = None,
 ) -> None:
     """Refuse an input the agent may have written that is a FIFO, socket or device (or a
     link to one): every reader of it (the judge's pieces, a validator, a form) would wait
     on it for ever or read without end. A file with more than one link is refused too: a
     hard link to a file elsewhere (a 0600 secret) would be read, judged and reported as the
-    run's. Absent is said elsewhere, when it matters."""
-    info = _stat_input(run_file, key, value, path)
+    run's. Absent is said elsewhere, when it matters. ``lstat``: the path's own entry, when
+    the caller has it (followed only if it is a link)."""
+    info = _stat_input(run_file, key, value, path, lstat)
     if info is None:
         return
     mode = info.st_mode
@@ -302,15 +345,21 @@ def _refuse_special_input(
     raise RunError(f"{run_file}: {key} '{value}' is {kind}, not a file: it cannot be read as one")
 
 
-def _stat_input(run_file: Path, key: str, value: str, path: Path) -> os.stat_result | None:
+def _stat_input(
+    run_file: Path, key: str, value: str, path: Path, lstat: os.stat_result | None = None
+) -> os.stat_result | None:
     """``path``'s stat (``None`` when absent or unreadable), refusing a file with more than
-    one link (:func:`trysquare._atomic.refuse_hard_link`)."""
+    one link (:func:`trysquare._atomic.refuse_hard_link`). ``lstat``: the path's own entry
+    when the caller has it: that is its stat unless it is a symlink."""
     from trysquare import _atomic
 
-    try:
-        info = path.stat()
-    except OSError:
-        return None
+    if lstat is not None and not stat.S_ISLNK(lstat.st_mode):
+        info = lstat
+    else:
+        try:
+            info = path.stat()
+        except OSError:
+            return None
     try:
         _atomic.refuse_hard_link(info, path)
     except _atomic.UnsafePath as unsafe:

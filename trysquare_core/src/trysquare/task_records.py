@@ -49,6 +49,13 @@ class PlannedTask:
     when the clone is not there to look at."""
     rerun_suite: bool = False
     """``--rerun-suite``: no recorded suite outcome is reused."""
+    replaces_as_planned: bytes | None = None
+    """sha256 of the result file this task replaces, as planning read it (``None``: there
+    was none), when that file is checked as it is replaced (``check_replaced``) rather than
+    read before the validator starts."""
+    check_replaced: bool = False
+    """The result file this task replaces is held to ``replaces_as_planned`` as it is
+    replaced: a file changed since planning makes the task's result invalid."""
 
     @property
     def run(self) -> Run:

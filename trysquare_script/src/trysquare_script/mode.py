@@ -65,6 +65,8 @@ class ScriptValidation(Validation):
     confines_what_it_runs: ClassVar[bool] = True
     # It starts its executable (or its warm server's child) at once.
     starts_a_child: ClassVar[bool] = True
+    # Its outcome is the script's alone: the result it replaces is never read for it.
+    reads_previous: ClassVar[bool] = False
     # A script in any language gets the session's reading as JSON (``session_facts``).
     wants_session_facts: ClassVar[bool] = True
 
