@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -99,8 +100,8 @@ def test_a_clone_is_pictured_once_before_and_once_after_however_many_validators_
     monkeypatch.setattr(
         clone_guard,
         "stat_picture",
-        lambda clone, skip=(), known=None: (
-            walks.append(Path(clone).parent.name) or real(clone, skip, known)
+        lambda clone, skip=(), known=None, known_taken_ns=0: (
+            walks.append(Path(clone).parent.name) or real(clone, skip, known, known_taken_ns)
         ),
     )
     done = cli("validate", scenario, tmp_path / "exp", "--no-progress", "--jobs", "2")
@@ -128,14 +129,18 @@ def test_a_walk_knowing_the_picture_before_lists_only_folders_a_name_came_to_or_
     (clone / "docs").mkdir()
     (clone / "src" / "deep" / "a.py").write_text("a = 1\n")
     (clone / "docs" / "guide.md").write_text("guide\n")
+    # As on a kernel with fine-grained times: a folder changed before the walk counts as
+    # settled at once (the one-second margin has its own test below).
+    monkeypatch.setattr(clone_guard, "_SETTLED_NS", 0)
+    taken = time.time_ns()
     before = clone_guard.stat_picture(clone)
     listed = _folders_listed(monkeypatch)
-    assert clone_guard.stat_picture(clone, known=before) == before
+    assert clone_guard.stat_picture(clone, known=before, known_taken_ns=taken) == before
     assert listed == [str(clone)]  # the clone's own folder alone, every other one unchanged
     listed.clear()
     (clone / "src" / "deep" / "stray.py").write_text("stray\n")
     (clone / "docs" / "guide.md").write_text("guide, edited\n")
-    after = clone_guard.stat_picture(clone, known=before)
+    after = clone_guard.stat_picture(clone, known=before, known_taken_ns=taken)
     assert str(clone / "src" / "deep") in listed and str(clone / "docs") not in listed
     assert after == clone_guard.stat_picture(clone)
     assert "src/deep/stray.py" in after and after["docs/guide.md"] != before["docs/guide.md"]
@@ -150,7 +155,31 @@ def test_a_folder_whose_names_are_not_plain_text_is_always_listed_again(
     (clone / "odd").mkdir(parents=True)
     (clone / "odd" / os.fsdecode(b"caf\xe9.py")).write_text("x\n")  # not UTF-8: an escaped key
     (clone / "odd" / "plain.py").write_text("x\n")
+    monkeypatch.setattr(clone_guard, "_SETTLED_NS", 0)
+    taken = time.time_ns()
     before = clone_guard.stat_picture(clone)
     listed = _folders_listed(monkeypatch)
-    assert clone_guard.stat_picture(clone, known=before) == before
+    assert clone_guard.stat_picture(clone, known=before, known_taken_ns=taken) == before
     assert str(clone / "odd") in listed
+    assert str(clone) in listed and len(listed) == 2  # the settled rule alone lists no more
+
+
+def test_a_folder_changed_within_a_second_of_the_walk_is_listed_again_though_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before Linux 6.13 a change takes the clock's coarse tick: a folder changed just before
+    # the walk could take a new name after it and keep the very same ctime. Its names are
+    # never taken as known; they are listed again.
+    clone = tmp_path / "clone"
+    (clone / "src").mkdir(parents=True)
+    (clone / "src" / "a.py").write_text("a = 1\n")
+    taken = time.time_ns()
+    before = clone_guard.stat_picture(clone)
+    listed = _folders_listed(monkeypatch)
+    assert clone_guard.stat_picture(clone, known=before, known_taken_ns=taken) == before
+    assert sorted(listed) == sorted([str(clone), str(clone / "src")])
+    listed.clear()
+    # The same picture taken two seconds later: that folder has settled.
+    later = taken + 2 * 10**9
+    assert clone_guard.stat_picture(clone, known=before, known_taken_ns=later) == before
+    assert listed == [str(clone)]

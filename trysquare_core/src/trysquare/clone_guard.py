@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import stat
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -75,7 +76,10 @@ def _key(name: str) -> str:
 
 
 def stat_picture(
-    clone: Path, skip: Iterable[Path] = (), known: Mapping[str, Entry] | None = None
+    clone: Path,
+    skip: Iterable[Path] = (),
+    known: Mapping[str, Entry] | None = None,
+    known_taken_ns: int = 0,
 ) -> dict[str, Entry]:
     """Every path in ``clone`` (symlinks not followed) with its inode, size, mtime, ctime, mode.
 
@@ -84,11 +88,14 @@ def stat_picture(
     is never met).
 
     ``known``: a picture of the same clone taken earlier by this process (never one read
-    from a run folder). A folder whose entry is as ``known`` has it still holds the names
-    it held then (a name made, removed or renamed in a folder moves its mtime and ctime,
-    and a ctime no unprivileged process can set back; the kernel gives a change made after
-    a stat a time of its own, finer than its clock's tick): its names are looked at one by
-    one, not listed again. The clone's own folder is always listed.
+    from a run folder), its walk begun at ``known_taken_ns`` (``time.time_ns()``). A folder
+    whose entry is as ``known`` has it, and whose ctime is older than that by a second,
+    still holds the names it held then: its names are looked at one by one, not listed
+    again. A name made, removed or renamed in a folder moves its ctime to the clock's
+    time, which no unprivileged process can set back; that time may lag by a clock tick
+    (kernels before 6.13 give no finer one), so a folder changed just before the walk
+    could change again after it with the very same ctime, and is listed. The clone's own
+    folder is always listed.
     """
     skipped = set()
     for folder in skip:
@@ -99,7 +106,7 @@ def stat_picture(
         skipped.add((found.st_dev, found.st_ino))
     entries: dict[str, Entry] = {}
     before: Mapping[str, Entry] = known or {}
-    known_names = _names_by_folder(before) if before else {}
+    known_names = _names_by_folder(before, known_taken_ns - _SETTLED_NS) if before else {}
     todo: list[tuple[str, str, list[str] | None]] = [(os.fspath(clone), "", None)]
     is_dir = stat.S_ISDIR
     lstat = os.lstat
@@ -148,12 +155,18 @@ def stat_picture(
     return entries
 
 
-def _names_by_folder(known: Mapping[str, Entry]) -> dict[str, list[str]]:
+# How long before a walk a folder must have last changed for its names to be taken as known.
+_SETTLED_NS = 1_000_000_000
+
+
+def _names_by_folder(known: Mapping[str, Entry], settled_ns: int) -> dict[str, list[str]]:
     """The names ``known`` pictured in each of its folders (by its path in the clone), for
-    the folders whose names are all plain ASCII without a backslash: any other folder is
-    listed again (its keys may be escaped names, not the names on disk)."""
+    the folders last changed before ``settled_ns`` whose names are all plain ASCII without a
+    backslash: any other folder is listed again (its keys may be escaped names, not the
+    names on disk)."""
     names: dict[str, list[str]] = {}
     escaped: list[str] = []
+    recent: list[str] = []
     is_dir = stat.S_ISDIR
     for rel, entry in known.items():
         folder, _, name = rel.rpartition("/")
@@ -161,11 +174,14 @@ def _names_by_folder(known: Mapping[str, Entry]) -> dict[str, list[str]]:
             names[folder].append(name)
         else:
             names[folder] = [name]
-        if is_dir(entry[4]) and rel not in names:
-            names[rel] = []  # a folder pictured empty is known too (its names come later)
+        if is_dir(entry[4]):
+            if entry[3] >= settled_ns:
+                recent.append(rel)
+            elif rel not in names:
+                names[rel] = []  # a folder pictured empty is known too (its names come later)
         if "\\" in name or not name.isascii():  # a name _key escaped has a backslash
             escaped.append(folder)
-    for folder in escaped:
+    for folder in escaped + recent:
         names.pop(folder, None)
     return names
 
@@ -270,6 +286,7 @@ def _picture_clone(run: Run, facts: RunFacts | None) -> ClonePicture | None:
     if not clone.is_dir():
         return None
     root = (root_stat.st_dev, root_stat.st_ino)
+    taken = time.time_ns()  # before the walk: no change it saw is newer (see stat_picture)
     entries = stat_picture(clone, _skip(run))
     path = _work_path(run)
     try:
@@ -277,22 +294,28 @@ def _picture_clone(run: Run, facts: RunFacts | None) -> ClonePicture | None:
         text = _atomic.read_bytes(path, root=run.dir).decode("utf-8")
     except FileNotFoundError:
         if facts is None:
-            return ClonePicture(entries, root)  # nothing recorded and no touched set: detect only
+            return ClonePicture(
+                entries, root, taken_ns=taken
+            )  # nothing recorded and no touched set: detect only
         _atomic.write_text(
             path, _atomic.dump_json(_record(run, facts.touched, entries, root)), root=run.dir
         )
-        return ClonePicture(entries, root)
+        return ClonePicture(entries, root, taken_ns=taken)
     except (OSError, UnicodeDecodeError) as error:
-        return ClonePicture(entries, root, f"its recorded work {path} cannot be read ({error})")
+        return ClonePicture(
+            entries, root, f"its recorded work {path} cannot be read ({error})", taken_ns=taken
+        )
     try:
         recorded = json.loads(text)
         if not isinstance(recorded, dict) or recorded.get("version") != _VERSION:
             raise ValueError("not a trysquare work record")
         problem = _compare(run, recorded, facts, entries, root)
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as error:
-        return ClonePicture(entries, root, f"its recorded work {path} cannot be read ({error})")
+        return ClonePicture(
+            entries, root, f"its recorded work {path} cannot be read ({error})", taken_ns=taken
+        )
     if problem is not None:
-        return ClonePicture(entries, root, problem)
+        return ClonePicture(entries, root, problem, taken_ns=taken)
     # Same work: the picture is refreshed (a moved folder gets new inodes).
     if recorded.get("root") != list(root) or recorded.get("picture") != {
         r: list(e) for r, e in entries.items()
@@ -308,7 +331,7 @@ def _picture_clone(run: Run, facts: RunFacts | None) -> ClonePicture | None:
             ),
             root=run.dir,
         )
-    return ClonePicture(entries, root)
+    return ClonePicture(entries, root, taken_ns=taken)
 
 
 def _compare(
@@ -413,14 +436,16 @@ def clone_changes(run: Run, before: ClonePicture) -> str | None:
     except OSError as error:
         return f"the measured clone can no longer be read after validation ({error.strerror})"
     # Walked knowing the picture before: a folder no name came to or left is not listed again.
-    after = stat_picture(run.repo, _skip(run), before.entries)
+    after = stat_picture(run.repo, _skip(run), before.entries, before.taken_ns)
     added, changed, deleted = _differences(before.entries, after)
     if (root_stat.st_dev, root_stat.st_ino) != before.root:
         return "the measured clone changed during validation (the clone folder itself was replaced)"
     said = _said(added, changed, deleted)
     problems = [] if said is None else [f"the measured clone changed during validation ({said})"]
     if before.etalon is not None:
-        etalon_after = stat_picture(before.etalon, known=before.etalon_entries)
+        etalon_after = stat_picture(
+            before.etalon, known=before.etalon_entries, known_taken_ns=before.taken_ns
+        )
         etalon_said = _said(*_differences(before.etalon_entries, etalon_after))
         if etalon_said is not None:
             problems.append(

@@ -33,15 +33,23 @@ class ClonePicture:
     # must come out of validation as it went in, too.
     etalon: Path | None = None
     etalon_entries: Mapping[str, Entry] = attrs.field(factory=dict)
+    # When the walk behind ``entries`` began (time.time_ns()); 0: unknown, nothing settled.
+    taken_ns: int = 0
 
     def as_record(self) -> tuple[Any, ...]:
         """Plain data (for :class:`trysquare._spill.Spill`); :meth:`from_record` undoes it."""
         etalon = None if self.etalon is None else os.fspath(self.etalon)
-        return (dict(self.entries), self.root, self.problem, etalon, dict(self.etalon_entries))
+        return (
+            dict(self.entries),
+            self.root,
+            self.problem,
+            etalon,
+            dict(self.etalon_entries),
+            self.taken_ns,
+        )
 
     @classmethod
     def from_record(cls, record: tuple[Any, ...]) -> ClonePicture:
-        entries, root, problem, etalon, etalon_entries = record
-        return cls(
-            entries, tuple(root), problem, None if etalon is None else Path(etalon), etalon_entries
-        )
+        entries, root, problem, etalon, etalon_entries, taken_ns = record
+        etalon_path = None if etalon is None else Path(etalon)
+        return cls(entries, tuple(root), problem, etalon_path, etalon_entries, taken_ns)
