@@ -312,10 +312,18 @@ class _LocalPool:
 
 
 def _prepared_ahead(task: object) -> bool:
-    """Whether ``task`` is prepared ahead: its validation starts its child at once, and it
-    runs no suite of the agent's (whose service is not started before the go)."""
+    """Whether ``task`` is prepared ahead: its validation starts its child at once, it runs no
+    suite of the agent's (whose service is not started before the go), and the kernel
+    confines children here: otherwise the validator running could write into what is
+    prepared for the next one (its scratch folder)."""
+    from trysquare.sandbox import sandbox_enabled
+
     planned = getattr(task, "task", None)
-    return _starts_a_child(task) and "test_command" not in getattr(planned, "context", {})
+    return (
+        _starts_a_child(task)
+        and "test_command" not in getattr(planned, "context", {})
+        and sandbox_enabled()
+    )
 
 
 def _starts_a_child(task: object) -> bool:

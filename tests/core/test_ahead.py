@@ -1,0 +1,182 @@
+"""``trysquare._ahead`` and the local pool: the next task is prepared while a child runs, and
+started only at its go.
+
+What is shown, with stand-in tasks whose evaluation takes its gate as ``run_process`` does (and
+with a real confined start): a task is prepared while another runs, yet no more than ``jobs``
+run at once; tasks go in the order taken; after an invalid result nothing goes, and what was
+prepared is given up (``NotStarted``); a task that starts no child (a judge's) is not prepared
+ahead; and a confined start whose go never comes leaves no thread, descriptor or child behind.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from trysquare import _ahead, execute, executors
+from trysquare._process import run_process
+from trysquare.sandbox import Sandbox, sandbox_enabled
+
+pytestmark = pytest.mark.fast
+
+needs_landlock = pytest.mark.skipif(
+    sys.platform != "linux" or not sandbox_enabled(), reason="prepared ahead where Landlock is"
+)
+
+
+class _Task(str):
+    """A stand-in task; ``child``: its validation starts a child (the script mode's)."""
+
+    child = True
+
+    @property
+    def task(self) -> Any:
+        return SimpleNamespace(validation=SimpleNamespace(starts_a_child=self.child), context={})
+
+
+class _NoChild(_Task):
+    child = False
+
+
+def _pool(
+    monkeypatch: pytest.MonkeyPatch, states: dict[str, str] | None = None, run_for: float = 0.05
+) -> dict[str, Any]:
+    """Stand-in evaluation: prepared (its gate taken, as run_process takes it) then, after the
+    go, a child 'running' ``run_for`` seconds; what happened is noted."""
+    seen: dict[str, Any] = {"now": 0, "peak": 0, "went": [], "prepared_beside": 0, "gave_up": []}
+    lock = threading.Lock()
+
+    def evaluate_one(task: _Task, *, interrupted: Any) -> Any:
+        gate = _ahead.take()
+        with lock:
+            if seen["now"]:
+                seen["prepared_beside"] += 1  # prepared while another child ran
+        if gate is not None:
+            try:
+                gate.go()
+            except _ahead.NotStarted:
+                seen["gave_up"].append(task)
+                raise
+        with lock:
+            seen["now"] += 1
+            seen["peak"] = max(seen["peak"], seen["now"])
+            seen["went"].append(task)
+        if gate is not None:
+            gate.started()
+        time.sleep(run_for)
+        with lock:
+            seen["now"] -= 1
+        state = (states or {}).get(task, "valid")
+        return execute.Evaluated(task, SimpleNamespace(state=state), False, run_for)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(execute, "evaluate_task", evaluate_one)
+    monkeypatch.setattr(execute, "record_task", lambda evaluated: evaluated.task)
+    return seen
+
+
+@needs_landlock
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_tasks_are_prepared_beside_a_child_yet_no_more_than_jobs_run(monkeypatch, jobs) -> None:
+    seen = _pool(monkeypatch)
+    tasks = [_Task(f"t{n}") for n in range(10)]
+    done = list(executors.get("local", {}, jobs=jobs).run(tasks, should_stop=lambda: False))
+    assert sorted(done) == sorted(tasks)
+    assert seen["peak"] == jobs
+    assert seen["prepared_beside"] >= 3  # the next task was made ready while one ran
+    if jobs == 1:
+        assert done == tasks == seen["went"]  # in the order taken, one at a time
+
+
+@needs_landlock
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_nothing_goes_after_an_invalid_result_and_what_was_prepared_is_given_up(
+    monkeypatch, jobs
+) -> None:
+    seen = _pool(monkeypatch, states={"t2": "invalid"})
+    tasks = [_Task(f"t{n}") for n in range(8)]
+    stop = threading.Event()
+    done = []
+    for evaluated in executors.get("local", {}, jobs=jobs).run(tasks, should_stop=stop.is_set):
+        done.append(evaluated)
+        if evaluated == "t2":
+            stop.set()  # -x
+            break
+    went = seen["went"]
+    # Nothing went after t2's invalid result was known: only what was already running
+    # beside it (at two jobs, one task) went after it was taken.
+    assert went.index("t2") >= len(went) - jobs, went
+    assert seen["gave_up"], seen  # a task was prepared for the go that never came
+    assert not set(seen["gave_up"]) & set(went)
+
+
+@needs_landlock
+def test_a_task_that_starts_no_child_waits_for_its_go_before_anything(monkeypatch) -> None:
+    seen = _pool(monkeypatch)
+    began: list[tuple[str, int]] = []
+    real = execute.evaluate_task
+
+    def noted(task: Any, *, interrupted: Any) -> Any:
+        began.append((task, seen["now"]))  # how many children ran as it began
+        return real(task, interrupted=interrupted)
+
+    monkeypatch.setattr(execute, "evaluate_task", noted)
+    tasks = [_NoChild(f"j{n}") for n in range(6)]
+    done = list(executors.get("local", {}, jobs=1).run(tasks, should_stop=lambda: False))
+    assert done == tasks
+    assert [count for _, count in began] == [0] * 6  # never begun beside another
+
+
+@needs_landlock
+def test_a_confined_start_whose_go_never_comes_leaves_nothing(tmp_path: Path) -> None:
+    class Never:
+        def go(self) -> None:
+            raise _ahead.NotStarted
+
+        def started(self) -> None:
+            raise AssertionError("nothing started")
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    proof = scratch / "ran"
+    # With no gate the same start works; it opens what every start shares once (/dev/null,
+    # the device rules), so that what is counted next is the prepared task's alone.
+    done = run_process(
+        [sys.executable, "-c", f"open({str(proof)!r}, 'w')"],
+        cwd=scratch,
+        timeout=30,
+        sandbox=Sandbox([scratch]),
+    )
+    assert done.returncode == 0 and proof.exists()
+    proof.unlink()
+    tasks_before = len(os.listdir("/proc/self/task"))
+    fds_before = sorted(os.listdir("/proc/self/fd"))
+    with _ahead.gated(Never()), pytest.raises(_ahead.NotStarted):
+        run_process(
+            [sys.executable, "-c", f"open({str(proof)!r}, 'w')"],
+            cwd=scratch,
+            timeout=30,
+            sandbox=Sandbox([scratch]),
+        )
+    assert _ahead.take() is None  # the gate was taken once
+    deadline = time.monotonic() + 5
+    while len(os.listdir("/proc/self/task")) > tasks_before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(os.listdir("/proc/self/task")) == tasks_before  # the confined thread ended
+    assert sorted(os.listdir("/proc/self/fd")) == fds_before  # pipes and ruleset closed
+    assert not proof.exists()  # no child started
+
+
+def test_nothing_is_prepared_ahead_where_children_are_not_confined(monkeypatch) -> None:
+    # Unconfined, the validator running could write into the next task's scratch folder.
+    monkeypatch.setenv("TRYSQUARE_SANDBOX", "off")
+    seen = _pool(monkeypatch)
+    tasks = [_Task(f"t{n}") for n in range(6)]
+    done = list(executors.get("local", {}, jobs=1).run(tasks, should_stop=lambda: False))
+    assert done == tasks
+    assert seen["prepared_beside"] == 0
