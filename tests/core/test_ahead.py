@@ -180,3 +180,74 @@ def test_nothing_is_prepared_ahead_where_children_are_not_confined(monkeypatch) 
     done = list(executors.get("local", {}, jobs=1).run(tasks, should_stop=lambda: False))
     assert done == tasks
     assert seen["prepared_beside"] == 0
+
+
+class _Flight:
+    """What the pool asks of the in-flight markers, noted (a stand-in for InFlight)."""
+
+    def __init__(self) -> None:
+        self.noted: list[tuple[str, str]] = []
+
+    def suspect(self, task: Any) -> bool:
+        return False
+
+    def taken(self, task: Any) -> None:
+        self.noted.append(("taken", task))
+
+    def start(self, task: Any, *, taken: bool = False) -> None:
+        self.noted.append(("marked", task))
+
+    def exited(self, run: Any, name: str) -> None:
+        self.noted.append(("exited", run))
+
+    def not_started(self, task: Any) -> None:
+        self.noted.append(("not started", task))
+
+
+class _RunTask(_Task):
+    @property
+    def run(self) -> str:
+        return str(self)
+
+    @property
+    def validation(self) -> Any:
+        return SimpleNamespace(name="v")
+
+
+@needs_landlock
+@pytest.mark.parametrize("exitfirst", [False, True])
+def test_without_x_the_next_task_goes_once_the_child_is_gone_not_its_outcome(
+    monkeypatch, exitfirst
+) -> None:
+    from trysquare import _inflight
+
+    flight = _Flight()
+    went_at: dict[str, float] = {}
+    outcome_done: dict[str, float] = {}
+
+    def evaluate_one(task: _RunTask, *, interrupted: Any) -> Any:
+        gate = _ahead.take()
+        assert gate is not None
+        gate.go()
+        went_at[task] = time.monotonic()
+        gate.started()
+        time.sleep(0.02)  # the child runs
+        gate.ended()  # reaped, strays ended, output read
+        time.sleep(0.2)  # its outcome worked out, slowly (longer than the next child runs)
+        outcome_done[task] = time.monotonic()
+        return execute.Evaluated(task, SimpleNamespace(state="valid"), False, 0.2)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(execute, "evaluate_task", evaluate_one)
+    monkeypatch.setattr(execute, "record_task", lambda evaluated: evaluated.task)
+    tasks = [_RunTask(f"t{n}") for n in range(4)]
+    deferred = _inflight.Deferred(
+        tasks, flight, alone=True, stop=lambda: False, stops_at_first_invalid=exitfirst
+    )  # type: ignore[arg-type]
+    done = list(executors.get("local", {}, jobs=1).run(deferred, should_stop=lambda: False))
+    assert done == tasks  # in the order they went, whichever outcome was worked out first
+    overlapped = [went_at[b] < outcome_done[a] for a, b in zip(tasks, tasks[1:])]
+    # Without -x the next child starts while the outcome is worked out; with -x only after.
+    assert overlapped == [not exitfirst] * 3
+    # Each marker goes (exited) before the next one is written.
+    events = [event for event in flight.noted if event[0] in {"marked", "exited"}]
+    assert events == [(kind, t) for t in tasks for kind in ("marked", "exited")]

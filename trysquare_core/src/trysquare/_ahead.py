@@ -40,6 +40,10 @@ class Gate(Protocol):
         """The task's child has started (or its start failed): the slot's other thread may
         go on."""
 
+    def ended(self) -> None:
+        """The task's child has been reaped, everything it started ended and its output read:
+        what the next start needed of it. (The pool may give the next task its go now.)"""
+
 
 class NotStarted(BaseException):
     """The go never came: the prepared task did not start and nothing of it is recorded.

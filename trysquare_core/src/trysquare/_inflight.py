@@ -445,11 +445,15 @@ class Deferred(Collection[PlannedTask]):
         *,
         alone: bool,
         stop: Callable[[], bool],
+        stops_at_first_invalid: bool = True,
     ) -> None:
         self.tasks = tasks
         self.flight = flight
         self.alone = alone
         self.stop = stop
+        # -x: nothing may start before an invalid result is handed over (the executor then
+        # waits for each outcome before the next start).
+        self.stops_at_first_invalid = stops_at_first_invalid
 
     def __len__(self) -> int:
         return len(self.tasks)

@@ -345,6 +345,8 @@ def run_process(
             _end_strays(proc.pid, token)
         os.close(out_fd)
         os.close(err_fd)
+        if gate is not None:
+            gate.ended()
     return ProcessResult(
         argv,
         None if timed_out else proc.returncode,

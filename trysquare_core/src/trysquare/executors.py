@@ -123,6 +123,12 @@ class _LocalPool:
         starts = [0]  # how many tasks have gone and started
         # Results handed over once the next task has started, in the order they came.
         put_off: list[Callable[[], None]] = []
+        # Without -x a slot is given to the next task as soon as its child is gone and its
+        # output read (Place.ended), the outcome worked out after; with -x only once the
+        # outcome is known (an invalid one stops everything first).
+        waits_for_outcome = in_flight is None or in_flight.stops_at_first_invalid
+        orders = iter(range(1 << 62))  # the order tasks went in
+        early: set[int] = set()  # of those whose slot went early, the results not handed over
         closing = threading.Event()  # the caller stopped reading
         finished: queue.SimpleQueue[tuple[Evaluated | None, BaseException | None]] = (
             queue.SimpleQueue()
@@ -138,7 +144,9 @@ class _LocalPool:
                 self.task = task
                 self.number = number
                 self.slot: int | None = None
+                self.order = -1  # among the tasks gone
                 self.over = False
+                self.left_early = False
                 self.waited = 0.0  # seconds spent waiting for the go
 
             def go(self) -> None:
@@ -152,6 +160,7 @@ class _LocalPool:
                     line.popleft()
                     free.sort()  # the lowest free slot: at one job, always the same one
                     self.slot = free.pop(0)
+                    self.order = next(orders)
                 self.waited = time.monotonic() - began
                 _ahead.set_lane(self.slot)
                 if in_flight is not None:
@@ -163,11 +172,24 @@ class _LocalPool:
                     turn.notify_all()
                 hand_over_put_off()  # what waited for this start, before this task's own
 
+            def ended(self) -> None:
+                if waits_for_outcome or self.over or stopping():
+                    return  # an interrupted task's marker stays: it ended trysquare during it
+                # The child and all it started are gone: no code of this run runs now.
+                if in_flight is not None:
+                    in_flight.exited(self.task)
+                self.left_early = True
+                with turn:
+                    early.add(self.order)
+                _start_first.between_children()
+                next_started(self.end())
+                _start_first.child_started()
+
             @property
             def gone(self) -> bool:
                 return self.slot is not None
 
-            def end(self, *, invalid: bool = False) -> int:
+            def end(self) -> int:
                 """The task is done (or never goes): its slot is free, or its place in line
                 given up. How many tasks had started by then."""
                 with turn:
@@ -177,12 +199,24 @@ class _LocalPool:
                             free.append(self.slot)
                         elif self.number in line:
                             line.remove(self.number)
-                        if invalid:
-                            held[0] += 1
                         turn.notify_all()
                     count = starts[0]
                 _ahead.set_lane(None)
                 return count
+
+            def hand_over(self, evaluated: Evaluated) -> None:
+                """The result goes to the recording thread, after those of the tasks that went
+                before it and left their slot early (their outcome is being worked out)."""
+                with turn:
+                    turn.wait_for(lambda: all(order >= self.order for order in early))
+                finished.put((evaluated, None))
+                self.handed()
+
+            def handed(self) -> None:
+                if self.left_early:
+                    with turn:
+                        early.discard(self.order)
+                        turn.notify_all()
 
         def next_task() -> Place | None:
             with taking:
@@ -247,28 +281,36 @@ class _LocalPool:
                         continue
                     finally:
                         _start_first.child_started()  # a task that started none
-                    if evaluated is None:
-                        place.end()
-                        continue  # killed by the stop: nothing to record
-                    if in_flight is not None:
-                        in_flight.exited(task)
-                    if evaluated.outcome.state == "invalid":
-                        place.end(invalid=True)
-                        # Handed over at once: -x may stop before anything else starts; and
-                        # what other workers finished before it goes first.
-                        hand_over_put_off()
-                        _start_first.hand_over_all()
-                        finished.put((evaluated, None))
-                    else:
-                        # Handed over once the next task has started (by the thread starting
-                        # it, so results keep their order): the recording thread is not woken
-                        # to compete for the interpreter meanwhile (trysquare._start_first).
-                        with turn:
-                            put_off.append(partial(finished.put, (evaluated, None)))
-                        _start_first.between_children()
-                        next_started(place.end())
-                        hand_over_put_off()  # no start came soon: handed over now
-                        _start_first.child_started()
+                    try:
+                        if evaluated is None:
+                            place.end()
+                            continue  # killed by the stop: nothing to record
+                        if in_flight is not None and not place.left_early:
+                            in_flight.exited(task)
+                        if evaluated.outcome.state == "invalid":
+                            with turn:
+                                held[0] += 1  # before the slot is free: nothing goes now
+                            place.end()
+                            # Handed over at once: -x may stop before anything else starts;
+                            # and what other workers finished before it goes first.
+                            hand_over_put_off()
+                            _start_first.hand_over_all()
+                            place.hand_over(evaluated)
+                        elif place.left_early:
+                            place.hand_over(evaluated)  # the next task has started already
+                        else:
+                            # Handed over once the next task has started (by the thread
+                            # starting it, so results keep their order): the recording thread
+                            # is not woken to compete for the interpreter meanwhile
+                            # (trysquare._start_first).
+                            with turn:
+                                put_off.append(partial(place.hand_over, evaluated))
+                            _start_first.between_children()
+                            next_started(place.end())
+                            hand_over_put_off()  # no start came soon: handed over now
+                            _start_first.child_started()
+                    finally:
+                        place.handed()
             except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
                 hand_over_put_off()  # what it held goes first
                 _start_first.child_started()
