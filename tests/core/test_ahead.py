@@ -10,6 +10,7 @@ ahead; and a confined start whose go never comes leaves no thread, descriptor or
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
@@ -245,7 +246,7 @@ def test_without_x_the_next_task_goes_once_the_child_is_gone_not_its_outcome(
     )  # type: ignore[arg-type]
     done = list(executors.get("local", {}, jobs=1).run(deferred, should_stop=lambda: False))
     assert done == tasks  # in the order they went, whichever outcome was worked out first
-    overlapped = [went_at[b] < outcome_done[a] for a, b in zip(tasks, tasks[1:])]
+    overlapped = [went_at[b] < outcome_done[a] for a, b in itertools.pairwise(tasks)]
     # Without -x the next child starts while the outcome is worked out; with -x only after.
     assert overlapped == [not exitfirst] * 3
     # Each marker goes (exited) before the next one is written.
