@@ -215,6 +215,10 @@ class _RunTask(_Task):
         return SimpleNamespace(name="v")
 
 
+class _NoChildRun(_RunTask):
+    child = False
+
+
 @needs_landlock
 @pytest.mark.parametrize("exitfirst", [False, True])
 def test_without_x_the_next_task_goes_once_the_child_is_gone_not_its_outcome(
@@ -252,3 +256,48 @@ def test_without_x_the_next_task_goes_once_the_child_is_gone_not_its_outcome(
     # Each marker goes (exited) before the next one is written.
     events = [event for event in flight.noted if event[0] in {"marked", "exited"}]
     assert events == [(kind, t) for t in tasks for kind in ("marked", "exited")]
+
+
+@needs_landlock
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_results_of_slots_given_up_early_come_in_order_whatever_their_outcome(
+    monkeypatch, jobs
+) -> None:
+    # Valid and invalid outcomes, some worked out slowly, at one and two jobs: every result
+    # comes (nothing waits for ever on another's hand-over), each after those gone before it.
+    from trysquare import _inflight
+
+    slow = {"t1", "t4", "t5"}
+    states = {"t2": "invalid", "t5": "invalid", "t6": "invalid"}
+
+    def evaluate_one(task: _RunTask, *, interrupted: Any) -> Any:
+        gate = _ahead.take()
+        if gate is not None:
+            gate.go()
+            gate.started()
+        time.sleep(0.01)
+        if gate is not None:
+            gate.ended()
+        time.sleep(0.1 if task in slow else 0.0)
+        state = states.get(task, "valid")
+        return execute.Evaluated(task, SimpleNamespace(state=state), False, 0.1)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(execute, "evaluate_task", evaluate_one)
+    monkeypatch.setattr(execute, "record_task", lambda evaluated: evaluated.task)
+    # Every third task starts no child: its result waits for the next start (put off).
+    tasks = [(_NoChildRun if n % 3 == 2 else _RunTask)(f"t{n}") for n in range(12)]
+    deferred = _inflight.Deferred(
+        tasks, _Flight(), alone=True, stop=lambda: False, stops_at_first_invalid=False
+    )  # type: ignore[arg-type]
+    done: list[str] = []
+
+    def consume() -> None:
+        done.extend(executors.get("local", {}, jobs=jobs).run(deferred, should_stop=lambda: False))
+
+    reading = threading.Thread(target=consume, daemon=True)
+    reading.start()
+    reading.join(60)
+    assert not reading.is_alive(), f"stuck after {done}"
+    assert sorted(done) == sorted(tasks)
+    if jobs == 1:
+        assert done == tasks

@@ -129,6 +129,7 @@ class _LocalPool:
         waits_for_outcome = in_flight is None or in_flight.stops_at_first_invalid
         orders = iter(range(1 << 62))  # the order tasks went in
         early: set[int] = set()  # of those whose slot went early, the results not handed over
+        outbox: list[tuple[int, Evaluated]] = []  # results waiting for one of those
         closing = threading.Event()  # the caller stopped reading
         finished: queue.SimpleQueue[tuple[Evaluated | None, BaseException | None]] = (
             queue.SimpleQueue()
@@ -206,17 +207,26 @@ class _LocalPool:
 
             def hand_over(self, evaluated: Evaluated) -> None:
                 """The result goes to the recording thread, after those of the tasks that went
-                before it and left their slot early (their outcome is being worked out)."""
+                before it and left their slot early (their outcome is being worked out): it
+                waits in the outbox meanwhile, never holding this thread."""
                 with turn:
-                    turn.wait_for(lambda: all(order >= self.order for order in early))
-                finished.put((evaluated, None))
-                self.handed()
+                    outbox.append((self.order, evaluated))
+                    self.handed()
 
             def handed(self) -> None:
-                if self.left_early:
-                    with turn:
-                        early.discard(self.order)
-                        turn.notify_all()
+                """This task's result is handed over (or never will be): what waited for it in
+                the outbox goes, in order. Called holding ``turn``, or takes it."""
+                with turn:
+                    early.discard(self.order)
+                    first_pending = min(early, default=None)
+                    ready = sorted(
+                        (entry for entry in outbox
+                         if first_pending is None or entry[0] < first_pending),
+                        key=lambda entry: entry[0],
+                    )  # fmt: skip
+                    for entry in ready:
+                        outbox.remove(entry)
+                        finished.put((entry[1], None))  # in order: put holding the lock
 
         def next_task() -> Place | None:
             with taking:
