@@ -328,6 +328,7 @@ class _LocalPool:
             finally:
                 if place is not None:
                     place.end()
+                    place.handed()  # what waited for its result goes
                 hand_over_put_off()
                 _start_first.child_started()
                 finished.put((None, None))  # this thread is done
