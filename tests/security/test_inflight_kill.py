@@ -87,7 +87,9 @@ def lab(tmp_path: Path, how: str) -> tuple[Path, Path]:
     return scenario, root
 
 
-def validate(cli_process, scenario: Path, root: Path) -> subprocess.CompletedProcess[str]:
+def validate(
+    cli_process, scenario: Path, root: Path, *, jobs: int = 2
+) -> subprocess.CompletedProcess[str]:
     """A real ``trysquare validate`` in a session of its own (its process group is its own:
     a validator killing that group kills trysquare, never the test)."""
     return subprocess.run(
@@ -100,7 +102,7 @@ def validate(cli_process, scenario: Path, root: Path) -> subprocess.CompletedPro
             str(root),
             "--no-progress",
             "--jobs",
-            "2",
+            str(jobs),
         ],
         env=cli_process.env,
         capture_output=True,
