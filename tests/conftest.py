@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import scheduling, tmpfs
+from tests import first_collection, scheduling, tmpfs
 
 # First of all, before any temporary file is made: /tmp in memory where the kernel allows it.
 TEMPORARY_FILES = tmpfs.enter()
@@ -348,6 +348,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     workers ran the suite in 158 s against 171 s (four: 161 s).
     """
     return max(1, (os.cpu_count() or 1) * 3 // 2)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> object:
+    """On an xdist worker, collect after the first worker of a fresh checkout has compiled
+    the bytecode everyone imports (tests/first_collection.py)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return (yield)
+    with first_collection.collecting(first_collection.bytecode_home()):
+        return (yield)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups into the node ids
