@@ -45,6 +45,30 @@ def _cache_bytecode_in_the_environment() -> None:
     os.environ["PYTHONPYCACHEPREFIX"] = str(prefix)
     sys.dont_write_bytecode = False
     sys.pycache_prefix = str(prefix)
+    _compile_what_is_imported()
+
+
+def _compile_what_is_imported() -> None:
+    """Write the bytecode of the modules imported before bytecode was let be written.
+
+    pytest, its plugins and the standard modules they use were imported from source; every
+    xdist worker and test subprocess imports them next. On a fresh environment the workers,
+    started together, each compiled them all at once; compiled here first, they find them.
+    """
+    import importlib.util
+    import py_compile
+
+    for module in list(sys.modules.values()):
+        source = getattr(module, "__file__", None)
+        if not isinstance(source, str) or not source.endswith(".py"):
+            continue
+        try:
+            cached = importlib.util.cache_from_source(source)
+        except ValueError:
+            continue
+        if not os.path.exists(cached):
+            with contextlib.suppress(OSError, py_compile.PyCompileError):
+                py_compile.compile(source, cfile=cached, doraise=True)
 
 
 _cache_bytecode_in_the_environment()
