@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -48,7 +49,7 @@ def _cache_bytecode_in_the_environment() -> None:
     _compile_what_is_imported()
 
 
-def _compile_what_is_imported() -> None:
+def _compile_what_is_imported(modules: Iterable[ModuleType] | None = None) -> None:
     """Write the bytecode of the modules imported before bytecode was let be written.
 
     pytest, its plugins and the standard modules they use were imported from source; every
@@ -58,7 +59,7 @@ def _compile_what_is_imported() -> None:
     import importlib.util
     import py_compile
 
-    for module in list(sys.modules.values()):
+    for module in list(sys.modules.values()) if modules is None else modules:
         source = getattr(module, "__file__", None)
         if not isinstance(source, str) or not source.endswith(".py"):
             continue
