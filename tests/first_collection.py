@@ -37,7 +37,7 @@ def collecting(home: Path | None) -> Iterator[None]:
         yield
         return
     try:
-        lock = open(mark.with_name(MARK_NAME + ".lock"), "a", encoding="utf-8")
+        lock = open(mark.with_name(MARK_NAME + ".lock"), "a", encoding="utf-8")  # noqa: SIM115 (a with below closes it)
     except OSError:  # a read-only environment: collect as before
         yield
         return
