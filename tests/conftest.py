@@ -14,12 +14,13 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from tests import scheduling, tmpfs
+from tests import first_collection, scheduling, tmpfs
 
 # First of all, before any temporary file is made: /tmp in memory where the kernel allows it.
 TEMPORARY_FILES = tmpfs.enter()
@@ -45,6 +46,30 @@ def _cache_bytecode_in_the_environment() -> None:
     os.environ["PYTHONPYCACHEPREFIX"] = str(prefix)
     sys.dont_write_bytecode = False
     sys.pycache_prefix = str(prefix)
+    _compile_what_is_imported()
+
+
+def _compile_what_is_imported(modules: Iterable[ModuleType] | None = None) -> None:
+    """Write the bytecode of the modules imported before bytecode was let be written.
+
+    pytest, its plugins and the standard modules they use were imported from source; every
+    xdist worker and test subprocess imports them next. On a fresh environment the workers,
+    started together, each compiled them all at once; compiled here first, they find them.
+    """
+    import importlib.util
+    import py_compile
+
+    for module in list(sys.modules.values()) if modules is None else modules:
+        source = getattr(module, "__file__", None)
+        if not isinstance(source, str) or not source.endswith(".py"):
+            continue
+        try:
+            cached = importlib.util.cache_from_source(source)
+        except ValueError:
+            continue
+        if not os.path.exists(cached):
+            with contextlib.suppress(OSError, py_compile.PyCompileError):
+                py_compile.compile(source, cfile=cached, doraise=True)
 
 
 _cache_bytecode_in_the_environment()
@@ -348,6 +373,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     workers ran the suite in 158 s against 171 s (four: 161 s).
     """
     return max(1, (os.cpu_count() or 1) * 3 // 2)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> object:
+    """On an xdist worker, collect after the first worker of a fresh checkout has compiled
+    the bytecode everyone imports (tests/first_collection.py)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return (yield)
+    with first_collection.collecting(first_collection.bytecode_home()):
+        return (yield)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups into the node ids

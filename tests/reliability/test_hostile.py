@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trysquare.api import DEFAULT_OUTPUT_CAP
 from trysquare.outputs import parse_validator_output
 
 from tests.helpers import write_scenario, write_script
@@ -34,8 +35,12 @@ HOSTILE = {
         'print(\'{"metrics": {"": true, "x": true}}\')\n',
         "printed a metric with an empty name",
     ),
+    # Three times the cap (trysquare reads a child's output to its end, keeping the cap).
     "huge-output": (
-        "import sys\nchunk = b'x' * (1 << 20)\nfor _ in range(300):\n    sys.stdout.buffer.write(chunk)\n",
+        (
+            "import sys\nchunk = b'x' * (1 << 20)\n"
+            f"for _ in range({3 * DEFAULT_OUTPUT_CAP >> 20}):\n    sys.stdout.buffer.write(chunk)\n"
+        ),
         "printed more than the output cap",
     ),
     "forked-child-holds-stdout": (
