@@ -199,16 +199,12 @@ class InFlight:
         """``task`` was taken (:meth:`taken`) and never started: it runs no more."""
         key = _key(task.run, task.validation.name)
         with self._changed:
-            self._one_less_running(key)
+            left = self._running.get(key, 0) - 1
+            if left > 0:
+                self._running[key] = left
+            else:
+                self._running.pop(key, None)
             self._changed.notify_all()
-
-    def _one_less_running(self, key: tuple[Path, str]) -> None:
-        """One validation of ``key`` runs no more (called holding ``_changed``)."""
-        left = self._running.get(key, 0) - 1
-        if left > 0:
-            self._running[key] = left
-        else:
-            self._running.pop(key, None)
 
     def start(self, task: PlannedTask, *, taken: bool = False) -> None:
         """Say that ``task``'s validator is about to start: written before it does.
@@ -296,7 +292,11 @@ class InFlight:
         """``run`` × ``name`` came back (its result recorded, or not): its marker goes."""
         key = _key(run, name)
         with self._changed:
-            self._one_less_running(key)
+            left = self._running.get(key, 0) - 1
+            if left > 0:
+                self._running[key] = left
+            else:
+                self._running.pop(key, None)
             exited = self._exited.get(key, 0)
             if exited:  # its marker went when its validator exited
                 if exited > 1:
