@@ -107,7 +107,6 @@ class _LocalPool:
 
         from trysquare import _ahead, _inflight, _start_first
         from trysquare.execute import Evaluated, evaluate_task, record_task
-        from trysquare.sandbox import sandbox_enabled
 
         # Counted in flight as taken, marked as each starts; no more once its validator exits,
         # before recording.
@@ -138,8 +137,6 @@ class _LocalPool:
 
         def stopping() -> bool:
             return closing.is_set() or should_stop()
-
-        takes_ahead = sandbox_enabled()  # see next_task
 
         class Place:
             """One taken task's place in the line, then its slot: its gate."""
@@ -234,12 +231,7 @@ class _LocalPool:
         def next_task() -> Place | None:
             with taking:
                 with turn:
-                    # Taking a task builds it (its files checked against planning's digests):
-                    # where no sandbox confines the validator running, it could still write
-                    # them, so a task is taken only once a slot is there for it.
-                    while not closing.is_set() and (
-                        held[0] or (not takes_ahead and len(line) >= len(free))
-                    ):
+                    while held[0] and not closing.is_set():
                         turn.wait()
                 if stopping():
                     return None
