@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from trysquare import _ahead, _start_first, execute, executors
+from trysquare import _start_first, execute, executors
 from trysquare._process import run_process
 
 pytestmark = pytest.mark.fast
@@ -89,25 +89,21 @@ class _ChildTask(str):
     task = SimpleNamespace(validation=SimpleNamespace(starts_a_child=True))
 
 
-def test_the_pool_records_a_result_once_the_next_child_started(monkeypatch) -> None:
+@pytest.mark.parametrize("bound", [30.0, 0.0])
+def test_the_pool_records_a_result_once_the_next_child_started(monkeypatch, bound) -> None:
     # --jobs 1: t0's result is handed over; its recording must wait for t1's child, which
-    # starts at its go once t1 (prepared ahead, slowly: a slow jail, say) is ready, not run
-    # beside the start.
-    monkeypatch.setattr(_start_first, "WAIT_AT_MOST", 30.0)
+    # starts 0.3 s into t1's task (a slow jail, say), not run beside the start. With no bound
+    # on the recording's wait (0.0), only the hand-over put off until that start holds it.
+    monkeypatch.setattr(_start_first, "WAIT_AT_MOST", bound)
     child_of: dict[str, float] = {}
     recorded_at: dict[str, float] = {}
 
     def evaluate_one(task: str, *, interrupted: Any) -> Any:
-        gate = _ahead.take()  # what run_process does right before the start
-        assert gate is not None
         if task == "t1":
             time.sleep(0.3)
-        gate.go()
         child_of[task] = time.monotonic()
-        gate.started()
-        if task == "t0":
-            time.sleep(0.1)  # t1 is prepared and waits for its go when t0's child exits
-        return execute.Evaluated(task, SimpleNamespace(state="valid"), False, 0.5)  # type: ignore[arg-type]
+        _start_first.child_started()  # what run_process says once its child is started
+        return SimpleNamespace(task=task, outcome=SimpleNamespace(state="valid"))
 
     def record_one(evaluated: Any) -> tuple[str, dict[str, str]]:
         recorded_at[evaluated.task] = time.monotonic()

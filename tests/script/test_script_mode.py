@@ -453,15 +453,13 @@ print(json.dumps({"metrics": {"changed": True}}))
 def test_each_task_starts_in_an_empty_scratch_folder_reused_once_emptied(
     cli, make_run, tmp_path: Path
 ) -> None:
-    experiment = build_matrix(make_run, count=4)
+    experiment = build_matrix(make_run, count=3)
     scenario = scenario_for(tmp_path / "s", LITTERING)
     done = cli("validate", scenario, experiment, "--jobs", "1")
     assert done.returncode == 0, done.stdout + done.stderr
     seen = [
         json.loads((experiment / "runs" / f"run{i}" / "validation" / "script.stderr").read_text())
-        for i in range(4)
+        for i in range(3)
     ]
     assert all(s["found"] == [] and s["tmp"] == s["cwd"] for s in seen)
-    # Emptied between tasks and reused: at one job, one folder for the task running and one
-    # for the task prepared ahead (trysquare._ahead), never one per task.
-    assert len({s["cwd"] for s in seen}) <= 2
+    assert len({s["cwd"] for s in seen}) == 1  # one folder, emptied between tasks

@@ -87,9 +87,7 @@ def lab(tmp_path: Path, how: str) -> tuple[Path, Path]:
     return scenario, root
 
 
-def validate(
-    cli_process, scenario: Path, root: Path, *, jobs: int = 2
-) -> subprocess.CompletedProcess[str]:
+def validate(cli_process, scenario: Path, root: Path) -> subprocess.CompletedProcess[str]:
     """A real ``trysquare validate`` in a session of its own (its process group is its own:
     a validator killing that group kills trysquare, never the test)."""
     return subprocess.run(
@@ -102,7 +100,7 @@ def validate(
             str(root),
             "--no-progress",
             "--jobs",
-            str(jobs),
+            "2",
         ],
         env=cli_process.env,
         capture_output=True,

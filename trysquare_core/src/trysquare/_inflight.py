@@ -187,28 +187,8 @@ class InFlight:
 
     # -- this validate's own ------------------------------------------------------------
 
-    def taken(self, task: PlannedTask) -> None:
-        """``task`` is taken to start once it may (its marker is written then, by
-        :meth:`start` with ``taken=True``): until it is back it counts as running, so that a
-        validation waiting to run alone waits for it too."""
-        key = _key(task.run, task.validation.name)
-        with self._changed:
-            self._running[key] = self._running.get(key, 0) + 1
-
-    def not_started(self, task: PlannedTask) -> None:
-        """``task`` was taken (:meth:`taken`) and never started: it runs no more."""
-        key = _key(task.run, task.validation.name)
-        with self._changed:
-            left = self._running.get(key, 0) - 1
-            if left > 0:
-                self._running[key] = left
-            else:
-                self._running.pop(key, None)
-            self._changed.notify_all()
-
-    def start(self, task: PlannedTask, *, taken: bool = False) -> None:
-        """Say that ``task``'s validator is about to start: written before it does.
-        ``taken``: it was counted as running when taken (:meth:`taken`)."""
+    def start(self, task: PlannedTask) -> None:
+        """Say that ``task``'s validator is about to start: written before it does."""
         run, name = task.run, task.validation.name
         where = self._where(run)
         if where is None:
@@ -231,8 +211,7 @@ class InFlight:
         data = _atomic.encode(json.dumps(entry, sort_keys=True))
         # Every use of a slot's fd is made holding the lock, so none outlives close().
         with self._changed:
-            if not taken:
-                self._running[key] = self._running.get(key, 0) + 1
+            self._running[key] = self._running.get(key, 0) + 1
             if key in self.found:
                 self._started.add(key)
             slot = self._slot(root)
@@ -445,15 +424,11 @@ class Deferred(Collection[PlannedTask]):
         *,
         alone: bool,
         stop: Callable[[], bool],
-        stops_at_first_invalid: bool = True,
     ) -> None:
         self.tasks = tasks
         self.flight = flight
         self.alone = alone
         self.stop = stop
-        # -x: nothing may start before an invalid result is handed over (the executor then
-        # waits for each outcome before the next start).
-        self.stops_at_first_invalid = stops_at_first_invalid
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -467,29 +442,12 @@ class Deferred(Collection[PlannedTask]):
         return task in self.tasks
 
     def __iter__(self) -> Iterator[PlannedTask]:
-        return self._taken(self.flight.start)
-
-    def unmarked(self) -> Iterator[PlannedTask]:
-        """The tasks, each counted as running when taken but marked only when it starts
-        (:meth:`started`; :meth:`not_started` for one that never does): an executor that
-        prepares a task ahead, while another runs, starts it later than it takes it."""
-        return self._taken(self.flight.taken)
-
-    def started(self, task: PlannedTask) -> None:
-        """``task`` (from :meth:`unmarked`) is about to start: its marker is written."""
-        self.flight.start(task, taken=True)
-
-    def not_started(self, task: PlannedTask) -> None:
-        """``task`` (from :meth:`unmarked`) never started: it is in flight no more."""
-        self.flight.not_started(task)
-
-    def _taken(self, mark: Callable[[PlannedTask], None]) -> Iterator[PlannedTask]:
         later: list[PlannedTask] = []
         for task in self.tasks:
             if self.flight.suspect(task):
                 later.append(task)
                 continue
-            mark(task)
+            self.flight.start(task)
             yield task
         for task in later:
             if self.alone:
@@ -497,7 +455,7 @@ class Deferred(Collection[PlannedTask]):
                 self.flight.wait_idle(self.stop)
             if self.stop():
                 return
-            mark(task)
+            self.flight.start(task)
             yield task
 
 

@@ -26,9 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trysquare import _ahead, _capped_output, _start_first
+from trysquare import _capped_output, _start_first
 from trysquare.errors import IsolationUnavailable
-from trysquare.sandbox import ConfinedStart, Sandbox, switched_off
+from trysquare.sandbox import Sandbox, switched_off
 
 if TYPE_CHECKING:
     from trysquare.jail import JailIds, JailPolicy
@@ -219,6 +219,10 @@ def run_process(
         _become_subreaper()
         token = f"{os.getpid()}.{next(_tokens)}"
         env = {**(os.environ if env is None else env), _TOKEN_VAR: token}
+    # Held while a child is being started: until it is in _live_groups, another
+    # thread's _end_strays would take the new session leader for a stray.
+    _spawning.acquire()
+
     # The pipes are made here and read with bare reads: pipes Popen makes are wrapped in file
     # objects (three system calls each, every one letting the GIL go) that nothing here uses.
     out_fd, out_write = os.pipe()
@@ -235,31 +239,9 @@ def run_process(
             start_new_session=True,
         )
 
-    # A task prepared ahead (trysquare._ahead) has all of this ready, the confined thread
-    # included, while the slot's previous child still runs; its child starts at the go.
-    gate = _ahead.take()
-    starting: ConfinedStart | None = None
-    try:
-        if sandbox is not None:
-            starting = sandbox.prepare()
-        if gate is not None:
-            gate.go()
-    except BaseException:
-        if starting is not None:
-            starting.cancel()
-        for fd in (out_fd, out_write, err_fd, err_write):
-            os.close(fd)
-        raise
-    if gate is not None:
-        # Its time starts at the go: the wait for it is not the child's.
-        start = time.monotonic()
-        deadline = None if timeout is None else start + timeout
-    # Held while a child is being started: until it is in _live_groups, another
-    # thread's _end_strays would take the new session leader for a stray.
-    _spawning.acquire()
     try:
         try:
-            proc = spawn() if starting is None else starting.start(spawn)
+            proc = spawn() if sandbox is None else sandbox.start(spawn)
         except BaseException:
             os.close(out_fd)
             os.close(err_fd)
@@ -274,8 +256,6 @@ def run_process(
     finally:
         _spawning.release()
         _start_first.child_started()
-        if gate is not None:
-            gate.started()
     output = _capped_output.CappedOutput((out_fd, err_fd), cap)
     timed_out = False
     exited_at: float | None = None
@@ -345,8 +325,6 @@ def run_process(
             _end_strays(proc.pid, token)
         os.close(out_fd)
         os.close(err_fd)
-        if gate is not None:
-            gate.ended()
     return ProcessResult(
         argv,
         None if timed_out else proc.returncode,

@@ -3,7 +3,7 @@
 A script validator written with :mod:`trysquare.assay` pays an interpreter start and its
 imports on every run, most of what it costs. When ``validate`` runs its tasks here (the
 local executor), such a validator is served by a *warm server*: one process per validator
-and slot of the pool (:func:`trysquare._ahead.lane`), started with the validator's environment (secrets withheld, as a cold
+and worker thread, started with the validator's environment (secrets withheld, as a cold
 run gets it), which imports the interpreter, ``trysquare.assay`` and the validator module
 once, then forks one child per run. Each child is set up as the cold path sets up its
 process — its own session, the run's working directory and environment, its own Landlock
@@ -61,7 +61,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trysquare import _ahead, _capped_output, _process, _start_first
+from trysquare import _capped_output, _process, _start_first
 from trysquare._process import DEFAULT_CAP, ProcessResult
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ _active_lock = threading.Lock()
 
 
 class _Servers:
-    """The warm servers of one ``validate``: one per validator and slot of the pool."""
+    """The warm servers of one ``validate``: one per validator and worker thread."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -283,7 +283,7 @@ def run_warm(
         pool = _active[-1] if _active else None
     if pool is None:
         return None
-    key = (str(script), entry, _ahead.lane(), tuple(sorted(base_env.items())))
+    key = (str(script), entry, threading.get_ident(), tuple(sorted(base_env.items())))
     validator_key = key[:2] + key[3:]
     with pool.lock:
         if validator_key in pool.unusable:

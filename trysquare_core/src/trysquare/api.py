@@ -665,10 +665,6 @@ def run_warm_if_served(
     entry = _warm.entry_point(script, base_env.get("PATH"))
     if entry is None:
         return None
-    # A task prepared ahead starts here, at its go: nothing of the warm path is done before.
-    from trysquare import _ahead
-
-    _ahead.go_now()
     return _warm.run_warm(
         script, entry, argv, cwd=cwd, timeout=timeout, base_env=base_env, env=env, writable=writable
     )

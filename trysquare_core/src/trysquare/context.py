@@ -297,10 +297,6 @@ def write_session_facts(run: Run, context: Mapping[str, Any]) -> None:
     target = context.get("session_facts")
     if not isinstance(target, str) or run.session is None:
         return
-    # Written in the run's folder: a task prepared ahead writes it only once it may start.
-    from trysquare import _ahead
-
-    _ahead.go_now()
     from trysquare import sessions
     from trysquare.sessions.facts import session_facts
 

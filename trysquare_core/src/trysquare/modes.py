@@ -146,12 +146,8 @@ class Validation:
     never does (the script mode) is handed neither: the result it replaces is not read
     before its validator starts, and is held to what planning saw when it is replaced."""
     starts_a_child: ClassVar[bool] = False
-    """Its :meth:`evaluate` starts its validator as one child process at once, through
-    :func:`trysquare.api.run_process` (the script mode; or its warm server's child): where
-    Landlock confines children, the local pool runs ``evaluate`` up to that start while the
-    slot's previous child runs, starts the child at its go, and (without ``-x``) gives the slot
-    to the next task once the child has exited; it hands the previous result over once that
-    child has started, not before."""
+    """Its :meth:`evaluate` starts its validator as a child process at once (the script mode):
+    the local pool hands the previous result over once that child has started, not before."""
     confines_what_it_runs: ClassVar[bool] = False
     # It runs the measured agent's code itself (its tree, its tests: hidden tests), not only
     # through ``run.tests()``: validate says before it starts where that code will run.

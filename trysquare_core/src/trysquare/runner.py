@@ -461,7 +461,7 @@ class _Execution:
         # trysquare last ended come last, alone where the executor runs them here.
         taken = _inflight.Deferred(
             self.tasks, self.flight, alone=getattr(self.executor, "runs_tasks_here", False),
-            stop=self.stop.should_stop, stops_at_first_invalid=self.options.exitfirst,
+            stop=self.stop.should_stop,
         )  # fmt: skip
         return iter(self.executor.run(taken, should_stop=self.stop.should_stop))
 

@@ -51,7 +51,6 @@ __all__ = [
     "DEVICE_FOLDERS",
     "SHARED_MEMORY",
     "SWITCH",
-    "ConfinedStart",
     "Sandbox",
     "landlock_abi",
     "protecting",
@@ -372,15 +371,33 @@ class Sandbox:
         Raises ``OSError`` when Landlock is there but the ruleset cannot be built or
         applied: a child meant to be confined is never started unconfined.
         """
-        return self.prepare().start(spawn)
-
-    def prepare(self) -> ConfinedStart:
-        """What :meth:`start` does before the child's start, done now: the ruleset built and
-        the thread confined to it, waiting for :meth:`ConfinedStart.start` (or
-        :meth:`ConfinedStart.cancel`). Raises ``OSError`` as :meth:`start` does."""
         if not sandbox_enabled():
-            return ConfinedStart(None)
-        return ConfinedStart(self._ruleset())
+            return spawn()
+        fd = self._ruleset()
+        outcome: list[Any] = []
+        # A bare thread, not a threading.Thread: a quarter of the cost, and it lives
+        # only while the caller waits for it.
+        finished = _thread.allocate_lock()
+        finished.acquire()
+
+        def confined() -> None:
+            try:
+                _restrict_this_thread(fd)
+                outcome.append((True, spawn()))
+            except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+                outcome.append((False, error))
+            finally:
+                finished.release()
+
+        try:
+            _thread.start_new_thread(confined, ())
+            finished.acquire()
+        finally:
+            _close(fd)
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
 
     def _ruleset(self) -> int:
         """A Landlock ruleset allowing writes beneath ``writable``, to the devices and (when
@@ -447,79 +464,6 @@ class Sandbox:
             os.close(fd)
             raise
         return fd
-
-
-class ConfinedStart:
-    """A thread confined to one child's ruleset, waiting to start that child (:meth:`start`)
-    or to end without starting anything (:meth:`cancel`); one of them is called, once.
-
-    A bare thread, not a threading.Thread: a quarter of the cost. It applies the ruleset as
-    soon as it runs and closes the ruleset's descriptor (close-on-exec, and gone before any
-    child is started from here), so a task prepared ahead holds a confined thread, not a
-    descriptor. With ``ruleset`` None (confinement off here) no thread is made.
-    """
-
-    __slots__ = ("_asked", "_finished", "_outcome", "_spawn")
-
-    def __init__(self, ruleset: int | None) -> None:
-        self._spawn: list[Callable[[], Any]] = []
-        self._outcome: list[tuple[bool, Any]] = []
-        self._asked: Any = None
-        self._finished: Any = None
-        if ruleset is None:
-            return
-        asked = _thread.allocate_lock()
-        asked.acquire()
-        finished = _thread.allocate_lock()
-        finished.acquire()
-        spawn, outcome = self._spawn, self._outcome
-
-        def confined() -> None:
-            try:
-                refused: BaseException | None = None
-                try:
-                    _restrict_this_thread(ruleset)
-                except BaseException as error:  # noqa: BLE001 - said when the start is asked
-                    refused = error
-                finally:
-                    _close(ruleset)
-                asked.acquire()
-                if not spawn:
-                    return  # cancelled: nothing is started
-                if refused is not None:
-                    outcome.append((False, refused))  # never started unconfined
-                    return
-                outcome.append((True, spawn[0]()))
-            except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
-                outcome.append((False, error))
-            finally:
-                finished.release()
-
-        try:
-            _thread.start_new_thread(confined, ())
-        except BaseException:
-            _close(ruleset)
-            raise
-        self._asked, self._finished = asked, finished
-
-    def start(self, spawn: Callable[[], T]) -> T:
-        """Call ``spawn`` in the confined thread; its value, or what it raised."""
-        if self._asked is None:
-            return spawn()
-        self._spawn.append(spawn)
-        self._asked.release()
-        self._finished.acquire()
-        ok, value = self._outcome[0]
-        if not ok:
-            raise value
-        return value
-
-    def cancel(self) -> None:
-        """End the thread without starting anything (it has ended when this returns)."""
-        if self._asked is None or self._spawn:
-            return
-        self._asked.release()
-        self._finished.acquire()
 
 
 _fixed: list[tuple[tuple[str, int], ...]] = []
