@@ -260,3 +260,23 @@ def test_the_append_and_the_readers_refuse_a_hard_link_on_the_open_file(tmp_path
         with pytest.raises(_atomic.UnsafePath, match="has 2 links"):
             act()
     assert rc.read_text(encoding="utf-8") == RC_TEXT
+
+
+def test_a_fifo_planted_where_a_line_is_appended_is_refused_never_waited_on(
+    tmp_path: Path,
+) -> None:
+    # A FIFO with no reader would block a plain open for writing for ever.
+    from trysquare import _atomic
+
+    run = tmp_path / "run"
+    planted = run / "validation" / "x.history.jsonl"
+    planted.parent.mkdir(parents=True)
+    os.mkfifo(planted)
+
+    def append_once() -> None:
+        with _atomic.folder(planted.parent, root=run) as folder:
+            folder.append_once(planted.name, b'{"echo": "pwned"}')
+
+    for act in (lambda: _atomic.append_line(planted, {"echo": "pwned"}, root=run), append_once):
+        with pytest.raises(_atomic.UnsafePath, match="is not a regular file"):
+            act()

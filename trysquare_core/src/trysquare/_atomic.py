@@ -419,24 +419,41 @@ class Folder:
             raise
 
     def append(self, name: str, line: bytes) -> None:
-        """Append ``line`` and a newline to ``name`` (created if absent) in a single ``write``."""
+        """Append ``line`` and a newline to ``name`` (created if absent) in a single ``write``,
+        refusing a symlink, a file with more than one link, anything but a regular file."""
+        fd, _ = self._open_appending(name, os.O_WRONLY)
         try:
+            _write_all(fd, line + b"\n")
+        finally:
+            os.close(fd)
+
+    def _open_appending(self, name: str, access: int) -> tuple[int, int]:
+        """``name`` opened to append (created if absent) and its size, checked on the open
+        file (the name may have been swapped since any earlier look): a plain file with one
+        link."""
+        try:
+            # Non-blocking: a FIFO planted there is refused below, never waited on.
             fd = os.open(
                 name,
-                os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC,
+                access | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC,
                 0o666,
                 dir_fd=self.fd,
             )
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(self.fd, name):
                 raise UnsafePath(self.path / name) from None
+            if error.errno in (errno.EISDIR, errno.ENXIO):  # a folder, a FIFO, a socket
+                raise UnsafePath(self.path / name, "is not a regular file") from None
             raise
         try:
-            # Checked on the open file: the name may have been swapped since any earlier look.
-            refuse_hard_link(os.fstat(fd), self.path / name)
-            _write_all(fd, line + b"\n")
-        finally:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise UnsafePath(self.path / name, "is not a regular file")
+            refuse_hard_link(info, self.path / name)
+        except BaseException:
             os.close(fd)
+            raise
+        return fd, info.st_size
 
     def last_line(self, name: str) -> bytes | None:
         """The last complete line of ``name`` (without its newline); ``None`` when there is none."""
@@ -450,31 +467,11 @@ class Folder:
             os.close(fd)
 
     def append_once(self, name: str, line: bytes) -> None:
-        """Append ``line`` and a newline to ``name`` (created if absent) in a single ``write``,
-        unless it is the file's last complete line already: one open serves both, refusing
-        what :meth:`last_line` and :meth:`append` refuse (a symlink, a file with more than
-        one link, anything but a regular file)."""
+        """:meth:`append`, unless ``line`` is the file's last complete line already: one
+        open serves both (a kill between an append and what follows leaves it there)."""
+        fd, size = self._open_appending(name, os.O_RDWR)
         try:
-            # Non-blocking: a FIFO planted there is refused below, never waited on.
-            fd = os.open(
-                name,
-                os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC,
-                0o666,
-                dir_fd=self.fd,
-            )
-        except OSError as error:
-            if error.errno in (errno.ELOOP, errno.EMLINK) and _lstat_is_link(self.fd, name):
-                raise UnsafePath(self.path / name) from None
-            if error.errno in (errno.EISDIR, errno.ENXIO):  # a folder, a socket
-                raise UnsafePath(self.path / name, "is not a regular file") from None
-            raise
-        try:
-            # Checked on the open file: the name may have been swapped since any earlier look.
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise UnsafePath(self.path / name, "is not a regular file")
-            refuse_hard_link(info, self.path / name)
-            if info.st_size and _last_line_of(fd, info.st_size) == line:
+            if size and _last_line_of(fd, size) == line:
                 return
             _write_all(fd, line + b"\n")
         finally:
