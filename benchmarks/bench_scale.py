@@ -24,9 +24,10 @@ stops if a timed ``validate`` recorded a run's work again.
 At each size, each in a process of its own, ``validate --replay --force`` (every result
 replaced) and ``report`` are timed, with the peak resident memory of the trysquare process
 (its validators apart) and the CPU seconds (user + system) of it and its children. Goal:
-time per run flat within 10% from the smallest size to the largest (a command taking under
-ten seconds is timed five times, and its median take kept), memory <= 100 MiB at
-100,000. Prints one line per command and size as it goes, then:
+time per run flat within 10% from the smallest size to the largest, memory <= 100 MiB at
+100,000. Every size is measured alike: a first take reads the runs (printed as ``.first``,
+with what it read from disk), then the timed take (a command taking under ten seconds is
+timed five times, and its median take kept). Prints one line per command and size as it goes, then:
 
     scale.validate: 1.04x time per run from 1000 to 100000 runs (goal <= 1.10x); 61 MiB at 100000
 
@@ -36,7 +37,7 @@ Usage: python benchmarks/bench_scale.py [--sizes 1000,10000,100000] [--jobs N] [
 than a small machine keeps in its page cache: there the commands read runs from disk, which
 the ``.kernel`` lines show); copies are built at about 10 ms a run; a ``validate --replay
 --force`` costs what a validator start costs, about 6 ms a run at two jobs, so 100,000 runs
-take about ten minutes per validate.)
+take about ten minutes per validate, twice.)
 """
 
 from __future__ import annotations
@@ -127,12 +128,20 @@ SHORT_SECONDS = 10.0
 SHORT_TAKES = 5
 
 
-def measure_steadily(*args: str | Path) -> Measured:
-    """:func:`measure`, or for a short command the median of :data:`SHORT_TAKES` takes."""
+def measure_steadily(*args: str | Path) -> tuple[Measured, Measured]:
+    """A first take, untimed for the figure, then :func:`measure` again, or for a short command
+    the median of :data:`SHORT_TAKES` more takes: (the first, the one kept).
+
+    The first take finds the page cache as the copies left it: at a size the machine can keep
+    in memory the runs are there, at one it cannot the first blocks written are gone. Each size
+    is timed after a take has read its runs, so that every size is measured alike; the first
+    take is printed too.
+    """
+    first = measure(*args)
     takes = [measure(*args)]
     if takes[0].took < SHORT_SECONDS:
         takes += [measure(*args) for _ in range(SHORT_TAKES - 1)]
-    return sorted(takes, key=lambda take: take.took)[len(takes) // 2]
+    return first, sorted(takes, key=lambda take: take.took)[len(takes) // 2]
 
 
 class _Identity:
@@ -222,16 +231,26 @@ def main() -> None:
             built = time.perf_counter() - started
             sample = experiment / f"b{(size - 1) // BLOCK:04d}" / f"r{size - 1:06d}"
             recorded = (sample / clone_guard.WORK_FILE).read_bytes()
-            validate = measure_steadily("validate", scenario, experiment, "--replay", "--force",
-                               "--no-progress", "-q", "--jobs", str(args.jobs))  # fmt: skip
-            if not validate.last.startswith(f"{size} runs: {size} valid"):
-                raise SystemExit(
-                    f"validate at {size} runs did not validate them all: {validate.last}"
-                )
+            first_validate, validate = measure_steadily("validate", scenario, experiment, "--replay",
+                               "--force", "--no-progress", "-q", "--jobs", str(args.jobs))  # fmt: skip
+            for take in (first_validate, validate):
+                if not take.last.startswith(f"{size} runs: {size} valid"):
+                    raise SystemExit(
+                        f"validate at {size} runs did not validate them all: {take.last}"
+                    )
             if (sample / clone_guard.WORK_FILE).read_bytes() != recorded:
                 raise SystemExit(f"validate at {size} runs recorded {sample}'s work again")
-            report = measure_steadily("report", scenario, experiment, "--format", "json")
+            first_report, report = measure_steadily(
+                "report", scenario, experiment, "--format", "json"
+            )
             figures[size] = {"validate": validate, "report": report}
+            for name, first in (("validate", first_validate), ("report", first_report)):
+                print(
+                    f"scale.{name}.first at {size}: {first.took / size * 1000:.2f} ms per run "
+                    f"({first.cpu / size * 1000:.2f} ms CPU), {first.read_kib / size:.1f} KiB read "
+                    "from disk a run (the page cache as the copies left it; not the figure)",
+                    flush=True,
+                )
             for name, got in figures[size].items():
                 print(
                     f"scale.{name} at {size}: {got.took / size * 1000:.2f} ms per run "
