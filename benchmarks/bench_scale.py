@@ -32,7 +32,7 @@ timed five times, and its median take kept). Prints one line per command and siz
     scale.validate: 1.04x time per run from 1000 to 100000 runs (goal <= 1.10x); 61 MiB at 100000
 
 Usage: python benchmarks/bench_scale.py [--sizes 1000,10000,100000] [--jobs N] [--quick]
-       [--keep FOLDER]
+       [--keep FOLDER] [--drop-caches]
 (``--quick``: 1,000 and 2,000 runs. Each run is about 200 KB on disk (17 GB at 100,000, more
 than a small machine keeps in its page cache: there the commands read runs from disk, which
 the ``.kernel`` lines show); copies are built at about 10 ms a run; a ``validate --replay
@@ -128,6 +128,20 @@ SHORT_SECONDS = 10.0
 SHORT_TAKES = 5
 
 
+def drop_page_cache() -> None:
+    """Write the dirty pages out and drop the machine's clean page cache, dentries and inodes
+    (root only): what stays cached afterwards is what the commands themselves read."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w", encoding="ascii") as drop:
+            drop.write("3\n")
+    except OSError as error:
+        raise SystemExit(f"--drop-caches: /proc/sys/vm/drop_caches: {error.strerror}") from None
+
+
+DROP_CACHES = False  # set by --drop-caches
+
+
 def measure_steadily(*args: str | Path) -> tuple[Measured, Measured]:
     """A first take, untimed for the figure, then :func:`measure` again, or for a short command
     the median of :data:`SHORT_TAKES` more takes: (the first, the one kept).
@@ -135,8 +149,12 @@ def measure_steadily(*args: str | Path) -> tuple[Measured, Measured]:
     The first take finds the page cache as the copies left it: at a size the machine can keep
     in memory the runs are there, at one it cannot the first blocks written are gone. Each size
     is timed after a take has read its runs, so that every size is measured alike; the first
-    take is printed too.
+    take is printed too. With ``--drop-caches`` the first take starts from an empty page cache
+    at every size, so that the timed ones find cached only what the command reads (a tree
+    bigger than the machine's memory is otherwise read from disk again, in part, every take).
     """
+    if DROP_CACHES:
+        drop_page_cache()
     first = measure(*args)
     takes = [measure(*args)]
     if takes[0].took < SHORT_SECONDS:
@@ -208,7 +226,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1,000 and 2,000 runs")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="build in this (new) folder and keep it")
+    parser.add_argument(
+        "--drop-caches",
+        action="store_true",
+        help="drop the machine's page cache before each command's first take (root only)",
+    )
     args = parser.parse_args()
+    global DROP_CACHES
+    DROP_CACHES = args.drop_caches
     sizes = sorted(int(size) for size in ("1000,2000" if args.quick else args.sizes).split(","))
     if any(size % BLOCK for size in sizes):
         raise SystemExit(f"--sizes: each size must be a multiple of {BLOCK}")
