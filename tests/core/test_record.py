@@ -94,8 +94,10 @@ def test_the_shared_methods_are_what_a_record_gets() -> None:
         assert cls.__eq__.__module__ == "trysquare._record", cls
         assert cls.__hash__.__module__ == "trysquare._record", cls
         assert cls.__repr__.__module__ == "trysquare._record", cls
-    # A record's own repr (Run hides its home) stays.
+    # A record's own repr (Run hides its home) stays, and its comparison is the shared one.
     assert run_records.Run.__repr__.__module__ == "trysquare.run_records"
+    assert run_records.Run.__eq__.__module__ == "trysquare._record"
+    assert run_records.Run.__hash__.__module__ == "trysquare._record"
 
 
 def test_a_record_of_a_record_subclassed_by_attrs_gets_attrs_methods() -> None:
