@@ -21,6 +21,16 @@ from trysquare.helptext import PATH_NOTE
 
 
 class _Parser(argparse.ArgumentParser):
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse makes a formatter for every argument it is given (to check its metavar),
+        # each asking the terminal its size: the width is taken once per command line built
+        # instead, as argparse takes it (the columns, less 2).
+        if isinstance(self.formatter_class, type) and issubclass(
+            self.formatter_class, argparse.HelpFormatter
+        ):
+            return self.formatter_class(prog=self.prog, width=_help_width())
+        return super()._get_formatter()
+
     def error(self, message: str) -> Any:  # argparse's own exit code is 2 too; keep one format
         raise _ArgumentsError(f"{self.prog}: {message}", usage=self.format_usage())
 
@@ -43,6 +53,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 _CHOSEN = "_trysquare_chosen_parser"
+_widths: list[int] = []
+
+
+def _help_width() -> int:
+    if not _widths:
+        import shutil
+
+        _widths.append(shutil.get_terminal_size().columns - 2)
+    return _widths[0]
 
 
 class _ArgumentsError(UsageError):
@@ -66,6 +85,7 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
     for (help, and any other word, build them all: help lists them, a misspelt command is
     told the close ones)."""
     only = word if word in BUILTIN_COMMANDS else None
+    _widths.clear()  # a caller building the command line again may have another terminal
 
     def wanted(name: str) -> bool:
         return only is None or name == only
