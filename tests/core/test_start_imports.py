@@ -2,7 +2,9 @@
 
 cattrs (a plain scenario and ``run.toml`` are structured without it), ``concurrent.futures``
 with ``logging`` (one run is loaded and its clone checked in this thread), ``socket`` (a suite
-door, a warm server), ``statistics`` (a power computed), ``csv`` (a CSV report).
+door, a warm server), ``statistics`` (a power computed), ``csv`` (a CSV report), the git layer
+that builds a context (a diff, an etalon) and, for ``--replay``, which asks git nothing, all of
+the git layer.
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ NEVER_ON_ONE_RUN = (
     "socket",
     "statistics",
     "csv",
+    "trysquare.git.patch",
+    "trysquare.git.changes",
+    "trysquare.git.etalon",
+)
+NEVER_ON_ONE_REPLAY = (
+    "trysquare.git.dotgit",
+    "trysquare.git.refs",
+    "trysquare.git.running",
+    "trysquare.git.shadow",
 )
 
 
@@ -34,7 +45,11 @@ def test_a_one_run_replay_and_report_import_none_of_what_they_never_use(
     # Landlock on, clones are checked early; off (as under valgrind), late: both in this thread.
     env = {**cli_process.env, "TRYSQUARE_SANDBOX": sandbox}
     scenario = scored_run(make_run, tmp_path)
-    after = f"print(sorted(set({NEVER_ON_ONE_RUN!r}) & set(sys.modules)))\n"
+    after = (
+        f"never = set({NEVER_ON_ONE_RUN!r})\n"
+        f"if '--replay' in sys.argv:\n    never |= set({NEVER_ON_ONE_REPLAY!r})\n"
+        "print(sorted(never & set(sys.modules)))\n"
+    )
     one_run_probes(scenario, tmp_path / "exp", env, after)
 
 

@@ -49,9 +49,9 @@ _PRIMED: dict[tuple[str | None, str | None], tuple[hmac.HMAC, str]] = {}
 
 def key_file() -> Path:
     """Where this machine's (this user's) signing key is kept: trysquare's cache."""
-    from trysquare.git.shadow import _cache_root  # the one place trysquare's cache folder is named
+    from trysquare._cache_folder import cache_root  # the one place it is named
 
-    return _cache_root() / KEY_FILE_NAME
+    return cache_root() / KEY_FILE_NAME
 
 
 def secret() -> bytes:

@@ -22,9 +22,6 @@ from trysquare import _atomic
 from trysquare._lazy_pattern import LazyPattern
 from trysquare._record import record
 from trysquare.errors import RepoError, RunError
-from trysquare.git.etalon import materialise_etalon, materialised, resolve_etalon
-from trysquare.git.patch import context_facts
-from trysquare.git.refs import resolve_commit
 from trysquare.jail import JailPolicy
 from trysquare.modes import Validation
 from trysquare.runs import Run
@@ -88,6 +85,8 @@ def gather_facts(run: Run) -> RunFacts:
     Writes only into the run folder (never into the measured clone). Raises
     :class:`RunError` naming the run when git or the session cannot be read.
     """
+    from trysquare.git.patch import context_facts  # the git layer: a fresh context only
+
     if run.base_commit is None:
         raise RunError(f"{run.label}: loaded for --replay, so its context cannot be rebuilt")
     base_commit = run.base_commit  # narrowed to str, for the lambda below
@@ -128,6 +127,8 @@ def _etalon_of(run: Run, commit: str | None, tree: str | None = None) -> Path:
     """The etalon checkout: from the commit the tag named when preflight resolved it (the
     same tree, without reading the clone's refs a second time); found by the tree preflight
     read on the way when it was written before (every run after the first)."""
+    from trysquare.git.etalon import materialise_etalon, materialised
+
     assert run.etalon is not None
     found = None if tree is None else materialised(tree)
     if found is not None:
@@ -142,6 +143,7 @@ def _pin_base(run: Run, etalon_commit: str | None = None) -> None:
     ``run.toml`` may name ``base`` by a tag or branch, which the agent can move;
     :func:`trysquare.runs.load_run` refuses the run once it resolves elsewhere.
     """
+    from trysquare.git.refs import resolve_commit
     from trysquare.runs import BASE_PIN, read_pinned_base
 
     if read_pinned_base(run.dir) is None:
@@ -174,6 +176,8 @@ def preflight(run: Run) -> None:
 def _preflight(run: Run) -> tuple[str | None, str | None]:
     """:func:`preflight`; the commit the etalon tag names now, when it is read from the clone,
     and that commit's tree when it was read on the way."""
+    from trysquare.git.etalon import resolve_etalon
+
     etalon: str | None = None
     tree: str | None = None
     where = run.dir / "run.toml"

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Self
 
+from trysquare._cache_folder import cache_root
 from trysquare.errors import RepoError
 from trysquare.git.dotgit import _HEX, _clone_refs, _git_dirs, _good_ref, _object_format
 from trysquare.git.hostile import _check_attribute_files, _check_object_store, _folders_of
@@ -58,11 +59,7 @@ _SHADOW_CONFIG = """\
 _ATTRIBUTE_RESET = b"* !text !eol !crlf !ident !filter !diff !working-tree-encoding\n"
 
 
-def _cache_root() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME", "")
-    # XDG: a relative value is invalid and must be ignored.
-    base = Path(root) if root and os.path.isabs(root) else Path.home() / ".cache"
-    return base / "trysquare"
+_cache_root = cache_root  # the name the git layer and the API know it by
 
 
 _SHADOW_ROOTS: dict[Path, Path] = {}
