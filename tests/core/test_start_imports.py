@@ -2,7 +2,8 @@
 
 cattrs (a plain scenario and ``run.toml`` are structured without it), ``concurrent.futures``
 with ``logging`` (one run is loaded and its clone checked in this thread), ``socket`` (a suite
-door, a warm server), ``statistics`` (a power computed), ``csv`` (a CSV report), the git layer
+door, a warm server), ``statistics`` (a power computed), ``csv`` (a CSV report), OpenSSL
+(``_hashlib``, ``hmac``: a start's digests and MACs are of small inputs), the git layer
 that builds a context (a diff, an etalon) and, for ``--replay``, which asks git nothing, all of
 the git layer.
 """
@@ -26,6 +27,8 @@ NEVER_ON_ONE_RUN = (
     "socket",
     "statistics",
     "csv",
+    "_hashlib",  # OpenSSL: small inputs are hashed by the interpreter's own SHA-256
+    "hmac",
     "trysquare.git.patch",
     "trysquare.git.changes",
     "trysquare.git.etalon",

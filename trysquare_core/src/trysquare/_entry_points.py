@@ -19,7 +19,6 @@ not written at all (a change within the file system's clock tick could not be se
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -27,6 +26,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from trysquare._digests import sha256
 
 __all__ = ["CACHE_NAME", "FORMAT", "Found", "cache_file", "scan"]
 
@@ -91,7 +92,7 @@ def cache_file() -> str:
     # XDG: a relative value is invalid and must be ignored.
     base = root if root and os.path.isabs(root) else os.path.join(os.path.expanduser("~"), ".cache")
     where = "\0".join([sys.prefix, sys.executable, *map(str, sys.path)])
-    digest = hashlib.sha256(where.encode(errors="surrogateescape")).hexdigest()[:16]
+    digest = sha256(where.encode(errors="surrogateescape")).hexdigest()[:16]
     return os.path.join(base, "trysquare", f"{CACHE_NAME}-{digest}.json")
 
 

@@ -7,7 +7,6 @@ from :func:`trysquare.git.changes.changed_files`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -19,6 +18,7 @@ from typing import Any
 import attrs
 
 from trysquare import _atomic
+from trysquare._digests import sha256
 from trysquare._lazy_pattern import LazyPattern
 from trysquare._record import record
 from trysquare.errors import RepoError, RunError
@@ -469,7 +469,7 @@ def located_context_digest(context_text: str, context: Mapping[str, Any]) -> str
 
 
 def _digest_with_files(context_text: str, context: Mapping[str, Any]) -> str:
-    hasher = hashlib.sha256(context_text.encode("utf-8"))
+    hasher = sha256(context_text.encode("utf-8"))
     for key in ("diff", "response", "prompt"):
         value = context.get(key)
         hasher.update(f"\0{key}\0".encode())
@@ -488,7 +488,7 @@ def _file_digest(path: Path) -> bytes:
     digest reads three): a buffered file object adds three system calls to each and a
     megabyte buffer to each read.
     """
-    digest = hashlib.sha256()
+    digest = sha256()
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)

@@ -9,7 +9,6 @@ declared metric. Its working directory is an empty scratch folder of its own
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -31,6 +30,7 @@ from trysquare.api import (
     run_process,
     run_warm_if_served,
     scratch_folder,
+    sha256,
 )
 
 DEFAULT_TIMEOUT = 300.0
@@ -72,7 +72,7 @@ class ScriptValidation(Validation):
 
     def digest(self) -> str:
         # The executable's bytes identify it: an edited script makes results stale.
-        hasher = hashlib.sha256()
+        hasher = sha256()
         try:
             hasher.update(self.executable.read_bytes())
         except OSError:
