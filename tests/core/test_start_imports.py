@@ -29,11 +29,14 @@ NEVER_ON_ONE_RUN = (
     "csv",
     "_hashlib",  # OpenSSL: small inputs are hashed by the interpreter's own SHA-256
     "hmac",
+    "trysquare.cli.install",  # the other commands' handlers
+    "trysquare.cli.runs",
     "trysquare.git.patch",
     "trysquare.git.changes",
     "trysquare.git.etalon",
 )
 NEVER_ON_ONE_REPLAY = (
+    "trysquare.cli.reports",
     "trysquare.git.dotgit",
     "trysquare.git.refs",
     "trysquare.git.running",

@@ -13,6 +13,7 @@ hashes), byte for byte what ``hmac.new(key, digestmod=hashlib.sha256)`` gives.
 from __future__ import annotations
 
 import importlib
+import sys
 from _operator import _compare_digest
 from collections.abc import Callable
 from typing import Any, Self
@@ -93,7 +94,8 @@ class Sha256(_Hasher):
     block_size = _BLOCK_BYTES
     name = "sha256"
     # A C function: no method binding, so it is called as it is.
-    _own = _interpreter_hash(("_sha2", "_sha256"), "sha256")  # 3.12 on, 3.11
+    # Its module's name by version: a name that is not there costs a search of the whole path.
+    _own = _interpreter_hash(("_sha2",) if sys.version_info >= (3, 12) else ("_sha256",), "sha256")
 
 
 class Sha1(_Hasher):
