@@ -90,7 +90,16 @@ def test_a_record_compares_hashes_and_shows_as_attrs_would() -> None:
 
 def test_the_shared_methods_are_what_a_record_gets() -> None:
     # The point of the module: attrs compiles no __eq__/__hash__/__repr__ for these.
-    for cls in (modes.Outcome, modes.ValidationTask, scenario.Scenario, run_records.Experiment):
+    from trysquare_script import mode as script_mode  # a mode built on trysquare.api.record
+
+    for cls in (
+        modes.Outcome,
+        modes.ValidationTask,
+        scenario.Scenario,
+        run_records.Experiment,
+        script_mode.ScriptValidation,
+        script_mode._ScriptTable,
+    ):
         assert cls.__eq__.__module__ == "trysquare._record", cls
         assert cls.__hash__.__module__ == "trysquare._record", cls
         assert cls.__repr__.__module__ == "trysquare._record", cls

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from trysquare._canonical import digest
 from trysquare._process import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES, ProcessResult, Steps
+from trysquare._record import record
 from trysquare.hookspecs import hookimpl, hookspec, listed_as
 
 if TYPE_CHECKING:
@@ -272,6 +273,7 @@ __all__ = [
     "read_bytes",
     "read_result",
     "read_toml",
+    "record",
     "record_invalid",
     "refuse_hard_link",
     "register_structure_hook",

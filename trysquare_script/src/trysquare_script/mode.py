@@ -27,6 +27,7 @@ from trysquare.api import (
     child_environment,
     keep_output,
     parse_validator_output,
+    record,
     run_process,
     run_warm_if_served,
     scratch_folder,
@@ -36,7 +37,7 @@ from trysquare.api import (
 DEFAULT_TIMEOUT = 300.0
 
 
-@attrs.frozen(kw_only=True)
+@record(kw_only=True)
 class _ScriptTable:
     mode: str
     command: str
@@ -47,7 +48,7 @@ class _ScriptTable:
     warm: bool = True
 
 
-@attrs.frozen(kw_only=True)
+@record(kw_only=True)
 class ScriptValidation(Validation):
     """A ``[[validation]] mode = "script"`` table."""
 
