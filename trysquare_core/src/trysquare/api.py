@@ -34,7 +34,7 @@ from trysquare._record import record
 from trysquare.hookspecs import hookimpl, hookspec, listed_as
 
 if TYPE_CHECKING:
-    from trysquare._digests import Sha256
+    from trysquare._digests import Hasher
     from trysquare._prepared import SharedTree
     from trysquare.commands import Commands, add_selection_options
     from trysquare.context import (
@@ -648,10 +648,10 @@ def cache_root() -> Path:
     return root()
 
 
-def sha256(data: bytes | bytearray | memoryview = b"") -> Sha256:
-    """A SHA-256 hasher with ``hashlib.sha256``'s methods and digests, which loads OpenSSL only
-    for an input past 64 KiB (``hashlib`` loads it at import, a cost a one-run ``validate``
-    notices): for a mode's :meth:`Validation.digest`, say."""
+def sha256(data: bytes | bytearray | memoryview = b"") -> Hasher:
+    """A SHA-256 hasher with ``hashlib.sha256``'s methods and digests, which loads OpenSSL
+    only once the process has much to hash (``hashlib`` loads it at import, a cost a one-run
+    ``validate`` notices): for a mode's :meth:`Validation.digest`, say."""
     from trysquare._digests import sha256 as hasher
 
     return hasher(data)
