@@ -113,6 +113,62 @@ def test_an_eggs_requirements_rewritten_are_read_again(only_site: Path) -> None:
     assert _entry_points.scan()[0].requires == ("trysquare-core", "trysquare-judge")
 
 
+def _other_distribution(site: Path, entry_points: str | None) -> Path:
+    """A distribution that is no plugin of trysquare (with console scripts, say)."""
+    info = site / "helper_tool-2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: helper-tool\nVersion: 2.0\n")
+    if entry_points is not None:
+        (info / "entry_points.txt").write_text(entry_points)
+    return info
+
+
+def test_a_start_marks_only_the_entry_points_file_of_a_distribution_that_is_no_plugin(
+    only_site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dist_info(only_site, "trysquare-echo", "echo_plugin")
+    _other_distribution(only_site, "[console_scripts]\nhelper = helper_tool:main\n")
+    _entry_points.scan()
+    marked: list[str] = []
+    mark = _entry_points._mark
+
+    def recording(path: str) -> list[object] | None:
+        marked.append(os.path.relpath(path, only_site))
+        return mark(path)
+
+    monkeypatch.setattr(_entry_points, "_mark", recording)
+    _no_metadata_scan(monkeypatch)
+    assert len(_entry_points.scan()) == 1
+    assert sorted(marked) == [
+        os.path.join("helper_tool-2.0.dist-info", "entry_points.txt"),
+        "trysquare_echo-1.0.dist-info",
+        os.path.join("trysquare_echo-1.0.dist-info", "METADATA"),
+        os.path.join("trysquare_echo-1.0.dist-info", "entry_points.txt"),
+    ]
+
+
+@pytest.mark.parametrize("before", [None, "[console_scripts]\nhelper = helper_tool:main\n"])
+def test_a_distribution_becoming_a_plugin_in_place_is_found(
+    only_site: Path, before: str | None
+) -> None:
+    info = _other_distribution(only_site, before)
+    assert _entry_points.scan() == []
+    with (info / "entry_points.txt").open("a", encoding="utf-8") as handle:  # same folder
+        handle.write("\n[trysquare]\nhelper-tool = helper_tool.plugin\n")
+    assert _names(_entry_points.scan()) == [("trysquare", "helper-tool", "helper-tool")]
+
+
+def test_a_plugins_metadata_rewritten_in_place_is_read_again(only_site: Path) -> None:
+    dist_info(only_site, "trysquare-echo", "echo_plugin")
+    assert _entry_points.scan()[0].version == "1.0"
+    metadata = only_site / "trysquare_echo-1.0.dist-info" / "METADATA"
+    with metadata.open("r+", encoding="utf-8") as handle:  # same file: only its time moves
+        text = handle.read().replace("Version: 1.0", "Version: 1.1")
+        handle.seek(0)
+        handle.write(text)
+    assert _entry_points.scan()[0].version == "1.1"
+
+
 @pytest.mark.parametrize(
     "content",
     [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from trysquare import cli
@@ -86,3 +87,32 @@ def test_a_word_that_is_no_built_in_command_builds_every_command(capsys) -> None
     assert cli.main(["reprot"]) == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'reprot'" in err and "report" in err
+
+
+def _validate_help(parser: argparse.ArgumentParser) -> str:
+    return next(sub for name, sub in commands(parser) if name == "trysquare validate").format_help()
+
+
+def test_the_terminal_is_asked_its_width_once_per_command_line_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import shutil
+
+    asked: list[int] = []
+    real = shutil.get_terminal_size
+
+    def counting(*args: Any) -> Any:
+        asked.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(shutil, "get_terminal_size", counting)
+    monkeypatch.setenv("COLUMNS", "60")
+    narrow = build_parser(word="validate")
+    assert len(asked) == 1  # argparse alone asks once per argument given
+    usage = _validate_help(narrow).split("\n\n")[0]
+    assert max(map(len, usage.splitlines())) <= 58
+    monkeypatch.setenv("COLUMNS", "120")
+    wide = _validate_help(build_parser(word="validate"))
+    assert len(asked) == 2 and max(map(len, wide.split("\n\n")[0].splitlines())) > 58
+    monkeypatch.setattr(shutil, "get_terminal_size", real)
+    assert wide == _validate_help(build_parser(word="validate"))  # as argparse alone shows it

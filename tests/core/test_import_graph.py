@@ -44,6 +44,8 @@ GROUND_FLOOR = frozenset(
     {
         "trysquare._canonical",
         "trysquare._convert",
+        "trysquare._digests",
+        "trysquare._jail_records",
         "trysquare._lazy_pattern",
         "trysquare._plain_structure",
         "trysquare._record",

@@ -90,12 +90,23 @@ def test_a_record_compares_hashes_and_shows_as_attrs_would() -> None:
 
 def test_the_shared_methods_are_what_a_record_gets() -> None:
     # The point of the module: attrs compiles no __eq__/__hash__/__repr__ for these.
-    for cls in (modes.Outcome, modes.ValidationTask, scenario.Scenario, run_records.Experiment):
+    from trysquare_script import mode as script_mode  # a mode built on trysquare.api.record
+
+    for cls in (
+        modes.Outcome,
+        modes.ValidationTask,
+        scenario.Scenario,
+        run_records.Experiment,
+        script_mode.ScriptValidation,
+        script_mode._ScriptTable,
+    ):
         assert cls.__eq__.__module__ == "trysquare._record", cls
         assert cls.__hash__.__module__ == "trysquare._record", cls
         assert cls.__repr__.__module__ == "trysquare._record", cls
-    # A record's own repr (Run hides its home) stays.
+    # A record's own repr (Run hides its home) stays, and its comparison is the shared one.
     assert run_records.Run.__repr__.__module__ == "trysquare.run_records"
+    assert run_records.Run.__eq__.__module__ == "trysquare._record"
+    assert run_records.Run.__hash__.__module__ == "trysquare._record"
 
 
 def test_a_record_of_a_record_subclassed_by_attrs_gets_attrs_methods() -> None:

@@ -1,14 +1,15 @@
 """The one canonical-JSON digest: what a validator's and a context's digests are made of.
 
-A leaf module (json and hashlib alone) so modes, the judge and the plugin API
+A leaf module (json and :mod:`trysquare._digests` alone) so modes, the judge and the plugin API
 share it without importing each other.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
+
+from trysquare._digests import sha256
 
 __all__ = ["digest"]
 
@@ -22,4 +23,4 @@ def digest(value: Any) -> str:
     True
     """
     canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return "sha256:" + sha256(canonical.encode("utf-8")).hexdigest()

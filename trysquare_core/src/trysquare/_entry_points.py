@@ -6,30 +6,34 @@ the ``METADATA`` of each plugin: a large part of the start of a one-run ``valida
 What the scan found is kept in trysquare's own cache (``$XDG_CACHE_HOME/trysquare``, which the
 jail never shows to the agent's code), one file per interpreter and import path, beside a
 *stamp*: the import path, the ``*.dist-info``/``*.egg-info`` names in each folder on it, and
-the inode, size and modification time of each of them and of the files of it the scan reads
-(``entry_points.txt`` and ``METADATA``, or an egg's ``PKG-INFO`` and ``requires.txt``).
-Installing, removing or upgrading a distribution changes the stamp, and the next start scans
-again. A cache file that is unreadable, not ours, of another format or stamped otherwise is
-never trusted: it is scanned again and replaced. A stamp holding a time too close to the scan
-is not written at all (a change within the file system's clock tick could not be seen).
+the inode, size and modification time of the files of each that the scan's answer depends on.
+For a distribution whose ``entry_points.txt`` names trysquare, that is its folder and every
+file of it the scan reads (``entry_points.txt`` and ``METADATA``, or an egg's ``PKG-INFO`` and
+``requires.txt``); for any other, only its ``entry_points.txt`` (absent or not), since nothing
+else of it reaches the answer until that file changes (which the stamp sees). Installing,
+removing or upgrading a distribution changes the stamp, and the next start scans again. A
+cache file that is unreadable, not ours, of another format or stamped otherwise is never
+trusted: it is scanned again and replaced. A stamp holding a time too close to the scan is
+not written at all (a change within the file system's clock tick could not be seen).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from trysquare._digests import sha256
 
 __all__ = ["CACHE_NAME", "FORMAT", "Found", "cache_file", "scan"]
 
 PLUGIN_GROUP = "trysquare"
 PROVIDES_GROUP = "trysquare.provides"
-FORMAT = 1
+FORMAT = 2
 CACHE_NAME = "entry-points"
 # A stamp is written only when everything in it is older than this: a change made in the same
 # tick of a coarse file-system clock as the scan would leave the times as they were.
@@ -88,7 +92,7 @@ def cache_file() -> str:
     # XDG: a relative value is invalid and must be ignored.
     base = root if root and os.path.isabs(root) else os.path.join(os.path.expanduser("~"), ".cache")
     where = "\0".join([sys.prefix, sys.executable, *map(str, sys.path)])
-    digest = hashlib.sha256(where.encode(errors="surrogateescape")).hexdigest()[:16]
+    digest = sha256(where.encode(errors="surrogateescape")).hexdigest()[:16]
     return os.path.join(base, "trysquare", f"{CACHE_NAME}-{digest}.json")
 
 
@@ -96,11 +100,16 @@ def scan(*, fresh: bool = False) -> list[Found]:
     """Every entry point of both groups: from the cache when its stamp still holds (unless
     ``fresh``), else from the installed distributions' metadata (and the cache rewritten)."""
     path = cache_file()
-    stamp = _stamp(sys.path)
     if not fresh:
-        cached = _read(path, stamp)
+        cached = _read(path)
         if cached is not None:
-            return cached
+            stamp, found = cached
+            # Marked as the cache's stamp marks them: a plugin's files all, another's one.
+            plugins_there = _plugin_folders(stamp)
+            if _stamp(sys.path, lambda folder, name: (folder, name) in plugins_there) == stamp:
+                return found
+    # Taken before the scan: a change made while it reads is seen at the next start.
+    stamp = _stamp(sys.path, _names_trysquare)
     found = _scan_metadata()
     _write(path, stamp, found)
     return found
@@ -139,39 +148,67 @@ def _normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _stamp(path_entries: Iterable[str]) -> list[Any] | None:
+def _stamp(path_entries: Iterable[str], is_plugin: Callable[[str, str], bool]) -> list[Any] | None:
     """What a change to the installed distributions changes; ``None`` when a time in it is
-    too recent to be sure of (the cache is then neither trusted nor written)."""
+    too recent to be sure of (the cache is then neither trusted nor written). ``is_plugin``
+    (the folder on the path, the distribution's folder name) says whose files are all marked.
+    """
     entries = [entry for entry in path_entries if isinstance(entry, str)]
     stamp: list[Any] = [entries]
     newest = 0
     for entry in entries:
         folder = entry or "."
         try:
-            names = sorted(os.listdir(folder))
+            names = os.listdir(folder)
         except NotADirectoryError:  # a zip archive on the path: its own mark
-            stamp.append([folder, _mark(folder)])
+            stamp.append([folder, _mark(folder), []])
             continue
         except OSError:
-            stamp.append([folder, None])
+            stamp.append([folder, None, []])
             continue
         # The folder's own time is left out: any file made in it (the current folder is on
         # the path under `python -m`) would change it; a distribution's folder is a name here.
-        stamp.append([folder, None])
-        for name in names:
-            lower = name.lower()
-            suffix = next((end for end in _DIST_SUFFIXES if lower.endswith(end)), None)
-            if suffix is None:
-                continue
-            dist_folder = os.path.join(folder, name)
-            marks = [_mark(dist_folder)] + [
-                _mark(os.path.join(dist_folder, file)) for file in _DIST_FILES[suffix]
-            ]
-            stamp.append([name, marks])
-            newest = max([newest] + [mark[3] for mark in marks if mark is not None])
+        distributions: list[Any] = []
+        stamp.append([folder, None, distributions])
+        for name in sorted(name for name in names if name.lower().endswith(_DIST_SUFFIXES)):
+            dist_folder = f"{folder}{os.sep}{name}"
+            if is_plugin(folder, name):
+                suffix = ".dist-info" if name.lower().endswith(".dist-info") else ".egg-info"
+                marks = [_mark(dist_folder)] + [
+                    _mark(f"{dist_folder}{os.sep}{file}") for file in _DIST_FILES[suffix]
+                ]
+            else:
+                marks = [_mark(f"{dist_folder}{os.sep}entry_points.txt")]
+            distributions.append([name, marks])
+            for mark in marks:
+                if mark is not None and mark[3] > newest:
+                    newest = mark[3]
     if newest >= (time.time() - _SETTLED_SECONDS) * 1e9:
         return None
     return stamp
+
+
+def _names_trysquare(folder: str, name: str) -> bool:
+    """Whether this distribution's ``entry_points.txt`` mentions trysquare (a group of ours,
+    or so it may be): its other files are then part of the scan's answer."""
+    try:
+        with open(f"{folder}{os.sep}{name}{os.sep}entry_points.txt", "rb") as handle:
+            return PLUGIN_GROUP.encode() in handle.read().lower()
+    except OSError:
+        return False
+
+
+def _plugin_folders(stamp: Any) -> set[tuple[str, str]]:
+    """The (folder, distribution folder) pairs whose files ``stamp`` marks all."""
+    found: set[tuple[str, str]] = set()
+    try:
+        for folder, _, distributions in stamp[1:]:
+            for name, marks in distributions:
+                if len(marks) > 1:
+                    found.add((folder, name))
+    except (TypeError, ValueError):
+        return set()  # not a stamp of ours: it will not compare equal either
+    return found
 
 
 def _mark(path: str) -> list[Any] | None:
@@ -183,10 +220,8 @@ def _mark(path: str) -> list[Any] | None:
     return [kind, found.st_ino, found.st_size, found.st_mtime_ns]
 
 
-def _read(path: str, stamp: list[Any] | None) -> list[Found] | None:
-    """The cached entry points when the file is ours, well formed and stamped ``stamp``."""
-    if stamp is None:
-        return None
+def _read(path: str) -> tuple[Any, list[Found]] | None:
+    """The cache's stamp and entry points, when the file is ours and well formed."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -208,9 +243,9 @@ def _read(path: str, stamp: list[Any] | None) -> list[Found] | None:
     finally:
         os.close(fd)
     try:
-        if data["format"] != FORMAT or data["stamp"] != stamp:
+        if data["format"] != FORMAT or not isinstance(data["stamp"], list):
             return None
-        return [_found(item) for item in data["entry_points"]]
+        return data["stamp"], [_found(item) for item in data["entry_points"]]
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -14,6 +14,8 @@ plain one cattrs' import and generated code.
 
 from __future__ import annotations
 
+import builtins
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -130,7 +132,7 @@ def _is_subclass(kind: Any, given: Any) -> bool:
 
 def _record_build(kind: type) -> _Build:
     try:
-        attrs.resolve_types(kind)  # what cattrs does first, with the same outcome
+        _resolve_types(kind)  # what cattrs does first, with the same outcome
     except Exception:  # noqa: BLE001 - a name only a type checker sees: cattrs' business
         return _not_plain
     fields: list[tuple[str, Any, bool]] = []
@@ -199,3 +201,92 @@ def _table_build(value_kind: Any) -> _Build:
         return {_a_str(key): value_build(item) for key, item in value.items()}
 
     return build
+
+
+# ``typing.get_type_hints`` compiles each string annotation again for every class (a
+# ForwardRef each), which was the larger part of structuring a one-run ``validate``'s first
+# records. The same few strings recur: each is compiled once here.
+_compiled: dict[str, types.CodeType] = {}
+_NOT_SIMPLE = object()
+_LITERAL_VALUES = (str, int, bool, type(None))
+
+
+def _resolve_types(kind: type) -> None:
+    """``attrs.resolve_types(kind)``: each field's ``type`` made what ``typing.get_type_hints``
+    makes it. Annotations that are names, builtin generics and unions of them are evaluated
+    here, in the order ``get_type_hints`` looks names up; a class with any other annotation
+    (or one that cannot be evaluated) is left to ``attrs.resolve_types`` whole, so its outcome
+    (an error included) is always that of ``typing``."""
+    if getattr(kind, "__attrs_types_resolved__", None) == kind:
+        return
+    hints = _simple_hints(kind)
+    if hints is None:
+        attrs.resolve_types(kind)
+        return
+    for field in attrs.fields(kind):
+        if field.name in hints:
+            object.__setattr__(field, "type", hints[field.name])  # as attrs does: frozen
+    kind.__attrs_types_resolved__ = kind  # type: ignore[attr-defined]
+
+
+def _simple_hints(kind: type) -> dict[str, Any] | None:
+    """What ``get_type_hints(kind, include_extras=True)`` returns, when every annotation of
+    ``kind`` and its bases is simple; else ``None``."""
+    hints: dict[str, Any] = {}
+    for base in reversed(kind.__mro__):
+        annotations = base.__dict__.get("__annotations__", {})  # noqa: RUF063 - as typing reads it
+        if not isinstance(annotations, dict):
+            return None
+        if not annotations:
+            continue
+        module = getattr(sys.modules.get(base.__module__), "__dict__", {})
+        for name, annotation in annotations.items():
+            value = (
+                _evaluated(annotation, base, module) if isinstance(annotation, str) else annotation
+            )
+            if value is _NOT_SIMPLE or not _is_simple(value):
+                return None
+            hints[name] = value
+    return hints
+
+
+def _evaluated(text: str, base: type, module: dict[str, Any]) -> Any:
+    """``text`` evaluated as ``get_type_hints`` evaluates a class's string annotation: the
+    module's names first, then the class's own, then the builtins."""
+    try:
+        if text.isidentifier():
+            for names in (module, base.__dict__, vars(builtins)):
+                if text in names:
+                    return names[text]
+            return _NOT_SIMPLE
+        code = _compiled.get(text)
+        if code is None:
+            code = _compiled[text] = compile(text, "<string>", "eval")
+        return eval(code, dict(vars(base)), module)
+    except Exception:  # noqa: BLE001 - typing says what is wrong with it
+        return _NOT_SIMPLE
+
+
+def _is_simple(value: Any) -> bool:
+    """A class, ``Any``, a generic alias of a class (``Callable``'s excepted), a union, a
+    ``ClassVar`` of simple values, or a ``Literal`` of plain values: ``typing``'s checks accept
+    it and its evaluation gives it back (or an equal alias)."""
+    if value is Any:
+        return True
+    if type(value) is types.GenericAlias:  # not collections.abc.Callable's own kind
+        args = value.__args__
+        if not isinstance(value.__origin__, type) or getattr(value, "__unpacked__", False):
+            return False
+        if value.__origin__ is tuple and args[-1:] == (Ellipsis,):
+            args = args[:-1]
+        return all(_is_simple(arg) for arg in args)
+    if type(value) is types.UnionType:
+        return all(_is_simple(arg) for arg in value.__args__)
+    origin = typing.get_origin(value)
+    if origin is typing.ClassVar:
+        return all(_is_simple(arg) for arg in typing.get_args(value))
+    if origin is typing.Literal:
+        return all(type(arg) in _LITERAL_VALUES for arg in typing.get_args(value))
+    if origin is not None:
+        return False
+    return isinstance(value, type) and value not in (typing.Generic, typing.Protocol)

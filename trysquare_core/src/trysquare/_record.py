@@ -95,6 +95,9 @@ def _record_maker(make: Callable[..., Any], *, hashable: bool) -> Callable[..., 
     """``make`` (``attrs.frozen`` or ``attrs.define``) with the shared methods put in."""
 
     def decorate(maybe_cls: type | None = None, /, **options: Any) -> Any:
+        """The attrs decorator (its options too), with the comparison, hash and repr every
+        record shares put in instead of attrs' code written and compiled for this class."""
+
         def build(cls: type) -> type:
             own = cls.__dict__.keys()
             if options.keys() & _METHOD_OPTIONS or own & {"__eq__", "__ne__", "__hash__"}:

@@ -16,14 +16,13 @@ same value signs the same whatever order or indentation a file holds it in.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from trysquare import _atomic
+from trysquare._digests import Hmac, compare_digest, sha256
 
 __all__ = [
     "canonical",
@@ -44,14 +43,14 @@ _KEYS: dict[Path, bytes] = {}
 _SECRETS: dict[tuple[str | None, str | None], bytes] = {}
 # Per cache location (what names the key file): an HMAC primed with the key (copied for each
 # MAC) and the key's fingerprint. A report checks one MAC per result: 10,000s of them.
-_PRIMED: dict[tuple[str | None, str | None], tuple[hmac.HMAC, str]] = {}
+_PRIMED: dict[tuple[str | None, str | None], tuple[Hmac, str]] = {}
 
 
 def key_file() -> Path:
     """Where this machine's (this user's) signing key is kept: trysquare's cache."""
-    from trysquare.git.shadow import _cache_root  # the one place trysquare's cache folder is named
+    from trysquare._cache_folder import cache_root  # the one place it is named
 
-    return _cache_root() / KEY_FILE_NAME
+    return cache_root() / KEY_FILE_NAME
 
 
 def secret() -> bytes:
@@ -89,13 +88,13 @@ _CANONICAL = json.JSONEncoder(
 )
 
 
-def _primed() -> tuple[hmac.HMAC, str]:
+def _primed() -> tuple[Hmac, str]:
     where = (os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))  # what key_file() reads
     found = _PRIMED.get(where)
     if found is None:
         key = secret()
-        name = hashlib.sha256(b"trysquare key fingerprint\0" + key).hexdigest()[:16]
-        found = _PRIMED[where] = (hmac.new(key, digestmod=hashlib.sha256), name)
+        name = sha256(b"trysquare key fingerprint\0" + key).hexdigest()[:16]
+        found = _PRIMED[where] = (Hmac(key), name)
     return found
 
 
@@ -126,7 +125,7 @@ def verifies(expected: object, value: Any) -> bool:
         computed = mac(value)
     except (TypeError, ValueError, RecursionError):
         return False
-    return hmac.compare_digest(expected, computed)
+    return compare_digest(expected, computed)
 
 
 SCRUBBED = "***"

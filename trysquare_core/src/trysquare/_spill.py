@@ -13,7 +13,6 @@ appending to one, and planning keeps a record for every run.
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import shutil
@@ -21,6 +20,8 @@ import tempfile
 import threading
 from array import array
 from typing import Any, Self
+
+from trysquare._digests import sha256
 
 __all__ = ["Spill", "Tampered"]
 
@@ -60,7 +61,7 @@ class Spill:
         """Write ``value`` (None, bool, int, float, str, bytes, tuple, list, dict of those);
         return its number."""
         data = marshal.dumps(value)
-        digest = hashlib.sha256(data).digest()
+        digest = sha256(data).digest()
         with self._growing:
             number = len(self._where) // 2
             offset = self._end
@@ -83,6 +84,6 @@ class Spill:
             data = os.pread(self._fd, length, offset)
         except OSError as error:
             raise Tampered(f"{self.path} cannot be read ({error.strerror})") from None
-        if hashlib.sha256(data).digest() != digest:
+        if sha256(data).digest() != digest:
             raise Tampered(f"{self.path} was changed (record {number})")
         return marshal.loads(data)  # checked first: marshal reads only what was written here

@@ -32,7 +32,6 @@ let these through, so it is never skipped (``tests/security/test_guard_under_lan
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import attrs
 
 from trysquare import _atomic
+from trysquare._digests import sha256
 from trysquare._shown import shown
 from trysquare.clone_picture import ClonePicture, Entry
 from trysquare.runs import Run
@@ -200,7 +200,7 @@ def _hash_path(path: Path) -> str:
         return "folder"
     if not stat.S_ISREG(st.st_mode):
         return f"special:{stat.S_IFMT(st.st_mode)}"
-    hasher = hashlib.sha256()
+    hasher = sha256()
     try:
         with open(path, "rb") as handle:
             while chunk := handle.read(1 << 20):

@@ -7,7 +7,6 @@ from :func:`trysquare.git.changes.changed_files`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -19,12 +18,10 @@ from typing import Any
 import attrs
 
 from trysquare import _atomic
+from trysquare._digests import sha256
 from trysquare._lazy_pattern import LazyPattern
 from trysquare._record import record
 from trysquare.errors import RepoError, RunError
-from trysquare.git.etalon import materialise_etalon, materialised, resolve_etalon
-from trysquare.git.patch import context_facts
-from trysquare.git.refs import resolve_commit
 from trysquare.jail import JailPolicy
 from trysquare.modes import Validation
 from trysquare.runs import Run
@@ -88,6 +85,8 @@ def gather_facts(run: Run) -> RunFacts:
     Writes only into the run folder (never into the measured clone). Raises
     :class:`RunError` naming the run when git or the session cannot be read.
     """
+    from trysquare.git.patch import context_facts  # the git layer: a fresh context only
+
     if run.base_commit is None:
         raise RunError(f"{run.label}: loaded for --replay, so its context cannot be rebuilt")
     base_commit = run.base_commit  # narrowed to str, for the lambda below
@@ -128,6 +127,8 @@ def _etalon_of(run: Run, commit: str | None, tree: str | None = None) -> Path:
     """The etalon checkout: from the commit the tag named when preflight resolved it (the
     same tree, without reading the clone's refs a second time); found by the tree preflight
     read on the way when it was written before (every run after the first)."""
+    from trysquare.git.etalon import materialise_etalon, materialised
+
     assert run.etalon is not None
     found = None if tree is None else materialised(tree)
     if found is not None:
@@ -142,6 +143,7 @@ def _pin_base(run: Run, etalon_commit: str | None = None) -> None:
     ``run.toml`` may name ``base`` by a tag or branch, which the agent can move;
     :func:`trysquare.runs.load_run` refuses the run once it resolves elsewhere.
     """
+    from trysquare.git.refs import resolve_commit
     from trysquare.runs import BASE_PIN, read_pinned_base
 
     if read_pinned_base(run.dir) is None:
@@ -174,6 +176,8 @@ def preflight(run: Run) -> None:
 def _preflight(run: Run) -> tuple[str | None, str | None]:
     """:func:`preflight`; the commit the etalon tag names now, when it is read from the clone,
     and that commit's tree when it was read on the way."""
+    from trysquare.git.etalon import resolve_etalon
+
     etalon: str | None = None
     tree: str | None = None
     where = run.dir / "run.toml"
@@ -465,7 +469,7 @@ def located_context_digest(context_text: str, context: Mapping[str, Any]) -> str
 
 
 def _digest_with_files(context_text: str, context: Mapping[str, Any]) -> str:
-    hasher = hashlib.sha256(context_text.encode("utf-8"))
+    hasher = sha256(context_text.encode("utf-8"))
     for key in ("diff", "response", "prompt"):
         value = context.get(key)
         hasher.update(f"\0{key}\0".encode())
@@ -484,7 +488,7 @@ def _file_digest(path: Path) -> bytes:
     digest reads three): a buffered file object adds three system calls to each and a
     megabyte buffer to each read.
     """
-    digest = hashlib.sha256()
+    digest = sha256()
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)

@@ -39,12 +39,15 @@ import stat
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from trysquare._record import record
 from trysquare.errors import IsolationUnavailable
+
+if TYPE_CHECKING:
+    from trysquare._jail_records import Availability, JailIds
 
 __all__ = [
     "DEFAULT_FILE_SIZE_MIB",
@@ -54,6 +57,7 @@ __all__ = [
     "SWITCH",
     "Availability",
     "IsolationUnavailable",
+    "JailIds",
     "JailPolicy",
     "availability",
     "hand_over",
@@ -65,6 +69,16 @@ __all__ = [
 SWITCH = "TRYSQUARE_JAIL"
 # Set by `validate --require-isolation` (and read in every process that may start a jail).
 REQUIRE_SWITCH = "TRYSQUARE_REQUIRE_ISOLATION"
+
+
+def __getattr__(name: str) -> Any:
+    # Availability and JailIds are built when first asked for (trysquare._jail_records).
+    if name in ("Availability", "JailIds"):
+        from trysquare import _jail_records
+
+        return getattr(_jail_records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 DEFAULT_PROCESSES = 512
 DEFAULT_MEMORY_MIB = 4096
@@ -105,18 +119,6 @@ class JailPolicy:
         )
 
 
-@record
-class Availability:
-    """Whether the jail can start on this machine, with what, and why not."""
-
-    available: bool
-    bwrap: str | None
-    version: str
-    reason: str  # why not, when not available
-    tmpfs_size: bool = False  # this bwrap can cap a tmpfs (--size)
-    disable_userns: bool = False  # this bwrap can forbid user namespaces inside (--disable-userns)
-
-
 def switched_off() -> bool:
     return os.environ.get(SWITCH, "").strip().lower() in {"off", "0", "no", "false"}
 
@@ -136,6 +138,8 @@ def _find_bwrap() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _probe() -> Availability:
+    from trysquare._jail_records import Availability
+
     if sys.platform != "linux":
         return Availability(False, None, "", f"no Linux namespaces on {sys.platform}")
     bwrap = _find_bwrap()
@@ -192,6 +196,8 @@ def _probe() -> Availability:
 
 def availability() -> Availability:
     """The jail's availability on this machine (probed once per process: it starts a process)."""
+    from trysquare._jail_records import Availability
+
     if switched_off():
         return Availability(False, None, "", f"{SWITCH}=off")
     return _probe()
@@ -309,17 +315,11 @@ _JAIL_IDS_BASE = 0x60000000
 _jail_numbers = itertools.count()
 
 
-@record
-class JailIds:
-    """The user and group one jail runs as when trysquare runs as root."""
-
-    user: int
-    group: int
-
-
 def new_jail_ids() -> JailIds:
     """Ids no other jail on this machine holds now: this process's pid, and a number of its own
     (a process runs at most 256 jails at once)."""
+    from trysquare._jail_records import JailIds
+
     number = _JAIL_IDS_BASE + (os.getpid() << 8) + (next(_jail_numbers) & 0xFF)
     return JailIds(number, number)
 

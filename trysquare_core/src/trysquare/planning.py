@@ -16,7 +16,6 @@ invalid, never a measurement of something else.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ import attrs
 
 from trysquare import _atomic, _spill, _start_first, clone_guard, results
 from trysquare import context as contexts
+from trysquare._digests import sha256
 from trysquare._pool import bounded_map
 from trysquare._record import record
 from trysquare._stop import StopState
@@ -384,7 +384,7 @@ def _sha(text: str) -> bytes:
 
 
 def _sha_bytes(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
+    return sha256(data).digest()
 
 
 def _replayed_context(

@@ -10,7 +10,6 @@ The clone itself is :mod:`trysquare.clone_guard`'s.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import os
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trysquare import _atomic
+from trysquare._digests import sha256
 from trysquare._shown import shown
 from trysquare.runs import Run
 
@@ -109,7 +109,7 @@ class ResultWatch:
                 path = _result_path(run, name)
                 if self._was_written[slot]:
                     try:  # never through a link, never blocked on a FIFO put in its place
-                        now = hashlib.sha256(_atomic.read_bytes(path, root=run.dir)).digest()
+                        now = sha256(_atomic.read_bytes(path, root=run.dir)).digest()
                     except OSError:
                         now = b""
                     if now != bytes(self._written[32 * slot : 32 * slot + 32]):
@@ -136,7 +136,7 @@ def _file_stat(path: Path) -> tuple[int, int, int, int]:
 
 def _document_sha(document: Mapping[str, Any]) -> bytes:
     """The digest of the bytes :func:`trysquare.results.write_result` writes for ``document``."""
-    return hashlib.sha256(_atomic.encode(_atomic.dump_json(document))).digest()
+    return sha256(_atomic.encode(_atomic.dump_json(document))).digest()
 
 
 def refuse_forged(forged: Iterable[tuple[Run, str]], out: TextIO) -> None:

@@ -18,7 +18,6 @@ never reused and never read as a measurement: :func:`load_result` refuses it
 
 from __future__ import annotations
 
-import hashlib
 import json
 import stat
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from trysquare import _atomic, _signing
+from trysquare._digests import sha256
 from trysquare._measure_rows import Shapes
 from trysquare.errors import RunError
 from trysquare.modes import Outcome, Validation
@@ -317,7 +317,7 @@ def write_result_digested(
     with _atomic.folder(run.validation_dir, root=run.dir) as folder:
         replaced = _read_if_there(folder, f"{name}.json")
         if replacing != REPLACING_ANY and replacing != (
-            None if replaced is None else hashlib.sha256(replaced).digest()
+            None if replaced is None else sha256(replaced).digest()
         ):
             raise ReplacedChanged(result_path(run, name))
         if replaced is not None:
@@ -325,7 +325,7 @@ def write_result_digested(
         if stderr is not None and not folder.holds(f"{name}.stderr", stderr):
             folder.write(f"{name}.stderr", stderr)
         folder.write(f"{name}.json", data)
-    return signed, hashlib.sha256(data).digest()
+    return signed, sha256(data).digest()
 
 
 def write_with_history(

@@ -68,7 +68,7 @@ def _unpacked(kept: Path | str | None, home: str) -> Path | None:
     return _path(home, kept) if isinstance(kept, str) else kept
 
 
-@record(repr=False)
+@record
 class Run:
     """One finished run, its paths resolved and its base commit pinned."""
 

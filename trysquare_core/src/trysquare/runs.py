@@ -22,8 +22,6 @@ from trysquare import _convert
 from trysquare._pool import bounded_map, io_workers
 from trysquare._record import record
 from trysquare.errors import RepoError, RunError, ScenarioError
-from trysquare.git.dotgit import is_git_repo
-from trysquare.git.refs import missing_at, resolve_commit
 from trysquare.run_records import Etalon, Experiment, Run
 
 __all__ = ["RUN_FILE", "Etalon", "Experiment", "Run", "discover", "load_run"]
@@ -195,6 +193,10 @@ def _resolved_in(
 
 
 def _base_commit(run_file: Path, repo_path: Path, table: _RunFile) -> str:
+    # The git layer is imported by a fresh load only: --replay and report never ask git.
+    from trysquare.git.dotgit import is_git_repo
+    from trysquare.git.refs import resolve_commit
+
     if not repo_path.is_dir() or not is_git_repo(repo_path):
         raise RunError(f"{run_file}: repo '{table.repo}' is not a git repository")
     clone, folder = repo_path.resolve(), run_file.parent.resolve()
@@ -305,6 +307,8 @@ def _plainly_inside(folder: Path, value: str) -> bool:
 
 def _check_given(run_file: Path, repo_path: Path, table: _RunFile, base_commit: str) -> None:
     """Every given file stays in the clone and exists at base."""
+    from trysquare.git.refs import missing_at
+
     clone = repo_path.resolve()
     for given in table.given:
         if "\n" in given or not _inside((repo_path / given).resolve(), clone):

@@ -9,7 +9,6 @@ declared metric. Its working directory is an empty scratch folder of its own
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -28,15 +27,17 @@ from trysquare.api import (
     child_environment,
     keep_output,
     parse_validator_output,
+    record,
     run_process,
     run_warm_if_served,
     scratch_folder,
+    sha256,
 )
 
 DEFAULT_TIMEOUT = 300.0
 
 
-@attrs.frozen(kw_only=True)
+@record(kw_only=True)
 class _ScriptTable:
     mode: str
     command: str
@@ -47,7 +48,7 @@ class _ScriptTable:
     warm: bool = True
 
 
-@attrs.frozen(kw_only=True)
+@record(kw_only=True)
 class ScriptValidation(Validation):
     """A ``[[validation]] mode = "script"`` table."""
 
@@ -72,7 +73,7 @@ class ScriptValidation(Validation):
 
     def digest(self) -> str:
         # The executable's bytes identify it: an edited script makes results stale.
-        hasher = hashlib.sha256()
+        hasher = sha256()
         try:
             hasher.update(self.executable.read_bytes())
         except OSError:

@@ -11,16 +11,22 @@ from pathlib import Path
 from typing import Any
 
 from trysquare._version import __version__
-from trysquare.cli.install import _install, _plugins, _uninstall
-from trysquare.cli.reports import _plan, _report, _schema, _trust
-from trysquare.cli.runs import _context, _record, _session
-from trysquare.cli.validate import _check, _demo, _validate
 from trysquare.commands import add_selection_options
 from trysquare.errors import UsageError
 from trysquare.helptext import PATH_NOTE
 
 
 class _Parser(argparse.ArgumentParser):
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse makes a formatter for every argument it is given (to check its metavar),
+        # each asking the terminal its size: the width is taken once per command line built
+        # instead, as argparse takes it (the columns, less 2).
+        if isinstance(self.formatter_class, type) and issubclass(
+            self.formatter_class, argparse.HelpFormatter
+        ):
+            return self.formatter_class(prog=self.prog, width=_help_width())
+        return super()._get_formatter()
+
     def error(self, message: str) -> Any:  # argparse's own exit code is 2 too; keep one format
         raise _ArgumentsError(f"{self.prog}: {message}", usage=self.format_usage())
 
@@ -43,6 +49,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 _CHOSEN = "_trysquare_chosen_parser"
+_widths: list[int] = []
+
+
+def _help_width() -> int:
+    if not _widths:
+        import shutil
+
+        _widths.append(shutil.get_terminal_size().columns - 2)
+    return _widths[0]
 
 
 class _ArgumentsError(UsageError):
@@ -66,6 +81,9 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
     for (help, and any other word, build them all: help lists them, a misspelt command is
     told the close ones)."""
     only = word if word in BUILTIN_COMMANDS else None
+    # Each command's handler is imported in its own block: a command built alone loads its own
+    # module of trysquare.cli, not the others'.
+    _widths.clear()  # a caller building the command line again may have another terminal
 
     def wanted(name: str) -> bool:
         return only is None or name == only
@@ -98,6 +116,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             action="store_true",
             help="the Node example instead (examples/node: node --test, a validator in JavaScript)",
         )
+        from trysquare.cli.validate import _demo
+
         demo.set_defaults(handler=_demo)
 
     if wanted("validate"):
@@ -184,6 +204,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             help="also write the results as JUnit XML to FILE (relative to the current directory): "
             "a testsuite per cell, a testcase per run x validator",
         )  # fmt: skip
+        from trysquare.cli.validate import _validate
+
         validate.set_defaults(handler=_validate, resumes_collector_at_load=True)
 
     if wanted("check"):
@@ -202,6 +224,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             "--format", choices=("text", "json"), default="text",
             help="json: one object on stdout (schema_version, validators, blinding, problems); errors stay on stderr",
         )  # fmt: skip
+        from trysquare.cli.validate import _check
+
         check.set_defaults(handler=_check, resumes_collector_at_load=True)
 
     if wanted("context"):
@@ -217,6 +241,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
         )
         context.add_argument("run_dir", type=Path)
         context.add_argument("--validator", metavar="NAME")
+        from trysquare.cli.runs import _context
+
         context.set_defaults(handler=_context)
 
     if wanted("session"):
@@ -238,6 +264,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             help="the measured clone, which the paths in the reading are given within "
             "(default: the run's clone)",
         )  # fmt: skip
+        from trysquare.cli.runs import _session
+
         session.set_defaults(handler=_session)
 
     if wanted("report"):
@@ -259,6 +287,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             help="print only the runs with an invalid result or an unjudged or pending metric, and why",
         )
         add_selection_options(report, files_note=True)
+        from trysquare.cli.reports import _report
+
         report.set_defaults(handler=_report, resumes_collector_at_load=True)
 
     if wanted("trust"):
@@ -268,6 +298,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
         trust.add_argument("scenario", type=Path)
         trust.add_argument("path", type=Path)
         add_selection_options(trust)
+        from trysquare.cli.reports import _trust
+
         trust.set_defaults(handler=_trust, resumes_collector_at_load=True)
 
     if wanted("plan"):
@@ -288,6 +320,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             metavar="N",
             help="spread N more runs over the cells where they buy the most certainty",
         )
+        from trysquare.cli.reports import _plan
+
         plan.set_defaults(handler=_plan, resumes_collector_at_load=True)
 
     if wanted("record"):
@@ -326,6 +360,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
         record.add_argument("--etalon-checkout")
         record.add_argument("--id")
         record.add_argument("--force", action="store_true", help="replace an existing run.toml")
+        from trysquare.cli.runs import _record
+
         record.set_defaults(handler=_record)
 
     if wanted("try") or wanted("init"):
@@ -336,6 +372,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
     if wanted("plugins"):
         plugins_cmd = commands.add_parser("plugins", help="list installed plugins")
         plugins_cmd.add_argument("--json", action="store_true")
+        from trysquare.cli.install import _plugins
+
         plugins_cmd.set_defaults(handler=_plugins)
 
     if wanted("install"):
@@ -347,6 +385,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             help="a plugin: a name (trysquare-anthropic), a wheel, a folder, a URL",
         )  # fmt: skip
         install.add_argument("-U", "--upgrade", action="store_true", help="upgrade it if installed")
+        from trysquare.cli.install import _install
+
         install.set_defaults(handler=_install)
 
     if wanted("uninstall"):
@@ -356,6 +396,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
         uninstall.add_argument(
             "names", nargs="+", metavar="NAME", help="an installed plugin's distribution name"
         )
+        from trysquare.cli.install import _uninstall
+
         uninstall.set_defaults(handler=_uninstall)
 
     if wanted("schema"):
@@ -366,6 +408,8 @@ def build_parser(*, with_plugins: bool = True, word: str | None = None) -> argpa
             "name", choices=("validate", "check", "report", "plugins"), metavar="COMMAND",
             help="validate, check, report or plugins",
         )  # fmt: skip
+        from trysquare.cli.reports import _schema
+
         schema.set_defaults(handler=_schema)
 
     from trysquare import helptext, plugins

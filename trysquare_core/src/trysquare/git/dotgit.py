@@ -8,7 +8,6 @@ resolved from without git ever reading the clone's config.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -274,7 +273,9 @@ def _loose_object(common: Path, oid: str) -> tuple[bytes, bytes] | None:
     size, nul, body = rest.partition(b"\0")
     if not space or not nul or not size.isdigit() or int(size) != len(body):
         return None
-    digest = hashlib.sha1 if len(oid) == 40 else hashlib.sha256
+    from trysquare._digests import sha1, sha256  # no OpenSSL for a small object
+
+    digest = sha1 if len(oid) == 40 else sha256
     if digest(content).hexdigest() != oid:
         return None
     return kind, body

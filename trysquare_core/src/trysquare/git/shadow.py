@@ -10,7 +10,6 @@ refs for the few commands that must resolve a name.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -22,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Self
 
+from trysquare._cache_folder import cache_root
+from trysquare._digests import sha256
 from trysquare.errors import RepoError
 from trysquare.git.dotgit import _HEX, _clone_refs, _git_dirs, _good_ref, _object_format
 from trysquare.git.hostile import _check_attribute_files, _check_object_store, _folders_of
@@ -58,11 +59,7 @@ _SHADOW_CONFIG = """\
 _ATTRIBUTE_RESET = b"* !text !eol !crlf !ident !filter !diff !working-tree-encoding\n"
 
 
-def _cache_root() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME", "")
-    # XDG: a relative value is invalid and must be ignored.
-    base = Path(root) if root and os.path.isabs(root) else Path.home() / ".cache"
-    return base / "trysquare"
+_cache_root = cache_root  # the name the git layer and the API know it by
 
 
 _SHADOW_ROOTS: dict[Path, Path] = {}
@@ -207,7 +204,7 @@ _SHADOW_LAYOUT = b"3"
 
 
 def _shadow_key(repo: Path, common: Path, commit: str, excluded: Sequence[str]) -> str:
-    hasher = hashlib.sha256(_SHADOW_LAYOUT + b"\0")
+    hasher = sha256(_SHADOW_LAYOUT + b"\0")
     for part in (os.fsencode(Path(repo).resolve()), os.fsencode(common.resolve()), commit.encode()):
         hasher.update(part + b"\0")
     for pattern in excluded:
@@ -401,7 +398,7 @@ def _exclude_file(base: Path, excluded: Sequence[str]) -> Path:
     if not excluded:
         return rules
     extra = b"".join(os.fsencode(p) + b"\n" for p in excluded)
-    target = base / "info" / f"exclude-{hashlib.sha256(extra).hexdigest()[:32]}"
+    target = base / "info" / f"exclude-{sha256(extra).hexdigest()[:32]}"
     if not target.is_file():
         with tempfile.NamedTemporaryFile(
             dir=base / "info", prefix=".exclude.", delete=False
@@ -491,6 +488,8 @@ def _build_base(repo: Path, common: Path, commit: str, root: Path, folder: Path)
 
 def _object_id(kind: bytes, data: bytes, width: int) -> bytes:
     """The id git gives an object of ``kind`` holding ``data`` (SHA-1, or SHA-256 at 64 digits)."""
+    import hashlib  # OpenSSL's speed for a file's blob, loaded when one is hashed
+
     digest = hashlib.sha256 if width == 64 else hashlib.sha1
     return digest(kind + b" %d\0" % len(data) + data).hexdigest().encode("ascii")
 
