@@ -41,7 +41,7 @@ from pathlib import Path
 from _matrix import build_matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the cluster launcher lives in tests/
-from tests.dask.cli_cluster import CommandLineCluster
+from tests.dask.cli_cluster import CommandLineCluster, quiet_environment
 
 BURNER = f"""#!{sys.executable}
 import json, sys, time
@@ -128,15 +128,7 @@ def main() -> None:
 
 
 def _cluster_env(quiet: bool) -> dict[str, str]:
-    env = dict(os.environ)
-    if quiet:
-        from trysquare_dask.executor import QUIET_CLUSTER
-
-        for key, value in QUIET_CLUSTER.items():
-            # dask's spelling of a setting as an environment variable
-            name = "DASK_" + "__".join(part.upper().replace("-", "_") for part in key.split("."))
-            env[name] = str(value)
-    return env
+    return {**os.environ, **(quiet_environment() if quiet else {})}
 
 
 def wall_on_local_cluster(count: int) -> None:

@@ -191,8 +191,14 @@ def levels(nodes: Iterable[str], edges: Iterable[tuple[str, str]]) -> dict[str, 
             found[group] = 1 + max((level(child) for child in below[group]), default=-1)
         return found[group]
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    return {name: level(group_of[name]) for name in names}
+    # Raised for this walk only: the suite runs it in a process its other tests share, and one
+    # of them drives json's encoder down to RecursionError (far deeper, far slower, if raised).
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        return {name: level(group_of[name]) for name in names}
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 class Shape(NamedTuple):

@@ -34,7 +34,10 @@ def _tool() -> ModuleType:
 
 def test_no_circle() -> None:
     graph = _tool()
+    limit = sys.getrecursionlimit()
     assert [sorted(group) for group in graph.shape().circles] == []
+    # The walk leaves the interpreter as it found it: the suite's other tests share it.
+    assert sys.getrecursionlimit() == limit
 
 
 # The ground floor: the records and protocols the hook specifications name, and the few

@@ -22,6 +22,19 @@ from typing import Any, Self
 DASK = str(Path(sys.executable).with_name("dask"))
 
 
+def quiet_environment() -> dict[str, str]:
+    """The settings the executor gives its own LocalCluster
+    (``trysquare_dask.executor.QUIET_CLUSTER``) as the environment variables the plugin's README
+    tells an operator to start a cluster of their own with."""
+    from trysquare_dask.executor import QUIET_CLUSTER
+
+    # dask's spelling of a setting as an environment variable
+    return {
+        "DASK_" + "__".join(part.upper().replace("-", "_") for part in key.split(".")): str(value)
+        for key, value in QUIET_CLUSTER.items()
+    }
+
+
 class CommandLineCluster:
     """``with CommandLineCluster(folder, workers=2, threads=1) as cluster: cluster.address``."""
 

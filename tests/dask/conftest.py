@@ -13,7 +13,7 @@ import pytest
 from trysquare.testing import build_matrix
 
 from tests.conftest import share_signing_key
-from tests.dask.cli_cluster import CommandLineCluster
+from tests.dask.cli_cluster import CommandLineCluster, quiet_environment
 from tests.helpers import write_scenario, write_script
 from tests.judge.conftest import KEY, KEY_ENV
 
@@ -145,7 +145,10 @@ def command_line_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C
 
     Starting one costs seconds of imports; the tests that use it leave its workers
     alive (they only ever kill validators), so one cluster serves them all. Its
-    workers hold the judge laboratory's key, as an operator's workers hold theirs.
+    workers hold the judge laboratory's key, as an operator's workers hold theirs, and it
+    runs with the quiet settings the plugin's README gives an operator: it lives through
+    the other tests of its group, and Dask's clockwork (stack sampling, monitors) kept it
+    busy all that time.
     """
     root = tmp_path_factory.mktemp("dask-cli")
     env = {
@@ -155,6 +158,7 @@ def command_line_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C
     }
     # Its workers sign results with the key the client checks them with (as an operator's must).
     env.update({"XDG_CACHE_HOME": str(share_signing_key(root / "cache")), KEY_ENV: KEY})
+    env.update(quiet_environment())
     with CommandLineCluster(
         root / "cluster", workers=2, threads=1, env=env, nanny=False
     ) as cluster:
