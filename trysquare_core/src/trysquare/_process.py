@@ -325,6 +325,8 @@ def run_process(
             _end_strays(proc.pid, token)
         os.close(out_fd)
         os.close(err_fd)
+        # Nothing of this child is left: a worker is between children from here on.
+        _start_first.child_exited()
     return ProcessResult(
         argv,
         None if timed_out else proc.returncode,

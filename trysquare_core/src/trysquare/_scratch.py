@@ -10,6 +10,11 @@ sandbox not switched off: :func:`trysquare._process.run_process` ends strays), s
 no process of an earlier task can write into a later one's folder; and only when
 it is still the very folder made here (same inode, not a link, owner-only mode):
 a validator that replaced or opened up its folder gets it removed instead.
+
+In a worker thread that starts one validator after another, a folder is looked at and emptied
+once the next validator has started (:func:`trysquare._start_first.when_started`), not between
+the two: the next task takes another folder meanwhile, so two serve in turn. A folder is
+handed out again only once emptied, and only after the processes of its task are all gone.
 Dependency-free.
 """
 
@@ -24,12 +29,16 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from trysquare import _start_first
 from trysquare.sandbox import switched_off
 
 __all__ = ["remove_tree", "scratch_folder", "throwaway_folder"]
 
 # Per prefix, folders emptied and ready: (path, (device, inode)).
 _free: dict[str, list[tuple[str, tuple[int, int]]]] = {}
+# Folders whose leftovers could not be removed when their task ended: tried again at exit.
+_stuck: list[str] = []
+_exit_hook: list[object] = []  # remove_kept, once registered to run at exit
 _lock = threading.Lock()
 
 
@@ -37,7 +46,8 @@ _lock = threading.Lock()
 def scratch_folder(prefix: str = "trysquare-") -> Iterator[str]:
     """An empty folder only this user can enter, for one task; emptied (or removed) after it.
 
-    Raises ``OSError`` when what the task left cannot be removed.
+    Raises ``OSError`` when what the task left cannot be removed, where folders are not reused
+    (where they are, such a folder is tried again at exit and never handed out).
     """
     with _lock:
         kept = _free.get(prefix)
@@ -46,25 +56,44 @@ def scratch_folder(prefix: str = "trysquare-") -> Iterator[str]:
         path = tempfile.mkdtemp(prefix=prefix)
         made = os.lstat(path)
         found = (path, (made.st_dev, made.st_ino))
-    path, identity = found
+    path = found[0]
     try:
         yield path
     finally:
-        if _reusable() and _emptied(path, identity):
-            with _lock:
-                if not _free:
-                    atexit.register(remove_kept)  # once: _free keeps its keys
-                _free.setdefault(prefix, []).append(found)
+        if _reusable():
+            # Looked at and emptied once the worker's next child has started (at once in any
+            # other thread): nothing of this folder is on the way to that start.
+            _start_first.when_started(lambda: _give_back(prefix, found))
         else:
             _remove(path)
+
+
+def _give_back(prefix: str, found: tuple[str, tuple[int, int]]) -> None:
+    """Keep ``found`` for the next task once it is emptied; remove it otherwise. What cannot be
+    removed is tried again at exit (it is never handed out): this may run after the task's
+    result was handed over, so nothing is raised into another task."""
+    path, identity = found
+    with _lock:
+        if not _exit_hook:
+            _exit_hook.append(atexit.register(remove_kept))
+    if _emptied(path, identity):
+        with _lock:
+            _free.setdefault(prefix, []).append(found)
+        return
+    try:
+        _remove(path)
+    except OSError:
+        with _lock:
+            _stuck.append(path)
 
 
 def remove_kept() -> None:
     """Remove every folder kept for reuse (at exit: nothing of ours stays in the temp folder)."""
     with _lock:
-        kept = [path for folders in _free.values() for path, _ in folders]
+        kept = [path for folders in _free.values() for path, _ in folders] + _stuck
         for folders in _free.values():
             folders.clear()
+        _stuck.clear()
     for path in kept:
         try:
             _remove(path)
