@@ -458,7 +458,9 @@ class _Execution:
 
     def _results(self) -> Iterator[TaskResult]:
         # Each task is marked in flight as the executor takes it; those during which
-        # trysquare last ended come last, alone where the executor runs them here.
+        # trysquare last ended come last, alone where the executor runs them here. The marker
+        # is made as the task is built ahead, and only written as it is taken.
+        self.tasks.also_built = self.flight.prepare
         taken = _inflight.Deferred(
             self.tasks, self.flight, alone=getattr(self.executor, "runs_tasks_here", False),
             stop=self.stop.should_stop,
