@@ -53,6 +53,7 @@ __all__ = [
     "SWITCH",
     "Sandbox",
     "landlock_abi",
+    "look_ahead",
     "make_spare_ruleset",
     "protecting",
     "protection_line",
@@ -225,11 +226,36 @@ def protecting(folders: Iterable[Path | str], /) -> Iterator[None]:
     most once, and not kept). Several in force at once (parallel validates, tasks) add up.
     """
     entry = _Protected(folders)
+    if isinstance(folders, tuple) and _looked_ahead:
+        key = tuple(os.fspath(folder) for folder in folders)
+        with _looking:
+            if key in _looked_ahead:
+                entry.found = _looked_ahead.pop(key)
+                entry.folders = None
     _protected.append(entry)
     try:
         yield
     finally:
         _protected.remove(entry)
+
+
+# Folders looked at ahead (look_ahead), by their text, with the first of them found on
+# /dev/shm: taken by the protecting() of the very same folders that follows. A few at most.
+_looked_ahead: dict[tuple[str, ...], str | None] = {}
+LOOKED_AHEAD_AT_MOST = 16
+
+
+def look_ahead(folders: tuple[Path | str, ...], /) -> None:
+    """Look now whether one of ``folders`` lies on ``/dev/shm``, for a :func:`protecting` of the
+    same folders (as a tuple) in this process soon after: ``validate``'s task builder does it
+    while a validator runs, so the next task's start does not. Nothing else is believed from
+    it, and what is not taken soon is forgotten."""
+    key = tuple(os.fspath(folder) for folder in folders)
+    found = _first_on_shared_memory(key) if _shared_memory() is not None else None
+    with _looking:
+        if len(_looked_ahead) >= LOOKED_AHEAD_AT_MOST:
+            _looked_ahead.clear()
+        _looked_ahead[key] = found
 
 
 def shared_memory_refusal() -> str | None:
