@@ -99,3 +99,56 @@ def test_a_run_whose_validator_exited_is_in_flight_no_more_while_its_result_is_r
     assert sorted(recorded) == ["a", "b", "c", "d"]
     assert named_while_recorded == []
     assert markers(root) == []
+
+
+SEES_MARKERS = """
+import json, sys
+from pathlib import Path
+root = Path(sys.argv[1]).parents[4]  # runs/<id>/validation/score/context.json
+named = []
+for slot in sorted((root / ".trysquare" / "inflight").iterdir()):
+    text = slot.read_text(encoding="utf-8")
+    if text:
+        named.append(json.loads(text)["id"])
+sys.stderr.write(json.dumps(named))
+print(json.dumps({"metrics": {"ok": True}}))
+"""
+
+
+def test_a_marker_is_made_as_its_task_is_built_and_written_only_as_its_validator_starts(
+    tmp_path: Path, cli, monkeypatch
+) -> None:
+    """Encoding and signing a marker is done by the thread building the tasks ahead (not on
+    the way from one validator's exit to the next one's start); it is written only as its own
+    validator is about to start, so each validator sees its own run in flight and no other."""
+    import json
+    import threading
+
+    from trysquare import _inflight
+
+    scenario, root = matrix(tmp_path)
+    write_script(tmp_path / "scenario", "score.py", SEES_MARKERS)
+    made_by: list[tuple[str, str]] = []
+    real_prepare = _inflight.InFlight.prepare
+
+    def prepare(self, task):  # type: ignore[no-untyped-def]
+        made_by.append((task.run.id, threading.current_thread().name))
+        return real_prepare(self, task)
+
+    monkeypatch.setattr(_inflight.InFlight, "prepare", prepare)
+    signed: list[bool] = []
+    real_marker = _inflight.InFlight._marker_bytes
+
+    def marker_bytes(self, task, *, ended):  # type: ignore[no-untyped-def]
+        signed.append(threading.current_thread().name == "trysquare-task-builder")
+        return real_marker(self, task, ended=ended)
+
+    monkeypatch.setattr(_inflight.InFlight, "_marker_bytes", marker_bytes)
+    done = cli("validate", scenario, root, "--no-progress", "--jobs", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(made_by) == [(run, "trysquare-task-builder") for run in "abcd"]
+    assert signed == [True] * 4  # none made again as its task was taken
+    for run in "abcd":
+        stderr = root / "runs" / run / "validation" / "score.stderr"
+        assert json.loads(stderr.read_text(encoding="utf-8")) == [run]
+    assert markers(root) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 import pytest
@@ -32,7 +33,16 @@ def test_a_child_that_closes_its_pipes_before_it_exits_is_waited_for_without_sle
 ) -> None:
     slept: list[float] = []
     sleep = time.sleep
-    monkeypatch.setattr(time, "sleep", lambda seconds: (slept.append(seconds), sleep(seconds)))
+    me = threading.get_ident()
+
+    def noted(seconds: float) -> None:
+        # This thread's sleeps only: a loopback server another test left trickling its reply
+        # (tests/loopback.py) may sleep in this process meanwhile.
+        if threading.get_ident() == me:
+            slept.append(seconds)
+        sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", noted)
     started = time.monotonic()
     done = _process.run_process(
         [sys.executable, "-c", PIPES_FIRST],

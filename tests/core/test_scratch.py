@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,68 @@ def test_a_folder_its_task_left_empty_is_listed_once_before_reuse(
     with scratch_folder("t-") as third:
         assert third == first
     _scratch.remove_kept()
+
+
+@needs_linux
+def test_a_workers_folder_is_emptied_once_its_next_child_started_and_never_handed_out_before(
+    tmp_path: Path,
+) -> None:
+    """Emptying a folder is not on the way from one validator's exit to the next one's start:
+    a worker's next task gets another folder, and the first is emptied once that task's child
+    has started, then serves the task after it."""
+    from trysquare import _start_first
+    from trysquare._process import run_process
+
+    seen: dict[str, object] = {}
+
+    def worker() -> None:
+        _start_first.worker_thread()
+        try:
+            with scratch_folder("t-") as first:
+                run_process(["true"], cwd=first, timeout=30)
+                Path(first, "left.txt").write_text("x")
+            seen["first"] = first
+            seen["left until the next start"] = sorted(os.listdir(first))
+            with scratch_folder("t-") as second:
+                seen["second"] = second
+                run_process(["true"], cwd=second, timeout=30)
+                seen["left once it started"] = sorted(os.listdir(first))
+            with scratch_folder("t-") as third:
+                seen["third"] = third
+                seen["third holds"] = sorted(os.listdir(third))
+        finally:
+            _start_first.child_started()  # as a pool's worker ends: what it put off goes
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen["left until the next start"] == ["left.txt"]
+    assert seen["second"] != seen["first"]
+    assert seen["left once it started"] == []
+    assert seen["third"] == seen["first"] and seen["third holds"] == []
+    assert not _start_first._between
+    _scratch.remove_kept()
+    assert not Path(str(seen["first"])).exists() and not Path(str(seen["second"])).exists()
+
+
+@needs_linux
+def test_a_folder_whose_leftovers_cannot_go_is_never_handed_out_and_tried_again_at_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Put off, emptying may run after the task's result went: a folder that cannot be
+    emptied raises into no other task; it is never handed out, and is tried again at exit."""
+    monkeypatch.setattr(_scratch, "_stuck", [])
+    real_remove = _scratch._remove
+
+    def refused(path: str) -> None:
+        raise PermissionError(13, "Permission denied", path)
+
+    with scratch_folder("t-") as first:
+        Path(first, "left.txt").write_text("x")
+        monkeypatch.setattr(_scratch, "_remove", refused)
+    with scratch_folder("t-") as second:
+        assert second != first
+    monkeypatch.setattr(_scratch, "_remove", real_remove)
+    assert _scratch._stuck == [first]
+    _scratch.remove_kept()
+    assert not Path(first).exists() and _scratch._stuck == []

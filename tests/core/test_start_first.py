@@ -224,3 +224,44 @@ def test_results_put_off_by_other_workers_go_before_an_invalid_one(monkeypatch) 
     for _ in pool.run(tasks, should_stop=lambda: False):
         pass
     assert recorded.index("v") < recorded.index("i")
+
+
+def test_a_worker_is_between_children_from_its_childs_exit_until_its_next_start(tmp_path) -> None:
+    """A worker's child exited: what it puts off from then on waits for its next start, also
+    past the end of that task; after a task that started no child it goes at once."""
+    done: list[str] = []
+    seen: dict[str, object] = {}
+
+    def worker() -> None:
+        _start_first.worker_thread()
+        try:
+            run_process([sys.executable, "-c", "pass"], cwd=tmp_path, timeout=30)
+            seen["between after the exit"] = threading.get_ident() in _start_first._between
+            _start_first.when_started(lambda: done.append("after the exit"))
+            _start_first.task_ended()  # its task started a child: nothing goes yet
+            seen["held past the task"] = list(done)
+            run_process([sys.executable, "-c", "pass"], cwd=tmp_path, timeout=30)
+            seen["once the next started"] = list(done)
+            _start_first.task_ended()
+            _start_first.between_children(lambda: done.append("handed over"))
+            _start_first.task_ended()  # the next task started none: it goes now
+            seen["after a task that started none"] = list(done)
+        finally:
+            _start_first.child_started()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen["between after the exit"] is True
+    assert seen["held past the task"] == []
+    assert seen["once the next started"] == ["after the exit"]
+    assert seen["after a task that started none"] == ["after the exit", "handed over"]
+    assert not _start_first._between
+
+
+def test_a_child_exit_puts_nothing_off_in_a_thread_that_is_no_worker(tmp_path) -> None:
+    run_process([sys.executable, "-c", "pass"], cwd=tmp_path, timeout=30)
+    assert threading.get_ident() not in _start_first._between
+    ran: list[bool] = []
+    _start_first.when_started(lambda: ran.append(True))
+    assert ran == [True]

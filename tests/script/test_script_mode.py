@@ -462,4 +462,6 @@ def test_each_task_starts_in_an_empty_scratch_folder_reused_once_emptied(
         for i in range(3)
     ]
     assert all(s["found"] == [] and s["tmp"] == s["cwd"] for s in seen)
-    assert len({s["cwd"] for s in seen}) == 1  # one folder, emptied between tasks
+    # Two folders in turn: each is emptied once the next task's validator has started (not on
+    # the way to that start), and then serves the task after it.
+    assert len({s["cwd"] for s in seen}) == 2 and seen[0]["cwd"] == seen[2]["cwd"]

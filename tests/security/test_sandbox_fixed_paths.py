@@ -5,6 +5,9 @@ the inode the kernel takes a rule from) and close them again; they are now opene
 the process and kept. What is shown: a second ruleset opens only its own writable folders;
 a confined child inherits none of the kept descriptors (it finds only its standard streams
 in ``/proc/self/fd``), still writes ``/dev/null``, and still cannot write beside its folders.
+The devices' rules are also added ahead, to a spare ruleset made while a child runs: the next
+start adds only its own folders to it and confines its child all the same; a spare made from
+descriptors since opened again is closed, never used.
 """
 
 from __future__ import annotations
@@ -70,3 +73,59 @@ def test_a_confined_child_inherits_none_of_the_kept_descriptors(tmp_path: Path) 
     assert fds[:3] == [0, 1, 2] and len(fds) <= 4
     assert outcome == "refused beside"
     assert not (tmp_path / "beside.txt").exists()
+
+
+CONFINED_PROBE = (
+    "import os, sys\n"
+    "open('/dev/null', 'w').write('x')\n"
+    "try:\n"
+    "    open(sys.argv[1], 'w')\n"
+    "    print('wrote beside')\n"
+    "except PermissionError:\n"
+    "    print('refused beside')\n"
+)
+
+
+def test_a_start_takes_the_device_rules_made_while_the_last_child_ran(
+    monkeypatch, tmp_path: Path
+) -> None:
+    """The devices' rules are the same for every start: made after one confined start (while
+    its child runs) for the next, which adds only its own folders; it confines all the same."""
+    monkeypatch.setattr(sandbox, "_spares", [])
+    made: list[int] = []
+    real = sandbox._device_ruleset
+
+    def counted(abi: int, fixed: object) -> int:
+        made.append(abi)
+        return real(abi, fixed)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sandbox, "_device_ruleset", counted)
+    outcomes = []
+    for name in ("first", "second"):
+        scratch = tmp_path / name
+        scratch.mkdir()
+        done = run_process(
+            [sys.executable, "-c", CONFINED_PROBE, str(tmp_path / f"beside-{name}.txt")],
+            cwd=scratch,
+            timeout=60,
+            sandbox=sandbox.Sandbox([scratch]),
+        )
+        assert done.returncode == 0, done.stderr
+        outcomes.append(done.stdout.decode().strip())
+        # The first start made its own and a spare once its child started; the second took
+        # that spare (made none of its own) and made the next.
+        assert len(made) == len(outcomes) + 1
+    assert len(made) == 3 and len(sandbox._spares) == 1
+    assert outcomes == ["refused beside", "refused beside"]
+    assert not any(tmp_path.glob("beside-*"))
+
+
+def test_a_spare_made_from_descriptors_opened_again_is_closed_never_used(monkeypatch) -> None:
+    monkeypatch.setattr(sandbox, "_spares", [])
+    fixed = sandbox._fixed_paths()
+    stale = sandbox._device_ruleset(sandbox.landlock_abi(), fixed)
+    with sandbox._spares_lock:
+        sandbox._spares.append((object(), stale))  # made before the devices were opened again
+    assert sandbox._spare_ruleset(fixed) == -1
+    with pytest.raises(OSError):
+        os.fstat(stale)

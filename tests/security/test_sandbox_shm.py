@@ -338,3 +338,35 @@ def test_the_folders_named_are_walked_once_and_not_kept(on_shm: Path) -> None:
         assert not any(name.startswith("/nowhere/") for name in sandbox._on_shared_memory)
         assert all(entry.folders is None for entry in sandbox._protected)
     assert sandbox.shared_memory_refusal() is None
+
+
+def test_a_task_looked_at_ahead_keeps_its_answer_and_no_other_task_takes_it(
+    on_shm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """validate's task builder looks at the next task's run and clone while a validator runs
+    (sandbox.look_ahead); the task's start then takes that answer instead of looking again: a
+    run on /dev/shm still refuses it, and folders not looked at ahead are looked at as ever."""
+    monkeypatch.setattr(sandbox, "_looked_ahead", {})
+    run_on_shm, clone = on_shm / "run", tmp_path / "clone"
+    run_on_shm.mkdir()
+    clone.mkdir()
+    sandbox.look_ahead((str(run_on_shm), clone))
+    sandbox.shared_memory_refusal()  # trysquare's own folders, looked at once per process
+    looked: list[str] = []
+    real = sandbox._lies_on_shared_memory
+
+    def counted(folder: str) -> bool:
+        looked.append(folder)
+        return real(folder)
+
+    monkeypatch.setattr(sandbox, "_lies_on_shared_memory", counted)
+    with sandbox.protecting((str(run_on_shm), clone)):
+        assert sandbox.shared_memory_refusal() == f"{run_on_shm} lies on it"
+    assert looked == [] and sandbox._looked_ahead == {}  # taken once, not looked at again
+    other = tmp_path / "other"
+    other.mkdir()
+    sandbox.look_ahead((str(other),))
+    looked.clear()
+    with sandbox.protecting((str(run_on_shm), clone)):  # not the folders looked at ahead
+        assert sandbox.shared_memory_refusal() == f"{run_on_shm} lies on it"
+    assert looked == [str(run_on_shm)]

@@ -76,6 +76,8 @@ class InFlight:
         self._exited: dict[tuple[Path, str], int] = {}
         # The markers found that a task of this validate took over (only those: see close()).
         self._started: set[tuple[Path, str]] = set()
+        # Markers made ahead (prepare), by validation: the task they were made for and the bytes.
+        self._prepared: dict[tuple[Path, str], tuple[PlannedTask, tuple[Path, bytes]]] = {}
         self._changed = threading.Condition()
         # Where each marker found lies (a slot file of an earlier validate, or a marker file).
         self._found_at: dict[tuple[Path, str], tuple[Path, Path]] = {}
@@ -187,28 +189,59 @@ class InFlight:
 
     # -- this validate's own ------------------------------------------------------------
 
-    def start(self, task: PlannedTask) -> None:
-        """Say that ``task``'s validator is about to start: written before it does."""
-        run, name = task.run, task.validation.name
+    def prepare(self, task: PlannedTask) -> None:
+        """Make ``task``'s marker ahead, in the thread that builds the tasks while a validator
+        runs: :meth:`start` then only writes it (encoding and signing it are not on the way
+        from one validator's exit to the next one's start). Its ``at`` says when it was made.
+        Not for a validation found in flight: its count is read as it starts."""
+        key = _key(task.run, task.validation.name)
+        if key in self.found:
+            return
+        made = self._marker_bytes(task, ended=1)
+        if made is not None:
+            with self._changed:
+                self._prepared[key] = (task, made)
+
+    def _marker_bytes(self, task: PlannedTask, *, ended: int) -> tuple[Path, bytes] | None:
+        """``task``'s marker as written (signed JSON) and its experiment folder; ``None`` for
+        a run in no experiment folder of this validate."""
+        run = task.run
         where = self._where(run)
         if where is None:
-            return
+            return None
         root, relative = where
-        earlier = self.found.get(_key(run, name))
         entry: dict[str, Any] = {
             "kind": _KIND,
             "run": relative,
             "id": run.id,
-            "validator": name,
-            "ended": (earlier.ended if earlier is not None else 0) + 1,
+            "validator": task.validation.name,
+            "ended": ended,
             "digest": task.digest,
             "context_digest": task.context_digest,
             "pid": os.getpid(),
             "at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         entry["mac"] = _signing.mac(_signed(entry))
+        return root, _atomic.encode(json.dumps(entry, sort_keys=True))
+
+    def start(self, task: PlannedTask) -> None:
+        """Say that ``task``'s validator is about to start: written before it does."""
+        run, name = task.run, task.validation.name
         key = _key(run, name)
-        data = _atomic.encode(json.dumps(entry, sort_keys=True))
+        earlier = self.found.get(key)
+        made: tuple[Path, bytes] | None = None
+        if earlier is None:
+            with self._changed:
+                ready = self._prepared.pop(key, None)
+            # Made ahead for this very task (another task of the same run and validator, as a
+            # test may plan, is made afresh).
+            if ready is not None and ready[0] is task:
+                made = ready[1]
+        if made is None:
+            made = self._marker_bytes(task, ended=(earlier.ended if earlier is not None else 0) + 1)
+        if made is None:
+            return
+        root, data = made
         # Every use of a slot's fd is made holding the lock, so none outlives close().
         with self._changed:
             self._running[key] = self._running.get(key, 0) + 1

@@ -11,7 +11,7 @@ import contextlib
 import sys
 import threading
 from array import array
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -71,6 +71,9 @@ class PlannedTasks(Collection[PlannedTask]):
         self._failure: BaseException | None = None
         self._closing = threading.Event()
         self._planner: threading.Thread | None = None
+        # Called with each task as it is built ahead, in the builder's thread (what can be made
+        # for a task before it is taken: its in-flight marker), not on the way between two starts.
+        self.also_built: Callable[[PlannedTask], None] | None = None
         if overlapped:
             self._planner = threading.Thread(
                 target=self._plan, args=(scenario, runs, validations, options),
@@ -199,7 +202,14 @@ class PlannedTasks(Collection[PlannedTask]):
         built = self._built()
         if not self._ahead:
             return built
-        return built_ahead(built, self._ahead, self._closing)
+        return built_ahead(self._made_ahead(built), self._ahead, self._closing)
+
+    def _made_ahead(self, built: Iterator[PlannedTask]) -> Iterator[PlannedTask]:
+        """``built``, each task handed to :attr:`also_built` first (in the builder's thread)."""
+        for task in built:
+            if self.also_built is not None:
+                self.also_built(task)
+            yield task
 
     def __contains__(self, task: object) -> bool:
         if not isinstance(task, PlannedTask):

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from trysquare import _capped_output, _start_first
 from trysquare.errors import IsolationUnavailable
-from trysquare.sandbox import Sandbox, switched_off
+from trysquare.sandbox import Sandbox, make_spare_ruleset, switched_off
 
 if TYPE_CHECKING:
     from trysquare.jail import JailIds, JailPolicy
@@ -256,6 +256,9 @@ def run_process(
     finally:
         _spawning.release()
         _start_first.child_started()
+    if token is not None:
+        # While the child runs, not between two starts: the next confined start's device rules.
+        make_spare_ruleset()
     output = _capped_output.CappedOutput((out_fd, err_fd), cap)
     timed_out = False
     exited_at: float | None = None
@@ -325,6 +328,8 @@ def run_process(
             _end_strays(proc.pid, token)
         os.close(out_fd)
         os.close(err_fd)
+        # Nothing of this child is left: a worker is between children from here on.
+        _start_first.child_exited()
     return ProcessResult(
         argv,
         None if timed_out else proc.returncode,

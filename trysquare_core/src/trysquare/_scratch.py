@@ -10,6 +10,11 @@ sandbox not switched off: :func:`trysquare._process.run_process` ends strays), s
 no process of an earlier task can write into a later one's folder; and only when
 it is still the very folder made here (same inode, not a link, owner-only mode):
 a validator that replaced or opened up its folder gets it removed instead.
+
+In a worker thread that starts one validator after another, a folder is looked at and emptied
+once the next validator has started (:func:`trysquare._start_first.when_started`), not between
+the two: the next task takes another folder meanwhile, so two serve in turn. A folder is
+handed out again only once emptied, and only after the processes of its task are all gone.
 Dependency-free.
 """
 
@@ -24,12 +29,16 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from trysquare import _start_first
 from trysquare.sandbox import switched_off
 
 __all__ = ["remove_tree", "scratch_folder", "throwaway_folder"]
 
-# Per prefix, folders emptied and ready: (path, (device, inode)).
-_free: dict[str, list[tuple[str, tuple[int, int]]]] = {}
+# Per prefix, folders emptied and ready: (path, (device, inode), its ctime once emptied).
+_free: dict[str, list[tuple[str, tuple[int, int], int]]] = {}
+# Folders whose leftovers could not be removed when their task ended: tried again at exit.
+_stuck: list[str] = []
+_exit_hook: list[object] = []  # remove_kept, once registered to run at exit
 _lock = threading.Lock()
 
 
@@ -37,34 +46,84 @@ _lock = threading.Lock()
 def scratch_folder(prefix: str = "trysquare-") -> Iterator[str]:
     """An empty folder only this user can enter, for one task; emptied (or removed) after it.
 
-    Raises ``OSError`` when what the task left cannot be removed.
+    Raises ``OSError`` when what the task left cannot be removed, where folders are not reused
+    (where they are, such a folder is tried again at exit and never handed out).
     """
-    with _lock:
-        kept = _free.get(prefix)
-        found = kept.pop() if kept else None
+    found = _taken(prefix)
     if found is None:
         path = tempfile.mkdtemp(prefix=prefix)
         made = os.lstat(path)
         found = (path, (made.st_dev, made.st_ino))
-    path, identity = found
+    path = found[0]
     try:
         yield path
     finally:
-        if _reusable() and _emptied(path, identity):
-            with _lock:
-                if not _free:
-                    atexit.register(remove_kept)  # once: _free keeps its keys
-                _free.setdefault(prefix, []).append(found)
+        if _reusable():
+            # Looked at and emptied once the worker's next child has started (at once in any
+            # other thread): nothing of this folder is on the way to that start.
+            _start_first.when_started(lambda: _give_back(prefix, found))
         else:
             _remove(path)
+
+
+def _taken(prefix: str) -> tuple[str, tuple[int, int]] | None:
+    """A folder kept for ``prefix`` and untouched since it was emptied, or ``None``.
+
+    A kept folder waits while other validators run (the next one, in a worker, or another
+    worker's), and one of them may open it up (``chmod`` is no write to Landlock) for someone
+    else to write there: it is handed out only while it is still the very folder, private, with
+    the change time it had once emptied (any chmod, entry made or removed changes that); one
+    touched since is removed instead. (Before Linux 6.13 a change made within the clock tick
+    of the emptying may keep that time; the folder must still be private then.)
+    """
+    with _lock:
+        kept = _free.get(prefix)
+        ready = kept.pop() if kept else None
+    if ready is None:
+        return None
+    path, identity, emptied_at = ready
+    try:
+        now = os.lstat(path)
+    except OSError:
+        now = None
+    if now is not None and _ours(now, identity) and now.st_ctime_ns == emptied_at:
+        return path, identity
+    _discard(path)
+    return None
+
+
+def _give_back(prefix: str, found: tuple[str, tuple[int, int]]) -> None:
+    """Keep ``found`` for a later task once it is emptied; remove it otherwise. What cannot be
+    removed is tried again at exit (it is never handed out): this may run after the task's
+    result was handed over, so nothing is raised into another task."""
+    path, identity = found
+    with _lock:
+        if not _exit_hook:
+            _exit_hook.append(atexit.register(remove_kept))
+    emptied_at = _emptied(path, identity)
+    if emptied_at is not None:
+        with _lock:
+            _free.setdefault(prefix, []).append((path, identity, emptied_at))
+        return
+    _discard(path)
+
+
+def _discard(path: str) -> None:
+    """Remove a folder never to be handed out again; if that fails, at exit."""
+    try:
+        _remove(path)
+    except OSError:
+        with _lock:
+            _stuck.append(path)
 
 
 def remove_kept() -> None:
     """Remove every folder kept for reuse (at exit: nothing of ours stays in the temp folder)."""
     with _lock:
-        kept = [path for folders in _free.values() for path, _ in folders]
+        kept = [ready[0] for folders in _free.values() for ready in folders] + _stuck
         for folders in _free.values():
             folders.clear()
+        _stuck.clear()
     for path in kept:
         try:
             _remove(path)
@@ -76,30 +135,36 @@ def _reusable() -> bool:
     return sys.platform == "linux" and not switched_off()
 
 
-def _emptied(path: str, identity: tuple[int, int]) -> bool:
-    """Whether ``path`` is still our folder and now empty (what was left in it removed)."""
+def _ours(now: os.stat_result, identity: tuple[int, int]) -> bool:
+    """Whether ``now`` (an lstat) is still the folder made here, only this user's to enter."""
+    return (
+        stat.S_ISDIR(now.st_mode)
+        and (now.st_dev, now.st_ino) == identity
+        and stat.S_IMODE(now.st_mode) == 0o700
+        and now.st_uid == os.getuid()
+    )
+
+
+def _emptied(path: str, identity: tuple[int, int]) -> int | None:
+    """``path``'s change time once it is emptied (what was left in it removed), or ``None``
+    when it is no longer our folder or cannot be emptied."""
     try:
         now = os.lstat(path)
-    except OSError:
-        return False
-    if (
-        not stat.S_ISDIR(now.st_mode)
-        or (now.st_dev, now.st_ino) != identity
-        or stat.S_IMODE(now.st_mode) != 0o700
-        or now.st_uid != os.getuid()
-    ):
-        return False
-    try:
+        if not _ours(now, identity):
+            return None
         with os.scandir(path) as entries:
             left = [entry.name for entry in entries]
         if not left:
-            return True  # most tasks leave nothing: one listing says so
+            return now.st_ctime_ns  # most tasks leave nothing: one listing says so
         for name in left:
             _remove(os.path.join(path, name))
         with os.scandir(path) as entries:
-            return next(entries, None) is None
+            if next(entries, None) is not None:
+                return None
+        now = os.lstat(path)
     except OSError:
-        return False
+        return None
+    return now.st_ctime_ns if _ours(now, identity) else None
 
 
 def _remove(path: str) -> None:

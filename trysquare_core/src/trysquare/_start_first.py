@@ -16,6 +16,12 @@ Better still, what would wake another thread is not done while the worker is bet
 the result goes to the recording thread, and the task builder is told there is room for the
 next task, once the next child has started (:func:`when_started`; at once when the worker
 starts none, or is about to wait for anything another thread does).
+
+A worker thread (:func:`worker_thread`) is between children from the moment its child has
+exited (:func:`child_exited`, said by :func:`trysquare._process.run_process` once nothing the
+child started is left), not only once its result is worked out: what the validation does after
+its child's exit that the next start does not need (emptying the scratch folder) is put off
+until that start too.
 """
 
 from __future__ import annotations
@@ -23,7 +29,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-__all__ = ["after_starts", "between_children", "child_started", "hand_over_all", "when_started"]
+__all__ = [
+    "after_starts",
+    "between_children",
+    "child_exited",
+    "child_started",
+    "hand_over_all",
+    "task_ended",
+    "when_started",
+    "worker_thread",
+]
 
 # Longer than an ordinary confined start, short beside a validator's run.
 WAIT_AT_MOST = 0.005
@@ -32,6 +47,32 @@ _between: set[int] = set()  # the worker threads between two children, by ident
 # What each of them put off until its next child has started (when_started), in order.
 _put_off: dict[int, list[Callable[[], None]]] = {}
 _changed = threading.Condition()
+# Set in a thread that starts one child after another (a local pool's worker).
+_thread_kind = threading.local()
+
+
+def worker_thread() -> None:
+    """The calling thread starts validators one after another (a local pool's worker): from
+    now on it is between children as soon as a child it waited for has exited."""
+    _thread_kind.worker = True
+
+
+def child_exited() -> None:
+    """The calling thread's child has exited and nothing it started is left: a worker thread
+    is between children from now on (what it puts off waits for its next start)."""
+    if getattr(_thread_kind, "worker", False):
+        _thread_kind.exited = True
+        between_children()
+
+
+def task_ended() -> None:
+    """The calling worker's task is over: what it put off goes now if the task started no
+    child (what an earlier task handed over waits no longer); after a child's exit it waits
+    for the next start."""
+    if getattr(_thread_kind, "exited", False):
+        _thread_kind.exited = False
+        return
+    child_started()
 
 
 def between_children(hand_over: Callable[[], None] | None = None) -> None:

@@ -127,6 +127,9 @@ class _LocalPool:
                 turn.release()
 
         def work() -> None:
+            # Between children from each child's exit: what the validation puts off until the
+            # next start (its scratch folder emptied) waits for that start.
+            _start_first.worker_thread()
             try:
                 while (task := next_task()) is not None:
                     if not _starts_a_child(task):
@@ -134,7 +137,7 @@ class _LocalPool:
                         # starts no child at once (a judge's request may take long).
                         _start_first.child_started()
                     evaluated = evaluate_task(task, interrupted=should_stop)
-                    _start_first.child_started()  # a task that started none
+                    _start_first.task_ended()  # what it holds goes now if it started none
                     if evaluated is None:
                         continue  # killed by the stop: nothing to record
                     if in_flight is not None:

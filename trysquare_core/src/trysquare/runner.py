@@ -37,6 +37,7 @@ from trysquare import (
     plugins,
     result_guard,
     results,
+    sandbox,
 )
 from trysquare._planned_tasks import PlannedTasks
 from trysquare._shown import shown
@@ -458,12 +459,22 @@ class _Execution:
 
     def _results(self) -> Iterator[TaskResult]:
         # Each task is marked in flight as the executor takes it; those during which
-        # trysquare last ended come last, alone where the executor runs them here.
+        # trysquare last ended come last, alone where the executor runs them here. The marker
+        # is made as the task is built ahead, and only written as it is taken.
+        self.tasks.also_built = self._made_ahead
         taken = _inflight.Deferred(
             self.tasks, self.flight, alone=getattr(self.executor, "runs_tasks_here", False),
             stop=self.stop.should_stop,
         )  # fmt: skip
         return iter(self.executor.run(taken, should_stop=self.stop.should_stop))
+
+    def _made_ahead(self, task: PlannedTask) -> None:
+        """What is made for ``task`` as it is built ahead, not between two validators: its
+        in-flight marker, and (its validator starting here) whether its run or clone lies on
+        ``/dev/shm``."""
+        self.flight.prepare(task)
+        if getattr(self.executor, "runs_tasks_here", False):
+            sandbox.look_ahead((task.run.dir_text, task.run.repo))
 
     def _take(self, result: TaskResult) -> None:
         """Book one result: in flight no more, counted, held to its file, shown, observed."""

@@ -53,6 +53,8 @@ __all__ = [
     "SWITCH",
     "Sandbox",
     "landlock_abi",
+    "look_ahead",
+    "make_spare_ruleset",
     "protecting",
     "protection_line",
     "sandbox_enabled",
@@ -224,11 +226,36 @@ def protecting(folders: Iterable[Path | str], /) -> Iterator[None]:
     most once, and not kept). Several in force at once (parallel validates, tasks) add up.
     """
     entry = _Protected(folders)
+    if isinstance(folders, tuple) and _looked_ahead:
+        key = tuple(os.fspath(folder) for folder in folders)
+        with _looking:
+            if key in _looked_ahead:
+                entry.found = _looked_ahead.pop(key)
+                entry.folders = None
     _protected.append(entry)
     try:
         yield
     finally:
         _protected.remove(entry)
+
+
+# Folders looked at ahead (look_ahead), by their text, with the first of them found on
+# /dev/shm: taken by the protecting() of the very same folders that follows. A few at most.
+_looked_ahead: dict[tuple[str, ...], str | None] = {}
+LOOKED_AHEAD_AT_MOST = 16
+
+
+def look_ahead(folders: tuple[Path | str, ...], /) -> None:
+    """Look now whether one of ``folders`` lies on ``/dev/shm``, for a :func:`protecting` of the
+    same folders (as a tuple) in this process soon after: ``validate``'s task builder does it
+    while a validator runs, so the next task's start does not. Nothing else is believed from
+    it, and what is not taken soon is forgotten."""
+    key = tuple(os.fspath(folder) for folder in folders)
+    found = _first_on_shared_memory(key) if _shared_memory() is not None else None
+    with _looking:
+        if len(_looked_ahead) >= LOOKED_AHEAD_AT_MOST:
+            _looked_ahead.clear()
+        _looked_ahead[key] = found
 
 
 def shared_memory_refusal() -> str | None:
@@ -401,44 +428,19 @@ class Sandbox:
 
     def _ruleset(self) -> int:
         """A Landlock ruleset allowing writes beneath ``writable``, to the devices and (when
-        granted) in ``/dev/shm`` only; its fd."""
+        granted) in ``/dev/shm`` only; its fd. The devices' part is one made ahead
+        (:func:`make_spare_ruleset`) when there is one."""
         import ctypes
 
         abi = landlock_abi()
-        handled = _WRITES_V1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
-        syscall = _functions()[0]
-        ruleset_attr, path_beneath = _structures()
-        attr = ruleset_attr(handled)
-        ruleset = syscall(
-            ctypes.c_long(_SYS_CREATE_RULESET),
-            ctypes.byref(attr),
-            ctypes.c_size_t(ctypes.sizeof(attr)),
-            ctypes.c_uint32(0),
-        )
-        if ruleset < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"Landlock ruleset: {os.strerror(err)}")
-        fd = int(ruleset)
-        device = _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)
+        handled = _handled(abi)
         shared_memory = self.shared_memory
         if shared_memory is None:
             shared_memory = shared_memory_refusal() is None
-
-        def add(folder: str | Path, allowed: int, parent: int) -> None:
-            rule = path_beneath(allowed, parent)
-            if (
-                syscall(
-                    ctypes.c_long(_SYS_ADD_RULE),
-                    ctypes.c_int(fd),
-                    ctypes.c_int(_RULE_PATH_BENEATH),
-                    ctypes.byref(rule),
-                    ctypes.c_uint32(0),
-                )
-                < 0
-            ):
-                err = ctypes.get_errno()
-                raise OSError(err, f"Landlock rule for {folder}: {os.strerror(err)}")
-
+        fixed = _fixed_paths()
+        fd = _spare_ruleset(fixed)
+        if fd < 0:
+            fd = _device_ruleset(abi, fixed)
         try:
             # A folder's rule covers all beneath it. The child's own folders are opened for
             # this ruleset alone; the devices are opened once (_fixed_paths).
@@ -450,20 +452,120 @@ class Sandbox:
                         continue
                     raise OSError(err, os.strerror(err), str(folder))
                 try:
-                    add(folder, handled, parent)
+                    _add_rule(fd, folder, handled, parent)
                 finally:
                     _close(parent)
-            for device_path, parent in _fixed_paths():
-                if device_path != SHARED_MEMORY:
-                    add(device_path, device, parent)
-                elif shared_memory:
-                    # Files only: what shm_open and sem_open make, fill, link into place and
-                    # unlink.
-                    add(device_path, device | _MAKE_REG | _REMOVE_FILE, parent)
+            if shared_memory:
+                for device_path, parent in fixed:
+                    if device_path == SHARED_MEMORY:
+                        # Files only: what shm_open and sem_open make, fill, link into place
+                        # and unlink.
+                        allowed = _device_access(abi) | _MAKE_REG | _REMOVE_FILE
+                        _add_rule(fd, device_path, allowed, parent)
         except BaseException:
             os.close(fd)
             raise
         return fd
+
+
+def _handled(abi: int) -> int:
+    """The write rights a ruleset handles on this ABI (what it does not grant is refused)."""
+    return _WRITES_V1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
+
+
+def _device_access(abi: int) -> int:
+    """What a device file or device folder is granted: writing its files, nothing made."""
+    return _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)
+
+
+def _add_rule(fd: int, folder: str | Path, allowed: int, parent: int) -> None:
+    """Grant ``allowed`` beneath ``parent`` (an ``O_PATH`` descriptor of ``folder``) in the
+    ruleset ``fd``."""
+    import ctypes
+
+    syscall = _functions()[0]
+    rule = _structures()[1](allowed, parent)
+    if (
+        syscall(
+            ctypes.c_long(_SYS_ADD_RULE),
+            ctypes.c_int(fd),
+            ctypes.c_int(_RULE_PATH_BENEATH),
+            ctypes.byref(rule),
+            ctypes.c_uint32(0),
+        )
+        < 0
+    ):
+        err = ctypes.get_errno()
+        raise OSError(err, f"Landlock rule for {folder}: {os.strerror(err)}")
+
+
+def _device_ruleset(abi: int, fixed: tuple[tuple[str, int], ...]) -> int:
+    """A new ruleset granting the device files and folders of ``fixed`` (not ``/dev/shm``,
+    decided per start) and nothing else yet; its fd."""
+    import ctypes
+
+    syscall = _functions()[0]
+    attr = _structures()[0](_handled(abi))
+    ruleset = syscall(
+        ctypes.c_long(_SYS_CREATE_RULESET),
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+        ctypes.c_uint32(0),
+    )
+    if ruleset < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"Landlock ruleset: {os.strerror(err)}")
+    fd = int(ruleset)
+    try:
+        for device_path, parent in fixed:
+            if device_path != SHARED_MEMORY:
+                _add_rule(fd, device_path, _device_access(abi), parent)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+# Rulesets granting the devices alone, made after a confined start while its child runs
+# (make_spare_ruleset), so that the next start adds only its own folders: the device rules are
+# the same for every start, and adding them was most of building a ruleset between two
+# validators. Each is kept with the fixed descriptors it was made from (never used once those
+# are opened again). Their fds close on exec (Landlock makes them so): no child inherits one.
+_spares: list[tuple[object, int]] = []
+_spares_lock = _thread.allocate_lock()
+SPARES_AT_MOST = 2
+
+
+def _spare_ruleset(fixed: object) -> int:
+    """A spare ruleset made from ``fixed``, taken (its fd is the caller's now), or -1."""
+    with _spares_lock:
+        while _spares:
+            made_from, fd = _spares.pop()
+            if made_from is fixed:
+                return fd
+            _close(fd)
+    return -1
+
+
+def make_spare_ruleset() -> None:
+    """Make a ruleset for the next confined start ahead (the devices' rules), unless enough
+    wait: called after a confined child started, while it runs. Never raises: a start without
+    a spare makes its ruleset whole."""
+    if not sandbox_enabled():
+        return
+    with _spares_lock:
+        if len(_spares) >= SPARES_AT_MOST:
+            return
+    try:
+        fixed = _fixed_paths()
+        fd = _device_ruleset(landlock_abi(), fixed)
+    except OSError:
+        return
+    with _spares_lock:
+        if len(_spares) < SPARES_AT_MOST:
+            _spares.append((fixed, fd))
+            return
+    _close(fd)
 
 
 _fixed: list[tuple[tuple[str, int], ...]] = []
@@ -472,8 +574,13 @@ _fixing = _thread.allocate_lock()
 
 def forget_fixed_paths() -> None:
     """In a child forked without an exec (a warm validator's): close the descriptors
-    :func:`_fixed_paths` kept for its parent's rulesets. They are its parent's, not its own."""
+    :func:`_fixed_paths` kept for its parent's rulesets, and the spare rulesets made from them
+    (:func:`make_spare_ruleset`). They are its parent's, not its own."""
     kept = _fixed.pop() if _fixed else ()
+    spares = [fd for _, fd in _spares]
+    _spares.clear()  # made for its parent too
+    for fd in spares:
+        _close(fd)
     for _, parent in kept:
         _close(parent)
 
