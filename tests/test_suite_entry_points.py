@@ -22,7 +22,7 @@ def _never_read_the_distributions() -> list[_entry_points.Found]:
 def test_a_tests_cache_holds_the_sessions_scan_and_trysquare_reads_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if _entry_points._stamp(sys.path) is None:
+    if _entry_points._stamp(sys.path, _entry_points._names_trysquare) is None:
         pytest.skip("a distribution was installed seconds ago: trysquare would not stamp a scan")
     name = Path(_entry_points.cache_file()).name
     monkeypatch.setattr(conftest, "_SCANNED_FOR_SHARING", set())  # as a worker's first test
