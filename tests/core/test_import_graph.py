@@ -45,6 +45,7 @@ def test_no_circle() -> None:
 # loaders, git, the runner), so a module anywhere in the core may name a hook's types.
 GROUND_FLOOR = frozenset(
     {
+        "trysquare._cache_folder",
         "trysquare._canonical",
         "trysquare._convert",
         "trysquare._digests",

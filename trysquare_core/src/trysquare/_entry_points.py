@@ -84,16 +84,15 @@ class Found:
 
 
 def cache_file() -> str:
-    """The cache file of this interpreter and import path, in trysquare's cache (found as
-    ``git.shadow`` finds it). The path is in the name: the console script (its folder first
-    on the path) and ``python -m trysquare`` (the current folder first) keep a file each,
-    rather than replacing one another's at every start."""
-    root = os.environ.get("XDG_CACHE_HOME", "")
-    # XDG: a relative value is invalid and must be ignored.
-    base = root if root and os.path.isabs(root) else os.path.join(os.path.expanduser("~"), ".cache")
+    """The cache file of this interpreter and import path, in trysquare's cache
+    (:func:`trysquare._cache_folder.cache_root`). The path is in the name: the console script
+    (its folder first on the path) and ``python -m trysquare`` (the current folder first) keep
+    a file each, rather than replacing one another's at every start."""
+    from trysquare._cache_folder import cache_root
+
     where = "\0".join([sys.prefix, sys.executable, *map(str, sys.path)])
     digest = sha256(where.encode(errors="surrogateescape")).hexdigest()[:16]
-    return os.path.join(base, "trysquare", f"{CACHE_NAME}-{digest}.json")
+    return os.path.join(cache_root(), f"{CACHE_NAME}-{digest}.json")
 
 
 def scan(*, fresh: bool = False) -> list[Found]:

@@ -239,13 +239,12 @@ def _home_root() -> list[str]:
 def _cache_roots() -> list[str]:
     """trysquare's cache (its signing key lives there): nothing in it is ever shown.
 
-    Found as the cache itself finds it (``$XDG_CACHE_HOME``, else ``~/.cache``): an unset
+    Found where the cache itself is (:func:`trysquare._cache_folder.cache_root`): an unset
     ``XDG_CACHE_HOME`` must not leave the cache unguarded.
     """
-    cache = os.environ.get("XDG_CACHE_HOME", "")
-    if not (cache and os.path.isabs(cache)):
-        cache = os.path.join(os.path.expanduser("~"), ".cache")
-    return [os.path.realpath(os.path.join(cache, "trysquare"))]
+    from trysquare._cache_folder import cache_root
+
+    return [os.path.realpath(cache_root())]
 
 
 def _guarded_roots() -> list[str]:
