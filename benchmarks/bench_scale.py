@@ -35,7 +35,8 @@ Usage: python benchmarks/bench_scale.py [--sizes 1000,10000,100000] [--jobs N] [
        [--keep FOLDER] [--drop-caches]
 (``--quick``: 1,000 and 2,000 runs. Each run is about 200 KB on disk (17 GB at 100,000, more
 than a small machine keeps in its page cache: there the commands read runs from disk, which
-the ``.kernel`` lines show); copies are built at about 10 ms a run; a ``validate --replay
+the ``.kernel`` lines show; a machine may also drop what it cached minutes ago with memory
+free, which ``bench_page_cache.py`` shows); copies are built at about 10 ms a run; a ``validate --replay
 --force`` costs what a validator start costs, about 6 ms a run at two jobs, so 100,000 runs
 take about ten minutes per validate, twice.)
 """
