@@ -3,8 +3,9 @@
 Planning decides, for every run, what must run and how its clone looked before the
 first validator started; at 10,000 runs of a large repository that does not fit in
 memory, and it is needed again only when that run's tasks are built and when its
-clone is checked after. Each record is appended to one file in a private folder
-(mode 0700, removed at the end) and known by its number; where it lies and its digest
+clone is checked after. Each record is appended to one file that has no name (made
+nameless, or unlinked as soon as it is made: a ``validate`` killed outright leaves no file
+behind, and no process finds it by a path) and known by its number; where it lies and its digest
 stay in memory (48 bytes in two arrays) and it is read back only if its bytes still have
 it, so a record altered meanwhile (by a validator where no sandbox prevents it) is never
 trusted. One file, not a file per record: making a file costs the kernel far more than
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import marshal
 import os
-import shutil
 import tempfile
 import threading
 from array import array
@@ -31,15 +31,12 @@ class Tampered(Exception):
 
 
 class Spill:
-    """A private folder of records (plain data: what :mod:`marshal` writes), one file each."""
+    """Records (plain data: what :mod:`marshal` writes) in one nameless file, by number."""
 
     def __init__(self) -> None:
-        self.folder = tempfile.mkdtemp(prefix="trysquare-plan-")
-        self.path = os.path.join(self.folder, "records")
-        # A fresh name in a folder of our own; read back by position (pread), never by name.
-        self._fd = os.open(
-            self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
-        )
+        self.folder = tempfile.gettempdir()  # said in an error: the file itself has no name
+        # Read back by position (pread) through this descriptor alone, never by name.
+        self._fd = _nameless_file(self.folder)
         self._end = 0  # where the next record goes
         self._where = array("q")  # per record: its offset and its length
         self._digests = bytearray()
@@ -55,7 +52,6 @@ class Spill:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        shutil.rmtree(self.folder, ignore_errors=True)
 
     def keep(self, value: Any) -> int:
         """Write ``value`` (None, bool, int, float, str, bytes, tuple, list, dict of those);
@@ -83,7 +79,24 @@ class Spill:
         try:
             data = os.pread(self._fd, length, offset)
         except OSError as error:
-            raise Tampered(f"{self.path} cannot be read ({error.strerror})") from None
+            raise Tampered(
+                f"planning's records in {self.folder} cannot be read ({error.strerror})"
+            ) from None
         if sha256(data).digest() != digest:
-            raise Tampered(f"{self.path} was changed (record {number})")
+            raise Tampered(f"planning's records in {self.folder} were changed (record {number})")
         return marshal.loads(data)  # checked first: marshal reads only what was written here
+
+
+def _nameless_file(folder: str) -> int:
+    """A new file readable and writable by this process alone, with no name in ``folder``: made
+    so where the file system can (``O_TMPFILE``), else made under a fresh name and unlinked."""
+    flags = os.O_RDWR | os.O_CLOEXEC
+    nameless = getattr(os, "O_TMPFILE", 0)
+    if nameless:
+        try:
+            return os.open(folder, flags | nameless, 0o600)
+        except OSError:
+            pass  # a file system without it (EOPNOTSUPP, EISDIR on old kernels): named, then not
+    fd, path = tempfile.mkstemp(prefix="trysquare-plan-", dir=folder)
+    os.unlink(path)
+    return fd
