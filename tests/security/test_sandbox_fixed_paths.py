@@ -129,3 +129,26 @@ def test_a_spare_made_from_descriptors_opened_again_is_closed_never_used(monkeyp
     assert sandbox._spare_ruleset(fixed) == -1
     with pytest.raises(OSError):
         os.fstat(stale)
+
+
+def test_device_rules_are_built_once_and_again_for_descriptors_opened_again(monkeypatch) -> None:
+    # The rules' structures name the fixed descriptors: built once for them, never reused for
+    # descriptors opened again (a forked warm child closes its parent's and opens its own).
+    monkeypatch.setattr(sandbox, "_device_built", [])
+    abi = sandbox.landlock_abi()
+    fixed = sandbox._fixed_paths()
+    built = sandbox._device_arguments(abi, fixed)
+    assert sandbox._device_arguments(abi, fixed) is built
+    named = {path: rule._obj.parent_fd for path, rule in built[1]}
+    assert named == {path: fd for path, fd in fixed if path != sandbox.SHARED_MEMORY}
+    monkeypatch.setattr(sandbox, "_fixed", [])
+    opened_again = sandbox._fixed_paths()
+    try:
+        rebuilt = sandbox._device_arguments(abi, opened_again)
+        assert rebuilt is not built
+        assert {path: rule._obj.parent_fd for path, rule in rebuilt[1]} == {
+            path: fd for path, fd in opened_again if path != sandbox.SHARED_MEMORY
+        }
+    finally:
+        for _, fd in opened_again:
+            os.close(fd)

@@ -8,6 +8,10 @@ not a child ``waitid`` reports by default. What is shown: a plain validator's ex
 hunt (a count, in a fresh process with no other child); the hidden grandchild, in a session of
 its own, is still found and killed when its validator ends. (The kernel makes an adopted orphan
 an ordinary child again, and the question asks for children of every kind besides.)
+
+While another validator runs, the hunt passes it over with all below it (an orphan goes up to
+the nearest subreaper among its ancestors, so nothing of the validator that ended can be
+there): the stray is still ended, and the other validator left alone.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from trysquare import sandbox
+from trysquare import _process, sandbox
 
 EXERCISES = ("trysquare._process",)
 
@@ -130,3 +134,85 @@ def test_a_grandchild_hidden_from_waitid_is_still_ended(tmp_path: Path) -> None:
             os.kill(hidden, 9)
         except OSError:
             pass
+
+
+# Another validator runs meanwhile (with a child of its own), so the hunt is not skipped; the
+# validator that ends leaves a stray in a session of its own.
+OTHER = """
+import os, subprocess, sys, time
+scratch = sys.argv[1]
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+open(os.path.join(scratch, "pids"), "w").write(f"{os.getpid()} {child.pid}")
+deadline = time.time() + 60
+while not os.path.exists(os.path.join(scratch, "go")) and time.time() < deadline:
+    time.sleep(0.02)
+child.kill()
+child.wait()
+"""
+
+LEAVING = """
+import os, subprocess, sys, time
+stray = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(60)"],
+    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+)
+print(stray.pid, flush=True)
+"""
+
+BESIDE_ANOTHER = """
+import os, sys, threading, time
+from trysquare import _process
+from trysquare.sandbox import Sandbox
+
+mine, theirs, other_code, leaving_code = sys.argv[1:5]
+hunts = []
+walk = _process._descendants
+
+def recorded(me, passed_over=()):
+    table = walk(me, passed_over)
+    hunts.append((sorted(passed_over), sorted(table)))
+    return table
+
+_process._descendants = recorded
+other = []
+thread = threading.Thread(target=lambda: other.append(_process.run_process(
+    [sys.executable, "-c", other_code, theirs], cwd=theirs, timeout=60, sandbox=Sandbox([theirs])
+)))
+thread.start()
+pids = os.path.join(theirs, "pids")
+deadline = time.time() + 60
+while not os.path.exists(pids) and time.time() < deadline:
+    time.sleep(0.01)
+time.sleep(0.05)
+leader, its_child = map(int, open(pids).read().split())
+done = _process.run_process(
+    [sys.executable, "-c", leaving_code], cwd=mine, timeout=60, sandbox=Sandbox([mine])
+)
+stray = int(done.stdout.split()[0])
+gone = not os.path.exists(f"/proc/{stray}")
+other_alive = os.path.exists(f"/proc/{leader}") and os.path.exists(f"/proc/{its_child}")
+open(os.path.join(theirs, "go"), "w").close()
+thread.join()
+print(gone, other_alive, other[0].returncode, hunts[-1][0] == [leader],
+      leader not in hunts[-1][1] and its_child not in hunts[-1][1])
+"""
+
+
+def test_a_stray_is_ended_while_another_validator_runs_and_that_one_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    # The other validator and all below it are passed over by the hunt (nothing of the one
+    # that ended can be there), and the stray, an orphan come back to us, is still ended.
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    mine.mkdir()
+    theirs.mkdir()
+    if not _process._has_children_files():
+        pytest.skip("this kernel lists no thread children")
+    checked = subprocess.run(
+        [sys.executable, "-c", BESIDE_ANOTHER, str(mine), str(theirs), OTHER, LEAVING],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert checked.stdout.split() == ["True", "True", "0", "True", "True"], checked.stderr

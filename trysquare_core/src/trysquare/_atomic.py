@@ -605,9 +605,9 @@ def remove_stale_temps(folder: Path, *, root: Path) -> list[str]:
     # from ``root`` (a third of a replay's planning). It only reads names; whatever is
     # removed is still found and unlinked through that walk below.
     try:
-        with os.scandir(folder) as quick:
-            if not any(_TEMP_NAME.match(entry.name) for entry in quick):
-                return removed
+        # Names alone (no entry objects), and only a dotted name tried against the pattern.
+        if not any(name[:1] == "." and _TEMP_NAME.match(name) for name in os.listdir(folder)):
+            return removed
     except OSError:
         return removed  # absent, not a folder, or unreadable: nothing of ours to remove
     try:

@@ -68,6 +68,8 @@ def check_late(tasks: PlannedTasks, ledger: ResultWatch, early: EarlyChecks, out
     one is left (a lone run is checked in this thread); every problem is said in plan order."""
     pending: deque[tuple[RunPlan, list[str], Future[str | None] | str | None]] = deque()
     pool: ThreadPoolExecutor | None = None
+    # Asked once: each os.cpu_count() reads /sys (three system calls), and this is a run's loop.
+    window = 2 * io_workers()
     try:
         # One plan made at a time (never a list of every plan).
         for plan in itertools.chain(tasks.plans, [None]):
@@ -85,7 +87,7 @@ def check_late(tasks: PlannedTasks, ledger: ResultWatch, early: EarlyChecks, out
                     pending.append((plan, names, pool.submit(plan.clone_changes, tasks.spill)))
                 else:
                     pending.append((plan, names, found))
-            while pending and (plan is None or len(pending) >= 2 * io_workers()):
+            while pending and (plan is None or len(pending) >= window):
                 said, names, outcome = pending.popleft()
                 problem = (
                     outcome if outcome is None or isinstance(outcome, str) else outcome.result()

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -529,13 +529,13 @@ def _has_children_files() -> bool:
     return _children_files[0]
 
 
-def _descendants(me: int) -> dict[int, tuple[int, int]]:
+def _descendants(me: int, passed_over: Collection[int] = ()) -> dict[int, tuple[int, int]]:
     """Our descendants only: pid -> (parent pid, session id), following each thread's children.
 
     Every stray is a descendant of ours (we are the subreaper of our children's
     orphans), so the table :func:`_find_strays` needs is this, not all of /proc:
     reading every process on a busy machine cost more than the trivial validator
-    it followed.
+    it followed. A child of ours in ``passed_over`` is left out with all below it.
     """
     table: dict[int, tuple[int, int]] = {}
     todo = [me]
@@ -548,7 +548,7 @@ def _descendants(me: int) -> dict[int, tuple[int, int]]:
         for tid in threads:
             for field in (_read_proc(f"/proc/{parent}/task/{tid}/children") or b"").split():
                 pid = int(field)
-                if pid in table:
+                if pid in table or (parent == me and pid in passed_over):
                     continue
                 stat = _read_proc(f"/proc/{pid}/stat")
                 if stat is None:
@@ -602,8 +602,18 @@ def _end_strays(leader: int, token: str) -> None:
 def _find_strays(
     me: int, my_session: int, leader: int, token: str
 ) -> tuple[list[int], dict[int, tuple[int, int]]]:
-    """Our descendants that are strays of ``leader``, and the process table they came from."""
-    table = _descendants(me) if _has_children_files() else _processes()
+    """Our descendants that are strays of ``leader``, and the process table they came from.
+
+    Another validator still running (a leader in ``_live_groups``, ``leader`` itself reaped
+    and gone from it) and all below it are not looked at: orphans go up to the nearest
+    subreaper among their ancestors, and the other validator is no ancestor of anything
+    ``leader`` started, so nothing of ``leader``'s can be below it; whatever it left is
+    ended as its own call returns. At two jobs and more that is most of the table.
+    """
+    if _has_children_files():
+        table = _descendants(me, passed_over=frozenset(_live_groups))
+    else:
+        table = _processes()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _sid) in table.items():
         children.setdefault(ppid, []).append(pid)

@@ -283,7 +283,7 @@ def _picture_clone(run: Run, facts: RunFacts | None) -> ClonePicture | None:
         root_stat = clone.stat()
     except OSError:
         return None
-    if not clone.is_dir():
+    if not stat.S_ISDIR(root_stat.st_mode):  # what is_dir() would ask with a second stat
         return None
     root = (root_stat.st_dev, root_stat.st_ino)
     taken = time.time_ns()  # before the walk: no change it saw is newer (see stat_picture)

@@ -483,20 +483,21 @@ def _add_rule(fd: int, folder: str | Path, allowed: int, parent: int) -> None:
     ruleset ``fd``."""
     import ctypes
 
-    syscall = _functions()[0]
     rule = _structures()[1](allowed, parent)
-    if (
-        syscall(
-            ctypes.c_long(_SYS_ADD_RULE),
-            ctypes.c_int(fd),
-            ctypes.c_int(_RULE_PATH_BENEATH),
-            ctypes.byref(rule),
-            ctypes.c_uint32(0),
-        )
-        < 0
-    ):
-        err = ctypes.get_errno()
-        raise OSError(err, f"Landlock rule for {folder}: {os.strerror(err)}")
+    _add_rules(ctypes.c_int(fd), ((folder, ctypes.byref(rule)),))
+
+
+def _add_rules(fd: Any, rules: Iterable[tuple[str | Path, Any]]) -> None:
+    """Add each rule (a reference to a path-beneath structure, with the path it names) to the
+    ruleset ``fd`` (a C int)."""
+    import ctypes
+
+    syscall = _functions()[0]
+    _, add_rule, path_beneath, no_flags = _call_constants()
+    for folder, rule in rules:
+        if syscall(add_rule, fd, path_beneath, rule, no_flags) < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"Landlock rule for {folder}: {os.strerror(err)}")
 
 
 def _device_ruleset(abi: int, fixed: tuple[tuple[str, int], ...]) -> int:
@@ -505,25 +506,70 @@ def _device_ruleset(abi: int, fixed: tuple[tuple[str, int], ...]) -> int:
     import ctypes
 
     syscall = _functions()[0]
-    attr = _structures()[0](_handled(abi))
+    attr, rules = _device_arguments(abi, fixed)
+    create_ruleset, _, _, no_flags = _call_constants()
     ruleset = syscall(
-        ctypes.c_long(_SYS_CREATE_RULESET),
-        ctypes.byref(attr),
-        ctypes.c_size_t(ctypes.sizeof(attr)),
-        ctypes.c_uint32(0),
+        create_ruleset, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), no_flags
     )
     if ruleset < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"Landlock ruleset: {os.strerror(err)}")
     fd = int(ruleset)
     try:
-        for device_path, parent in fixed:
-            if device_path != SHARED_MEMORY:
-                _add_rule(fd, device_path, _device_access(abi), parent)
+        _add_rules(ctypes.c_int(fd), rules)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+# The arguments of the device rules, built once for the descriptors of ``fixed`` they name:
+# a ruleset of them is made for every confined start, and building each rule's structure again
+# was half the making. Kept with the ``fixed`` they were built from (held, so never mistaken
+# for another made later) and the ABI: ``(abi, fixed, (ruleset attribute, rules))``, each rule
+# a device's path and a reference to its structure (which the reference keeps alive).
+_device_built: list[tuple[int, object, tuple[Any, tuple[tuple[str, Any], ...]]]] = []
+
+
+def _device_arguments(
+    abi: int, fixed: tuple[tuple[str, int], ...]
+) -> tuple[Any, tuple[tuple[str, Any], ...]]:
+    """The ruleset attribute for ``abi`` and each device rule of ``fixed`` (``/dev/shm`` apart)."""
+    if _device_built:
+        made_abi, made_from, built = _device_built[0]
+        if made_abi == abi and made_from is fixed:
+            return built
+    import ctypes
+
+    ruleset_attr, path_beneath = _structures()
+    rules = tuple(
+        (device_path, ctypes.byref(path_beneath(_device_access(abi), parent)))
+        for device_path, parent in fixed
+        if device_path != SHARED_MEMORY
+    )
+    built = (ruleset_attr(_handled(abi)), rules)
+    _device_built[:] = [(abi, fixed, built)]
+    return built
+
+
+_constants: list[tuple[Any, Any, Any, Any]] = []
+
+
+def _call_constants() -> tuple[Any, Any, Any, Any]:
+    """The unchanging arguments of Landlock's calls, as C values: the numbers of
+    ``create_ruleset`` and ``add_rule``, the path-beneath rule type, and no flags."""
+    if not _constants:
+        import ctypes
+
+        _constants.append(
+            (
+                ctypes.c_long(_SYS_CREATE_RULESET),
+                ctypes.c_long(_SYS_ADD_RULE),
+                ctypes.c_int(_RULE_PATH_BENEATH),
+                ctypes.c_uint32(0),
+            )
+        )
+    return _constants[0]
 
 
 # Rulesets granting the devices alone, made after a confined start while its child runs
@@ -577,6 +623,7 @@ def forget_fixed_paths() -> None:
     :func:`_fixed_paths` kept for its parent's rulesets, and the spare rulesets made from them
     (:func:`make_spare_ruleset`). They are its parent's, not its own."""
     kept = _fixed.pop() if _fixed else ()
+    _device_built.clear()  # rules naming those descriptors
     spares = [fd for _, fd in _spares]
     _spares.clear()  # made for its parent too
     for fd in spares:
