@@ -37,9 +37,11 @@ def test_the_modules_answer_through_their_lazy_patterns() -> None:
 
 # Patterns a one-run validate of a built context (``--replay``) and a report never use (a
 # session's shell words, a ref name to check, a message kept on many lines, a control
-# character to escape in printed text, a surrogate in a context being built): compiled by
-# neither.
+# character to escape in printed text, a surrogate in a context being built, a leftover
+# temporary file's name): compiled by neither.
 NEVER_ON_ONE_RUN = (
+    ("trysquare._atomic", "_TEMP_NAME"),
+    ("trysquare.lock", "_TEMP_NAME"),
     ("trysquare._words", "ASSIGNMENT"),
     ("trysquare.git.dotgit", "_SIMPLE_REF"),
     ("trysquare.git.running", "_ATTRIBUTES_UNREAD"),
