@@ -7,7 +7,6 @@ declared twice, an unknown mode, a command word only a shell understands...
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,10 +34,24 @@ KNOWN_MODE_DISTRIBUTIONS = {
     "form": "trysquare-form",
     "hidden-tests": "trysquare-hidden-tests",
 }
-_METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # A validator's name becomes file names inside each run folder (validation/<name>.json):
-# a plain name, never a path (`/tmp/x`, `../repo/.git/hooks/h`) nor a hidden file.
-_VALIDATOR_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\Z")
+# a plain name, never a path (`/tmp/x`, `../repo/.git/hooks/h`) nor a hidden file. Both
+# names are checked with string methods, not patterns: a pattern is compiled at every start.
+_FILE_NAME_CHARACTERS = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-."
+)
+
+
+def _is_metric_name(name: str) -> bool:
+    """Whether ``name`` is a metric's name: ASCII letters, digits and ``_``, not starting with
+    a digit (``[A-Za-z_][A-Za-z0-9_]*``)."""
+    return name.isascii() and name.isidentifier()
+
+
+def _is_validator_name(name: str) -> bool:
+    """Whether ``name`` is a validator's name: ASCII letters, digits, ``_``, ``-`` and ``.``,
+    not starting with ``.`` (``[A-Za-z0-9_-][A-Za-z0-9_.-]*``)."""
+    return name[:1] not in ("", ".") and _FILE_NAME_CHARACTERS.issuperset(name)
 
 
 @record
@@ -467,7 +480,7 @@ def _check_validations(scenario: Scenario) -> None:
     owners: dict[str, str] = {}
     for index, validation in enumerate(scenario.validations, start=1):
         where = f"{file}: [[validation]][{index}]"
-        if not _VALIDATOR_NAME.match(validation.name):
+        if not _is_validator_name(validation.name):
             raise ScenarioError(
                 f"{where}.name: {validation.name!r} is not a plain file name (letters, digits, "
                 "'_', '-', '.', not starting with '.'); it names files inside each run folder"
@@ -481,7 +494,7 @@ def _check_validations(scenario: Scenario) -> None:
         if not validation.metrics:
             raise ScenarioError(f"{where}.metrics: declares no metric")
         for metric in validation.metrics:
-            if not _METRIC_NAME.match(metric):
+            if not _is_metric_name(metric):
                 raise ScenarioError(
                     f"{where}.metrics: '{metric}' is not a metric name (letters, digits, '_')"
                 )
