@@ -30,6 +30,7 @@ NEVER_ON_ONE_RUN = (
     "_hashlib",  # OpenSSL: small inputs are hashed by the interpreter's own SHA-256
     "hmac",
     "trysquare._jail_records",  # no jail started, none asked about
+    "trysquare._matrix",  # one run claims no other's cell and repetition
     "trysquare.cli.install",  # the other commands' handlers
     "trysquare.cli.runs",
     "trysquare.git.patch",
