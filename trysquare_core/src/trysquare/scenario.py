@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from trysquare import _convert
 from trysquare._record import record
-from trysquare._words import ShellWordError, split_command
 from trysquare.errors import ScenarioError
 from trysquare.jail import (
     DEFAULT_FILE_SIZE_MIB,
@@ -25,7 +24,21 @@ from trysquare.jail import (
 )
 from trysquare.modes import PIECES, Mode, TableSource, Validation
 
+if TYPE_CHECKING:
+    from trysquare._words import ShellWordError, split_command
+
 __all__ = ["Scenario", "ShellWordError", "Task", "Verdict", "load_scenario", "split_command"]
+
+
+def __getattr__(name: str) -> Any:
+    # The shell-word rules are imported when first asked for (trysquare._words): a scenario
+    # with no test_command and no prepare step splits no command.
+    if name in ("ShellWordError", "split_command"):
+        from trysquare import _words
+
+        return getattr(_words, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Where a mode lives when it is not installed, for the refusal's hint.
 KNOWN_MODE_DISTRIBUTIONS = {
@@ -336,6 +349,8 @@ def _check_pass_env(scenario: Scenario) -> None:
 
 
 def _vet_command(path: Path, key: str, command: str) -> None:
+    from trysquare._words import ShellWordError, split_command
+
     try:
         split_command(command)
     except ShellWordError as error:
@@ -412,6 +427,8 @@ _VALUED_OPTIONS = frozenset(
 def _refuse_agent_script(path: Path, command: str) -> None:
     """Refuse a test_command whose suite is defined by a file inside the clone."""
     import posixpath
+
+    from trysquare._words import split_command
 
     words = split_command(command)
     while words and ("=" in words[0] and not words[0].startswith("-") or words[0] == "env"):
