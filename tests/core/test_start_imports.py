@@ -34,6 +34,7 @@ NEVER_ON_ONE_RUN = (
     "trysquare._jail_records",  # no jail started, none asked about
     "trysquare._matrix",  # one run claims no other's cell and repetition
     "trysquare._words",  # a scenario without test_command or prepare splits no command
+    "trysquare.report._stats_records",  # one run, no reference cell: no interval drawn
     "trysquare.cli.install",  # the other commands' handlers
     "trysquare.cli.runs",
     "trysquare.git.patch",
