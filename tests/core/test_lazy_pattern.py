@@ -36,16 +36,20 @@ def test_the_modules_answer_through_their_lazy_patterns() -> None:
 
 
 # Patterns a one-run validate of a built context (``--replay``) and a report never use (a
-# session's shell words, a ref name to check, a message kept on many lines, a surrogate in
-# a context being built): compiled by neither.
-NEVER_ON_ONE_RUN = {
-    "trysquare._words": "ASSIGNMENT",
-    "trysquare.git.dotgit": "_SIMPLE_REF",
-    "trysquare.git.running": "_ATTRIBUTES_UNREAD",
-    "trysquare._shown": "_UNSAFE_BUT_NEWLINE",
-    "trysquare.context": "_SURROGATE",
-    "trysquare._env": "_NAME",
-}
+# session's shell words, a ref name to check, a message kept on many lines, a control
+# character to escape in printed text, a surrogate in a context being built, a leftover
+# temporary file's name): compiled by neither.
+NEVER_ON_ONE_RUN = (
+    ("trysquare._atomic", "_TEMP_NAME"),
+    ("trysquare.lock", "_TEMP_NAME"),
+    ("trysquare._words", "ASSIGNMENT"),
+    ("trysquare.git.dotgit", "_SIMPLE_REF"),
+    ("trysquare.git.running", "_ATTRIBUTES_UNREAD"),
+    ("trysquare._shown", "_UNSAFE_BUT_NEWLINE"),
+    ("trysquare._shown", "_UNSAFE"),
+    ("trysquare.context", "_SURROGATE"),
+    ("trysquare._env", "_NAME"),
+)
 
 
 def test_a_one_run_replay_and_report_compile_none_of_the_patterns_they_never_use(
@@ -54,7 +58,7 @@ def test_a_one_run_replay_and_report_compile_none_of_the_patterns_they_never_use
     scenario = scored_run(make_run, tmp_path)
     after = (
         f"names = {NEVER_ON_ONE_RUN!r}\n"
-        "print(sorted(f'{module}.{name}' for module, name in names.items()\n"
+        "print(sorted(f'{module}.{name}' for module, name in names\n"
         "    if module in sys.modules and getattr(sys.modules[module], name)._compiled))\n"
     )
     one_run_probes(scenario, tmp_path / "exp", cli_process.env, after)

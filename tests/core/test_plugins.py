@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from tests.helpers import scored_run, write_scenario
 
@@ -431,3 +435,22 @@ def test_the_listed_columns_are_the_plugin_records_own_in_their_order() -> None:
     from trysquare import plugins
 
     assert plugins.PluginInfo is PluginInfo
+
+
+# The name a requirement starts with, normalized (PEP 503), as a pattern says it; plugins
+# reads it with string methods, which must answer the same.
+def _requirement_name_by_pattern(requirement: str) -> str | None:
+    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+    return re.sub(r"[-_.]+", "-", match.group(0)).lower() if match else None
+
+
+@given(st.text(alphabet=st.sampled_from("aZ09-_.;> =[]~\u00e9 ")) | st.text())
+@example("trysquare-judge>=0.1.0")
+@example("Trysquare__Core...x>=1")
+@example("-x")
+@example("")
+@example("a-")
+def test_a_requirement_names_its_distribution_as_the_pattern_reads_it(requirement: str) -> None:
+    from trysquare import plugins
+
+    assert plugins._requirement_name(requirement) == _requirement_name_by_pattern(requirement)

@@ -122,26 +122,26 @@ def test_the_pool_records_a_result_once_the_next_child_started(monkeypatch, boun
 def test_taking_a_built_task_tells_the_builder_of_room_only_once_the_child_started(
     monkeypatch,
 ) -> None:
-    # Queue.get wakes the builder waiting for room; woken while the worker is between two
-    # children, it takes the interpreter from the start. The room is told after the start.
-    import queue
-
+    # Taking an entry while waiting for it wakes the builder waiting for room; woken while the
+    # worker is between two children, it takes the interpreter from the start. The room is
+    # told after the start.
+    from trysquare import _planned_tasks
     from trysquare._planned_tasks import built_ahead
 
     events: list[str] = []
 
-    class Watched(queue.Queue):  # type: ignore[type-arg]
-        def __init__(self, maxsize: int = 0) -> None:
-            super().__init__(maxsize)
-            told = self.not_full.notify
+    class Watched(_planned_tasks._Waiting):
+        def __init__(self, size: int) -> None:
+            super().__init__(size)
+            told = self.room.notify
 
             def notify(n: int = 1) -> None:
                 events.append("room told")
                 told(n)
 
-            self.not_full.notify = notify  # type: ignore[method-assign]
+            self.room.notify = notify  # type: ignore[method-assign]
 
-    monkeypatch.setattr(queue, "Queue", Watched)
+    monkeypatch.setattr(_planned_tasks, "_Waiting", Watched)
     built = threading.Event()
 
     def items() -> Any:

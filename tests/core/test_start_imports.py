@@ -1,7 +1,8 @@
 """What a one-run ``validate --replay`` and ``report`` leave unimported (each is paid at start).
 
 cattrs (a plain scenario and ``run.toml`` are structured without it), ``concurrent.futures``
-with ``logging`` (one run is loaded and its clone checked in this thread), ``socket`` (a suite
+with ``logging`` (one run is loaded and its clone checked in this thread), ``queue`` (tasks
+built ahead and results are handed over without it), ``socket`` (a suite
 door, a warm server), ``statistics`` (a power computed), ``csv`` (a CSV report), OpenSSL
 (``_hashlib``, ``hmac``: a start's digests and MACs are of small inputs), the git layer
 that builds a context (a diff, an etalon) and, for ``--replay``, which asks git nothing, all of
@@ -23,6 +24,7 @@ from tests.helpers import one_run_probes, scored_run
 NEVER_ON_ONE_RUN = (
     "cattrs",
     "concurrent.futures",
+    "queue",  # tasks built ahead wait in trysquare's own hand-over, results in _queue's
     "logging",
     "socket",
     "statistics",
@@ -30,6 +32,9 @@ NEVER_ON_ONE_RUN = (
     "_hashlib",  # OpenSSL: small inputs are hashed by the interpreter's own SHA-256
     "hmac",
     "trysquare._jail_records",  # no jail started, none asked about
+    "trysquare._matrix",  # one run claims no other's cell and repetition
+    "trysquare._words",  # a scenario without test_command or prepare splits no command
+    "trysquare.report._stats_records",  # one run, no reference cell: no interval drawn
     "trysquare.cli.install",  # the other commands' handlers
     "trysquare.cli.runs",
     "trysquare.git.patch",
@@ -37,6 +42,7 @@ NEVER_ON_ONE_RUN = (
     "trysquare.git.etalon",
 )
 NEVER_ON_ONE_REPLAY = (
+    "trysquare._run_facts",  # no context built
     "trysquare.cli.reports",
     "trysquare.git.dotgit",
     "trysquare.git.refs",

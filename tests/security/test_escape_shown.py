@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from trysquare import _shown
 from trysquare._shown import csv_cell, json_text, md, md_code, shown
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
@@ -81,3 +83,17 @@ def test_escape_json_text_stays_the_same_json(value: dict[str, str]) -> None:
     text = json_text(json.dumps(value, ensure_ascii=False, indent=2))
     assert json.loads(text) == value
     assert _no_control(text, newlines=True)
+
+
+def test_escape_shown_passes_printable_text_as_it_is_and_nothing_it_escapes_is_printable() -> None:
+    # shown() returns printable text without matching it: sound only while no character the
+    # patterns escape is printable, which every code point is checked for here.
+    for pattern in (_shown._UNSAFE, _shown._UNSAFE_BUT_NEWLINE):
+        escaped_yet_printable = [
+            hex(code)
+            for code in range(sys.maxunicode + 1)
+            if chr(code).isprintable() and pattern.match(chr(code))
+        ]
+        assert escaped_yet_printable == []
+    text = "caf\u00e9 r0000 (c0 #0) script: valid"
+    assert shown(text) is text

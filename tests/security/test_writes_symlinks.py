@@ -11,10 +11,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
-from trysquare import _atomic
+from hypothesis import example, given
+from hypothesis import strategies as st
+from trysquare import _atomic, scenario
 from trysquare.errors import ScenarioError
 from trysquare.runner import Summary, ValidateOptions, validate
 from trysquare.runs import discover
@@ -24,7 +27,7 @@ from trysquare.testing import build_run
 from tests.helpers import write_scenario, write_script
 
 # The modules whose guarantee these attacks test (tests/security/test_exercises.py).
-EXERCISES = ("trysquare._atomic",)
+EXERCISES = ("trysquare._atomic", "trysquare.scenario")
 
 
 SCORE = """\
@@ -109,6 +112,25 @@ def test_validator_name_that_is_a_path_is_refused_at_load(tmp_path: Path, name: 
     message = refused.value.message
     assert "scenario.toml: [[validation]][1].name" in message and repr(name) in message
     assert refused.value.exit_code == 2
+
+
+# What a validator's and a metric's name may be, as patterns; the scenario checks both with
+# string methods (no pattern compiled at each start), which must accept exactly these.
+VALIDATOR_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\Z")
+METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+NAME_LIKE = st.text(alphabet=st.sampled_from("aZ09_-./\\ \n\x00\u00e9\u0661\u2028\ufb01~"))
+
+
+@given(st.one_of(NAME_LIKE, st.text()))
+@example("")
+@example(".")
+@example("a\n")
+@example("..")
+@example("-a.b_c")
+@example("1abc")
+def test_validator_and_metric_names_are_checked_as_their_patterns_say(name: str) -> None:
+    assert scenario._is_validator_name(name) == bool(VALIDATOR_NAME.match(name))
+    assert scenario._is_metric_name(name) == bool(METRIC_NAME.match(name))
 
 
 def test_validator_name_that_is_a_path_never_writes_outside_the_run(cli, tmp_path: Path) -> None:

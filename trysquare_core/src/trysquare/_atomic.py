@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from trysquare._indented_json import indented
+from trysquare._lazy_pattern import LazyPattern
 
 __all__ = [
     "Folder",
@@ -61,8 +62,15 @@ _FILE_MODE = 0o666 & ~_UMASK
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-# A temporary file of ours: `.<target name>.<random>.tmp` (mkstemp's or ours).
-_TEMP_NAME = re.compile(r"\..+\.[A-Za-z0-9_]{6,16}\.tmp\Z", re.DOTALL)
+# A temporary file of ours: `.<target name>.<random>.tmp` (mkstemp's or ours). Compiled for
+# the first name that starts with a dot and ends in `.tmp` (_temp_shaped): most folders hold
+# no such name, and a start then compiles nothing.
+_TEMP_NAME = LazyPattern(r"\..+\.[A-Za-z0-9_]{6,16}\.tmp\Z", re.DOTALL)
+
+
+def _temp_shaped(name: str) -> bool:
+    """Whether ``name`` has the shape of one of our temporary files."""
+    return name.startswith(".") and name.endswith(".tmp") and _TEMP_NAME.match(name) is not None
 
 
 _SYMLINK_RULE = "trysquare never writes or reads through a symlink there"
@@ -605,8 +613,8 @@ def remove_stale_temps(folder: Path, *, root: Path) -> list[str]:
     # from ``root`` (a third of a replay's planning). It only reads names; whatever is
     # removed is still found and unlinked through that walk below.
     try:
-        # Names alone (no entry objects), and only a dotted name tried against the pattern.
-        if not any(name[:1] == "." and _TEMP_NAME.match(name) for name in os.listdir(folder)):
+        # Names alone (no entry objects), each tried against the temporary files' shape.
+        if not any(_temp_shaped(name) for name in os.listdir(folder)):
             return removed
     except OSError:
         return removed  # absent, not a folder, or unreadable: nothing of ours to remove
@@ -616,7 +624,7 @@ def remove_stale_temps(folder: Path, *, root: Path) -> list[str]:
                 names = [
                     e.name
                     for e in entries
-                    if _TEMP_NAME.match(e.name) and e.is_file(follow_symlinks=False)
+                    if _temp_shaped(e.name) and e.is_file(follow_symlinks=False)
                 ]
             for name in names:
                 try:

@@ -7,6 +7,7 @@ runs can write into a clone not yet pictured, in a thread of its own beside the 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import sys
 import threading
@@ -293,22 +294,62 @@ class PlanTable(Sequence[RunPlan]):
             yield self[index]
 
 
-def built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Iterator[T]:
-    """``items``, each taken from them in a thread of its own up to ``ahead`` before it is
-    asked for (building a task reads files: done while a validator runs, not between two)."""
-    import queue
+class _Waiting:
+    """What :func:`built_ahead` built and the worker has not taken yet: at most ``size``
+    entries, and two conditions on one lock (room for the builder, an entry for the taker).
 
-    waiting: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=ahead)
+    A bounded :class:`queue.Queue` did this; :mod:`queue` (and :mod:`heapq` with it) cost a
+    one-run ``validate`` more to import than these few lines, and its internals were read
+    here anyway (an entry taken without waking the builder).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: collections.deque[tuple[bool, Any]] = collections.deque()
+        self.lock = threading.Lock()
+        self.room = threading.Condition(self.lock)  # the builder waits here while full
+        self.filled = threading.Condition(self.lock)  # the taker waits here while empty
+
+    def put(self, entry: tuple[bool, Any], closing: threading.Event) -> bool:
+        """Add ``entry`` once there is room; ``False`` (left out) once ``closing`` is set,
+        which is looked at again at least every 0.05 s while it waits."""
+        with self.lock:
+            while not closing.is_set():
+                if len(self.entries) < self.size:
+                    self.entries.append(entry)
+                    self.filled.notify()
+                    return True
+                self.room.wait(0.05)
+            return False
+
+    def take_now(self) -> tuple[bool, Any] | None:
+        """The first entry, if one waits, without telling the builder of the room."""
+        with self.lock:
+            return self.entries.popleft() if self.entries else None
+
+    def take(self) -> tuple[bool, Any]:
+        """The first entry, waiting for one; the builder is told of the room at once."""
+        with self.lock:
+            while not self.entries:
+                self.filled.wait()
+            self.room.notify()
+            return self.entries.popleft()
+
+    def tell_room(self) -> None:
+        """Wake the builder waiting for room (after an entry was taken with :meth:`take_now`)."""
+        with self.lock:
+            self.room.notify()
+
+
+def built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Iterator[T]:
+    """``items``, each taken from them in a thread of its own up to ``ahead`` (at least 1)
+    before it is asked for (building a task reads files: done while a validator runs, not
+    between two)."""
+    waiting = _Waiting(ahead)
     end = object()
 
     def put(entry: tuple[bool, Any]) -> bool:
-        while not closing.is_set():
-            try:
-                waiting.put(entry, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return waiting.put(entry, closing)
 
     def fill() -> None:
         try:
@@ -322,22 +363,17 @@ def built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Ite
 
     threading.Thread(target=fill, name="trysquare-task-builder", daemon=True).start()
 
-    def room() -> None:
-        with waiting.not_full:
-            waiting.not_full.notify()
-
     def taken() -> Iterator[T]:
         while True:
-            # Taken without waking the builder (Queue.get would): woken now, it would take
-            # the interpreter from the worker starting its next child; told of the room
-            # once that child has started.
-            with waiting.mutex:
-                entry = waiting.queue.popleft() if waiting.queue else None
+            # Taken without waking the builder (a wait for an entry would): woken now, it
+            # would take the interpreter from the worker starting its next child; told of
+            # the room once that child has started.
+            entry = waiting.take_now()
             if entry is not None:
-                _start_first.when_started(room)
+                _start_first.when_started(waiting.tell_room)
             else:
                 _start_first.child_started()  # waiting for work is not starting a child
-                entry = waiting.get()
+                entry = waiting.take()
             ok, item = entry
             if not ok:
                 raise item

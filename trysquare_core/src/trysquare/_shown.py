@@ -31,8 +31,11 @@ __all__ = ["csv_cell", "json_text", "md", "md_code", "shown"]
 # C0 controls, DEL, C1 controls (NEL included), line/paragraph separators, the
 # bidirectional embeddings, overrides and isolates (the "Trojan Source" set),
 # zero-width and BOM characters that hide text, and lone surrogates (which no
-# encoder writes and which stand for undecodable bytes in a file name).
-_UNSAFE = re.compile(
+# encoder writes and which stand for undecodable bytes in a file name). Every one of them
+# is outside what ``str.isprintable`` accepts (tests/security/test_escape_shown.py checks every code point),
+# so text that is printable holds none and is never matched against these: most printed
+# text is, and the patterns (a large class, slow to compile) wait for the first that is not.
+_UNSAFE = LazyPattern(
     "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]"
 )
 _UNSAFE_BUT_NEWLINE = LazyPattern(
@@ -56,6 +59,8 @@ def shown(text: object, *, newlines: bool = False) -> str:
     'café\\\\x1b[2J\\\\x07 done'
     """
     value = text if isinstance(text, str) else str(text)
+    if value.isprintable():
+        return value
     pattern = _UNSAFE_BUT_NEWLINE if newlines else _UNSAFE
     return pattern.sub(_escape, value)
 

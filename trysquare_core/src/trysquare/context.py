@@ -13,19 +13,21 @@ import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from trysquare import _atomic
 from trysquare._digests import sha256
 from trysquare._lazy_pattern import LazyPattern
-from trysquare._record import record
 from trysquare.errors import RepoError, RunError
 from trysquare.jail import JailPolicy
 from trysquare.modes import Validation
 from trysquare.runs import Run
 from trysquare.scenario import Scenario
+
+if TYPE_CHECKING:
+    from trysquare._run_facts import RunFacts
 
 __all__ = [
     "CORE_KEYS",
@@ -68,15 +70,13 @@ CORE_KEYS = frozenset(
 )
 
 
-@record
-class RunFacts:
-    """What is true of one run whichever validator looks: computed once."""
+def __getattr__(name: str) -> Any:
+    # RunFacts is built when first asked for (trysquare._run_facts): a replay gathers none.
+    if name == "RunFacts":
+        from trysquare._run_facts import RunFacts
 
-    touched: tuple[str, ...]
-    files: tuple[str, ...]
-    diff: Path
-    response: Path | None
-    etalon_checkout: Path | None
+        return RunFacts
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def gather_facts(run: Run) -> RunFacts:
@@ -85,6 +85,7 @@ def gather_facts(run: Run) -> RunFacts:
     Writes only into the run folder (never into the measured clone). Raises
     :class:`RunError` naming the run when git or the session cannot be read.
     """
+    from trysquare._run_facts import RunFacts
     from trysquare.git.patch import context_facts  # the git layer: a fresh context only
 
     if run.base_commit is None:

@@ -91,8 +91,12 @@ class _LocalPool:
     def run(
         self, tasks: Collection[Task], *, should_stop: Callable[[], bool]
     ) -> Iterator[TaskResult]:
-        import queue
         import threading
+
+        try:  # queue.SimpleQueue itself, without the queue module's heapq and Python queues
+            from _queue import SimpleQueue
+        except ImportError:  # an interpreter without CPython's _queue
+            from queue import SimpleQueue
         from functools import partial
 
         from trysquare import _inflight, _start_first
@@ -106,9 +110,7 @@ class _LocalPool:
         # (told of the first invalid result) can stop before anything else starts.
         held = [0]
         closing = threading.Event()  # the caller stopped reading
-        finished: queue.SimpleQueue[tuple[Evaluated | None, BaseException | None]] = (
-            queue.SimpleQueue()
-        )
+        finished: SimpleQueue[tuple[Evaluated | None, BaseException | None]] = SimpleQueue()
 
         def next_task() -> Task | None:
             if not turn.acquire(blocking=False):

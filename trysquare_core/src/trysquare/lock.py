@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from trysquare import _atomic
+from trysquare._lazy_pattern import LazyPattern
 from trysquare.errors import LockedError, RunError
 
 __all__ = ["LOCK_FILE", "RunFolder", "experiment_lock", "folder_lock", "sweep_temps"]
@@ -188,8 +189,9 @@ def _held(lock_path: Path) -> bool:
     return False
 
 
-# A temporary file of trysquare's atomic writes: `.<target name>.<random>.tmp`.
-_TEMP_NAME = re.compile(r"\.(?P<target>.+)\.[A-Za-z0-9_]{6,16}\.tmp\Z", re.DOTALL)
+# A temporary file of trysquare's atomic writes: `.<target name>.<random>.tmp`. Compiled for
+# the first name that starts with a dot and ends in `.tmp`: most folders hold none.
+_TEMP_NAME = LazyPattern(r"\.(?P<target>.+)\.[A-Za-z0-9_]{6,16}\.tmp\Z", re.DOTALL)
 
 
 def sweep_temps(folder: Path, *, of: str | None = None, older_than: float = 0.0) -> list[str]:
@@ -204,7 +206,9 @@ def sweep_temps(folder: Path, *, of: str | None = None, older_than: float = 0.0)
             names = [
                 entry.name
                 for entry in entries
-                if (match := _TEMP_NAME.match(entry.name)) is not None
+                if entry.name.startswith(".")
+                and entry.name.endswith(".tmp")
+                and (match := _TEMP_NAME.match(entry.name)) is not None
                 and (of is None or match.group("target") == of)
                 and entry.is_file(follow_symlinks=False)
                 and (not older_than or entry.stat(follow_symlinks=False).st_mtime < before)

@@ -16,7 +16,6 @@ one state and one lock; the stdout router and the distributions' metadata could 
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -394,13 +393,35 @@ def _needed_plugins(entry_point: Found) -> set[str]:
     for requirement in entry_point.requires:
         if ";" in requirement and "extra" in requirement.split(";", 1)[1]:
             continue
-        match = _REQUIREMENT_NAME.match(requirement)
-        if match:
-            names.add(re.sub(r"[-_.]+", "-", match.group(0)).lower())
+        name = _requirement_name(requirement)
+        if name:
+            names.add(name)
     return names
 
 
-_REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SEPARATORS = frozenset("-_.")
+_NAME_CHARACTERS = _SEPARATORS | frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+)
+
+
+def _requirement_name(requirement: str) -> str | None:
+    """The distribution a requirement names (``Trysquare_Core>=1``: ``trysquare-core``), or
+    ``None``: its leading ``[A-Za-z0-9][A-Za-z0-9._-]*``, lowercase, each run of ``-``, ``_``
+    and ``.`` made one ``-``. Read with string methods: patterns compiled at every start
+    would cost more than the few requirements they read."""
+    end = 0
+    while end < len(requirement) and requirement[end] in _NAME_CHARACTERS:
+        end += 1
+    if end == 0 or requirement[0] in _SEPARATORS:
+        return None
+    normalized: list[str] = []
+    for char in requirement[:end].lower():
+        if char not in _SEPARATORS:
+            normalized.append(char)
+        elif normalized[-1] != "-":
+            normalized.append("-")
+    return "".join(normalized)
 
 
 def _register(state: _State, name: str, plugin: Any) -> None:

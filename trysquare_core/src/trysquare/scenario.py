@@ -7,16 +7,14 @@ declared twice, an unknown mode, a command word only a shell understands...
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from trysquare import _convert
 from trysquare._record import record
-from trysquare._words import ShellWordError, split_command
 from trysquare.errors import ScenarioError
 from trysquare.jail import (
     DEFAULT_FILE_SIZE_MIB,
@@ -26,7 +24,21 @@ from trysquare.jail import (
 )
 from trysquare.modes import PIECES, Mode, TableSource, Validation
 
+if TYPE_CHECKING:
+    from trysquare._words import ShellWordError, split_command
+
 __all__ = ["Scenario", "ShellWordError", "Task", "Verdict", "load_scenario", "split_command"]
+
+
+def __getattr__(name: str) -> Any:
+    # The shell-word rules are imported when first asked for (trysquare._words): a scenario
+    # with no test_command and no prepare step splits no command.
+    if name in ("ShellWordError", "split_command"):
+        from trysquare import _words
+
+        return getattr(_words, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Where a mode lives when it is not installed, for the refusal's hint.
 KNOWN_MODE_DISTRIBUTIONS = {
@@ -35,10 +47,24 @@ KNOWN_MODE_DISTRIBUTIONS = {
     "form": "trysquare-form",
     "hidden-tests": "trysquare-hidden-tests",
 }
-_METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # A validator's name becomes file names inside each run folder (validation/<name>.json):
-# a plain name, never a path (`/tmp/x`, `../repo/.git/hooks/h`) nor a hidden file.
-_VALIDATOR_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\Z")
+# a plain name, never a path (`/tmp/x`, `../repo/.git/hooks/h`) nor a hidden file. Both
+# names are checked with string methods, not patterns: a pattern is compiled at every start.
+_FILE_NAME_CHARACTERS = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-."
+)
+
+
+def _is_metric_name(name: str) -> bool:
+    """Whether ``name`` is a metric's name: ASCII letters, digits and ``_``, not starting with
+    a digit (``[A-Za-z_][A-Za-z0-9_]*``)."""
+    return name.isascii() and name.isidentifier()
+
+
+def _is_validator_name(name: str) -> bool:
+    """Whether ``name`` is a validator's name: ASCII letters, digits, ``_``, ``-`` and ``.``,
+    not starting with ``.`` (``[A-Za-z0-9_-][A-Za-z0-9_.-]*``)."""
+    return name[:1] not in ("", ".") and _FILE_NAME_CHARACTERS.issuperset(name)
 
 
 @record
@@ -299,12 +325,14 @@ def _protected_env(path: Path, config: Path | None) -> dict[str, str]:
 
 def _check_pass_env(scenario: Scenario) -> None:
     """Refuse a ``pass_env`` that is not a list of names, or that names a guarded key."""
-    from trysquare._env import is_env_name
-
     tables = [("task.pass_env", scenario.task.pass_env)] + [
         (f"[[validation]][{index}].pass_env", getattr(validation, "pass_env", ()))
         for index, validation in enumerate(scenario.validations, start=1)
     ]
+    if not any(names for _, names in tables):
+        return  # most scenarios pass no variable: the name rules are not even imported
+    from trysquare._env import is_env_name
+
     for key, names in tables:
         for name in names:
             if not is_env_name(name):
@@ -321,6 +349,8 @@ def _check_pass_env(scenario: Scenario) -> None:
 
 
 def _vet_command(path: Path, key: str, command: str) -> None:
+    from trysquare._words import ShellWordError, split_command
+
     try:
         split_command(command)
     except ShellWordError as error:
@@ -398,6 +428,8 @@ def _refuse_agent_script(path: Path, command: str) -> None:
     """Refuse a test_command whose suite is defined by a file inside the clone."""
     import posixpath
 
+    from trysquare._words import split_command
+
     words = split_command(command)
     while words and ("=" in words[0] and not words[0].startswith("-") or words[0] == "env"):
         words = words[1:]  # VAR=value and `env` before the program
@@ -467,7 +499,7 @@ def _check_validations(scenario: Scenario) -> None:
     owners: dict[str, str] = {}
     for index, validation in enumerate(scenario.validations, start=1):
         where = f"{file}: [[validation]][{index}]"
-        if not _VALIDATOR_NAME.match(validation.name):
+        if not _is_validator_name(validation.name):
             raise ScenarioError(
                 f"{where}.name: {validation.name!r} is not a plain file name (letters, digits, "
                 "'_', '-', '.', not starting with '.'); it names files inside each run folder"
@@ -481,7 +513,7 @@ def _check_validations(scenario: Scenario) -> None:
         if not validation.metrics:
             raise ScenarioError(f"{where}.metrics: declares no metric")
         for metric in validation.metrics:
-            if not _METRIC_NAME.match(metric):
+            if not _is_metric_name(metric):
                 raise ScenarioError(
                     f"{where}.metrics: '{metric}' is not a metric name (letters, digits, '_')"
                 )

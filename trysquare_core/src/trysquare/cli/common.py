@@ -58,6 +58,8 @@ def write_document(text: str) -> None:
 
 
 def _refuse_duplicates(experiments: Sequence[Experiment]) -> None:
+    if all(len(experiment.runs) < 2 for experiment in experiments):
+        return  # no experiment holds two runs that could claim one place: nothing to import
     from trysquare._matrix import refuse_duplicates
 
     for experiment in experiments:

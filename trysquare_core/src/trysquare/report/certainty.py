@@ -46,10 +46,12 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
-from trysquare.report.stats import CONFIDENCE, Interval
+from trysquare.report.stats import CONFIDENCE
 
 if TYPE_CHECKING:
     from statistics import NormalDist
+
+    from trysquare.report._stats_records import Interval
 
 __all__ = [
     "ANYTIME_TARGET",
@@ -133,6 +135,8 @@ def _slab_range(a: int, b: int, total: int, radius: float) -> tuple[float, float
 
 def anytime_gap(cell: tuple[int, int], reference: tuple[int, int]) -> Interval:
     """``cell`` minus ``reference`` proportions with its 95% anytime-valid confidence sequence."""
+    from trysquare.report._stats_records import Interval
+
     (x, a), (rx, b) = cell, reference
     if a <= 0 or b <= 0:
         raise ValueError("no run on one side")

@@ -21,8 +21,10 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
+from typing import TYPE_CHECKING, Any
 
-from trysquare._record import record
+if TYPE_CHECKING:
+    from trysquare.report._stats_records import Agreement, Gap, Interval
 
 __all__ = [
     "CONFIDENCE",
@@ -44,46 +46,13 @@ CONFIDENCE = 0.95
 SEED = "trysquare-report-v1"
 
 
-@record
-class Interval:
-    """An estimate with its 95% interval."""
+def __getattr__(name: str) -> Any:
+    # The records are built when first asked for (trysquare.report._stats_records).
+    if name in ("Agreement", "Gap", "Interval"):
+        from trysquare.report import _stats_records
 
-    estimate: float
-    low: float
-    high: float
-
-    @property
-    def excludes_zero(self) -> bool:
-        return self.low > 0 or self.high < 0
-
-
-@record
-class Gap:
-    """A cell's proportion minus the reference's, with its percentile interval."""
-
-    interval: Interval
-    resamples: int
-    # Twice the share of resampled differences on the far side of zero (capped at 1). Holm's
-    # correction ranks by Fisher's exact test instead: this is too small in the far tail
-    # (benchmarks/bench_stats.py measures both).
-    p_value: float = 1.0
-
-    @property
-    def established(self) -> bool:
-        return self.interval.excludes_zero
-
-
-@record
-class Agreement:
-    """Two raters (a judge and a human) over the runs where both gave a boolean."""
-
-    n: int
-    both_true: int
-    first_only: int
-    second_only: int
-    both_false: int
-    raw: float | None  # observed agreement; None when n == 0
-    kappa: float | None  # None when undefined (n == 0, or chance agreement is total)
+        return getattr(_stats_records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def rng_for(*names: str) -> random.Random:
@@ -137,6 +106,8 @@ def proportion_gap(
     :func:`resampled_counts`, drawn independently for each side. The interval
     is the 2.5th and 97.5th (nearest-rank) percentiles of the resampled differences.
     """
+    from trysquare.report._stats_records import Gap, Interval
+
     (x, n), (rx, rn) = cell, reference
     # c/n - r/rn has the order of the integer c*rn - r*n: tally integers (few
     # distinct ones) instead of sorting ten thousand floats, and divide once.
@@ -223,6 +194,8 @@ def median_interval(values: Sequence[float]) -> Interval:
     2.5th percentile to the upper one's 97.5th — exact bounds of a slightly
     wider, never narrower, interval.
     """
+    from trysquare.report._stats_records import Interval
+
     if not values:
         raise ValueError("no value")
     ordered = sorted(values)
@@ -237,6 +210,8 @@ def median_interval(values: Sequence[float]) -> Interval:
 
 def agreement(pairs: Sequence[tuple[bool, bool]]) -> Agreement:
     """Cohen's kappa and raw agreement of two boolean raters over the same runs."""
+    from trysquare.report._stats_records import Agreement
+
     n = len(pairs)
     both_true = sum(1 for a, b in pairs if a and b)
     first_only = sum(1 for a, b in pairs if a and not b)
