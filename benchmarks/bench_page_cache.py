@@ -8,8 +8,9 @@ reads it whole, and then, while doing nothing, prints every ``--every`` seconds 
 it is still cached (``mincore``), beside the memory the kernel calls free and its own
 reclaim counters (``/proc/vmstat``: a page the kernel reclaimed for memory it needed is
 counted in ``pgsteal_*``). A machine whose cache shrinks while memory is free and
-``pgsteal`` stays still is evicted from outside (a hypervisor's balloon, say): there a
-command whose runs are read minutes apart reads them from disk again.
+``pgsteal`` stays still is evicted by another policy: a DAMON scheme that pages out what
+was not touched for a while (``/sys/kernel/mm/damon``, printed when one runs), or a
+hypervisor. There a command whose runs are read minutes apart reads them from disk again.
 
     page_cache.kept after 120 s: 77% of 1024 MiB (free memory 22.1 GiB; kernel reclaimed 0 pages)
 
@@ -72,6 +73,26 @@ def free_gib() -> float:
     return float("nan")
 
 
+def damon_pageout() -> str | None:
+    """The running DAMON schemes that page memory out, as one line; None when none runs."""
+    kdamonds = Path("/sys/kernel/mm/damon/admin/kdamonds")
+    said = []
+    for scheme in sorted(kdamonds.glob("*/contexts/*/schemes/*")):
+        kdamond = scheme.parents[3]
+        try:
+            running = (kdamond / "state").read_text().strip() == "on"
+            action = (scheme / "action").read_text().strip()
+            age = int((scheme / "access_pattern/age/min").read_text())
+            interval = int(
+                scheme.parents[1].joinpath("monitoring_attrs/intervals/aggr_us").read_text()
+            )
+        except (OSError, ValueError):
+            continue
+        if running and action == "pageout":
+            said.append(f"pages out memory untouched for {age * interval / 1e6:.0f} s")
+    return "; ".join(said) or None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mib", type=int, default=1024)
@@ -83,6 +104,8 @@ def main() -> None:
     if args.quick:
         args.mib, args.seconds, args.every = 32, 10.0, 5.0
     reclaim = ("pgsteal_kswapd", "pgsteal_direct", "drop_pagecache")
+    if (damon := damon_pageout()) is not None:
+        print(f"page_cache.damon: a DAMON scheme runs that {damon}", flush=True)
     with tempfile.TemporaryDirectory(dir=args.folder) as temp:
         path = Path(temp) / "cached.bin"
         chunk = os.urandom(1 << 20)
