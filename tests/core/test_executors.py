@@ -145,3 +145,22 @@ def test_no_task_starts_while_an_invalid_result_waits_to_be_handed_over(monkeypa
     done = list(executors.get("local", {}, jobs=2).run(seen["tasks"], should_stop=lambda: False))
     assert started_meanwhile == [["t0", "t1"]]
     assert sorted(task for task, _ in done) == ["t0", "t1", "t2", "t3"]
+
+
+def test_workers_wait_while_results_pile_up_unrecorded(monkeypatch) -> None:
+    # Validators far quicker than the recording thread: without a bound, the workers would run
+    # the whole matrix ahead and its results would wait in memory. With one, no more than
+    # 2 x jobs results wait, besides one being recorded and one being evaluated per worker.
+    recorded: list[str] = []
+    ahead: list[int] = []
+
+    def recording(task: str) -> None:
+        ahead.append(len(started) - len(recorded))
+        time.sleep(0.02)
+        recorded.append(task)
+
+    seen = fake_tasks(monkeypatch, 40, delay=0.0005, recording=recording)
+    started = seen["started"]
+    done = list(executors.get("local", {}, jobs=2).run(seen["tasks"], should_stop=lambda: False))
+    assert sorted(task for task, _ in done) == sorted(seen["tasks"])
+    assert max(ahead) <= 2 * 2 + 1 + 2, ahead

@@ -109,6 +109,12 @@ class _LocalPool:
         # Invalid outcomes not handed over yet: until then no task starts, so that -x
         # (told of the first invalid result) can stop before anything else starts.
         held = [0]
+        # Results evaluated and not yet recorded. Validators quicker than the recording
+        # thread would otherwise pile results up for as long as validate runs (memory
+        # growing with the matrix, and the workers' CPU taken from the recording): past
+        # this many, a worker waits before taking its next task.
+        unrecorded = [0]
+        unrecorded_at_most = 2 * self.jobs
         closing = threading.Event()  # the caller stopped reading
         finished: SimpleQueue[tuple[Evaluated | None, BaseException | None]] = SimpleQueue()
 
@@ -119,7 +125,7 @@ class _LocalPool:
                 _start_first.child_started()
                 turn.acquire()
             try:
-                while held[0] and not closing.is_set():
+                while (held[0] or unrecorded[0] >= unrecorded_at_most) and not closing.is_set():
                     _start_first.child_started()  # waits for the recording: let it run
                     turn.wait()
                 if closing.is_set() or should_stop():
@@ -142,6 +148,8 @@ class _LocalPool:
                     _start_first.task_ended()  # what it holds goes now if it started none
                     if evaluated is None:
                         continue  # killed by the stop: nothing to record
+                    with turn:
+                        unrecorded[0] += 1
                     if in_flight is not None:
                         in_flight.exited(task)
                     if evaluated.outcome.state == "invalid":
@@ -182,10 +190,13 @@ class _LocalPool:
                 try:
                     yield record_task(evaluated)
                 finally:
-                    if evaluated.outcome.state == "invalid":
-                        with turn:
+                    with turn:
+                        unrecorded[0] -= 1
+                        if evaluated.outcome.state == "invalid":
                             held[0] -= 1
                             turn.notify_all()
+                        elif unrecorded[0] == unrecorded_at_most - 1:
+                            turn.notify_all()  # a worker may wait for this room
         finally:
             # Whatever stopped the reading, no task starts now; those running finish.
             with turn:
