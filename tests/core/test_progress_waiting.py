@@ -22,7 +22,7 @@ def _result(folder: Path, index: int, state: str) -> Any:
 
 def _shown(tmp_path: Path, *, quiet: bool) -> tuple[str, int]:
     # Planning still runs: no line is said until it ends (then 5 tasks in all).
-    planned = type("Tasks", (), {"planned": False, "__len__": lambda self: 5})()
+    planned = type("Tasks", (), {"planned": False, "bounded": False, "__len__": lambda self: 5})()
     out = io.StringIO()
     options = ValidateOptions(quiet=quiet, progress=False)
     lines = _ProgressLines(planned, options, out)  # type: ignore[arg-type]
@@ -50,3 +50,31 @@ def test_without_q_every_line_waits_and_is_said_in_order(tmp_path: Path) -> None
         "[5/5] r4 (c0 #4) script: valid",
     ]
     assert kept == 5
+
+
+def test_where_planning_is_held_back_lines_are_said_at_once_with_the_tasks_known_so_far(
+    tmp_path: Path,
+) -> None:
+    # A matrix larger than planning's lead: its end comes only near the last tasks, so no
+    # line waits for it (nothing is kept), and the count says the total is not final yet.
+    class Tasks:
+        planned = False
+        bounded = True
+        planned_so_far = 3
+
+        def __len__(self) -> int:
+            return 5
+
+    tasks = Tasks()
+    out = io.StringIO()
+    lines = _ProgressLines(tasks, ValidateOptions(progress=False), out)  # type: ignore[arg-type]
+    for index in range(5):
+        if index == 2:
+            tasks.planned_so_far = 4
+        if index == 4:
+            tasks.planned = True  # planning ended before the last task: the whole count
+        lines.advance(_result(tmp_path, index, "valid"))
+        assert not lines._waiting
+    lines.close()
+    said = [line.split()[0] for line in out.getvalue().splitlines()]
+    assert said == ["[1/3+]", "[2/3+]", "[3/4+]", "[4/4+]", "[5/5]"]

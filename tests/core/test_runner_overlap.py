@@ -260,3 +260,93 @@ def test_a_clone_checked_early_is_held_to_the_picture_its_tasks_were_built_with(
     assert summary.exit_code == 0 and summary.executed == 4
     assert sorted(loaded) == [0, 1, 2, 3]  # once a run
     assert len(checked) == 4 and all(before is not None for before in checked)
+
+
+SLOW_SCORE = """\
+import json, time
+time.sleep(0.15)
+print(json.dumps({"metrics": {"changed": True}, "reasons": {}}))
+"""
+FAILING_SCORE = "import sys\nsys.exit(3)\n"
+
+
+def results_written_as_each_run_is_planned(
+    experiment: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, int]:
+    """Each run's id, and how many results were written when its planning began."""
+    seen: dict[str, int] = {}
+    plan_run = planning._plan_run
+
+    def counted(scenario_, run, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen[run.id] = len(list((experiment / "runs").glob("*/validation/score.json")))
+        return plan_run(scenario_, run, *args, **kwargs)
+
+    monkeypatch.setattr(planning, "_plan_run", counted)
+    return seen
+
+
+@pytest.mark.skipif(
+    not sandbox_enabled(), reason="needs Landlock: only then is planning overlapped"
+)
+def test_planning_keeps_a_bounded_lead_and_progress_starts_before_the_total_is_known(
+    tmp_path, monkeypatch
+) -> None:
+    # Planning may be only two runs ahead of the tasks taken: a run's clone is pictured
+    # shortly before its validator runs and its check after, never minutes before.
+    runs = [(f"r{n}", "c", n) for n in range(1, 9)]
+    scenario, experiment = script_matrix(tmp_path, SLOW_SCORE, runs)
+    first = validate(
+        load_scenario(scenario),
+        discover([experiment]),
+        ValidateOptions(progress=False, jobs=1),
+        out=io.StringIO(),
+    )
+    assert first.exit_code == 0 and first.executed == 8
+    for result in (experiment / "runs").glob("*/validation/score.json"):
+        result.unlink()  # counted again below, as the replay writes each
+    # A replay plans in one thread, a run at a time (a first validate plans a few at once).
+    monkeypatch.setattr(_planned_tasks, "PLANNED_AHEAD_AT_MOST", 2)
+    seen = results_written_as_each_run_is_planned(experiment, monkeypatch)
+    out = io.StringIO()
+    summary = validate(
+        load_scenario(scenario),
+        discover([experiment], replay=True),
+        ValidateOptions(progress=False, jobs=1, replay=True, force=True),
+        out=out,
+    )
+    assert summary.exit_code == 0 and summary.executed == 8
+    # Unbounded, all eight are planned while the first validator sleeps (none written yet).
+    assert seen["r8"] >= 3, seen
+    counted = [line.split()[0] for line in out.getvalue().splitlines() if line.startswith("[")]
+    assert len(counted) == 8 and counted[-1] == "[8/8]", counted
+    # Lines said before planning ended carry the tasks known so far, marked with a "+".
+    assert counted[0].endswith("+]") and int(counted[0][3:-2]) < 8, counted
+
+
+@pytest.mark.skipif(
+    not sandbox_enabled(), reason="needs Landlock: only then is planning overlapped"
+)
+def test_a_stop_at_the_first_invalid_result_does_not_wait_on_planning_held_back(
+    tmp_path, monkeypatch
+) -> None:
+    runs = [(f"r{n}", "c", n) for n in range(1, 9)]
+    scenario, experiment = script_matrix(tmp_path, FAILING_SCORE, runs)
+    monkeypatch.setattr(_planned_tasks, "PLANNED_AHEAD_AT_MOST", 2)
+    finished: list[runner.Summary] = []
+    worker = threading.Thread(
+        target=lambda: finished.append(
+            validate(
+                load_scenario(scenario),
+                discover([experiment]),
+                ValidateOptions(progress=False, jobs=1, exitfirst=True),
+                out=io.StringIO(),
+            )
+        ),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(60)
+    assert finished, "validate -x hung on planning held back"
+    summary = finished[0]
+    # Every run was planned in the end: what did not start is counted.
+    assert summary.executed + summary.not_started == 8 and summary.not_started >= 1

@@ -32,9 +32,16 @@ from trysquare.scenario import Scenario
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["PlanTable", "PlannedTasks", "built_ahead"]
+__all__ = ["PLANNED_AHEAD_AT_MOST", "PlanTable", "PlannedTasks", "built_ahead"]
 
 T = TypeVar("T")
+
+# Overlapped, planning keeps at most this many runs planned ahead of the runs whose tasks
+# are taken. A run's clone is pictured as it is planned and checked again once its
+# validators are back: unbounded, planning ran minutes ahead on a large matrix, and by the
+# time the check came the clone's inodes and the spilled records had left the page cache
+# (a kernel may page out what was not touched for a minute, memory free or not).
+PLANNED_AHEAD_AT_MOST = 1000
 
 
 class PlannedTasks(Collection[PlannedTask]):
@@ -42,8 +49,10 @@ class PlannedTasks(Collection[PlannedTask]):
 
     Iterated once, in plan order (a run's tasks together). Planned whole before the
     first task is taken; or, ``overlapped``, in a thread of its own while the first
-    tasks already run, the next task being built while one runs. ``len()`` is how
-    many; it waits for planning to end.
+    tasks already run, the next task being built while one runs, and at most
+    ``ahead_at_most`` (by default :data:`PLANNED_AHEAD_AT_MOST`) runs planned ahead of those taken (:attr:`bounded`: there are more
+    runs than that). ``len()`` is how many; it waits for planning to end, and from then on planning
+    is no longer held back (nor once the tasks are closed or a stop is asked for).
     """
 
     def __init__(
@@ -56,6 +65,7 @@ class PlannedTasks(Collection[PlannedTask]):
         *,
         overlapped: bool,
         stop: StopState | None = None,
+        ahead_at_most: int | None = None,
     ) -> None:
         self.spill = spill
         self._stop = StopState() if stop is None else stop
@@ -72,6 +82,17 @@ class PlannedTasks(Collection[PlannedTask]):
         self._failure: BaseException | None = None
         self._closing = threading.Event()
         self._planner: threading.Thread | None = None
+        # Plans handed to the task builder; planning waits while ``ahead_at_most`` more are
+        # planned (only while ``bounded``; no longer once anything waits for planning's end).
+        if ahead_at_most is None:
+            ahead_at_most = PLANNED_AHEAD_AT_MOST
+        self._ahead_at_most = ahead_at_most
+        # Whether planning is held back at all: then it ends only near the last tasks, and
+        # whoever waits for the total (the progress display) should not.
+        self.bounded = overlapped and len(runs) > ahead_at_most
+        self._holding_back = self.bounded
+        self._taken = 0
+        self._planning_waits = False
         # Called with each task as it is built ahead, in the builder's thread (what can be made
         # for a task before it is taken: its in-flight marker), not on the way between two starts.
         self.also_built: Callable[[PlannedTask], None] | None = None
@@ -122,6 +143,7 @@ class PlannedTasks(Collection[PlannedTask]):
                             self.plans.append(run_index, outcome)
                             self._count += outcome.size
                         self._changed.notify_all()
+                        self._hold_back()
                     run_index += 1
             for error in self.unbuilt:
                 print(f"trysquare: skipped: {shown(error.message)}", file=sys.stderr)
@@ -132,15 +154,40 @@ class PlannedTasks(Collection[PlannedTask]):
                 self._planned = True
                 self._changed.notify_all()
 
+    def _hold_back(self) -> None:
+        """Wait (``_changed`` held) while planning is ``ahead_at_most`` runs ahead of the runs
+        taken; a stop asked for is looked at every 0.1 s (a signal handler notifies no one)."""
+        while (
+            self._holding_back
+            and len(self.plans) - self._taken >= self._ahead_at_most
+            and not self._closing.is_set()
+            and not self._stop.should_stop()
+        ):
+            self._planning_waits = True
+            self._changed.wait(0.1)
+        self._planning_waits = False
+
     @property
     def planned(self) -> bool:
         """Whether every run is planned (``len()`` then answers at once)."""
         with self._changed:
             return self._planned
 
-    def wait_planned(self) -> None:
-        """Return once every run is planned; raise what stopped planning, if anything did."""
+    @property
+    def planned_so_far(self) -> int:
+        """How many tasks are planned yet (``len()`` once planning has ended)."""
         with self._changed:
+            return self._count
+
+    def wait_planned(self) -> None:
+        """Return once every run is planned; raise what stopped planning, if anything did.
+
+        Planning is no longer held back from then on: whoever waits needs its end.
+        """
+        with self._changed:
+            if self._holding_back:
+                self._holding_back = False
+                self._changed.notify_all()
             while not self._planned:
                 self._changed.wait()
         if self._failure is not None:
@@ -166,6 +213,8 @@ class PlannedTasks(Collection[PlannedTask]):
     def close(self) -> None:
         """No task is built ahead any more; planning, if it still runs, is waited for."""
         self._closing.set()
+        with self._changed:
+            self._changed.notify_all()  # planning held back goes on, to its end
         if self._planner is not None:
             self._planner.join()
 
@@ -184,7 +233,10 @@ class PlannedTasks(Collection[PlannedTask]):
                 if index == len(self.plans):
                     return
                 run_plan = self.plans[index]
-            index += 1
+                index += 1
+                self._taken = index
+                if self._planning_waits:
+                    self._changed.notify_all()
             yield run_plan
 
     def _built(self) -> Iterator[PlannedTask]:

@@ -13,19 +13,31 @@ __all__ = ["Progress"]
 
 
 class Progress:
-    """A bar on a terminal, plain lines otherwise; a failure stays on screen."""
+    """A bar on a terminal, plain lines otherwise; a failure stays on screen.
+
+    ``final``: whether ``total`` is the whole count; if not, it is how many tasks are known
+    so far (a large matrix is still planned while its first tasks end), shown as
+    ``[n/total+]`` and raised by :meth:`known` until :meth:`settle` gives the whole count.
+    """
 
     def __init__(
-        self, total: int, enabled: bool | None, stream: TextIO, *, quiet: bool = False
+        self,
+        total: int,
+        enabled: bool | None,
+        stream: TextIO,
+        *,
+        quiet: bool = False,
+        final: bool = True,
     ) -> None:
         self.total = total
+        self.final = final
         self.quiet = quiet
         self.done = 0
         self.stream = stream
         self.bar = None
         enabled = self.bar_wanted(enabled, stream, quiet=quiet)
         self.plain = not enabled
-        if enabled and total:
+        if enabled and (total or not final):
             from rich.progress import Progress as RichProgress
 
             self.bar = RichProgress(transient=True)
@@ -42,6 +54,19 @@ class Progress:
         """Whether every finished task's line is shown; otherwise only an invalid one's is (a
         bar or ``-q``), and any other is only counted."""
         return not cls.bar_wanted(enabled, stream, quiet=quiet) and not quiet
+
+    def known(self, total: int) -> None:
+        """``total`` tasks are known so far (the whole count is not yet)."""
+        self.total = max(total, self.total)
+        if self.bar is not None:
+            self.bar.update(self.task_id, total=self.total)
+
+    def settle(self, total: int) -> None:
+        """The whole count is known: ``total`` tasks."""
+        self.final = True
+        self.total = total
+        if self.bar is not None:
+            self.bar.update(self.task_id, total=total)
 
     def advance(self, result: TaskResult) -> None:
         """Count one finished task and say how it ended."""
@@ -79,7 +104,7 @@ class Progress:
     def say(self, state: str, described: str) -> None:
         """Count one finished task, described by :meth:`describe`."""
         self.done += 1
-        line = f"[{self.done}/{self.total}] {described}"
+        line = f"[{self.done}/{self.total}{'' if self.final else '+'}] {described}"
         if self.bar is not None:
             self.bar.advance(self.task_id)
             if state == "invalid":  # a failure stays on screen above the bar

@@ -513,7 +513,9 @@ class _ProgressLines:
     """The progress display, started once the total is known.
 
     Planning may still run beside the first tasks: until it ends each finished task's line
-    waits, as a few strings, and nothing else does.
+    waits, as a few strings, and nothing else does. Where planning is held back (a matrix of
+    more runs than it may plan ahead, :attr:`PlannedTasks.bounded`), it ends only near the
+    last tasks: the display starts at once, with the tasks known so far (``[n/total+]``).
     """
 
     def __init__(self, tasks: PlannedTasks, options: ValidateOptions, out: TextIO) -> None:
@@ -537,6 +539,16 @@ class _ProgressLines:
     def advance(self, result: TaskResult) -> None:
         if self._progress is None and self.tasks.planned:
             self._progress = self._start()
+        elif self._progress is None and self.tasks.bounded:
+            self._progress = Progress(
+                self.tasks.planned_so_far, self.options.progress, self.out,
+                quiet=self.options.quiet, final=False,
+            )  # fmt: skip
+        elif self._progress is not None and not self._progress.final:
+            if self.tasks.planned:
+                self._progress.settle(len(self.tasks))
+            else:
+                self._progress.known(self.tasks.planned_so_far)
         if self._progress is None:
             state, line = Progress.describe(result)
             shown_later = self._every_line or state == "invalid"
