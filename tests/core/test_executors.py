@@ -164,3 +164,28 @@ def test_workers_wait_while_results_pile_up_unrecorded(monkeypatch) -> None:
     done = list(executors.get("local", {}, jobs=2).run(seen["tasks"], should_stop=lambda: False))
     assert sorted(task for task, _ in done) == sorted(seen["tasks"])
     assert max(ahead) <= 2 * 2 + 1 + 2, ahead
+
+
+def test_a_worker_taking_a_task_may_wait_for_another_result_to_be_recorded(monkeypatch) -> None:
+    # Taking a task may wait for what another worker ran to be recorded (a suspect of an
+    # earlier crash runs alone). Counting that result as waiting to be recorded must not need
+    # the taking worker's turn, or neither goes on.
+    recorded = threading.Event()
+    seen = fake_tasks(monkeypatch, 2, delay=0.05, recording=lambda task: recorded.set())
+    waited: list[bool] = []
+
+    def tasks() -> Any:
+        yield "t0"
+        waited.append(recorded.wait(10))  # taken by the second worker while t0 runs
+        yield "t1"
+
+    class Tasks:
+        def __iter__(self) -> Any:
+            return tasks()
+
+        def __len__(self) -> int:
+            return 2
+
+    done = list(executors.get("local", {}, jobs=2).run(Tasks(), should_stop=lambda: False))
+    assert waited == [True]
+    assert sorted(task for task, _ in done) == seen["tasks"]

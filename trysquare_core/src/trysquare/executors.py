@@ -112,20 +112,34 @@ class _LocalPool:
         # Results evaluated and not yet recorded. Validators quicker than the recording
         # thread would otherwise pile results up for as long as validate runs (memory
         # growing with the matrix, and the workers' CPU taken from the recording): past
-        # this many, a worker waits before taking its next task.
+        # this many, a worker waits before taking its next task. Counted under a lock of
+        # its own: a worker holding ``turn`` may wait for another's validation to end.
         unrecorded = [0]
         unrecorded_at_most = 2 * self.jobs
+        room = threading.Condition()
+
+        def wait_for_room() -> None:
+            while True:
+                with room:
+                    if unrecorded[0] < unrecorded_at_most or closing.is_set():
+                        return
+                _start_first.child_started()  # what this worker put off goes first
+                with room:
+                    if unrecorded[0] >= unrecorded_at_most and not closing.is_set():
+                        room.wait()
+
         closing = threading.Event()  # the caller stopped reading
         finished: SimpleQueue[tuple[Evaluated | None, BaseException | None]] = SimpleQueue()
 
         def next_task() -> Task | None:
+            wait_for_room()
             if not turn.acquire(blocking=False):
                 # Another worker is taking its task, and may wait for the recording of
                 # what this one holds (a suspect runs alone): handed over first.
                 _start_first.child_started()
                 turn.acquire()
             try:
-                while (held[0] or unrecorded[0] >= unrecorded_at_most) and not closing.is_set():
+                while held[0] and not closing.is_set():
                     _start_first.child_started()  # waits for the recording: let it run
                     turn.wait()
                 if closing.is_set() or should_stop():
@@ -148,7 +162,7 @@ class _LocalPool:
                     _start_first.task_ended()  # what it holds goes now if it started none
                     if evaluated is None:
                         continue  # killed by the stop: nothing to record
-                    with turn:
+                    with room:
                         unrecorded[0] += 1
                     if in_flight is not None:
                         in_flight.exited(task)
@@ -190,18 +204,21 @@ class _LocalPool:
                 try:
                     yield record_task(evaluated)
                 finally:
-                    with turn:
+                    with room:
                         unrecorded[0] -= 1
-                        if evaluated.outcome.state == "invalid":
+                        if unrecorded[0] == unrecorded_at_most - 1:
+                            room.notify_all()  # a worker may wait for this room
+                    if evaluated.outcome.state == "invalid":
+                        with turn:
                             held[0] -= 1
                             turn.notify_all()
-                        elif unrecorded[0] == unrecorded_at_most - 1:
-                            turn.notify_all()  # a worker may wait for this room
         finally:
             # Whatever stopped the reading, no task starts now; those running finish.
             with turn:
                 closing.set()
                 turn.notify_all()
+            with room:
+                room.notify_all()
             for thread in threads:
                 thread.join()
 
