@@ -52,6 +52,7 @@ GROUND_FLOOR = frozenset(
         "trysquare._jail_records",
         "trysquare._lazy_pattern",
         "trysquare._plain_structure",
+        "trysquare._plain_toml",
         "trysquare._record",
         "trysquare._recorded_outcome",
         "trysquare.clone_picture",

@@ -1,6 +1,7 @@
 """What a one-run ``validate --replay`` and ``report`` leave unimported (each is paid at start).
 
-cattrs (a plain scenario and ``run.toml`` are structured without it), ``concurrent.futures``
+cattrs (a plain scenario and ``run.toml`` are structured without it), ``tomllib`` and
+``datetime`` (they are read without it), ``concurrent.futures``
 with ``logging`` (one run is loaded and its clone checked in this thread), ``queue`` (tasks
 built ahead and results are handed over without it), ``socket`` (a suite
 door, a warm server), ``statistics`` (a power computed), ``csv`` (a CSV report), OpenSSL
@@ -23,6 +24,8 @@ from tests.helpers import one_run_probes, scored_run
 
 NEVER_ON_ONE_RUN = (
     "cattrs",
+    "tomllib",  # a plain scenario and run.toml are read with string methods
+    "datetime",  # tomllib's; an in-flight marker's time is taken with time's calendar
     "concurrent.futures",
     "queue",  # tasks built ahead wait in trysquare's own hand-over, results in _queue's
     "logging",
