@@ -53,6 +53,10 @@ NEVER_ON_ONE_REPLAY = (
     "trysquare.git.shadow",
 )
 
+NEVER_ON_ONE_REPORT = (
+    "random",  # no interval drawn, so no resampling
+)
+
 
 @pytest.mark.parametrize("sandbox", ["on", "off"])
 def test_a_one_run_replay_and_report_import_none_of_what_they_never_use(
@@ -64,6 +68,7 @@ def test_a_one_run_replay_and_report_import_none_of_what_they_never_use(
     after = (
         f"never = set({NEVER_ON_ONE_RUN!r})\n"
         f"if '--replay' in sys.argv:\n    never |= set({NEVER_ON_ONE_REPLAY!r})\n"
+        f"if sys.argv[1] == 'report':\n    never |= set({NEVER_ON_ONE_REPORT!r})\n"
         "found = never & set(sys.modules)\n"
         "jail = vars(sys.modules.get('trysquare.jail', sys))\n"
         "found |= {f'jail.{name}' for name in ('Availability', 'JailIds') if name in jail}\n"
