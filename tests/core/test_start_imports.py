@@ -55,6 +55,9 @@ NEVER_ON_ONE_REPLAY = (
 
 NEVER_ON_ONE_REPORT = (
     "random",  # no interval drawn, so no resampling
+    "tempfile",  # the base resolved from the clone's files: no shadow for git to run in
+    "trysquare.git.shadow",
+    "trysquare.git.running",
 )
 
 
