@@ -58,6 +58,7 @@ NEVER_ON_ONE_REPORT = (
     "tempfile",  # the base resolved from the clone's files: no shadow for git to run in
     "trysquare.git.shadow",
     "trysquare.git.running",
+    "trysquare.report_source",  # a Markdown report hands no format a source
 )
 
 
