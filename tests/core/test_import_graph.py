@@ -49,6 +49,7 @@ GROUND_FLOOR = frozenset(
         "trysquare._canonical",
         "trysquare._convert",
         "trysquare._digests",
+        "trysquare._jail_limits",
         "trysquare._jail_records",
         "trysquare._lazy_pattern",
         "trysquare._plain_structure",

@@ -61,6 +61,8 @@ NEVER_ON_ONE_REPORT = (
     "trysquare.report_source",  # a Markdown report hands no format a source
     "trysquare._process",  # no script runs: the api names its records without loading it
     "trysquare.sandbox",
+    "trysquare.jail",  # no task made, no agent's code run: the jail's limits come alone
+    "subprocess",
 )
 
 
