@@ -63,6 +63,9 @@ NEVER_ON_ONE_REPORT = (
     "trysquare.sandbox",
     "trysquare.jail",  # no task made, no agent's code run: the jail's limits come alone
     "subprocess",
+    "shutil",  # the help width is worked out without it; nothing is copied or removed
+    "bz2",
+    "lzma",
 )
 
 
