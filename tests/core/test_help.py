@@ -96,16 +96,16 @@ def _validate_help(parser: argparse.ArgumentParser) -> str:
 def test_the_terminal_is_asked_its_width_once_per_command_line_built(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import shutil
+    from trysquare.cli import parser as parser_module
 
     asked: list[int] = []
-    real = shutil.get_terminal_size
+    real = parser_module._terminal_columns
 
     def counting(*args: Any) -> Any:
         asked.append(1)
         return real(*args)
 
-    monkeypatch.setattr(shutil, "get_terminal_size", counting)
+    monkeypatch.setattr(parser_module, "_terminal_columns", counting)
     monkeypatch.setenv("COLUMNS", "60")
     narrow = build_parser(word="validate")
     assert len(asked) == 1  # argparse alone asks once per argument given
@@ -114,5 +114,50 @@ def test_the_terminal_is_asked_its_width_once_per_command_line_built(
     monkeypatch.setenv("COLUMNS", "120")
     wide = _validate_help(build_parser(word="validate"))
     assert len(asked) == 2 and max(map(len, wide.split("\n\n")[0].splitlines())) > 58
-    monkeypatch.setattr(shutil, "get_terminal_size", real)
+    monkeypatch.setattr(parser_module, "_terminal_columns", real)
     assert wide == _validate_help(build_parser(word="validate"))  # as argparse alone shows it
+
+
+@pytest.mark.parametrize("columns", [None, "", "0", "-5", "abc", "1", "100", " 90 "])
+@pytest.mark.parametrize("stdout", ["kept", "none", "closed", "terminal", "narrowless"])
+def test_the_width_is_the_one_shutil_gives(
+    monkeypatch: pytest.MonkeyPatch, columns: str | None, stdout: str
+) -> None:
+    # Worked out without importing shutil: the same columns in every case shutil tells apart.
+    import io
+    import shutil
+    import sys
+
+    from trysquare.cli.parser import _terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    if stdout == "none":
+        monkeypatch.setattr(sys, "__stdout__", None)
+    elif stdout == "closed":
+        closed = io.StringIO()
+        closed.close()
+        monkeypatch.setattr(sys, "__stdout__", closed)
+    elif stdout in ("terminal", "narrowless"):  # a terminal 77 columns wide, or 0 (unknown)
+        import fcntl
+        import os
+        import pty
+        import struct
+        import termios
+
+        leader, follower = pty.openpty()
+        width = 77 if stdout == "terminal" else 0
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, width, 0, 0))
+        terminal = os.fdopen(follower, "w")
+        monkeypatch.setattr(sys, "__stdout__", terminal)
+        try:
+            assert _terminal_columns() == shutil.get_terminal_size().columns
+            if not columns or not columns.strip().isdigit() or int(columns) <= 0:
+                assert _terminal_columns() == (width or 80)
+        finally:
+            terminal.close()
+            os.close(leader)
+        return
+    assert _terminal_columns() == shutil.get_terminal_size().columns

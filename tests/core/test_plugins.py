@@ -454,3 +454,78 @@ def test_a_requirement_names_its_distribution_as_the_pattern_reads_it(requiremen
     from trysquare import plugins
 
     assert plugins._requirement_name(requirement) == _requirement_name_by_pattern(requirement)
+
+
+def _hostile_module() -> object:
+    """A module holding every kind of value a name may hold, marked and not."""
+    import types as module_types
+
+    from trysquare.hookspecs import hookimpl as impl
+    from trysquare.hookspecs import hookspec as spec
+
+    module = module_types.ModuleType("hostile_plugin")
+
+    @impl
+    def trysquare_register_modes(register: object) -> None: ...
+
+    @spec
+    def trysquare_own_spec() -> None: ...
+
+    def through_func() -> None: ...
+
+    through_func.__func__ = trysquare_register_modes  # type: ignore[attr-defined]
+
+    class Faker:
+        __class__ = staticmethod  # type: ignore[assignment]
+
+    values = {
+        "trysquare_register_modes": trysquare_register_modes,
+        "trysquare_own_spec": trysquare_own_spec,
+        "through_func": through_func,
+        "a_static": staticmethod(trysquare_register_modes),
+        "a_class_method": classmethod(trysquare_register_modes),
+        "a_class": Faker,
+        "a_faker": Faker(),
+        "a_module": json,
+        "a_text": "x",
+        "a_number": 1,
+        "nothing": None,
+        "a_builtin": len,
+        "__annotations__": {"x": int},
+        "__getattr__": lambda name: trysquare_register_modes,
+        "__dir__": lambda: ["ghost"],
+        "trysquare_marked_text": "not a function",
+    }
+    module.__dict__.update(values)
+    return module
+
+
+def test_the_manager_finds_exactly_the_hooks_pluggys_own_lookup_finds() -> None:
+    import sys
+
+    import pluggy
+    from trysquare import hookspecs, plugins
+
+    manager = plugins._Manager(hookspecs.PROJECT_NAME)
+    reference = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    # Every trysquare module and plugin loaded in this process, and a hostile one.
+    holders = [
+        module
+        for name, module in sorted(sys.modules.items())
+        if name.startswith(("trysquare", "pluggy")) and module is not None
+    ]
+    hostile = _hostile_module()
+    holders.append(hostile)
+    assert len(holders) > 20
+    # The hostile module's marked functions are found (one through its __func__).
+    for name in ("trysquare_register_modes", "through_func", "a_static"):
+        assert manager.parse_hookimpl_opts(hostile, name) is not None, name
+    assert manager.parse_hookspec_opts(hostile, "trysquare_own_spec") is not None
+    for holder in holders:
+        for name in [*dir(holder), "ghost", "absent"]:
+            assert manager.parse_hookimpl_opts(holder, name) == reference.parse_hookimpl_opts(
+                holder, name
+            ), (holder, name)
+            assert manager.parse_hookspec_opts(holder, name) == reference.parse_hookspec_opts(
+                holder, name
+            ), (holder, name)

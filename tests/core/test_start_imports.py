@@ -1,6 +1,7 @@
 """What a one-run ``validate --replay`` and ``report`` leave unimported (each is paid at start).
 
-cattrs (a plain scenario and ``run.toml`` are structured without it), ``concurrent.futures``
+cattrs (a plain scenario and ``run.toml`` are structured without it), ``tomllib`` and
+``datetime`` (they are read without it), ``concurrent.futures``
 with ``logging`` (one run is loaded and its clone checked in this thread), ``queue`` (tasks
 built ahead and results are handed over without it), ``socket`` (a suite
 door, a warm server), ``statistics`` (a power computed), ``csv`` (a CSV report), OpenSSL
@@ -23,6 +24,8 @@ from tests.helpers import one_run_probes, scored_run
 
 NEVER_ON_ONE_RUN = (
     "cattrs",
+    "tomllib",  # a plain scenario and run.toml are read with string methods
+    "datetime",  # tomllib's; an in-flight marker's time is taken with time's calendar
     "concurrent.futures",
     "queue",  # tasks built ahead wait in trysquare's own hand-over, results in _queue's
     "logging",
@@ -50,6 +53,21 @@ NEVER_ON_ONE_REPLAY = (
     "trysquare.git.shadow",
 )
 
+NEVER_ON_ONE_REPORT = (
+    "random",  # no interval drawn, so no resampling
+    "tempfile",  # the base resolved from the clone's files: no shadow for git to run in
+    "trysquare.git.shadow",
+    "trysquare.git.running",
+    "trysquare.report_source",  # a Markdown report hands no format a source
+    "trysquare._process",  # no script runs: the api names its records without loading it
+    "trysquare.sandbox",
+    "trysquare.jail",  # no task made, no agent's code run: the jail's limits come alone
+    "subprocess",
+    "shutil",  # the help width is worked out without it; nothing is copied or removed
+    "bz2",
+    "lzma",
+)
+
 
 @pytest.mark.parametrize("sandbox", ["on", "off"])
 def test_a_one_run_replay_and_report_import_none_of_what_they_never_use(
@@ -61,6 +79,7 @@ def test_a_one_run_replay_and_report_import_none_of_what_they_never_use(
     after = (
         f"never = set({NEVER_ON_ONE_RUN!r})\n"
         f"if '--replay' in sys.argv:\n    never |= set({NEVER_ON_ONE_REPLAY!r})\n"
+        f"if sys.argv[1] == 'report':\n    never |= set({NEVER_ON_ONE_REPORT!r})\n"
         "found = never & set(sys.modules)\n"
         "jail = vars(sys.modules.get('trysquare.jail', sys))\n"
         "found |= {f'jail.{name}' for name in ('Availability', 'JailIds') if name in jail}\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from trysquare.errors import RepoError
-from trysquare.git import refs
+from trysquare.git import shadow
 from trysquare.git.changes import changed_files, touched_and_files, working_files
 from trysquare.git.dotgit import _peeled_without_git, is_git_repo
 from trysquare.git.etalon import materialise_etalon
@@ -45,7 +45,7 @@ def test_a_full_id_of_a_loose_commit_resolves_without_git(g: GitRepo, monkeypatc
         raise AssertionError("git was run")
 
     with monkeypatch.context() as patched:
-        patched.setattr(refs, "_Refs", no_git)
+        patched.setattr(shadow, "_Refs", no_git)  # git runs in a shadow: none is made
         assert resolve_commit(g.path, base) == base
     # Not a commit (a tree), or packed: git decides, as before.
     with pytest.raises(RepoError, match="does not resolve to a commit"):
@@ -120,7 +120,7 @@ def test_names_read_without_git_resolve_as_git_resolves_them(g: GitRepo, monkeyp
         assert trees[name, b"commit"] is None, name
     with monkeypatch.context() as patched:
         patched.setattr(
-            refs, "_Refs", lambda *_: (_ for _ in ()).throw(AssertionError("git was run"))
+            shadow, "_Refs", lambda *_: (_ for _ in ()).throw(AssertionError("git was run"))
         )
         assert resolve_commit(g.path, "layered") == second
     # Packed objects: git is asked, and answers the same.

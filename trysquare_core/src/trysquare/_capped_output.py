@@ -6,6 +6,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+# Bytes of a child's stdout and of its stderr kept (each); the rest is dropped. With the
+# tail's sizes, named by trysquare.api too, which imports them from here rather than load
+# the process runner (every plugin imports the api as it registers).
+DEFAULT_CAP = 16 * 1024 * 1024
+# What a tail of a child's output keeps: its last lines, and at most these characters.
+TAIL_LINES = 30
+TAIL_CHARS = 3000
+
 
 class CappedOutput:
     """A child's output pipes read to their ends, at most ``cap`` bytes of each kept (the

@@ -8,14 +8,14 @@ cattrs is imported, and its structure functions generated, only when a table is 
 plain: :mod:`trysquare._plain_structure` first builds the record from a table whose every
 key is known and every value already of its field's type (what a one-run ``validate`` or
 ``report`` reads), and gives up on anything else, which cattrs then structures or refuses
-with the lines above. Every refusal, and every answer, is cattrs' own.
+with the lines above. Every refusal, and every answer, is cattrs' own. Likewise a plain TOML
+text is read by :mod:`trysquare._plain_toml`, and any other by :mod:`tomllib` (imported then).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import tomllib
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from trysquare import _plain_structure
+from trysquare import _plain_structure, _plain_toml
 from trysquare.errors import ScenarioError, TrysquareError
 
 if TYPE_CHECKING:
@@ -144,19 +144,27 @@ def read_toml(
     label = label or str(path)
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
+            content = handle.read()
     except FileNotFoundError:
         raise error(f"{label}: no such file") from None
     except IsADirectoryError:
         raise error(f"{label}: is a folder, not a file") from None
+    except OSError as os_error:
+        raise error(f"{label}: cannot be read ({os_error.strerror})") from None
+    try:
+        return _plain_toml.loads(content.decode())
+    except (_plain_toml.NotPlain, UnicodeDecodeError):
+        pass  # tomllib reads it, or says what is wrong
+    import tomllib
+
+    try:
+        return tomllib.loads(content.decode())
     except tomllib.TOMLDecodeError as decode_error:
         raise error(f"{label}: not valid TOML ({decode_error})") from None
     except UnicodeDecodeError as undecodable:
         raise error(f"{label}: not valid TOML (not UTF-8: byte {undecodable.start})") from None
     except RecursionError:
         raise error(f"{label}: not valid TOML (nested too deeply to read)") from None
-    except OSError as os_error:
-        raise error(f"{label}: cannot be read ({os_error.strerror})") from None
 
 
 def structure(

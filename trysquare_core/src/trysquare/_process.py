@@ -27,15 +27,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trysquare import _capped_output, _start_first
+from trysquare._capped_output import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES
 from trysquare.errors import IsolationUnavailable
 from trysquare.sandbox import Sandbox, make_spare_ruleset, switched_off
 
 if TYPE_CHECKING:
     from trysquare.jail import JailIds, JailPolicy
 
-__all__ = ["DEFAULT_CAP", "ProcessResult", "interrupt", "interrupted", "kill_all", "run_process"]
+__all__ = [
+    "DEFAULT_CAP",
+    "TAIL_CHARS",
+    "TAIL_LINES",
+    "ProcessResult",
+    "interrupt",
+    "interrupted",
+    "kill_all",
+    "run_process",
+]
 
-DEFAULT_CAP = 16 * 1024 * 1024
 # How long a grandchild may keep the pipes open after the child itself exited.
 LINGER_SECONDS = 1.0
 # How often a child whose pipes are open is asked whether it exited.
@@ -631,10 +640,6 @@ def _find_strays(
         if detached or sid == leader or _carries(pid, token):
             strays.append(pid)
     return strays, table
-
-
-TAIL_LINES = 30
-TAIL_CHARS = 3000
 
 
 def tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:

@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from trysquare._canonical import digest
-from trysquare._process import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES, ProcessResult, Steps
+from trysquare._capped_output import DEFAULT_CAP, TAIL_CHARS, TAIL_LINES
 from trysquare._record import record
 from trysquare.hookspecs import hookimpl, hookspec, listed_as
 
 if TYPE_CHECKING:
     from trysquare._digests import Hasher
     from trysquare._prepared import SharedTree
+    from trysquare._process import ProcessResult, Steps
     from trysquare.commands import Commands, add_selection_options
     from trysquare.context import (
         RunFacts,
@@ -156,6 +157,7 @@ _ELSEWHERE: dict[str, str] = {
         "trysquare.modes",
     ),
     **dict.fromkeys(["keep_output", "parse_validator_output"], "trysquare.outputs"),
+    **dict.fromkeys(["ProcessResult", "Steps"], "trysquare._process"),
     **dict.fromkeys(["observe_outcome", "registry"], "trysquare.plugins"),
     **dict.fromkeys(["materialise_etalon"], "trysquare.git.etalon"),
     **dict.fromkeys(["write_diff_patch"], "trysquare.git.patch"),

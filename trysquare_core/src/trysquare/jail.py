@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from trysquare._jail_limits import DEFAULT_FILE_SIZE_MIB, DEFAULT_MEMORY_MIB, DEFAULT_PROCESSES
 from trysquare._record import record
 from trysquare.errors import IsolationUnavailable
 
@@ -79,10 +80,6 @@ def __getattr__(name: str) -> Any:
         return getattr(_jail_records, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-DEFAULT_PROCESSES = 512
-DEFAULT_MEMORY_MIB = 4096
-DEFAULT_FILE_SIZE_MIB = 1024
 
 # Folders of the system that programs need, shown read-only (those that exist).
 _SYSTEM_FOLDERS = ("/usr", "/etc", "/opt", "/sys", "/nix", "/gnu")

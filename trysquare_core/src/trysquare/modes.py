@@ -19,9 +19,9 @@ from trysquare import _convert
 from trysquare._canonical import digest as canonical_digest
 from trysquare._record import record
 from trysquare.errors import ScenarioError
-from trysquare.jail import JailPolicy
 
 if TYPE_CHECKING:
+    from trysquare.jail import JailPolicy
     from trysquare.run_records import Experiment, Run
 
 __all__ = [
@@ -220,6 +220,14 @@ def _archive_of(task: ValidationTask) -> Path:
     return task.run.validation_dir / task.validation.name
 
 
+def _default_jail() -> JailPolicy:
+    # The jail module (and subprocess with it) is loaded when a task is first made, not by
+    # every command that names a mode (a report makes none).
+    from trysquare.jail import JailPolicy
+
+    return JailPolicy()
+
+
 @record
 class ValidationTask:
     """One run × one validation, its context already built and archived.
@@ -265,7 +273,7 @@ class ValidationTask:
     """Whether ``previous`` was recorded by this same validator over this same context (so
     it runs again only because ``--force``/``--rejudge`` asked): a judge keeps such a verdict
     when asking again fails."""
-    jail: JailPolicy = attrs.field(factory=JailPolicy)
+    jail: JailPolicy = attrs.field(factory=_default_jail)
     """The jail the agent's code runs in for this task (the scenario's ``[task]`` keys): hand
     it to ``run_steps(..., jail=task.jail)`` when running the agent's tree."""
 

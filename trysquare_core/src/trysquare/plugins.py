@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import types
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -170,10 +171,58 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
+# Values a module's attribute may hold that are never a hook (nor can pass for one: their
+# type answers isinstance itself), so pluggy's static lookup of each is spared.
+_NEVER_HOOKS = frozenset(
+    {type, types.ModuleType, str, int, bool, float, tuple, list, dict, set, frozenset}
+    | {type(None), types.BuiltinFunctionType}
+)
+
+
+class _Manager(pluggy.PluginManager):
+    """pluggy's manager, finding a module's hooks in the module's own namespace.
+
+    pluggy looks each name of a plugin (or of the hook specifications) up with
+    ``inspect.getattr_static``, which walks the module type's whole MRO for each: for a
+    module, what it finds is the module's own value, whenever that value is a plain function
+    (whose marker is then read as pluggy reads it) or of a type that is never a hook (no
+    marker to read). Any other value, and any plugin that is no plain module, goes to
+    pluggy's own lookup (the overriding is pluggy's documented way to change discovery)."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        found, opts = _module_marker(plugin, name, f"{self.project_name}_impl")
+        return opts if found else super().parse_hookimpl_opts(plugin, name)
+
+    def parse_hookspec_opts(self, module_or_class: Any, name: str) -> Any:
+        found, opts = _module_marker(module_or_class, name, f"{self.project_name}_spec")
+        return opts if found else super().parse_hookspec_opts(module_or_class, name)
+
+
+def _module_marker(holder: Any, name: str, marker: str) -> tuple[bool, Any]:
+    """(whether it was decided here, the marker's options) for ``holder.name``."""
+    # A name the module type itself has (``__annotations__``, ``__dict__``, ...) may be a
+    # descriptor that getattr_static finds before the module's value: pluggy's business.
+    if type(holder) is not types.ModuleType or name in _MODULE_TYPE_NAMES:
+        return False, None
+    value = holder.__dict__.get(name, _absent)
+    kind = type(value)
+    if kind is types.FunctionType:  # read as pluggy reads a marker, __func__ too
+        opts = getattr(value, marker, None)
+        if opts is None:
+            inner = getattr(value, "__func__", None)
+            opts = None if inner is None else getattr(inner, marker, None)
+        return True, opts if isinstance(opts, dict) else None
+    return kind in _NEVER_HOOKS, None
+
+
+_absent = object()
+_MODULE_TYPE_NAMES = frozenset(dir(types.ModuleType))
+
+
 def _start(*, fresh: bool = False) -> _State:
     """The manager and the plugins that may load, from metadata alone: nothing is imported
     (with ``fresh``, the installed distributions are read again, whatever the cache holds)."""
-    manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    manager = _Manager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
     # pytest's idiom: a plugin brings hookspecs of its own (the judge: providers) from
     # this historic hook, which pluggy also calls for every plugin registered later.

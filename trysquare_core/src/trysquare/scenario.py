@@ -14,18 +14,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from trysquare import _convert
+from trysquare._jail_limits import DEFAULT_FILE_SIZE_MIB, DEFAULT_MEMORY_MIB, DEFAULT_PROCESSES
 from trysquare._record import record
 from trysquare.errors import ScenarioError
-from trysquare.jail import (
-    DEFAULT_FILE_SIZE_MIB,
-    DEFAULT_MEMORY_MIB,
-    DEFAULT_PROCESSES,
-    JailPolicy,
-)
 from trysquare.modes import PIECES, Mode, TableSource, Validation
 
 if TYPE_CHECKING:
     from trysquare._words import ShellWordError, split_command
+    from trysquare.jail import JailPolicy
 
 __all__ = ["Scenario", "ShellWordError", "Task", "Verdict", "load_scenario", "split_command"]
 
@@ -94,6 +90,8 @@ class Task:
     @property
     def jail(self) -> JailPolicy:
         """The jail policy these keys declare."""
+        from trysquare.jail import JailPolicy  # loaded by what runs the agent's code
+
         return JailPolicy(
             network=self.network,
             required=self.isolation == "required",

@@ -13,13 +13,12 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 from trysquare.api import (
     DEFAULT_OUTPUT_CAP,
     Outcome,
-    ProcessResult,
     TableSource,
     Validation,
     ValidationTask,
@@ -33,6 +32,9 @@ from trysquare.api import (
     scratch_folder,
     sha256,
 )
+
+if TYPE_CHECKING:  # the process runner is loaded when a script first runs, not to report
+    from trysquare.api import ProcessResult
 
 DEFAULT_TIMEOUT = 300.0
 

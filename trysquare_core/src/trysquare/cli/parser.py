@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,28 @@ _widths: list[int] = []
 
 def _help_width() -> int:
     if not _widths:
-        import shutil
-
-        _widths.append(shutil.get_terminal_size().columns - 2)
+        _widths.append(_terminal_columns() - 2)
     return _widths[0]
+
+
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``, as argparse takes it: ``COLUMNS`` when it is a
+    positive number, else the width of the terminal on stdout, else 80. Worked out here: a
+    command that copies and removes no file (``report``) need not load shutil (and the
+    compression modules it imports) for one number."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    stdout = sys.__stdout__
+    if stdout is None:  # no stdout at all: shutil's fallback too
+        return 80
+    try:
+        return os.get_terminal_size(stdout.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 class _ArgumentsError(UsageError):

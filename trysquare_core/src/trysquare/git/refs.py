@@ -6,14 +6,18 @@ throwaway shadow holding the clone's refs (never the clone's own ``.git``).
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trysquare.errors import RepoError
 from trysquare.git.dotgit import _peeled_without_git
-from trysquare.git.running import _failure, _names
-from trysquare.git.shadow import _Refs
+
+if TYPE_CHECKING:
+    import subprocess
+
+# The shadow (and, with it, tempfile) and git's running are imported by the questions that
+# run git: a base commit named by its id, or a ref the clone's files answer, runs none.
 
 
 def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
@@ -23,6 +27,9 @@ def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
     ``.git`` (whose config could name programs). Raises :class:`RepoError` naming the
     repository and git's reason on failure.
     """
+    from trysquare.git.running import _failure
+    from trysquare.git.shadow import _Refs
+
     with _Refs(Path(repo)) as refs:
         done = refs.run(*args, input=input)
     if done.returncode != 0:
@@ -40,6 +47,8 @@ def resolve_commit(repo: Path, rev: str, *, what: str = "base") -> str:
     found = _peeled_without_git(repo, rev, b"commit")
     if found is not None:
         return found
+    from trysquare.git.shadow import _Refs
+
     with _Refs(repo) as refs:
         done = refs.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
     if done.returncode != 0 or not done.stdout.strip():
@@ -57,6 +66,9 @@ def missing_at(repo: Path, commit: str, paths: Iterable[str]) -> list[str]:
         return []
     if any("\n" in p for p in wanted):
         raise RepoError(f"a path holding a newline cannot be looked up in {repo}")
+    from trysquare.git.running import _failure
+    from trysquare.git.shadow import _Refs
+
     with _Refs(Path(repo)) as refs:
         done = refs.run(
             "cat-file",
@@ -77,6 +89,8 @@ def parent_of(repo: Path, commit: str) -> str | None:
 
 def paths_between(repo: Path, old: str, new: str) -> set[str]:
     """Paths that differ between two commits' trees."""
+    from trysquare.git.running import _names
+
     out = git(
         repo, "diff-tree", "-r", "-z", "--name-only", "--no-renames", "--end-of-options", old, new
     )
@@ -89,5 +103,7 @@ def commits_between(repo: Path, old: str, new: str) -> int:
 
 
 def _refs_run(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    from trysquare.git.shadow import _Refs
+
     with _Refs(Path(repo)) as refs:
         return refs.run(*args)

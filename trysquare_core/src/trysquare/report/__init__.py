@@ -146,12 +146,12 @@ def report_format(name: str) -> Any:
 
 
 def report_source(report: Any, rows: Sequence[Mapping[str, Any]], experiment: Any) -> Any:
-    """The :class:`~trysquare.report.formats.ReportSource` of one experiment.
+    """The :class:`~trysquare.report_source.ReportSource` of one experiment.
 
     Its ``rows`` are copies of ``rows``, each made when a format reads it (a report's rows
     share containers: see :mod:`trysquare._measure_rows`)."""
     from trysquare._measure_rows import PlainRows
-    from trysquare.report.formats import ReportSource
+    from trysquare.report_source import ReportSource
 
     return ReportSource(
         report=report, rows=PlainRows(rows), run_dirs=_RunFolders(experiment), root=experiment.root

@@ -8,14 +8,26 @@ registers the core's own, so they go through the same door as ``html``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trysquare._record import record
 from trysquare.hookspecs import hookimpl
 from trysquare.report.render import render
-from trysquare.report_source import ReportFormat, ReportSource
+
+if TYPE_CHECKING:
+    from trysquare.report_source import ReportFormat, ReportSource
 
 __all__ = ["BUILTIN_FORMATS", "ReportFormat", "ReportSource", "TextFormat"]
+
+
+def __getattr__(name: str) -> Any:
+    # Served from trysquare.report_source when asked for: a report in Markdown (the
+    # default) hands no format a source, so the record is not built on its start.
+    if name in ("ReportFormat", "ReportSource"):
+        from trysquare import report_source
+
+        return getattr(report_source, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @record

@@ -17,13 +17,14 @@ Two shortcuts keep resampling fast while leaving its distribution untouched:
 from __future__ import annotations
 
 import math
-import random
 from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import random
+
     from trysquare.report._stats_records import Agreement, Gap, Interval
 
 __all__ = [
@@ -62,6 +63,8 @@ def rng_for(*names: str) -> random.Random:
     other cells the experiment holds. A ``str`` seed is hashed with SHA-512 by
     ``random``, so it does not depend on ``PYTHONHASHSEED``.
     """
+    import random  # here: a report drawing no interval (one run, one cell) never loads it
+
     return random.Random("\x1f".join((SEED, *names)))
 
 
