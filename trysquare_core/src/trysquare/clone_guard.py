@@ -398,6 +398,9 @@ def _compare(
 def _differences(
     before: Mapping[str, Any], after: Mapping[str, Any]
 ) -> tuple[list[str], list[str], list[str]]:
+    if before == after:
+        # What almost every check finds: one comparison in C, no sets built and sorted.
+        return [], [], []
     added = sorted(set(after) - set(before))
     deleted = sorted(set(before) - set(after))
     changed = []
