@@ -270,6 +270,32 @@ print(json.dumps({"metrics": {"changed": True}, "reasons": {}}))
 FAILING_SCORE = "import sys\nsys.exit(3)\n"
 
 
+needs_overlap = pytest.mark.skipif(
+    not sandbox_enabled(), reason="needs Landlock: only then is planning overlapped"
+)
+
+
+def validate_once(
+    scenario: Path, experiment: Path, out: io.StringIO | None = None, **options: object
+) -> runner.Summary:
+    """``validate`` with no progress bar and ``options``; its lines go to ``out``."""
+    replay = bool(options.get("replay", False))
+    return validate(
+        load_scenario(scenario),
+        discover([experiment], replay=replay),
+        ValidateOptions(progress=False, **options),  # type: ignore[arg-type]
+        out=io.StringIO() if out is None else out,
+    )
+
+
+def held_back_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> tuple[Path, Path]:
+    """Eight runs scored by ``source``, planning kept at most two runs ahead: scenario, experiment."""
+    monkeypatch.setattr(_planned_tasks, "PLANNED_AHEAD_AT_MOST", 2)
+    return script_matrix(tmp_path, source, [(f"r{n}", "c", n) for n in range(1, 9)])
+
+
 def results_written_as_each_run_is_planned(
     experiment: Path, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, int]:
@@ -285,35 +311,21 @@ def results_written_as_each_run_is_planned(
     return seen
 
 
-@pytest.mark.skipif(
-    not sandbox_enabled(), reason="needs Landlock: only then is planning overlapped"
-)
+@needs_overlap
 def test_planning_keeps_a_bounded_lead_and_progress_starts_before_the_total_is_known(
     tmp_path, monkeypatch
 ) -> None:
     # Planning may be only two runs ahead of the tasks taken: a run's clone is pictured
     # shortly before its validator runs and its check after, never minutes before.
-    runs = [(f"r{n}", "c", n) for n in range(1, 9)]
-    scenario, experiment = script_matrix(tmp_path, SLOW_SCORE, runs)
-    first = validate(
-        load_scenario(scenario),
-        discover([experiment]),
-        ValidateOptions(progress=False, jobs=1),
-        out=io.StringIO(),
-    )
+    scenario, experiment = held_back_matrix(tmp_path, monkeypatch, SLOW_SCORE)
+    first = validate_once(scenario, experiment, jobs=1)
     assert first.exit_code == 0 and first.executed == 8
     for result in (experiment / "runs").glob("*/validation/score.json"):
         result.unlink()  # counted again below, as the replay writes each
     # A replay plans in one thread, a run at a time (a first validate plans a few at once).
-    monkeypatch.setattr(_planned_tasks, "PLANNED_AHEAD_AT_MOST", 2)
     seen = results_written_as_each_run_is_planned(experiment, monkeypatch)
     out = io.StringIO()
-    summary = validate(
-        load_scenario(scenario),
-        discover([experiment], replay=True),
-        ValidateOptions(progress=False, jobs=1, replay=True, force=True),
-        out=out,
-    )
+    summary = validate_once(scenario, experiment, out, jobs=1, replay=True, force=True)
     assert summary.exit_code == 0 and summary.executed == 8
     # Unbounded, all eight are planned while the first validator sleeps (none written yet).
     assert seen["r8"] >= 3, seen
@@ -323,25 +335,14 @@ def test_planning_keeps_a_bounded_lead_and_progress_starts_before_the_total_is_k
     assert counted[0].endswith("+]") and int(counted[0][3:-2]) < 8, counted
 
 
-@pytest.mark.skipif(
-    not sandbox_enabled(), reason="needs Landlock: only then is planning overlapped"
-)
+@needs_overlap
 def test_a_stop_at_the_first_invalid_result_does_not_wait_on_planning_held_back(
     tmp_path, monkeypatch
 ) -> None:
-    runs = [(f"r{n}", "c", n) for n in range(1, 9)]
-    scenario, experiment = script_matrix(tmp_path, FAILING_SCORE, runs)
-    monkeypatch.setattr(_planned_tasks, "PLANNED_AHEAD_AT_MOST", 2)
+    scenario, experiment = held_back_matrix(tmp_path, monkeypatch, FAILING_SCORE)
     finished: list[runner.Summary] = []
     worker = threading.Thread(
-        target=lambda: finished.append(
-            validate(
-                load_scenario(scenario),
-                discover([experiment]),
-                ValidateOptions(progress=False, jobs=1, exitfirst=True),
-                out=io.StringIO(),
-            )
-        ),
+        target=lambda: finished.append(validate_once(scenario, experiment, jobs=1, exitfirst=True)),
         daemon=True,
     )
     worker.start()
