@@ -4,7 +4,8 @@
    built before the first validator starts; what must run is kept as digests.
    Where nothing a validator runs can write outside its own folders (Landlock
    enforced, the local pool), planning goes on in a thread of its own while the
-   first tasks already run.
+   first tasks already run, never more than
+   :data:`~trysquare._planned_tasks.PLANNED_AHEAD_AT_MOST` runs ahead of them.
 2. Execute: the executor takes the tasks, each built when it is reached, and
    yields what :func:`trysquare.execute.execute_task` recorded; progress and
    observers are told as each finishes.
