@@ -50,9 +50,10 @@ class PlannedTasks(Collection[PlannedTask]):
     Iterated once, in plan order (a run's tasks together). Planned whole before the
     first task is taken; or, ``overlapped``, in a thread of its own while the first
     tasks already run, the next task being built while one runs, and at most
-    ``ahead_at_most`` (by default :data:`PLANNED_AHEAD_AT_MOST`) runs planned ahead of those taken (:attr:`bounded`: there are more
-    runs than that). ``len()`` is how many; it waits for planning to end, and from then on planning
-    is no longer held back (nor once the tasks are closed or a stop is asked for).
+    :data:`PLANNED_AHEAD_AT_MOST` runs planned ahead of those taken (:attr:`bounded`: there
+    are more runs than that). ``len()`` is how many; it waits for planning to end, and from
+    then on planning is no longer held back (nor once the tasks are closed or a stop is
+    asked for).
     """
 
     def __init__(
@@ -65,7 +66,6 @@ class PlannedTasks(Collection[PlannedTask]):
         *,
         overlapped: bool,
         stop: StopState | None = None,
-        ahead_at_most: int | None = None,
     ) -> None:
         self.spill = spill
         self._stop = StopState() if stop is None else stop
@@ -82,14 +82,12 @@ class PlannedTasks(Collection[PlannedTask]):
         self._failure: BaseException | None = None
         self._closing = threading.Event()
         self._planner: threading.Thread | None = None
-        # Plans handed to the task builder; planning waits while ``ahead_at_most`` more are
-        # planned (only while ``bounded``; no longer once anything waits for planning's end).
-        if ahead_at_most is None:
-            ahead_at_most = PLANNED_AHEAD_AT_MOST
-        self._ahead_at_most = ahead_at_most
         # Whether planning is held back at all: then it ends only near the last tasks, and
         # whoever waits for the total (the progress display) should not.
-        self.bounded = overlapped and len(runs) > ahead_at_most
+        self._ahead_at_most = PLANNED_AHEAD_AT_MOST
+        self.bounded = overlapped and len(runs) > self._ahead_at_most
+        # Planning waits while ``_ahead_at_most`` runs are planned past the ``_taken`` ones
+        # handed to the task builder; no longer once anything waits for planning's end.
         self._holding_back = self.bounded
         self._taken = 0
         self._planning_waits = False

@@ -109,6 +109,7 @@ class _LocalPool:
         # Invalid outcomes not handed over yet: until then no task starts, so that -x
         # (told of the first invalid result) can stop before anything else starts.
         held = [0]
+        closing = threading.Event()  # the caller stopped reading
         # Results evaluated and not yet recorded. Validators quicker than the recording
         # thread would otherwise pile results up for as long as validate runs (memory
         # growing with the matrix, and the workers' CPU taken from the recording): past
@@ -128,7 +129,6 @@ class _LocalPool:
                     if unrecorded[0] >= unrecorded_at_most and not closing.is_set():
                         room.wait()
 
-        closing = threading.Event()  # the caller stopped reading
         finished: SimpleQueue[tuple[Evaluated | None, BaseException | None]] = SimpleQueue()
 
         def next_task() -> Task | None:

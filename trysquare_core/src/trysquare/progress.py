@@ -64,9 +64,7 @@ class Progress:
     def settle(self, total: int) -> None:
         """The whole count is known: ``total`` tasks."""
         self.final = True
-        self.total = total
-        if self.bar is not None:
-            self.bar.update(self.task_id, total=total)
+        self.known(total)
 
     def advance(self, result: TaskResult) -> None:
         """Count one finished task and say how it ended."""
