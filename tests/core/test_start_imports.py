@@ -1,7 +1,8 @@
 """What a one-run ``validate --replay`` and ``report`` leave unimported (each is paid at start).
 
 cattrs (a plain scenario and ``run.toml`` are structured without it), ``tomllib`` and
-``datetime`` (they are read without it), ``concurrent.futures``
+``datetime`` (they are read without it), argparse with gettext (a plain command line is read
+without it), ``concurrent.futures``
 with ``logging`` (one run is loaded and its clone checked in this thread), ``queue`` (tasks
 built ahead and results are handed over without it), ``socket`` (a suite
 door, a warm server), ``statistics`` (a power computed), ``csv`` (a CSV report), OpenSSL
@@ -26,6 +27,10 @@ NEVER_ON_ONE_RUN = (
     "cattrs",
     "tomllib",  # a plain scenario and run.toml are read with string methods
     "datetime",  # tomllib's; an in-flight marker's time is taken with time's calendar
+    "argparse",  # a plain command line is read from the declarations alone
+    "gettext",
+    "trysquare.cli.parser",
+    "trysquare.helptext",
     "concurrent.futures",
     "queue",  # tasks built ahead wait in trysquare's own hand-over, results in _queue's
     "logging",

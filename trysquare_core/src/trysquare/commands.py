@@ -6,9 +6,11 @@ commands without importing the rest of the plugin API.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["Commands", "add_selection_options"]
 
@@ -21,9 +23,11 @@ class Commands:
     nothing and ``--help`` keeps working.
     """
 
-    def __init__(
-        self, parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser
-    ) -> None:
+    def __init__(self, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
+        if parser_class is None:  # argparse's own (imported here: add_selection_options needs none)
+            import argparse
+
+            parser_class = argparse.ArgumentParser
         self._parser_class = parser_class
         self._staged: list[tuple[str, dict[str, Any], argparse.ArgumentParser]] = []
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["PATH_NOTE", "apply"]
+from trysquare.cli.arguments import PATH_NOTE
 
-# Every command reads the paths on its command line the same way.
-PATH_NOTE = "relative to the current directory"
+__all__ = ["PATH_NOTE", "apply"]
 
 _COMMANDS: dict[str, tuple[str, str]] = {
     "demo": (

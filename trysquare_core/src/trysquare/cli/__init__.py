@@ -5,7 +5,9 @@ Exit codes: 0 all well; 1 the work ran and something fell short; 2 nothing ran
 interrupted. A refusal is one sentence on stderr; ``--debug`` shows a traceback.
 
 :func:`main` is the entry point; each command group lives in its own module:
-:mod:`~trysquare.cli.parser` (every command's arguments),
+:mod:`~trysquare.cli.arguments` (every built-in command's arguments, declared once),
+:mod:`~trysquare.cli.parser` (argparse's parser of them),
+:mod:`~trysquare.cli._plain_argv` (a plain command line read without argparse),
 :mod:`~trysquare.cli.validate` (``validate``, ``check``, ``demo``),
 :mod:`~trysquare.cli.runs` (``record``, ``context``, ``session``),
 :mod:`~trysquare.cli.reports` (``report``, ``trust``, ``plan``, ``schema``),
@@ -19,11 +21,13 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from trysquare import _collector
 from trysquare._shown import shown
 from trysquare._version import __version__
-from trysquare.cli.parser import _ArgumentsError, build_parser
+from trysquare.cli._plain_argv import plain_arguments
+from trysquare.cli.arguments import _ArgumentsError
 from trysquare.cli.signals import _interrupt, _Interrupted
 from trysquare.errors import TrysquareError
 
@@ -78,13 +82,19 @@ HELP_PLUGIN_WAIT = 5.0
 def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
     try:
-        parser = build_parser(
-            with_plugins=_plugins_within_help_wait(argv), word=_command_word(argv)
-        )
-        args = parser.parse_args(argv)
-        if getattr(args, "handler", None) is None:
-            parser.print_help()
-            return 2
+        # A plain command line is read without argparse (the same arguments); any other,
+        # and every refusal, is argparse's.
+        args: Any = plain_arguments(argv)
+        if args is None:
+            from trysquare.cli.parser import build_parser
+
+            parser = build_parser(
+                with_plugins=_plugins_within_help_wait(argv), word=_command_word(argv)
+            )
+            args = parser.parse_args(argv)
+            if getattr(args, "handler", None) is None:
+                parser.print_help()
+                return 2
         if not getattr(args, "resumes_collector_at_load", False):
             _collector.resume()  # a command that loads no experiment (a plugin's, `view`)
         return int(args.handler(args))

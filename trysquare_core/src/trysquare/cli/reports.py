@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from trysquare._shown import shown
 from trysquare.cli.common import (
@@ -14,6 +14,9 @@ from trysquare.cli.common import (
     write_document,
 )
 from trysquare.errors import UsageError
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 from collections.abc import Sequence
@@ -21,6 +20,8 @@ from trysquare.cli.signals import arm_signal_deadline
 from trysquare.errors import UsageError
 
 if TYPE_CHECKING:
+    import argparse
+
     from trysquare.runs import Experiment
 
 
