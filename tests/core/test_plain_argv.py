@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from trysquare.cli import _plain_argv
 from trysquare.cli._plain_argv import Arguments, plain_arguments
 from trysquare.cli.arguments import BUILTIN_COMMANDS, _ArgumentsError
@@ -70,8 +68,16 @@ def _read_plainly() -> list[str]:
     return [word for word in BUILTIN_COMMANDS if _plain_argv._declared(word) is not None]
 
 
-def test_validate_and_report_are_read_plainly() -> None:
-    assert {"validate", "report"} <= set(_read_plainly())
+def test_the_commands_read_plainly_are_these() -> None:
+    """A declaration this reader does not know sends its command to argparse, silently: a
+    command leaving this list is a start made slower, to be seen here."""
+    assert _read_plainly() == [
+        "validate", "context", "session", "report", "trust", "plan", "record", "plugins",
+        "install", "uninstall", "schema",
+    ]  # fmt: skip
+
+
+def test_validate_and_report_lines_are_read_plainly() -> None:
     assert _same(["validate", "s.toml", "runs", "--replay", "--force", "--no-progress"])
     assert _same(["report", "s.toml", "runs"])
 
@@ -91,15 +97,6 @@ def test_every_option_alone_and_in_pairs_reads_as_argparse_reads_it(command: str
             read += _same([*line, *first, *first])  # twice: the last, or both appended
     if command in ("validate", "report"):
         assert read > 50  # the plain reader does read most of these
-
-
-@pytest.mark.parametrize("command", _read_plainly())
-@settings(max_examples=300, deadline=None)
-@given(data=st.data())
-def test_any_line_is_read_as_argparse_reads_it_or_left_to_it(command: str, data: Any) -> None:
-    pool = [word for spelled in _spellings(command) for word in spelled] + list(VALUES + ODD)
-    words = data.draw(st.lists(st.sampled_from(pool) | st.text(max_size=4), max_size=8))
-    _same([command, *words])
 
 
 def test_a_line_it_does_not_read_is_left_to_argparse() -> None:
@@ -141,3 +138,21 @@ def test_a_plain_validate_imports_no_argparse() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "declare",
+    [
+        pytest.param(lambda c: (c.add_argument("--a", dest="x"), c.add_argument("--b", dest="x")),
+                     id="two-options-one-attribute"),
+        pytest.param(lambda c: (c.set_defaults(x="5"), c.add_argument("--x")),
+                     id="a-default-before-its-argument"),
+        pytest.param(lambda c: c.add_argument("--x", default="==SUPPRESS=="), id="suppressed"),
+    ],
+)  # fmt: skip
+def test_declarations_argparse_reads_its_own_way_are_left_to_it(declare: Any) -> None:
+    """argparse gives these a reading of its own (the later argument takes the earlier
+    default, a suppressed attribute is left out, a required option shares its attribute):
+    a command declaring one is not read plainly."""
+    with pytest.raises(_plain_argv._Unsupported):
+        declare(_plain_argv._Command())

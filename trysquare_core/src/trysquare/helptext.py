@@ -1,8 +1,10 @@
 """What ``trysquare COMMAND --help`` says: a description and an example per core command,
 and a help line for each argument that had none (saying what a path is relative to).
 
-Kept apart from :mod:`trysquare.cli` so that the words can change without touching
-how commands are wired. Plugin commands (``form``, ``view``) carry their own.
+Kept apart from how commands are wired, so that the words can change without touching it;
+only ``PATH_NOTE`` comes from the declarations (:mod:`trysquare.cli.arguments`), which say it
+too and are read without this module on a plain command line. Plugin commands (``form``,
+``view``) carry their own.
 """
 
 from __future__ import annotations

@@ -25,7 +25,10 @@ __all__ = ["Arguments", "plain_arguments"]
 
 
 class Arguments:
-    """The parsed arguments: read like ``argparse.Namespace`` (attributes, ``==``, ``in``)."""
+    """The parsed arguments: read like ``argparse.Namespace`` (attributes, ``==`` between two of
+    them, ``in``, ``vars``). A built-in handler is handed one of these or a ``Namespace``, so it
+    asks neither ``isinstance(args, argparse.Namespace)`` nor ``args == Namespace(...)``. Shown
+    as a ``Namespace`` is: a ``--debug`` trace reads the same whichever reader read the line."""
 
     def __init__(self, **values: Any) -> None:
         for name, value in values.items():
@@ -87,6 +90,8 @@ class _Declared:
         self.convert: Callable[[str], Any] | None = options.get("type")
         self.choices = options.get("choices")
         self.default = options.get("default", False if self.action == "store_true" else None)
+        if self.default == "==SUPPRESS==":  # argparse.SUPPRESS: the attribute left out
+            raise _Unsupported(names)
 
 
 def _option_dest(names: tuple[str, ...]) -> str:
@@ -103,7 +108,12 @@ class _Command:
         self.defaults: dict[str, Any] = {}
 
     def add_argument(self, *names: str, **options: Any) -> None:
-        self.arguments.append(_Declared(names, options))
+        declared = _Declared(names, options)
+        # Two arguments for one attribute (a required one beside another), or a default set
+        # for it before it was declared: argparse's reading of these is its own.
+        if declared.dest in self.defaults or any(a.dest == declared.dest for a in self.arguments):
+            raise _Unsupported(names)
+        self.arguments.append(declared)
 
     def set_defaults(self, **defaults: Any) -> None:
         # argparse: a default named after an argument is that argument's default
