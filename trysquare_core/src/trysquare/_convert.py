@@ -15,7 +15,9 @@ text is read by :mod:`trysquare._plain_toml`, and any other by :mod:`tomllib` (i
 from __future__ import annotations
 
 import functools
+import os
 import re
+import stat
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -137,20 +139,39 @@ def register_structure_hook(kind: Any, hook: Any) -> None:
         _cattrs().register_structure_hook(kind, hook)
 
 
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+}
+
+
 def read_toml(
     path: Path, *, error: type[TrysquareError], label: str | None = None
 ) -> dict[str, Any]:
     """Parse a TOML file, or raise ``error`` with one sentence starting with ``label``."""
     label = label or str(path)
     try:
-        with open(path, "rb") as handle:
-            content = handle.read()
+        # Opened without waiting: a FIFO put in a file's place (a run.toml in an agent's
+        # reach) would block every command on its first read, for ever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise error(f"{label}: no such file") from None
-    except IsADirectoryError:
-        raise error(f"{label}: is a folder, not a file") from None
     except OSError as os_error:
         raise error(f"{label}: cannot be read ({os_error.strerror})") from None
+    try:
+        kind = stat.S_IFMT(os.fstat(fd).st_mode)
+        if kind == stat.S_IFDIR:
+            raise error(f"{label}: is a folder, not a file")
+        if kind != stat.S_IFREG:
+            raise error(f"{label}: is {_KINDS.get(kind, 'a special file')}, not a file")
+        with open(fd, "rb", closefd=False) as handle:
+            content = handle.read()
+    except OSError as os_error:
+        raise error(f"{label}: cannot be read ({os_error.strerror})") from None
+    finally:
+        os.close(fd)
     try:
         return _plain_toml.loads(content.decode())
     except (_plain_toml.NotPlain, UnicodeDecodeError):

@@ -516,11 +516,11 @@ def unusable_row(error: RunError) -> dict[str, Any] | None:
     """
     if error.run_dir is None:
         return None
-    import tomllib
+    from trysquare._convert import read_toml
 
-    try:
-        data = tomllib.loads((error.run_dir / RUN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+    try:  # read as discovery reads it: never through a FIFO or a device in a file's place
+        data = read_toml(error.run_dir / RUN_FILE, error=RunError)
+    except RunError:
         return None
     cell = data.get("cell")
     if not isinstance(cell, str) or not cell.strip():
