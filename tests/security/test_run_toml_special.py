@@ -11,6 +11,8 @@ import pytest
 
 from tests.helpers import scored_run
 
+EXERCISES = ("trysquare._convert", "trysquare.runs", "trysquare.results")
+
 
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_a_run_toml_that_is_no_file_is_named_and_the_other_runs_go_on(
