@@ -139,12 +139,12 @@ def register_structure_hook(kind: Any, hook: Any) -> None:
         _cattrs().register_structure_hook(kind, hook)
 
 
-_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a device",
-    stat.S_IFBLK: "a device",
-}
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular one is, in words ("a FIFO", "a folder", ...)."""
+    return _KINDS.get(stat.S_IFMT(mode), "a device")
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
 
 
 def read_toml(
@@ -161,11 +161,9 @@ def read_toml(
     except OSError as os_error:
         raise error(f"{label}: cannot be read ({os_error.strerror})") from None
     try:
-        kind = stat.S_IFMT(os.fstat(fd).st_mode)
-        if kind == stat.S_IFDIR:
-            raise error(f"{label}: is a folder, not a file")
-        if kind != stat.S_IFREG:
-            raise error(f"{label}: is {_KINDS.get(kind, 'a special file')}, not a file")
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise error(f"{label}: is {kind_of(mode)}, not a file")
         with open(fd, "rb", closefd=False) as handle:
             content = handle.read()
     except OSError as os_error:

@@ -321,9 +321,6 @@ def _check_given(run_file: Path, repo_path: Path, table: _RunFile, base_commit: 
         )
 
 
-_SPECIAL_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
-
-
 def _refuse_special_input(
     run_file: Path,
     key: str,
@@ -345,7 +342,7 @@ def _refuse_special_input(
     mode = info.st_mode
     if stat.S_ISREG(mode) or (folder_ok and stat.S_ISDIR(mode)):
         return
-    kind = _SPECIAL_KINDS.get(stat.S_IFMT(mode), "a device")
+    kind = _convert.kind_of(mode)
     raise RunError(f"{run_file}: {key} '{value}' is {kind}, not a file: it cannot be read as one")
 
 
@@ -384,7 +381,7 @@ def _refuse_special_lock(folder: Path) -> None:
         return
     if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
         return
-    kind = _SPECIAL_KINDS.get(stat.S_IFMT(mode), "a device")
+    kind = _convert.kind_of(mode)
     raise RunError(
         f"{lock} is {kind}, not a regular file: trysquare never makes its lock so, and will not "
         "wait on it; remove it to validate this run"
