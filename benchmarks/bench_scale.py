@@ -32,13 +32,17 @@ timed five times, and its median take kept). Prints one line per command and siz
     scale.validate: 1.04x time per run from 1000 to 100000 runs (goal <= 1.10x); 61 MiB at 100000
 
 Usage: python benchmarks/bench_scale.py [--sizes 1000,10000,100000] [--jobs N] [--quick]
-       [--keep FOLDER] [--drop-caches]
+       [--keep FOLDER] [--drop-caches] [--pause-damon]
 (``--quick``: 1,000 and 2,000 runs. Each run is about 200 KB on disk (17 GB at 100,000, more
 than a small machine keeps in its page cache: there the commands read runs from disk, which
 the ``.kernel`` lines show; a machine may also drop what it cached minutes ago with memory
 free, which ``bench_page_cache.py`` shows); copies are built at about 10 ms a run; a ``validate --replay
 --force`` costs what a validator start costs, about 6 ms a run at two jobs, so 100,000 runs
-take about ten minutes per validate, twice.)
+take about ten minutes per validate, twice; with ``--drop-caches`` the first take reads
+every run from disk, half an hour or more on a slow one. ``--pause-damon``: a DAMON scheme
+that pages out memory left untouched for a while evicts runs between the takes at 100,000
+runs; the figure is the code's only with it paused. The goal lines print before the runs
+are removed, which takes many minutes too.)
 """
 
 from __future__ import annotations
@@ -53,9 +57,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from _matrix import MEASURE, build_matrix
+from bench_page_cache import damon_pageout
 from trysquare import _atomic, clone_guard, results, runs
 
 BLOCK = 1000  # a multiple of 4: a copy's cell (c<index % 4>) is its block's
@@ -142,6 +149,36 @@ def drop_page_cache() -> None:
 
 DROP_CACHES = False  # set by --drop-caches
 
+KDAMONDS = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+
+@contextmanager
+def damon_paused(pause: bool) -> Iterator[None]:
+    """With ``pause``, every running DAMON kdamond turned off for the benchmark and on again
+    after it (root only). Without, a line when a DAMON scheme pages memory out: between the
+    takes at 100,000 runs it evicts runs the take before read, and the timed take then reads
+    them from disk (its ``.kernel`` line shows how much)."""
+    if not pause:
+        if (damon := damon_pageout()) is not None:
+            print(f"scale.damon: a DAMON scheme runs that {damon} (--pause-damon)", flush=True)
+        yield
+        return
+    paused = []
+    for state in sorted(KDAMONDS.glob("*/state")):
+        if state.read_text(encoding="ascii").strip() != "on":
+            continue
+        try:
+            state.write_text("off\n", encoding="ascii")
+        except OSError as error:
+            raise SystemExit(f"--pause-damon: {state}: {error.strerror}") from None
+        paused.append(state)
+    print(f"scale.damon: {len(paused)} kdamond(s) paused for the benchmark", flush=True)
+    try:
+        yield
+    finally:
+        for state in paused:
+            state.write_text("on\n", encoding="ascii")
+
 
 def measure_steadily(*args: str | Path) -> tuple[Measured, Measured]:
     """A first take, untimed for the figure, then :func:`measure` again, or for a short command
@@ -221,6 +258,31 @@ def grow(experiment: Path, block: Path, have: int, want: int) -> None:
             make_own(run_dir, index)
 
 
+def print_summary(figures: dict[int, dict[str, Measured]], sizes: list[int]) -> None:
+    """The goal lines: time per run at the largest size against the smallest, and the peak."""
+    small, big = sizes[0], sizes[-1]
+    for name in ("validate", "report"):
+        per_small = figures[small][name].took / small
+        per_big = figures[big][name].took / big
+        cpu_small = figures[small][name].cpu / small
+        cpu_big = figures[big][name].cpu / big
+        print(
+            f"scale.{name}: {per_big / per_small:.2f}x time per run from {small} to {big} runs "
+            f"({cpu_big / cpu_small:.2f}x CPU; goal <= 1.10x); {figures[big][name].peak:.0f} MiB "
+            f"at {big} (goal <= 100 MiB at 100000)"
+        )
+        if big > small and big < 100_000:
+            # What each further run added to the peak; the line it draws to 100,000 runs is
+            # an estimate (the peak is not quite linear in the runs), never a measurement.
+            grown = figures[big][name].peak - figures[small][name].peak
+            per_run = grown * 1024 / (big - small)
+            at_100k = figures[big][name].peak + per_run * (100_000 - big) / 1024
+            print(
+                f"scale.{name}.memory: {per_run:.2f} KiB more peak a run from {small} to {big} "
+                f"runs; drawn on, about {at_100k:.0f} MiB at 100000 (an estimate, not measured)"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000", help="comma list, ascending")
@@ -232,6 +294,11 @@ def main() -> None:
         action="store_true",
         help="drop the machine's page cache before each command's first take (root only)",
     )
+    parser.add_argument(
+        "--pause-damon",
+        action="store_true",
+        help="turn running DAMON kdamonds off while it runs, on again after (root only)",
+    )
     args = parser.parse_args()
     global DROP_CACHES
     DROP_CACHES = args.drop_caches
@@ -241,7 +308,7 @@ def main() -> None:
     with open("/proc/loadavg", encoding="ascii") as loadavg:
         print(f"scale: load average {loadavg.read().strip()}", flush=True)
     figures: dict[int, dict[str, Measured]] = {}
-    with tempfile.TemporaryDirectory() as temp:
+    with damon_paused(args.pause_damon), tempfile.TemporaryDirectory() as temp:
         root = args.keep or Path(temp)
         root.mkdir(parents=True, exist_ok=True)
         os.environ["XDG_CACHE_HOME"] = str(root / "cache")
@@ -291,29 +358,12 @@ def main() -> None:
                     f"from disk a run; a run: {scans}",
                     flush=True,
                 )
+        # The figures first: removing 100,000 runs takes many minutes, and a benchmark
+        # stopped meanwhile would lose the lines it was run for.
+        print_summary(figures, sizes)
         if args.keep is None:
+            print(f"scale: removing the {have} runs built", flush=True)
             shutil.rmtree(root / "scale", ignore_errors=True)
-    small, big = sizes[0], sizes[-1]
-    for name in ("validate", "report"):
-        per_small = figures[small][name].took / small
-        per_big = figures[big][name].took / big
-        cpu_small = figures[small][name].cpu / small
-        cpu_big = figures[big][name].cpu / big
-        print(
-            f"scale.{name}: {per_big / per_small:.2f}x time per run from {small} to {big} runs "
-            f"({cpu_big / cpu_small:.2f}x CPU; goal <= 1.10x); {figures[big][name].peak:.0f} MiB "
-            f"at {big} (goal <= 100 MiB at 100000)"
-        )
-        if big > small and big < 100_000:
-            # What each further run added to the peak; the line it draws to 100,000 runs is
-            # an estimate (the peak is not quite linear in the runs), never a measurement.
-            grown = figures[big][name].peak - figures[small][name].peak
-            per_run = grown * 1024 / (big - small)
-            at_100k = figures[big][name].peak + per_run * (100_000 - big) / 1024
-            print(
-                f"scale.{name}.memory: {per_run:.2f} KiB more peak a run from {small} to {big} "
-                f"runs; drawn on, about {at_100k:.0f} MiB at 100000 (an estimate, not measured)"
-            )
 
 
 if __name__ == "__main__":
