@@ -53,6 +53,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -173,11 +174,14 @@ def damon_paused(pause: bool) -> Iterator[None]:
             raise SystemExit(f"--pause-damon: {state}: {error.strerror}") from None
         paused.append(state)
     print(f"scale.damon: {len(paused)} kdamond(s) paused for the benchmark", flush=True)
+    # A benchmark ended by SIGTERM (kill, a timeout) turns them on again too.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         yield
     finally:
         for state in paused:
             state.write_text("on\n", encoding="ascii")
+        signal.signal(signal.SIGTERM, previous)
 
 
 def measure_steadily(*args: str | Path) -> tuple[Measured, Measured]:
