@@ -73,11 +73,13 @@ def free_gib() -> float:
     return float("nan")
 
 
+KDAMONDS = Path("/sys/kernel/mm/damon/admin/kdamonds")  # DAMON's sysfs interface
+
+
 def damon_pageout() -> str | None:
     """The running DAMON schemes that page memory out, as one line; None when none runs."""
-    kdamonds = Path("/sys/kernel/mm/damon/admin/kdamonds")
     said = []
-    for scheme in sorted(kdamonds.glob("*/contexts/*/schemes/*")):
+    for scheme in sorted(KDAMONDS.glob("*/contexts/*/schemes/*")):
         kdamond = scheme.parents[3]
         try:
             running = (kdamond / "state").read_text().strip() == "on"

@@ -29,7 +29,8 @@ time per run flat within 10% from the smallest size to the largest, memory <= 10
 with what it read from disk), then the timed take (a command taking under ten seconds is
 timed five times, and its median take kept). Prints one line per command and size as it goes, then:
 
-    scale.validate: 1.04x time per run from 1000 to 100000 runs (goal <= 1.10x); 61 MiB at 100000
+    scale.validate: 1.04x time per run from 1000 to 100000 runs (1.02x CPU; goal <= 1.10x); 61 MiB
+    at 100000 (goal <= 100 MiB at 100000)
 
 Usage: python benchmarks/bench_scale.py [--sizes 1000,10000,100000] [--jobs N] [--quick]
        [--keep FOLDER] [--drop-caches] [--pause-damon]
@@ -38,11 +39,16 @@ than a small machine keeps in its page cache: there the commands read runs from 
 the ``.kernel`` lines show; a machine may also drop what it cached minutes ago with memory
 free, which ``bench_page_cache.py`` shows); copies are built at about 10 ms a run; a ``validate --replay
 --force`` costs what a validator start costs, about 6 ms a run at two jobs, so 100,000 runs
-take about ten minutes per validate, twice; with ``--drop-caches`` the first take reads
-every run from disk, half an hour or more on a slow one. ``--pause-damon``: a DAMON scheme
-that pages out memory left untouched for a while evicts runs between the takes at 100,000
-runs; the figure is the code's only with it paused. The goal lines print before the runs
-are removed, which takes many minutes too.)
+take about ten minutes per validate, twice.)
+
+With ``--drop-caches`` the first take reads every run from disk: half an hour or more at
+100,000 runs on a slow disk. ``--pause-damon`` (root only) turns every running DAMON kdamond
+of the sysfs interface off while the sizes are measured and on again after: a DAMON scheme
+that pages out memory left untouched for a while evicts runs between the first, untimed take
+and the timed one, which then reads them from disk again, so only with it paused does the
+figure measure trysquare alone. Without the flag, a run as root prints a ``scale.damon`` line
+when such a scheme runs. The goal lines print before the runs are removed, which takes many
+minutes at 100,000 runs.
 """
 
 from __future__ import annotations
@@ -59,11 +65,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from _matrix import MEASURE, build_matrix
-from bench_page_cache import damon_pageout
+from bench_page_cache import KDAMONDS, damon_pageout
 from trysquare import _atomic, clone_guard, results, runs
 
 BLOCK = 1000  # a multiple of 4: a copy's cell (c<index % 4>) is its block's
@@ -150,38 +156,49 @@ def drop_page_cache() -> None:
 
 DROP_CACHES = False  # set by --drop-caches
 
-KDAMONDS = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+def say_damon() -> None:
+    """A line when a DAMON scheme pages memory out (seen as root only: its files are root's).
+
+    Between the takes at 100,000 runs such a scheme evicts runs the take before read, and the
+    timed take reads them from disk again (its ``.kernel`` line shows how much)."""
+    if (damon := damon_pageout()) is not None:
+        print(f"scale.damon: a DAMON scheme runs that {damon} (--pause-damon)", flush=True)
 
 
 @contextmanager
-def damon_paused(pause: bool) -> Iterator[None]:
-    """With ``pause``, every running DAMON kdamond turned off for the benchmark and on again
-    after it (root only). Without, a line when a DAMON scheme pages memory out: between the
-    takes at 100,000 runs it evicts runs the take before read, and the timed take then reads
-    them from disk (its ``.kernel`` line shows how much)."""
-    if not pause:
-        if (damon := damon_pageout()) is not None:
-            print(f"scale.damon: a DAMON scheme runs that {damon} (--pause-damon)", flush=True)
-        yield
-        return
-    paused = []
-    for state in sorted(KDAMONDS.glob("*/state")):
-        if state.read_text(encoding="ascii").strip() != "on":
-            continue
-        try:
-            state.write_text("off\n", encoding="ascii")
-        except OSError as error:
-            raise SystemExit(f"--pause-damon: {state}: {error.strerror}") from None
-        paused.append(state)
-    print(f"scale.damon: {len(paused)} kdamond(s) paused for the benchmark", flush=True)
-    # A benchmark ended by SIGTERM (kill, a timeout) turns them on again too.
+def damon_paused() -> Iterator[None]:
+    """Every kdamond DAMON's sysfs interface shows running is turned off while the block runs,
+    and on again after it, whatever ends it (root only; a kdamond of a kernel module such as
+    ``damon_reclaim`` is not there, and stays as it is)."""
+    paused: list[Path] = []
+    # Set first: a SIGTERM while they are being turned off turns those off already on again.
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
+        for state in sorted(KDAMONDS.glob("*/state")):
+            try:
+                if state.read_text(encoding="ascii").strip() != "on":
+                    continue
+                state.write_text("off\n", encoding="ascii")
+            except OSError as error:
+                raise SystemExit(f"--pause-damon: {state}: {error.strerror} (root only)") from None
+            paused.append(state)
+        named = ", ".join(str(state) for state in paused) or "none was running"
+        print(f"scale.damon: paused for the benchmark: {named}", flush=True)
         yield
     finally:
+        # Each one tried, whatever the one before it did; SIGTERM ignored meanwhile, so that a
+        # second one cannot stop this half-way.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        left_off = []
         for state in paused:
-            state.write_text("on\n", encoding="ascii")
-        signal.signal(signal.SIGTERM, previous)
+            try:
+                state.write_text("on\n", encoding="ascii")
+            except OSError as error:
+                left_off.append(f"{state}: {error.strerror}")
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        if left_off:
+            print(f"scale.damon: left off, turn on by hand: {'; '.join(left_off)}", flush=True)
 
 
 def measure_steadily(*args: str | Path) -> tuple[Measured, Measured]:
@@ -273,7 +290,8 @@ def print_summary(figures: dict[int, dict[str, Measured]], sizes: list[int]) -> 
         print(
             f"scale.{name}: {per_big / per_small:.2f}x time per run from {small} to {big} runs "
             f"({cpu_big / cpu_small:.2f}x CPU; goal <= 1.10x); {figures[big][name].peak:.0f} MiB "
-            f"at {big} (goal <= 100 MiB at 100000)"
+            f"at {big} (goal <= 100 MiB at 100000)",
+            flush=True,
         )
         if big > small and big < 100_000:
             # What each further run added to the peak; the line it draws to 100,000 runs is
@@ -283,7 +301,8 @@ def print_summary(figures: dict[int, dict[str, Measured]], sizes: list[int]) -> 
             at_100k = figures[big][name].peak + per_run * (100_000 - big) / 1024
             print(
                 f"scale.{name}.memory: {per_run:.2f} KiB more peak a run from {small} to {big} "
-                f"runs; drawn on, about {at_100k:.0f} MiB at 100000 (an estimate, not measured)"
+                f"runs; drawn on, about {at_100k:.0f} MiB at 100000 (an estimate, not measured)",
+                flush=True,
             )
 
 
@@ -312,7 +331,9 @@ def main() -> None:
     with open("/proc/loadavg", encoding="ascii") as loadavg:
         print(f"scale: load average {loadavg.read().strip()}", flush=True)
     figures: dict[int, dict[str, Measured]] = {}
-    with damon_paused(args.pause_damon), tempfile.TemporaryDirectory() as temp:
+    if not args.pause_damon:
+        say_damon()
+    with tempfile.TemporaryDirectory() as temp:
         root = args.keep or Path(temp)
         root.mkdir(parents=True, exist_ok=True)
         os.environ["XDG_CACHE_HOME"] = str(root / "cache")
@@ -321,47 +342,50 @@ def main() -> None:
         block = pristine_block(seed / "runs" / "r0000", root / "pristine")
         experiment = root / "scale"
         have = 0
-        for size in sizes:
-            started = time.perf_counter()
-            grow(experiment, block, have, size)
-            have = size
-            built = time.perf_counter() - started
-            sample = experiment / f"b{(size - 1) // BLOCK:04d}" / f"r{size - 1:06d}"
-            recorded = (sample / clone_guard.WORK_FILE).read_bytes()
-            first_validate, validate = measure_steadily("validate", scenario, experiment, "--replay",
-                               "--force", "--no-progress", "-q", "--jobs", str(args.jobs))  # fmt: skip
-            for take in (first_validate, validate):
-                if not take.last.startswith(f"{size} runs: {size} valid"):
-                    raise SystemExit(
-                        f"validate at {size} runs did not validate them all: {take.last}"
+        # Paused for the measuring only: DAMON is on again before the runs are removed,
+        # which a kill during that long removal would otherwise leave it off.
+        with damon_paused() if args.pause_damon else nullcontext():
+            for size in sizes:
+                started = time.perf_counter()
+                grow(experiment, block, have, size)
+                have = size
+                built = time.perf_counter() - started
+                sample = experiment / f"b{(size - 1) // BLOCK:04d}" / f"r{size - 1:06d}"
+                recorded = (sample / clone_guard.WORK_FILE).read_bytes()
+                first_validate, validate = measure_steadily("validate", scenario, experiment, "--replay",
+                                   "--force", "--no-progress", "-q", "--jobs", str(args.jobs))  # fmt: skip
+                for take in (first_validate, validate):
+                    if not take.last.startswith(f"{size} runs: {size} valid"):
+                        raise SystemExit(
+                            f"validate at {size} runs did not validate them all: {take.last}"
+                        )
+                if (sample / clone_guard.WORK_FILE).read_bytes() != recorded:
+                    raise SystemExit(f"validate at {size} runs recorded {sample}'s work again")
+                first_report, report = measure_steadily(
+                    "report", scenario, experiment, "--format", "json"
+                )
+                figures[size] = {"validate": validate, "report": report}
+                for name, first in (("validate", first_validate), ("report", first_report)):
+                    print(
+                        f"scale.{name}.first at {size}: {first.took / size * 1000:.2f} ms per run "
+                        f"({first.cpu / size * 1000:.2f} ms CPU), {first.read_kib / size:.1f} KiB read "
+                        "from disk a run (the page cache as the copies left it; not the figure)",
+                        flush=True,
                     )
-            if (sample / clone_guard.WORK_FILE).read_bytes() != recorded:
-                raise SystemExit(f"validate at {size} runs recorded {sample}'s work again")
-            first_report, report = measure_steadily(
-                "report", scenario, experiment, "--format", "json"
-            )
-            figures[size] = {"validate": validate, "report": report}
-            for name, first in (("validate", first_validate), ("report", first_report)):
-                print(
-                    f"scale.{name}.first at {size}: {first.took / size * 1000:.2f} ms per run "
-                    f"({first.cpu / size * 1000:.2f} ms CPU), {first.read_kib / size:.1f} KiB read "
-                    "from disk a run (the page cache as the copies left it; not the figure)",
-                    flush=True,
-                )
-            for name, got in figures[size].items():
-                print(
-                    f"scale.{name} at {size}: {got.took / size * 1000:.2f} ms per run "
-                    f"({got.cpu / size * 1000:.2f} ms CPU), {got.took:.1f} s, "
-                    f"{got.peak:.0f} MiB peak (copies built in {built:.0f} s)",
-                    flush=True,
-                )
-                scans = ", ".join(f"{k} {v / size:.1f}" for k, v in got.kernel.items())
-                print(
-                    f"scale.{name}.kernel at {size}: user {got.user / size * 1000:.2f}, system "
-                    f"{got.system / size * 1000:.2f} ms a run; {got.read_kib / size:.1f} KiB read "
-                    f"from disk a run; a run: {scans}",
-                    flush=True,
-                )
+                for name, got in figures[size].items():
+                    print(
+                        f"scale.{name} at {size}: {got.took / size * 1000:.2f} ms per run "
+                        f"({got.cpu / size * 1000:.2f} ms CPU), {got.took:.1f} s, "
+                        f"{got.peak:.0f} MiB peak (copies built in {built:.0f} s)",
+                        flush=True,
+                    )
+                    scans = ", ".join(f"{k} {v / size:.1f}" for k, v in got.kernel.items())
+                    print(
+                        f"scale.{name}.kernel at {size}: user {got.user / size * 1000:.2f}, system "
+                        f"{got.system / size * 1000:.2f} ms a run; {got.read_kib / size:.1f} KiB read "
+                        f"from disk a run; a run: {scans}",
+                        flush=True,
+                    )
         # The figures first: removing 100,000 runs takes many minutes, and a benchmark
         # stopped meanwhile would lose the lines it was run for.
         print_summary(figures, sizes)
