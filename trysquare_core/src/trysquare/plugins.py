@@ -152,6 +152,8 @@ class _State:
     declared: set[str] = attrs.field(factory=set)  # every KIND.NAME any plugin declares
     # What each plugin declares (None: nothing), loaded or not.
     provides: dict[str, frozenset[str] | None] = attrs.field(factory=dict)
+    # Whether a plugin other than a built-in one was imported (or tried to be).
+    foreign_imported: bool = False
 
 
 _state: _State | None = None
@@ -297,6 +299,8 @@ def _ensure(state: _State, wanted: Callable[[frozenset[str]], bool]) -> None:
             candidate = state.waiting.pop(name)
             if candidate.entry_point is None:
                 continue
+            if name not in state.builtin:
+                state.foreign_imported = True
             try:
                 _loading[:] = [name]
                 with plugin_output():
@@ -520,6 +524,21 @@ def _get_state(*, fresh: bool = False) -> _State:
             _state = _start(fresh=fresh)
             _ensure(_state, lambda _provides: False)
         return _state
+
+
+def only_builtin_code() -> bool:
+    """Whether no plugin but trysquare's own has been imported in this process (or tried to
+    be), nor registered by hand: no code of another's ran here."""
+    state = _state
+    if state is None:
+        return True
+    if state.foreign_imported:
+        return False
+    return all(
+        name in state.builtin
+        for name, plugin in state.manager.list_name_plugin()
+        if plugin is not None  # a blocked name holds none
+    )
 
 
 def reset() -> None:

@@ -38,10 +38,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the console script, ``python -m trysquare``: the process ends after
         _collector.pause()  # when not already paused by the console script
         try:
-            return _command(sys.argv[1:])
+            code = _command(sys.argv[1:])
         finally:
             _skip_the_last_collection()
+        _end_now(code)
+        return code  # the process ends the ordinary way
     return _command(argv)
+
+
+def _end_now(code: int) -> None:
+    """End the process with ``code`` at once, once what an exit must do is done, when nothing
+    else can need the interpreter's own way out (taking apart every module and object).
+
+    Done: the standard streams flushed, ``atexit`` run (temporary folders' finalizers among
+    it). Returns, for the ordinary exit, when another thread that is not a daemon is still
+    running (the exit waits for it), a flush fails (the interpreter says so, as always), or a
+    plugin not trysquare's own was imported: its objects may hold what only their
+    finalizers would write (a file left open).
+    """
+    import threading
+
+    main = threading.main_thread()
+    if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        return
+    loaded = sys.modules.get("trysquare.plugins")
+    if loaded is not None and not loaded.only_builtin_code():
+        return
+    if not _flushed():
+        return
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()  # what the interpreter's exit runs first (private, but stable)
+    if _flushed():  # what the exit functions printed
+        os._exit(code)
+
+
+def _flushed() -> bool:
+    """Whether the standard streams took everything written to them."""
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _skip_the_last_collection() -> None:
