@@ -5,6 +5,9 @@ confine what they start); everywhere else, every clone is pictured first."""
 from __future__ import annotations
 
 import io
+import json
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -355,3 +358,43 @@ def test_a_stop_at_the_first_invalid_result_does_not_wait_on_planning_held_back(
     summary = finished[0]
     # Every run was planned in the end: what did not start is counted.
     assert summary.executed + summary.not_started == 8 and summary.not_started >= 1
+
+
+NICE = """\
+import json, os
+print(json.dumps({"metrics": {"changed": True, "nice": os.getpriority(os.PRIO_PROCESS, 0)}}))
+"""
+
+
+@pytest.mark.skipif(not sandbox_enabled(), reason="needs Landlock: only then may tasks start early")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority: Linux")
+def test_planning_beside_the_tasks_runs_at_the_lowest_priority_and_the_validators_do_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario, experiment = script_matrix(tmp_path, NICE, RUNS)
+    scenario.write_text(scenario.read_text().replace('["changed"]', '["changed", "nice"]'))
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    planned_at: list[int] = []
+    plan_run = planning._plan_run
+
+    def noted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        planned_at.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return plan_run(*args, **kwargs)
+
+    monkeypatch.setattr(planning, "_plan_run", noted)
+    summary = validate(
+        load_scenario(scenario),
+        discover([experiment]),
+        ValidateOptions(progress=False, jobs=2),
+        out=io.StringIO(),
+    )
+    assert summary.exit_code == 0 and summary.executed == 4
+    assert planned_at == [19] * 4
+    # The validators, started by the workers, keep trysquare's own priority; so does the
+    # caller's thread.
+    recorded = [
+        json.loads((experiment / "runs" / run_id / "validation" / "score.json").read_text())
+        for run_id, _, _ in RUNS
+    ]
+    assert [document["metrics"]["nice"] for document in recorded] == [ours] * 4
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ours

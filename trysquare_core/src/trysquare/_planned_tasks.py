@@ -96,7 +96,7 @@ class PlannedTasks(Collection[PlannedTask]):
         self.also_built: Callable[[PlannedTask], None] | None = None
         if overlapped:
             self._planner = threading.Thread(
-                target=self._plan, args=(scenario, runs, validations, options),
+                target=self._plan_beside_the_tasks, args=(scenario, runs, validations, options),
                 name="trysquare-planning", daemon=True,
             )  # fmt: skip
             self._planner.start()
@@ -104,6 +104,19 @@ class PlannedTasks(Collection[PlannedTask]):
             self._plan(scenario, runs, validations, options)
             if self._failure is not None:
                 raise self._failure
+
+    def _plan_beside_the_tasks(
+        self,
+        scenario: Scenario,
+        runs: Sequence[Run],
+        validations: Sequence[Validation],
+        options: ValidateOptions,
+    ) -> None:
+        """:meth:`_plan`, in a thread of its own while the first tasks run, at the lowest
+        priority: planning only has to stay ahead of the validators, and on a machine of few
+        cores it took their turns (the first validators of a matrix ran a third slower)."""
+        lowest_priority()
+        self._plan(scenario, runs, validations, options)
 
     def _plan(
         self,
@@ -389,6 +402,20 @@ class _Waiting:
         """Wake the builder waiting for room (after an entry was taken with :meth:`take_now`)."""
         with self.lock:
             self.room.notify()
+
+
+def lowest_priority() -> None:
+    """Give the calling thread, and the threads and processes it starts, the lowest
+    scheduling priority (nice 19): they run when a core is free. Linux alone sets a thread's
+    own priority (elsewhere the call names a process): nothing is changed there."""
+    import os
+
+    if sys.platform != "linux":
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except OSError:
+        pass  # a priority that cannot be lowered is kept
 
 
 def built_ahead(items: Iterator[T], ahead: int, closing: threading.Event) -> Iterator[T]:
