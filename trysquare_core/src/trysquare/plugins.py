@@ -526,6 +526,12 @@ def _get_state(*, fresh: bool = False) -> _State:
         return _state
 
 
+def stop_loading() -> bool:
+    """Take the loading lock for good, if no plugin is being loaded (the process ends):
+    whether it was taken. Only for a process about to end."""
+    return _load_lock.acquire(blocking=False)
+
+
 def only_builtin_code() -> bool:
     """Whether no plugin but trysquare's own has been imported in this process (or tried to
     be), nor registered by hand: no code of another's ran here."""

@@ -51,18 +51,23 @@ def _end_now(code: int) -> None:
     else can need the interpreter's own way out (taking apart every module and object).
 
     Done: the standard streams flushed, ``atexit`` run (temporary folders' finalizers among
-    it). Returns, for the ordinary exit, when another thread that is not a daemon is still
-    running (the exit waits for it), a flush fails (the interpreter says so, as always), or a
-    plugin not trysquare's own was imported: its objects may hold what only their
-    finalizers would write (a file left open).
+    it). Returns, for the ordinary exit, when the process is not trysquare's own command line
+    (a program that called :func:`main`: a profiler, a wrapper, ``python -i``; its own
+    objects may hold what only their finalizers write), another thread that is not a daemon
+    is still running (the exit waits for it), a flush fails (the interpreter says so, as
+    always), or a plugin not trysquare's own was imported (a file it left open) or is being
+    loaded.
     """
     import threading
 
+    if not _started_as_trysquare():
+        return
     main = threading.main_thread()
     if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
         return
     loaded = sys.modules.get("trysquare.plugins")
-    if loaded is not None and not loaded.only_builtin_code():
+    # Held from here on: a plugin that help left loading in the background loads no more.
+    if loaded is not None and not (loaded.stop_loading() and loaded.only_builtin_code()):
         return
     if not _flushed():
         return
@@ -72,6 +77,37 @@ def _end_now(code: int) -> None:
     atexit._run_exitfuncs()  # what the interpreter's exit runs first (private, but stable)
     if _flushed():  # what the exit functions printed
         os._exit(code)
+
+
+# Options of the interpreter that take the next word as their value.
+_INTERPRETER_VALUES = frozenset({"-X", "-W", "--check-hash-based-pycs"})
+
+
+def _started_as_trysquare() -> bool:
+    """Whether this process was started as trysquare's command line: ``trysquare ...`` (the
+    console script) or ``python -m trysquare ...``, with no interactive prompt, development
+    mode or warning filters to honour on the way out."""
+    if sys.flags.inspect or sys.flags.dev_mode or sys.warnoptions:
+        return False
+    words = getattr(sys, "orig_argv", [])[1:]
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word == "-m":
+            return words[index + 1 : index + 2] == ["trysquare"]
+        if word.startswith("-m"):
+            return word == "-mtrysquare"
+        if word in _INTERPRETER_VALUES:
+            index += 2
+        elif word.startswith(("-c", "--")) or word == "-":
+            return False  # code given on the command line or stdin, or an option unknown here
+        elif word.startswith("-"):
+            index += 1
+        else:  # the script the interpreter runs: the console script's own file
+            import os
+
+            return os.path.basename(word) in ("trysquare", "trysquare-script.py")
+    return False
 
 
 def _flushed() -> bool:
