@@ -368,12 +368,14 @@ print(json.dumps({"metrics": {"changed": True, "nice": os.getpriority(os.PRIO_PR
 
 @pytest.mark.skipif(not sandbox_enabled(), reason="needs Landlock: only then may tasks start early")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority: Linux")
-def test_planning_beside_the_tasks_runs_at_the_lowest_priority_and_the_validators_do_not(
+def test_a_replays_planning_beside_the_tasks_runs_at_the_lowest_priority_and_nothing_else(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    if ours == 19:
+        pytest.skip("this process runs at the lowest priority already")
     scenario, experiment = script_matrix(tmp_path, NICE, RUNS)
     scenario.write_text(scenario.read_text().replace('["changed"]', '["changed", "nice"]'))
-    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     planned_at: list[int] = []
     plan_run = planning._plan_run
 
@@ -382,19 +384,28 @@ def test_planning_beside_the_tasks_runs_at_the_lowest_priority_and_the_validator
         return plan_run(*args, **kwargs)
 
     monkeypatch.setattr(planning, "_plan_run", noted)
-    summary = validate(
-        load_scenario(scenario),
-        discover([experiment]),
-        ValidateOptions(progress=False, jobs=2),
-        out=io.StringIO(),
-    )
-    assert summary.exit_code == 0 and summary.executed == 4
+
+    def validated(*, replay: bool) -> list[int]:
+        planned_at.clear()
+        summary = validate(
+            load_scenario(scenario),
+            discover([experiment], replay=replay),
+            ValidateOptions(progress=False, jobs=2, replay=replay, force=True),
+            out=io.StringIO(),
+        )
+        assert summary.exit_code == 0 and summary.executed == 4
+        # The validators, started by the workers, keep trysquare's own priority.
+        return [
+            json.loads((experiment / "runs" / run_id / "validation" / "score.json").read_text())[
+                "metrics"
+            ]["nice"]
+            for run_id, _, _ in RUNS
+        ]
+
+    # A fresh validate's planning starts git: it keeps its priority.
+    assert validated(replay=False) == [ours] * 4
+    assert planned_at == [ours] * 4
+    assert validated(replay=True) == [ours] * 4
     assert planned_at == [19] * 4
-    # The validators, started by the workers, keep trysquare's own priority; so does the
-    # caller's thread.
-    recorded = [
-        json.loads((experiment / "runs" / run_id / "validation" / "score.json").read_text())
-        for run_id, _, _ in RUNS
-    ]
-    assert [document["metrics"]["nice"] for document in recorded] == [ours] * 4
+    # The caller's thread keeps its own.
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ours

@@ -112,10 +112,15 @@ class PlannedTasks(Collection[PlannedTask]):
         validations: Sequence[Validation],
         options: ValidateOptions,
     ) -> None:
-        """:meth:`_plan`, in a thread of its own while the first tasks run, at the lowest
-        priority: planning only has to stay ahead of the validators, and on a machine of few
-        cores it took their turns (the first validators of a matrix ran a third slower)."""
-        lowest_priority()
+        """:meth:`_plan`, in a thread of its own while the first tasks run; for a replay, at the
+        lowest priority. Planning only has to stay ahead of the tasks, and on a machine of few
+        cores it took turns from the threads that start and record them: the first thirty or
+        so validators of a 200-run replay ran a third slower. A replay's planning starts no
+        process; a fresh one keeps its priority, since its git commands, starved by
+        validators that keep every core busy (where no scheduler autogroup sets processes
+        apart: a container), could reach their timeouts and skip runs."""
+        if options.replay:
+            lowest_priority()
         self._plan(scenario, runs, validations, options)
 
     def _plan(
@@ -406,7 +411,8 @@ class _Waiting:
 
 def lowest_priority() -> None:
     """Give the calling thread, and the threads and processes it starts, the lowest
-    scheduling priority (nice 19): they run when a core is free. Linux alone sets a thread's
+    scheduling priority (nice 19; under the BFQ and CFQ disk schedulers, the lowest I/O
+    priority of its class too): they run when a core is free. Linux alone sets a thread's
     own priority (elsewhere the call names a process): nothing is changed there."""
     import os
 
