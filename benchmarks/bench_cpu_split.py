@@ -14,8 +14,10 @@ loop; the medians of each figure are printed:
 
 The split is read inside the measured process: each thread's CPU time as it ends
 (``threading.Thread.run`` wrapped), the main thread's at three moments, the process's own
-total at the end (the rest is the bare threads that start a confined child), and the
-children's. Timing overhead: a few microseconds a thread.
+total at the end (other threads: what no named thread took, the bare threads that start a
+confined child among it), and the children's. The loops' CPU counts the shell's or
+``xargs``'s own too (a little, in trysquare's favour). Timing overhead: a few microseconds a
+thread.
 
 Usage: python benchmarks/bench_cpu_split.py [--runs N] [--rounds N] [--quick]
 """
@@ -64,9 +66,10 @@ def noted(self):
         moments["beside"] = time.thread_time() - moments["before"]
 
 runner._Execution.run = noted
-from trysquare.cli import main
+from trysquare._console import main  # the console script's own start (collector paused)
 
-code = main(sys.argv[1:])
+sys.argv[0] = "trysquare"
+code = main()
 main_thread = time.thread_time()
 own = resource.getrusage(resource.RUSAGE_SELF)
 children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -116,7 +119,6 @@ def measured(scenario: Path, experiment: Path, jobs: int) -> dict[str, float]:
         "beside": split["beside"],
         "after": split["main"] - split["before"] - split["beside"],
         **named,
-        "spawning": split["own"] - split["main"] - sum(named.values()),
     }
 
 
@@ -166,7 +168,8 @@ def main() -> None:
 
 
 def _medians(rows: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.median(row.get(key, 0.0) for row in rows) for key in rows[0]}
+    keys = {key for row in rows for key in row}
+    return {key: statistics.median(row.get(key, 0.0) for row in rows) for key in keys}
 
 
 def _line(
@@ -176,11 +179,14 @@ def _line(
         return f"{seconds / count * 1000:.2f}"
 
     threads = ", ".join(f"{name} {ms(ours[name])}" for name in NAMES.values() if name in ours)
+    # Every thread not named above, the bare ones that start a child confined among them.
+    others = ours["own"] - ours["main"] - sum(ours.get(name, 0.0) for name in NAMES.values())
     line = (
         f"cpu_split.cold.jobs{jobs}: trysquare {ms(ours['own'])} ms CPU a run of its own "
         f"(main {ms(ours['main'])}: {ms(ours['before'])} before the tasks, "
         f"{ms(ours['beside'])} beside them, {ms(ours['after'])} after; {threads}, "
-        f"threads that start a child confined {ms(ours['spawning'])}); validators "
+        f"other threads {ms(others)}, the bare ones that start a child confined among them); "
+        f"validators "
         f"{ms(ours['children'])} ms a run, the {said}'s {ms(theirs['children'])}; wall "
         f"{ours['wall'] / theirs['wall']:.2f}x the {said} ({ours['wall']:.2f} s against "
         f"{theirs['wall']:.2f} s over {count} runs)"
