@@ -95,9 +95,16 @@ class PlannedTasks(Collection[PlannedTask]):
         # for a task before it is taken: its in-flight marker), not on the way between two starts.
         self.also_built: Callable[[PlannedTask], None] | None = None
         if overlapped:
+            # Beside the tasks, a replay's planning runs at the lowest priority: it only has to
+            # stay ahead of them, and on a machine of few cores it took turns from the threads
+            # that start and record them (the first thirty or so validators of a 200-run replay
+            # ran a third slower). A replay's planning starts no process; a fresh one keeps its
+            # priority, since its git commands, starved by validators that keep every core busy
+            # (where no scheduler autogroup sets processes apart: a container), could reach
+            # their timeouts and skip runs.
             self._planner = threading.Thread(
-                target=self._plan_beside_the_tasks, args=(scenario, runs, validations, options),
-                name="trysquare-planning", daemon=True,
+                target=self._plan, args=(scenario, runs, validations, options),
+                kwargs={"lowest": options.replay}, name="trysquare-planning", daemon=True,
             )  # fmt: skip
             self._planner.start()
         else:
@@ -105,31 +112,17 @@ class PlannedTasks(Collection[PlannedTask]):
             if self._failure is not None:
                 raise self._failure
 
-    def _plan_beside_the_tasks(
-        self,
-        scenario: Scenario,
-        runs: Sequence[Run],
-        validations: Sequence[Validation],
-        options: ValidateOptions,
-    ) -> None:
-        """:meth:`_plan`, in a thread of its own while the first tasks run; for a replay, at the
-        lowest priority. Planning only has to stay ahead of the tasks, and on a machine of few
-        cores it took turns from the threads that start and record them: the first thirty or
-        so validators of a 200-run replay ran a third slower. A replay's planning starts no
-        process; a fresh one keeps its priority, since its git commands, starved by
-        validators that keep every core busy (where no scheduler autogroup sets processes
-        apart: a container), could reach their timeouts and skip runs."""
-        if options.replay:
-            lowest_priority()
-        self._plan(scenario, runs, validations, options)
-
     def _plan(
         self,
         scenario: Scenario,
         runs: Sequence[Run],
         validations: Sequence[Validation],
         options: ValidateOptions,
+        *,
+        lowest: bool = False,
     ) -> None:
+        if lowest:
+            lowest_priority()  # this thread's, and what it starts
         # Building contexts is trysquare's own I/O (git, files): not bounded by --jobs,
         # which bounds the validators. A replay runs no git: its planning is Python
         # reading files already cached, done here in one thread whatever --jobs (more
