@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import sys
 import threading
 from array import array
@@ -407,8 +408,6 @@ def lowest_priority() -> None:
     scheduling priority (nice 19; under the BFQ and CFQ disk schedulers, the lowest I/O
     priority of its class too): they run when a core is free. Linux alone sets a thread's
     own priority (elsewhere the call names a process): nothing is changed there."""
-    import os
-
     if sys.platform != "linux":
         return
     try:

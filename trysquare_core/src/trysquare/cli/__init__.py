@@ -18,6 +18,7 @@ with :mod:`~trysquare.cli.common` (loading experiments, machine-readable output)
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -72,7 +73,6 @@ def _end_now(code: int) -> None:
     if not _flushed():
         return
     import atexit
-    import os
 
     atexit._run_exitfuncs()  # what the interpreter's exit runs first (private, but stable)
     if _flushed():  # what the exit functions printed
@@ -104,9 +104,7 @@ def _started_as_trysquare() -> bool:
         elif word.startswith("-"):
             index += 1
         else:  # the script the interpreter runs: the console script's own file
-            import os
-
-            return os.path.basename(word) in ("trysquare", "trysquare-script.py")
+            return os.path.basename(word) == "trysquare"
     return False
 
 
