@@ -409,3 +409,49 @@ def test_a_replays_planning_beside_the_tasks_runs_at_the_lowest_priority_and_not
     assert planned_at == [19] * 4
     # The caller's thread keeps its own.
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ours
+
+
+@pytest.mark.skipif(not sandbox_enabled(), reason="needs Landlock: only then may tasks start early")
+@pytest.mark.parametrize(
+    ("cores", "jobs", "builds_ahead"), [(4, 2, True), (2, 2, False), (2, 3, False)]
+)
+def test_tasks_are_built_in_a_thread_of_their_own_only_where_a_core_is_left_for_it(
+    matrix, monkeypatch: pytest.MonkeyPatch, cores: int, jobs: int, builds_ahead: bool
+) -> None:
+    """Beside as many validators as there are cores, each worker builds the task it takes: a
+    thread building them ahead would only take turns with the validators and hand each task
+    over. Every task runs and is recorded either way."""
+    scenario, experiment = matrix
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    started = threads_started(monkeypatch)
+    built_by: list[str] = []
+    tasks = planning.RunPlan.tasks
+
+    def noted(plan, *args, **kwargs):  # type: ignore[no-untyped-def]
+        for task in tasks(plan, *args, **kwargs):
+            built_by.append(threading.current_thread().name)
+            yield task
+
+    monkeypatch.setattr(planning.RunPlan, "tasks", noted)
+    summary = validate(
+        load_scenario(scenario),
+        discover([experiment]),
+        ValidateOptions(progress=False, jobs=jobs),
+        out=io.StringIO(),
+    )
+    assert summary.exit_code == 0 and summary.executed == 4
+    assert ("trysquare-task-builder" in started) is builds_ahead
+    if builds_ahead:
+        assert built_by == ["trysquare-task-builder"] * 4
+    else:
+        assert built_by and all(name.startswith("trysquare-task-") for name in built_by)
+        assert "trysquare-task-builder" not in built_by
+
+
+def test_a_core_is_left_beside_fewer_validators_than_the_cores_this_process_may_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    assert _planned_tasks.core_left_beside(2)
+    assert not _planned_tasks.core_left_beside(3)
+    assert not _planned_tasks.core_left_beside(8)

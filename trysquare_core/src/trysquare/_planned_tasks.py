@@ -33,7 +33,13 @@ from trysquare.scenario import Scenario
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["PLANNED_AHEAD_AT_MOST", "PlanTable", "PlannedTasks", "built_ahead"]
+__all__ = [
+    "PLANNED_AHEAD_AT_MOST",
+    "PlanTable",
+    "PlannedTasks",
+    "built_ahead",
+    "core_left_beside",
+]
 
 T = TypeVar("T")
 
@@ -50,7 +56,8 @@ class PlannedTasks(Collection[PlannedTask]):
 
     Iterated once, in plan order (a run's tasks together). Planned whole before the
     first task is taken; or, ``overlapped``, in a thread of its own while the first
-    tasks already run, the next task being built while one runs, and at most
+    tasks already run, the next task built while one runs (where a core is left for it:
+    :func:`core_left_beside`), and at most
     :data:`PLANNED_AHEAD_AT_MOST` runs planned ahead of those taken (:attr:`bounded`: there
     are more runs than that). ``len()`` is how many; it waits for planning to end, and from
     then on planning is no longer held back (nor once the tasks are closed or a stop is
@@ -77,7 +84,12 @@ class PlannedTasks(Collection[PlannedTask]):
         self._out: dict[Path, tuple[RunPlan, int, ClonePicture | None]] = {}
         self.unbuilt: list[RunError] = []
         self._count = 0
-        self._ahead = max(options.jobs, 1) if overlapped else 0
+        # The next task is built in a thread of its own while a validator runs only where a
+        # core is left for that thread beside the validators (``--jobs`` below the cores).
+        # With a validator on every core the building takes a validator's turn wherever it is
+        # done, and handing each task over from a thread of its own only added CPU (a cold
+        # replay at two jobs on two cores): each worker then builds the task it takes.
+        self._ahead = max(options.jobs, 1) if overlapped and core_left_beside(options.jobs) else 0
         self._changed = threading.Condition()
         self._planned = False
         self._failure: BaseException | None = None
@@ -401,6 +413,16 @@ class _Waiting:
         """Wake the builder waiting for room (after an entry was taken with :meth:`take_now`)."""
         with self.lock:
             self.room.notify()
+
+
+def core_left_beside(jobs: int) -> bool:
+    """Whether this process may run on more cores than ``jobs`` validators keep busy (those
+    it is allowed on, where the system says which)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return jobs < cores
 
 
 def lowest_priority() -> None:

@@ -460,8 +460,8 @@ class _Execution:
 
     def _results(self) -> Iterator[TaskResult]:
         # Each task is marked in flight as the executor takes it; those during which
-        # trysquare last ended come last, alone where the executor runs them here. The marker
-        # is made as the task is built ahead, and only written as it is taken.
+        # trysquare last ended come last, alone where the executor runs them here. Where tasks
+        # are built ahead, the marker is made then, and only written as the task is taken.
         self.tasks.also_built = self._made_ahead
         taken = _inflight.Deferred(
             self.tasks, self.flight, alone=getattr(self.executor, "runs_tasks_here", False),
