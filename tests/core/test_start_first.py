@@ -265,3 +265,52 @@ def test_a_child_exit_puts_nothing_off_in_a_thread_that_is_no_worker(tmp_path) -
     ran: list[bool] = []
     _start_first.when_started(lambda: ran.append(True))
     assert ran == [True]
+
+
+def test_nothing_waits_where_every_core_has_a_worker(monkeypatch) -> None:
+    # A worker on every core: one or another is between children as often as not, and holding
+    # the recording and planning back only made them wait out the bound. With a core left,
+    # they wait as before.
+    monkeypatch.setattr(_start_first, "WAIT_AT_MOST", 30.0)
+    monkeypatch.setattr(_start_first, "usable_cores", lambda: 2)
+    monkeypatch.setattr(_start_first, "_workers", [2])
+    _start_first.between_children()
+    try:
+        began = time.monotonic()
+        waiting, returned = _waited_in_background()
+        waiting.start()
+        waiting.join(30)
+        assert returned and returned[0] - began < 10  # not held: every core has a worker
+        monkeypatch.setattr(_start_first, "_workers", [1])
+        held, held_returned = _waited_in_background()
+        held.start()
+        held.join(0.3)
+        assert held_returned == []  # a core is left: held while this worker is between
+    finally:
+        _start_first.child_started()
+    held.join(30)
+    assert held_returned
+
+
+def test_the_pool_counts_its_workers_while_they_run(monkeypatch) -> None:
+    seen: list[int] = []
+    before = _start_first._workers[0]
+
+    def evaluate_one(task: str, *, interrupted: Any) -> Any:
+        seen.append(_start_first._workers[0])
+        _start_first.child_started()
+        return SimpleNamespace(task=task, outcome=SimpleNamespace(state="valid"))
+
+    def record_one(evaluated: Any) -> tuple[str, dict[str, str]]:
+        return evaluated.task, {}
+
+    monkeypatch.setattr(execute, "evaluate_task", evaluate_one)
+    monkeypatch.setattr(execute, "record_task", record_one)
+    pool = executors.get("local", {}, jobs=2)
+    done = sorted(
+        task
+        for task, _ in pool.run([_ChildTask(f"t{n}") for n in range(6)], should_stop=lambda: False)
+    )
+    assert done == [f"t{n}" for n in range(6)]
+    assert seen and all(count >= before + 1 for count in seen)
+    assert _start_first._workers[0] == before  # each worker said it ended

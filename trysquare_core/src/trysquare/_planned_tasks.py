@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from trysquare import _spill, _start_first
-from trysquare._pool import io_workers
+from trysquare._pool import io_workers, usable_cores
 from trysquare._shown import shown
 from trysquare._stop import StopState
 from trysquare.clone_picture import ClonePicture
@@ -416,13 +416,8 @@ class _Waiting:
 
 
 def core_left_beside(jobs: int) -> bool:
-    """Whether this process may run on more cores than ``jobs`` validators keep busy (those
-    it is allowed on, where the system says which)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cores = os.cpu_count() or 1
-    return jobs < cores
+    """Whether this process may run on more cores than ``jobs`` validators keep busy."""
+    return jobs < usable_cores()
 
 
 def lowest_priority() -> None:

@@ -22,6 +22,15 @@ def io_workers() -> int:
     return min(8, 2 * (os.cpu_count() or 1))
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the system says (Linux),
+    else every core."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def bounded_map(
     pool: Executor, function: Callable[[T], R], items: Iterable[T], *, window: int
 ) -> Iterator[R]:

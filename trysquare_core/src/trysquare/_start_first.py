@@ -22,6 +22,11 @@ exited (:func:`child_exited`, said by :func:`trysquare._process.run_process` onc
 child started is left), not only once its result is worked out: what the validation does after
 its child's exit that the next start does not need (emptying the scratch folder) is put off
 until that start too.
+
+Only where a core is left beside the workers (``--jobs`` below the cores) does anything wait:
+with a worker on every core, one is between children as often as not and waiting only held
+the other threads back (:func:`every_core_has_a_worker`). What is put off until a start is put
+off all the same.
 """
 
 from __future__ import annotations
@@ -29,14 +34,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from trysquare._pool import usable_cores
+
 __all__ = [
     "after_starts",
     "between_children",
     "child_exited",
     "child_started",
+    "every_core_has_a_worker",
     "hand_over_all",
     "task_ended",
     "when_started",
+    "worker_ended",
     "worker_thread",
 ]
 
@@ -47,14 +56,26 @@ _between: set[int] = set()  # the worker threads between two children, by ident
 # What each of them put off until its next child has started (when_started), in order.
 _put_off: dict[int, list[Callable[[], None]]] = {}
 _changed = threading.Condition()
+# How many worker threads (worker_thread) run in this process.
+_workers = [0]
 # Set in a thread that starts one child after another (a local pool's worker).
 _thread_kind = threading.local()
 
 
 def worker_thread() -> None:
     """The calling thread starts validators one after another (a local pool's worker): from
-    now on it is between children as soon as a child it waited for has exited."""
+    now on it is between children as soon as a child it waited for has exited. Said once, at
+    its start; :func:`worker_ended` as it ends."""
     _thread_kind.worker = True
+    with _changed:
+        _workers[0] += 1
+
+
+def worker_ended() -> None:
+    """The calling worker thread starts no more validators."""
+    _thread_kind.worker = False
+    with _changed:
+        _workers[0] -= 1
 
 
 def child_exited() -> None:
@@ -128,8 +149,19 @@ def hand_over_all() -> None:
 
 
 def after_starts() -> None:
-    """Wait, :data:`WAIT_AT_MOST` seconds at most, while a worker is starting a child."""
-    if not _between:
+    """Wait, :data:`WAIT_AT_MOST` seconds at most, while a worker is starting a child; not
+    where there are as many workers as cores (:func:`every_core_has_a_worker`)."""
+    if not _between or every_core_has_a_worker():
         return
     with _changed:
         _changed.wait_for(lambda: not _between, timeout=WAIT_AT_MOST)
+
+
+def every_core_has_a_worker() -> bool:
+    """Whether this process runs as many worker threads as it has cores (``--jobs`` at its
+    default). Then a validator runs on every core nearly all the time, one worker or another
+    is between two children as often as not, and a start competes with the other validators
+    for its core whatever trysquare's other threads do: holding the recording and planning
+    back only made them wait out the bound again and again, and cost more CPU than it saved
+    (a cold replay at two jobs on two cores)."""
+    return _workers[0] >= usable_cores()

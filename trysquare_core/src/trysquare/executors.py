@@ -184,6 +184,7 @@ class _LocalPool:
                 finished.put((None, error))
             finally:
                 _start_first.child_started()
+                _start_first.worker_ended()
                 finished.put((None, None))  # this thread is done
 
         threads = [
