@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -274,6 +274,20 @@ def _cli_env(tmp_path: Path) -> dict[str, str]:
     env.pop("TRYSQUARE_LOAD_PLUGINS", None)
     env.pop("TRYSQUARE_BLOCK_PLUGINS", None)
     return env
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_left_counted() -> Iterator[None]:
+    """A thread said to be a pool's worker is said to have ended: how many run decides whether
+    background work waits for their starts (:mod:`trysquare._start_first`), in later tests too."""
+    from trysquare import _start_first
+
+    counted = _start_first._workers  # the count itself, whatever a test puts in its place
+    before = counted[0]
+    yield
+    left = counted[0]
+    counted[0] = before
+    assert left == before, "worker_thread() was called without its worker_ended()"
 
 
 @pytest.fixture(autouse=True)

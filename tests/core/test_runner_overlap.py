@@ -455,3 +455,35 @@ def test_a_core_is_left_beside_fewer_validators_than_the_cores_this_process_may_
     assert _planned_tasks.core_left_beside(2)
     assert not _planned_tasks.core_left_beside(3)
     assert not _planned_tasks.core_left_beside(8)
+
+
+@pytest.mark.skipif(not sandbox_enabled(), reason="needs Landlock: only then may tasks start early")
+def test_a_worker_waiting_for_planning_hands_its_last_result_over_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no thread building tasks ahead, a worker waits for planning itself: the result it
+    put off until its next start is recorded meanwhile, not once the next run is planned."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    runs = [(f"r{n}", "c", n) for n in range(1, 6)]
+    scenario, experiment = script_matrix(tmp_path, SCORE, runs)
+    recorded = [experiment / "runs" / r / "validation" / "score.json" for r in ("r3", "r4")]
+    plan_run = planning._plan_run
+    waited: list[float] = []
+
+    def held(scenario_, run, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if run.id == "r5":  # planned once r3's and r4's results are recorded (10 s at most)
+            began = time.monotonic()
+            while not all(path.exists() for path in recorded) and time.monotonic() - began < 10:
+                time.sleep(0.01)
+            waited.append(time.monotonic() - began)
+        return plan_run(scenario_, run, *args, **kwargs)
+
+    monkeypatch.setattr(planning, "_plan_run", held)
+    summary = validate(
+        load_scenario(scenario),
+        discover([experiment]),
+        ValidateOptions(progress=False, jobs=2),
+        out=io.StringIO(),
+    )
+    assert summary.exit_code == 0 and summary.executed == 5
+    assert len(waited) == 1 and waited[0] < 5

@@ -153,6 +153,7 @@ def test_a_workers_folder_is_emptied_once_its_next_child_started_and_never_hande
                 seen["third holds"] = sorted(os.listdir(third))
         finally:
             _start_first.child_started()  # as a pool's worker ends: what it put off goes
+            _start_first.worker_ended()
 
     thread = threading.Thread(target=worker)
     thread.start()

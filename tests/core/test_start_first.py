@@ -248,6 +248,7 @@ def test_a_worker_is_between_children_from_its_childs_exit_until_its_next_start(
             seen["after a task that started none"] = list(done)
         finally:
             _start_first.child_started()
+            _start_first.worker_ended()
 
     thread = threading.Thread(target=worker)
     thread.start()

@@ -248,6 +248,12 @@ class PlannedTasks(Collection[PlannedTask]):
         index = 0
         while True:
             with self._changed:
+                decided = index < len(self.plans) or self._planned
+            if not decided:
+                # About to wait for planning (a worker taking its task, where none is built
+                # ahead): what it put off until its next start (its last result) goes now.
+                _start_first.child_started()
+            with self._changed:
                 while index == len(self.plans) and not self._planned:
                     self._changed.wait()
                 if self._failure is not None:

@@ -23,10 +23,10 @@ child started is left), not only once its result is worked out: what the validat
 its child's exit that the next start does not need (emptying the scratch folder) is put off
 until that start too.
 
-Only where a core is left beside the workers (``--jobs`` below the cores) does anything wait:
-with a worker on every core, one is between children as often as not and waiting only held
-the other threads back (:func:`every_core_has_a_worker`). What is put off until a start is put
-off all the same.
+Only where a core is left beside the workers (fewer worker threads than cores) does anything
+wait: with a worker on every core, one is between children as often as not and waiting only
+held the other threads back (:func:`every_core_has_a_worker`). What is put off until a start is
+put off all the same.
 """
 
 from __future__ import annotations

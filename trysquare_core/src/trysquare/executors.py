@@ -183,9 +183,11 @@ class _LocalPool:
                 _start_first.child_started()  # what it held goes first
                 finished.put((None, error))
             finally:
-                _start_first.child_started()
                 _start_first.worker_ended()
-                finished.put((None, None))  # this thread is done
+                try:
+                    _start_first.child_started()
+                finally:
+                    finished.put((None, None))  # this thread is done
 
         threads = [
             threading.Thread(target=work, name=f"trysquare-task-{n}") for n in range(self.jobs)
