@@ -17,7 +17,7 @@ import attrs
 import pytest
 from trysquare import _planned_tasks, executors, planning, runner
 from trysquare.modes import Validation
-from trysquare.runner import ValidateOptions, validate
+from trysquare.runner import Summary, ValidateOptions, validate
 from trysquare.runs import discover
 from trysquare.sandbox import SWITCH, sandbox_enabled
 from trysquare.scenario import load_scenario
@@ -58,6 +58,16 @@ def script_matrix(
 @pytest.fixture
 def matrix(tmp_path: Path) -> tuple[Path, Path]:
     return script_matrix(tmp_path, SCORE, RUNS)
+
+
+def validate_all(scenario: Path, experiment: Path, *, jobs: int) -> Summary:
+    """``validate`` of every run of ``experiment``, no progress, its lines kept from the output."""
+    return validate(
+        load_scenario(scenario),
+        discover([experiment]),
+        ValidateOptions(progress=False, jobs=jobs),
+        out=io.StringIO(),
+    )
 
 
 def first_result_before_last_plan(
@@ -188,12 +198,7 @@ def test_under_landlock_a_run_is_checked_once_its_tasks_are_back_beside_those_st
 
     monkeypatch.setattr(planning.RunPlan, "clone_changes", checking)
     started = time.monotonic()
-    summary = validate(
-        load_scenario(scenario),
-        discover([experiment]),
-        ValidateOptions(progress=False, jobs=2),
-        out=io.StringIO(),
-    )
+    summary = validate_all(scenario, experiment, jobs=2)
     assert summary.exit_code == 0 and checked == ["r1", "r2"]
     assert time.monotonic() - started < 15  # r2's validator was let go by r1's check
 
@@ -214,12 +219,7 @@ def test_clones_checked_early_are_checked_by_the_thread_taking_results_back(
         return changes(plan, spill, **held)
 
     monkeypatch.setattr(planning.RunPlan, "clone_changes", clone_changes)
-    summary = validate(
-        load_scenario(scenario),
-        discover([experiment]),
-        ValidateOptions(progress=False, jobs=1),
-        out=io.StringIO(),
-    )
+    summary = validate_all(scenario, experiment, jobs=1)
     assert summary.exit_code == 0 and summary.executed == 4
     # Each clone checked as its run came back, where results are taken back: no thread
     # of its own took every run over (four checks, none left to the late ones).
@@ -254,12 +254,7 @@ def test_a_clone_checked_early_is_held_to_the_picture_its_tasks_were_built_with(
         return changes(plan, spill, **held)
 
     monkeypatch.setattr(planning.RunPlan, "clone_changes", clone_changes)
-    summary = validate(
-        load_scenario(scenario),
-        discover([experiment]),
-        ValidateOptions(progress=False, jobs=2),
-        out=io.StringIO(),
-    )
+    summary = validate_all(scenario, experiment, jobs=2)
     assert summary.exit_code == 0 and summary.executed == 4
     assert sorted(loaded) == [0, 1, 2, 3]  # once a run
     assert len(checked) == 4 and all(before is not None for before in checked)
@@ -433,12 +428,7 @@ def test_tasks_are_built_in_a_thread_of_their_own_only_where_a_core_is_left_for_
             yield task
 
     monkeypatch.setattr(planning.RunPlan, "tasks", noted)
-    summary = validate(
-        load_scenario(scenario),
-        discover([experiment]),
-        ValidateOptions(progress=False, jobs=jobs),
-        out=io.StringIO(),
-    )
+    summary = validate_all(scenario, experiment, jobs=jobs)
     assert summary.exit_code == 0 and summary.executed == 4
     assert ("trysquare-task-builder" in started) is builds_ahead
     if builds_ahead:
@@ -479,11 +469,6 @@ def test_a_worker_waiting_for_planning_hands_its_last_result_over_first(
         return plan_run(scenario_, run, *args, **kwargs)
 
     monkeypatch.setattr(planning, "_plan_run", held)
-    summary = validate(
-        load_scenario(scenario),
-        discover([experiment]),
-        ValidateOptions(progress=False, jobs=2),
-        out=io.StringIO(),
-    )
+    summary = validate_all(scenario, experiment, jobs=2)
     assert summary.exit_code == 0 and summary.executed == 5
     assert len(waited) == 1 and waited[0] < 5
