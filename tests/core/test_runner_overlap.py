@@ -15,7 +15,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from trysquare import _planned_tasks, executors, planning, runner
+from trysquare import _planned_tasks, _pool, executors, planning, runner
 from trysquare.modes import Validation
 from trysquare.runner import Summary, ValidateOptions, validate
 from trysquare.runs import discover
@@ -442,9 +442,9 @@ def test_a_core_is_left_beside_fewer_validators_than_the_cores_this_process_may_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
-    assert _planned_tasks.core_left_beside(2)
-    assert not _planned_tasks.core_left_beside(3)
-    assert not _planned_tasks.core_left_beside(8)
+    assert _pool.core_left_beside(2)
+    assert not _pool.core_left_beside(3)
+    assert not _pool.core_left_beside(8)
 
 
 @pytest.mark.skipif(not sandbox_enabled(), reason="needs Landlock: only then may tasks start early")

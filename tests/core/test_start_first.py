@@ -8,6 +8,7 @@ out), never before.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -273,7 +274,7 @@ def test_nothing_waits_where_every_core_has_a_worker(monkeypatch) -> None:
     # the recording and planning back only made them wait out the bound. With a core left,
     # they wait as before.
     monkeypatch.setattr(_start_first, "WAIT_AT_MOST", 30.0)
-    monkeypatch.setattr(_start_first, "usable_cores", lambda: 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(_start_first, "_workers", [2])
     _start_first.between_children()
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from trysquare import _spill, _start_first
-from trysquare._pool import io_workers, usable_cores
+from trysquare._pool import core_left_beside, io_workers
 from trysquare._shown import shown
 from trysquare._stop import StopState
 from trysquare.clone_picture import ClonePicture
@@ -33,13 +33,7 @@ from trysquare.scenario import Scenario
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = [
-    "PLANNED_AHEAD_AT_MOST",
-    "PlanTable",
-    "PlannedTasks",
-    "built_ahead",
-    "core_left_beside",
-]
+__all__ = ["PLANNED_AHEAD_AT_MOST", "PlanTable", "PlannedTasks", "built_ahead"]
 
 T = TypeVar("T")
 
@@ -57,7 +51,7 @@ class PlannedTasks(Collection[PlannedTask]):
     Iterated once, in plan order (a run's tasks together). Planned whole before the
     first task is taken; or, ``overlapped``, in a thread of its own while the first
     tasks already run, the next task built while one runs (where a core is left for it:
-    :func:`core_left_beside`), and at most
+    :func:`trysquare._pool.core_left_beside`), and at most
     :data:`PLANNED_AHEAD_AT_MOST` runs planned ahead of those taken (:attr:`bounded`: there
     are more runs than that). ``len()`` is how many; it waits for planning to end, and from
     then on planning is no longer held back (nor once the tasks are closed or a stop is
@@ -419,11 +413,6 @@ class _Waiting:
         """Wake the builder waiting for room (after an entry was taken with :meth:`take_now`)."""
         with self.lock:
             self.room.notify()
-
-
-def core_left_beside(jobs: int) -> bool:
-    """Whether this process may run on more cores than ``jobs`` validators keep busy."""
-    return jobs < usable_cores()
 
 
 def lowest_priority() -> None:

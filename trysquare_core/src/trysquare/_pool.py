@@ -31,6 +31,12 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def core_left_beside(busy: int) -> bool:
+    """Whether this process may run on more cores than ``busy`` validators (or the workers
+    starting them) keep busy: a core left for trysquare's own threads beside them."""
+    return busy < usable_cores()
+
+
 def bounded_map(
     pool: Executor, function: Callable[[T], R], items: Iterable[T], *, window: int
 ) -> Iterator[R]:

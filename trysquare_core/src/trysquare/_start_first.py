@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from trysquare._pool import usable_cores
+from trysquare._pool import core_left_beside
 
 __all__ = [
     "after_starts",
@@ -164,4 +164,4 @@ def every_core_has_a_worker() -> bool:
     for its core whatever trysquare's other threads do: holding the recording and planning
     back only made them wait out the bound again and again, and cost more CPU than it saved
     (a cold replay at two jobs on two cores)."""
-    return _workers[0] >= usable_cores()
+    return not core_left_beside(_workers[0])
