@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,23 @@ def test_go_runs_under_run_tests_in_the_jail_with_its_cache_in_home(tmp_path: Pa
     assert verdicts["fixed"].value is True, verdicts["fixed"].reason
     assert verdicts["broken"].value is False
     assert "2 tests ran; read from go test's result lines" in (verdicts["broken"].reason or "")
+
+
+def test_a_command_behind_a_version_managers_shim_runs_in_the_jail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As pyenv's ``python3`` on PATH: a shim that runs a program of the manager's own folder."""
+    manager = tmp_path / "manager"
+    (manager / "shims").mkdir(parents=True)
+    (manager / "libexec").mkdir()
+    shim = manager / "shims" / "python3"
+    shim.write_text('#!/bin/sh\nexec "${0%/shims/*}/libexec/chosen-python" "$@"\n')
+    chosen = manager / "libexec" / "chosen-python"
+    chosen.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    for script in (shim, chosen):
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(manager / "shims"), os.environ["PATH"]]))
+    test = "import unittest\n\nclass T(unittest.TestCase):\n    def test_one(self):\n        pass\n"
+    run = build_run(tmp_path / "run", base={"test_it.py": test})
+    verdict = run_suite(run.repo.path, "python3 -m unittest", timeout=120)
+    assert verdict.value is True, verdict.reason

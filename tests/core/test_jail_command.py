@@ -120,3 +120,23 @@ def test_as_an_ordinary_user_the_agents_code_makes_no_user_namespace_of_its_own(
     command = jail.jailed_command(["true"], cwd="/", writable=[], policy=jail.JailPolicy())
     assert "--unshare-all" in command and "--disable-userns" in command
     assert "--cap-add" not in command
+
+
+def test_a_version_managers_folder_is_shown_with_its_shims(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = tmp_path / "manager"  # as ~/.pyenv: shims/ on PATH, what they run beside them
+    (manager / "shims").mkdir(parents=True)
+    home = tmp_path / "home"
+    (home / "shims").mkdir(parents=True)  # a folder of shims right in $HOME shows no $HOME
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv(
+        "PATH", os.pathsep.join([str(manager / "shims"), str(home / "shims"), os.environ["PATH"]])
+    )
+    command = jail.jailed_command(
+        ["true"], cwd=str(tmp_path), writable=[str(tmp_path / "w")], policy=jail.JailPolicy()
+    )
+    shown = _shown(command)
+    assert str(manager) in shown
+    assert str(home) not in shown
+    assert str(home / "shims") in shown  # on PATH itself, as any folder of tools

@@ -85,6 +85,8 @@ def __getattr__(name: str) -> Any:
 _SYSTEM_FOLDERS = ("/usr", "/etc", "/opt", "/sys", "/nix", "/gnu")
 # Top-level names that are often links into /usr on merged-/usr systems.
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# The name version managers give the folder of stand-ins they put on PATH.
+_SHIMS = "shims"
 # Files of /etc that hold secrets (readable where the jail runs as root): shown empty.
 _MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers")
 # Folders of /etc that hold keys: shown as empty folders.
@@ -270,7 +272,8 @@ def _masked_roots(guard: Sequence[str], shown: Sequence[str]) -> list[str]:
 def _shown_readonly(
     extra: Iterable[str], guarded: Sequence[str], masked: Sequence[str] = ()
 ) -> list[str]:
-    """The folders shown read-only beside the system: the interpreter, PATH, ``readable``.
+    """The folders shown read-only beside the system: the interpreter, PATH (and the folder
+    holding a version manager's ``shims`` on it), ``readable``.
 
     A folder that holds a guarded one ($HOME, the cache, a run folder) or lies in
     trysquare's cache is left out: showing the interpreter must never show a run. A
@@ -279,7 +282,15 @@ def _shown_readonly(
     """
     wanted: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     wanted.append(os.path.dirname(os.path.realpath(sys.executable)))
-    wanted += [p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    on_path = [
+        os.path.normpath(p)
+        for p in os.environ.get("PATH", "").split(os.pathsep)
+        if os.path.isabs(p)
+    ]
+    wanted += on_path
+    # A version manager's shims (pyenv, rbenv, nodenv, asdf, mise) hand over to programs kept
+    # in the folder that holds them: shown too, or every shimmed command ends "not found".
+    wanted += [os.path.dirname(p) for p in on_path if os.path.basename(p) == _SHIMS]
     wanted += list(extra)
     shown: list[str] = []
     for candidate in wanted:
