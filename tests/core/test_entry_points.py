@@ -238,10 +238,10 @@ def test_a_stamp_too_recent_to_trust_writes_no_cache(
 
 
 def test_the_cache_lives_where_the_jail_hides_trysquares_cache() -> None:
-    from trysquare import jail
+    from trysquare import _jail_view
 
     cache = os.path.realpath(_entry_points.cache_file())
-    assert any(cache.startswith(root + os.sep) for root in jail._cache_roots())
+    assert any(cache.startswith(root + os.sep) for root in _jail_view.cache_roots())
 
 
 def test_plugins_load_a_plugin_installed_after_the_last_start(

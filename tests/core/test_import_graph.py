@@ -51,6 +51,7 @@ GROUND_FLOOR = frozenset(
         "trysquare._digests",
         "trysquare._jail_limits",
         "trysquare._jail_records",
+        "trysquare._jail_view",
         "trysquare._lazy_pattern",
         "trysquare._plain_structure",
         "trysquare._plain_toml",

@@ -44,6 +44,17 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from trysquare._jail_limits import DEFAULT_FILE_SIZE_MIB, DEFAULT_MEMORY_MIB, DEFAULT_PROCESSES
+from trysquare._jail_view import (
+    MASKED_FILES,
+    MASKED_FOLDERS,
+    SYSTEM_FOLDERS,
+    SYSTEM_LINKS,
+    cache_roots,
+    guarded_roots,
+    masked_roots,
+    shown_readonly,
+    under,
+)
 from trysquare._record import record
 from trysquare.errors import IsolationUnavailable
 
@@ -79,18 +90,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(_jail_records, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# Folders of the system that programs need, shown read-only (those that exist).
-_SYSTEM_FOLDERS = ("/usr", "/etc", "/opt", "/sys", "/nix", "/gnu")
-# Top-level names that are often links into /usr on merged-/usr systems.
-_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# The name version managers give the folder of stand-ins they put on PATH.
-_SHIMS = "shims"
-# Files of /etc that hold secrets (readable where the jail runs as root): shown empty.
-_MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers")
-# Folders of /etc that hold keys: shown as empty folders.
-_MASKED_FOLDERS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")
 
 
 @record
@@ -223,96 +222,6 @@ def isolation_line(policy: JailPolicy | None = None) -> str:
         "to the validators' confinement: they share this machine's network, processes and "
         'files; set [task] isolation = "required" to refuse that'
     )
-
-
-def _under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def _home_root() -> list[str]:
-    """$HOME (none when it is ``/``): never shown whole, though a PATH folder in it may be."""
-    home = os.path.expanduser("~")
-    return [os.path.realpath(home)] if home and home != "/" else []
-
-
-def _cache_roots() -> list[str]:
-    """trysquare's cache (its signing key lives there): nothing in it is ever shown.
-
-    Found where the cache itself is (:func:`trysquare._cache_folder.cache_root`): an unset
-    ``XDG_CACHE_HOME`` must not leave the cache unguarded.
-    """
-    from trysquare._cache_folder import cache_root
-
-    return [os.path.realpath(cache_root())]
-
-
-def _guarded_roots() -> list[str]:
-    """Folders the jail never shows, whatever asks for them: $HOME and trysquare's cache."""
-    return _home_root() + _cache_roots()
-
-
-def _masked_roots(guard: Sequence[str], shown: Sequence[str]) -> list[str]:
-    """The guarded folders that lie inside a folder shown whole (a system folder: a run, the
-    experiment or $HOME under ``/opt``): covered by an empty folder of their own."""
-    masked = sorted(
-        {
-            root
-            for root in guard
-            if root != "/" and any(_under(root, folder) and root != folder for folder in shown)
-        },
-        key=len,
-    )
-    kept: list[str] = []
-    for root in masked:
-        if not any(_under(root, folder) for folder in kept):
-            kept.append(root)
-    return kept
-
-
-def _shown_readonly(
-    extra: Iterable[str], guarded: Sequence[str], masked: Sequence[str] = ()
-) -> list[str]:
-    """The folders shown read-only beside the system: the interpreter, PATH (and the folder
-    holding a version manager's ``shims`` on it), ``readable``.
-
-    A folder that holds a guarded one ($HOME, the cache, a run folder) or lies in
-    trysquare's cache is left out: showing the interpreter must never show a run. A
-    folder inside a system folder is shown on its own only when it lies in a ``masked``
-    one (the interpreter in a $HOME under ``/opt``).
-    """
-    wanted: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-    wanted.append(os.path.dirname(os.path.realpath(sys.executable)))
-    on_path = [
-        os.path.normpath(p)
-        for p in os.environ.get("PATH", "").split(os.pathsep)
-        if os.path.isabs(p)
-    ]
-    wanted += on_path
-    # A version manager's shims (pyenv, rbenv, nodenv, asdf, mise) hand over to programs kept
-    # in the folder that holds them: shown too, or every shimmed command ends "not found".
-    wanted += [os.path.dirname(p) for p in on_path if os.path.basename(p) == _SHIMS]
-    wanted += list(extra)
-    shown: list[str] = []
-    for candidate in wanted:
-        for path in {os.path.normpath(candidate), os.path.realpath(candidate)}:
-            if path == "/" or not os.path.isdir(path):
-                continue
-            in_system = any(_under(path, s) for s in (*_SYSTEM_FOLDERS, *_SYSTEM_LINKS))
-            if in_system and not any(_under(path, root) for root in masked):
-                continue  # shown already
-            if any(_under(root, path) for root in guarded):
-                continue  # it would show $HOME, the cache or a run
-            if any(_under(path, root) for root in _cache_roots()):
-                continue  # inside the cache
-            if path not in shown:
-                shown.append(path)
-    # One mount a folder: one already shown through a folder holding it costs a mount for nothing.
-    shown.sort(key=len)
-    kept: list[str] = []
-    for path in shown:
-        if not any(_under(path, folder) for folder in kept):
-            kept.append(path)
-    return kept
 
 
 # Where trysquare runs as root, each jail runs as a user and group of its own, from this
@@ -462,7 +371,7 @@ def jailed_command(
     if not found.available or found.bwrap is None:
         raise IsolationUnavailable(f"the jail cannot start: {found.reason}")
     drop = _as_root(ids or new_jail_ids())
-    guard = [os.path.realpath(p) for p in guarded] + _guarded_roots()
+    guard = [os.path.realpath(p) for p in guarded] + guarded_roots()
     args = [found.bwrap]
     if drop is None:
         # An ordinary user: bubblewrap makes a user namespace, and every other one; the
@@ -477,27 +386,27 @@ def jailed_command(
         args += [] if policy.network else ["--unshare-net"]
         args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     args += ["--die-with-parent", "--new-session"]
-    for folder in _SYSTEM_FOLDERS:
+    for folder in SYSTEM_FOLDERS:
         if os.path.isdir(folder) and not os.path.islink(folder):
             args += ["--ro-bind", folder, folder]
-    for name in _SYSTEM_LINKS:
+    for name in SYSTEM_LINKS:
         if os.path.islink(name):
             args += ["--symlink", os.readlink(name), name]
         elif os.path.isdir(name):
             args += ["--ro-bind", name, name]
-    for secret in _MASKED_FILES:
+    for secret in MASKED_FILES:
         if os.path.isfile(secret):
             args += ["--ro-bind", "/dev/null", secret]
-    for secret in _MASKED_FOLDERS:
+    for secret in MASKED_FOLDERS:
         if os.path.isdir(secret):
             args += ["--tmpfs", secret, "--remount-ro", secret]
     # A run, its clone, $HOME or the cache inside a system folder (/opt/experiments/...):
     # an empty folder, read-only, takes its place; so does the folder holding a guarded
     # one (a run's folder sits beside the experiment's other runs).
-    systems = [f for f in (*_SYSTEM_FOLDERS, *_SYSTEM_LINKS) if os.path.isdir(f)]
+    systems = [f for f in (*SYSTEM_FOLDERS, *SYSTEM_LINKS) if os.path.isdir(f)]
     systems = [os.path.realpath(f) for f in systems] + systems
     beside = [os.path.dirname(os.path.realpath(p)) for p in guarded]
-    masked = _masked_roots([*guard, *beside], systems)
+    masked = masked_roots([*guard, *beside], systems)
     for root in masked:
         if os.path.isdir(root):
             args += ["--tmpfs", root]
@@ -517,32 +426,32 @@ def jailed_command(
         parts = at.strip("/").split("/")[:-1]
         for depth in range(1, len(parts) + 1):
             folder = "/" + "/".join(parts[:depth])
-            hidden = any(_under(folder, root) and folder != root for root in masked)
+            hidden = any(under(folder, root) and folder != root for root in masked)
             if (
                 folder in made
                 or folder == "/tmp"
-                or (any(_under(folder, s) for s in _SYSTEM_FOLDERS) and not hidden)
+                or (any(under(folder, s) for s in SYSTEM_FOLDERS) and not hidden)
             ):
                 continue
             made.add(folder)
             args.extend(["--perms", "0755", "--dir", folder])
         args.extend([kind, source, at])
 
-    readonly = _shown_readonly(policy.readable, guard, masked)
+    readonly = shown_readonly(policy.readable, guard, masked)
     for folder in readonly:
         bind(folder)
     moved = dict(shown_as or {})
     for folder in writable:
         bind(str(folder), "--bind", moved.get(str(folder)))
-    shown = [*_SYSTEM_FOLDERS, *readonly, *(str(w) for w in writable)]
+    shown = [*SYSTEM_FOLDERS, *readonly, *(str(w) for w in writable)]
     # A single file of the scenario's may lie in $HOME; never in a run or the cache.
-    never = [os.path.realpath(p) for p in guarded] + _cache_roots()
+    never = [os.path.realpath(p) for p in guarded] + cache_roots()
     for program in programs:
         for path in dict.fromkeys((program, os.path.realpath(program))):
-            if any(_under(path, folder) for folder in never):
+            if any(under(path, folder) for folder in never):
                 continue  # never to be shown
-            if any(_under(path, folder) for folder in shown) and not any(
-                _under(path, root) for root in masked
+            if any(under(path, folder) for folder in shown) and not any(
+                under(path, root) for root in masked
             ):
                 continue  # shown already
             if os.path.isfile(path):
