@@ -47,3 +47,13 @@ def build_matrix(
         response="done\n",
     )
     return scenario, experiment
+
+
+def cold_matrix(root: Path, count: int, validator_source: str) -> tuple[Path, Path, Path]:
+    """:func:`build_matrix` with ``validator_source`` as ``assay_validator.py``, and beside
+    ``scenario.toml`` a ``cold.toml`` starting it cold (``warm = false``): the cold scenario,
+    the experiment and the validator's file."""
+    scenario, experiment = build_matrix(root, count, "assay_validator.py", validator_source)
+    cold = scenario.with_name("cold.toml")
+    cold.write_text(scenario.read_text() + "warm = false\n")
+    return cold, experiment, scenario.parent / "assay_validator.py"

@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _matrix import build_matrix
+from _matrix import cold_matrix
 from bench_validate import ASSAY
 
 # The measured command, in a process of its own: its figures on stderr as `SPLIT <json>`.
@@ -151,10 +151,7 @@ def main() -> None:
     rounds = args.rounds or (2 if args.quick else 3)
     with tempfile.TemporaryDirectory() as temp:
         os.environ["XDG_CACHE_HOME"] = str(Path(temp) / "cache")
-        scenario, experiment = build_matrix(Path(temp), count, "assay_validator.py", ASSAY)
-        cold = scenario.with_name("cold.toml")
-        cold.write_text(scenario.read_text() + "warm = false\n")
-        script = scenario.parent / "assay_validator.py"
+        cold, experiment, script = cold_matrix(Path(temp), count, ASSAY)
         measured(cold, experiment, 1)  # contexts built and archived, bytecode written
         taken: dict[str, list[dict[str, float]]] = {}
         for _ in range(rounds):

@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _matrix import build_matrix
+from _matrix import cold_matrix
 from bench_validate import ASSAY
 
 # One runner, in a process of its own: argv is its kind, its number of workers, the validator,
@@ -124,10 +124,7 @@ def main() -> None:
         args.runs, args.rounds = 40, 1
     with tempfile.TemporaryDirectory() as temp:
         root = Path(temp)
-        scenario, experiment = build_matrix(root, args.runs, "assay_validator.py", ASSAY)
-        cold = scenario.with_name("cold.toml")
-        cold.write_text(scenario.read_text() + "warm = false\n")
-        script = scenario.parent / "assay_validator.py"
+        cold, experiment, script = cold_matrix(root, args.runs, ASSAY)
         # Contexts archived and bytecode written, not measured.
         timed([sys.executable, "-m", "trysquare", "validate", str(cold), str(experiment), "--no-progress"])  # fmt: skip
         listing = root / "contexts.txt"

@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _matrix import build_matrix
+from _matrix import cold_matrix
 from bench_validate import ASSAY
 
 
@@ -95,10 +95,7 @@ def main() -> None:
         pythons[" (against)"] = args.against
     with tempfile.TemporaryDirectory() as temp:
         root = Path(temp)
-        scenario, experiment = build_matrix(root, args.runs, "assay_validator.py", ASSAY)
-        cold = scenario.with_name("cold.toml")
-        cold.write_text(scenario.read_text() + "warm = false\n")
-        script = scenario.parent / "assay_validator.py"
+        cold, experiment, script = cold_matrix(root, args.runs, ASSAY)
         for python in pythons.values():  # contexts archived, bytecode written: not measured
             subprocess.run(
                 [python, "-m", "trysquare", "validate", str(cold), str(experiment), "--no-progress"],

@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _matrix import build_matrix
+from _matrix import build_matrix, cold_matrix
 
 TRIVIAL = f"""#!{sys.executable}
 import json, sys
@@ -147,10 +147,8 @@ def assay(root: Path, count: int, rounds: int) -> None:
     import statistics
 
     root.mkdir()
-    scenario, experiment = build_matrix(root, count, "assay_validator.py", ASSAY)
-    cold = scenario.with_name("cold.toml")
-    cold.write_text(scenario.read_text() + "warm = false\n")
-    script = scenario.parent / "assay_validator.py"
+    cold, experiment, script = cold_matrix(root, count, ASSAY)
+    scenario = cold.with_name("scenario.toml")
     trysquare("validate", scenario, experiment, "--no-progress")  # build and archive contexts
     figures: dict[str, list[float]] = {}
     # CPU seconds (user + sys of the measured process and its children) beside wall time: on
