@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -23,12 +24,23 @@ def io_workers() -> int:
 
 
 def usable_cores() -> int:
-    """The cores this process may run on: its CPU affinity where the system says (Linux),
-    else every core."""
+    """The cores this process may use: its CPU affinity where the system says (Linux), else
+    every core; fewer where its cgroups' CPU quota allows less time (a container's ``--cpus``,
+    :mod:`trysquare._cpu_quota`). The default ``--jobs``."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    return cores if quota is None else min(cores, quota)
+
+
+@functools.cache
+def _cgroup_quota() -> int | None:
+    # Read once a process: asked between two starts, and a quota seldom changes under a command.
+    from trysquare._cpu_quota import cpu_quota
+
+    return cpu_quota()
 
 
 def core_left_beside(busy: int) -> bool:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 import attrs
 
+from trysquare._pool import usable_cores
 from trysquare._record import record
 
 __all__ = ["ValidateOptions"]
@@ -17,7 +17,7 @@ class ValidateOptions:
     """The options of one ``validate``; the command line fills them in."""
 
     only: tuple[str, ...] = ()  # --only: these validators alone
-    jobs: int = attrs.field(factory=lambda: os.cpu_count() or 1)  # validators at once
+    jobs: int = attrs.field(factory=usable_cores)  # validators at once
     replay: bool = False  # reuse the archived contexts instead of reading the clones
     force: bool = False  # run again what is current (a paid verdict needs rejudge)
     rejudge: bool = False

@@ -8,7 +8,6 @@ Imports nothing of argparse: a declaration only calls ``add_parser``, ``add_argu
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,8 +80,10 @@ def declare_commands(commands: Any, wanted: Callable[[str], bool]) -> None:
             help="only this validator (repeatable)",
         )
         validate.add_argument(
-            "--jobs", type=_positive_int, default=os.cpu_count() or 1, metavar="N"
-        )
+            "--jobs", type=_positive_int, default=None, metavar="N",
+            help="validators at once (default: the cores this process may use: its CPU "
+            "affinity, fewer where its cgroup's CPU quota allows less, as in a container)",
+        )  # fmt: skip
         validate.add_argument(
             "--replay", action="store_true",
             help="reuse the archived contexts (the run's facts: touched, files, base, response, diff) "

@@ -40,7 +40,6 @@ def _validate(args: argparse.Namespace) -> int:
     experiments = selection.apply(whole)
     options = ValidateOptions(
         only=tuple(args.only),
-        jobs=args.jobs,
         replay=args.replay,
         force=args.force,
         rerun_suite=args.rerun_suite,
@@ -54,6 +53,10 @@ def _validate(args: argparse.Namespace) -> int:
         require_isolation=args.require_isolation,
         wait=not args.no_wait,
     )
+    if args.jobs is not None:  # else the cores this process may use (ValidateOptions)
+        import attrs
+
+        options = attrs.evolve(options, jobs=args.jobs)
     _say_isolation(scenario, required=args.require_isolation)
 
     def outputs(summary: Any) -> int:
