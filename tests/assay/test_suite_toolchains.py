@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from trysquare import jail
 from trysquare._suite import _verdict, ran_nothing, read_counts, run_suite
 from trysquare.testing.builders import build_run
 
@@ -179,6 +180,7 @@ def test_go_runs_under_run_tests_in_the_jail_with_its_cache_in_home(tmp_path: Pa
     assert "2 tests ran; read from go test's result lines" in (verdicts["broken"].reason or "")
 
 
+@pytest.mark.skipif(not jail.availability().available, reason="no jail here")
 def test_a_command_behind_a_version_managers_shim_runs_in_the_jail(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,6 +188,7 @@ def test_a_command_behind_a_version_managers_shim_runs_in_the_jail(
     manager = tmp_path / "manager"
     (manager / "shims").mkdir(parents=True)
     (manager / "libexec").mkdir()
+    (manager / "versions").mkdir()
     shim = manager / "shims" / "python3"
     shim.write_text('#!/bin/sh\nexec "${0%/shims/*}/libexec/chosen-python" "$@"\n')
     chosen = manager / "libexec" / "chosen-python"

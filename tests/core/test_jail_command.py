@@ -125,18 +125,47 @@ def test_as_an_ordinary_user_the_agents_code_makes_no_user_namespace_of_its_own(
 def test_a_version_managers_folder_is_shown_with_its_shims(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    manager = tmp_path / "manager"  # as ~/.pyenv: shims/ on PATH, what they run beside them
+    manager = tmp_path / "manager"  # as ~/.pyenv: shims/ on PATH, versions/ beside them
     (manager / "shims").mkdir(parents=True)
+    (manager / "versions").mkdir()
+    other = tmp_path / "other"  # as ~/.rye: shims/ beside a file of credentials, no versions/
+    (other / "shims").mkdir(parents=True)
+    (other / "credentials").write_text("token = 'x'\n")
     home = tmp_path / "home"
-    (home / "shims").mkdir(parents=True)  # a folder of shims right in $HOME shows no $HOME
+    (home / "shims").mkdir(parents=True)  # pyenv's layout right in $HOME shows no $HOME
+    (home / "versions").mkdir()
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv(
-        "PATH", os.pathsep.join([str(manager / "shims"), str(home / "shims"), os.environ["PATH"]])
-    )
+    on_path = [manager / "shims", other / "shims", home / "shims"]
+    monkeypatch.setenv("PATH", os.pathsep.join([*map(str, on_path), os.environ["PATH"]]))
     command = jail.jailed_command(
         ["true"], cwd=str(tmp_path), writable=[str(tmp_path / "w")], policy=jail.JailPolicy()
     )
     shown = _shown(command)
     assert str(manager) in shown
+    assert str(other) not in shown and str(other / "shims") in shown
     assert str(home) not in shown
     assert str(home / "shims") in shown  # on PATH itself, as any folder of tools
+
+
+def test_a_link_to_home_is_never_shown_by_any_of_its_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_home = tmp_path / "data" / "u"
+    (real_home / "shims").mkdir(parents=True)
+    (real_home / "versions").mkdir()  # its shims' folder is laid out as pyenv's
+    (real_home / ".ssh").mkdir()
+    (tmp_path / "home").mkdir()
+    home = tmp_path / "home" / "u"
+    home.symlink_to(real_home)  # /home -> /var/home, as on ostree systems
+    elsewhere = tmp_path / "tools"
+    elsewhere.symlink_to(real_home)  # a PATH folder that is $HOME under another name
+    monkeypatch.setenv("HOME", str(home))
+    on_path = [home / "shims", elsewhere]
+    monkeypatch.setenv("PATH", os.pathsep.join([*map(str, on_path), os.environ["PATH"]]))
+    command = jail.jailed_command(
+        ["true"], cwd=str(tmp_path), writable=[str(tmp_path / "w")], policy=jail.JailPolicy()
+    )
+    shown = _shown(command)
+    for name in (home, real_home, elsewhere):
+        assert str(name) not in shown
+    assert str(home / "shims") in shown or str(real_home / "shims") in shown

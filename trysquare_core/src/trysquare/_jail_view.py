@@ -1,9 +1,9 @@
 """What the jail shows of this machine, read-only, and what it never shows.
 
 Shown: the system folders, the interpreter trysquare runs with, the folders on ``PATH`` (and
-the folder holding a version manager's ``shims`` there) and ``[task] readable``. Never shown:
-``$HOME``, trysquare's cache (its signing key lives there), a run. The jail's mounts are built
-from these (:func:`trysquare.jail.jailed_command`).
+the folder of a pyenv-like manager whose ``shims`` are there) and ``[task] readable``. Never
+shown, under any name a link gives it: ``$HOME``, trysquare's cache (its signing key lives
+there), a run. The jail's mounts are built from these (:func:`trysquare.jail.jailed_command`).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def shown_readonly(
     extra: Iterable[str], guarded: Sequence[str], masked: Sequence[str] = ()
 ) -> list[str]:
     """The folders shown read-only beside the system: the interpreter, PATH (and the folder
-    holding a version manager's ``shims`` on it), ``readable``.
+    of pyenv-like managers whose ``shims`` are on it), ``readable``.
 
     A folder that holds a guarded one ($HOME, the cache, a run folder) or lies in
     trysquare's cache is left out: showing the interpreter must never show a run. A
@@ -88,13 +88,26 @@ def shown_readonly(
         if os.path.isabs(p)
     ]
     wanted += on_path
-    # A version manager's shims (pyenv, rbenv, nodenv, asdf, mise) hand over to programs kept
-    # in the folder that holds them: shown too, or every shimmed command ends "not found".
-    wanted += [os.path.dirname(p) for p in on_path if os.path.basename(p) == _SHIMS]
+    # pyenv, rbenv, nodenv and their kin put shims on PATH that hand over to the manager's
+    # folder (its libexec, its versions, its version file): shown too, or every shimmed command
+    # ends "not found". Only a folder laid out so: another tool's folder of shims (rye's) may
+    # keep credentials beside them.
+    wanted += [
+        os.path.dirname(p)
+        for p in on_path
+        if os.path.basename(p) == _SHIMS and os.path.isdir(os.path.join(p, os.pardir, "versions"))
+    ]
     wanted += list(extra)
     shown: list[str] = []
     for candidate in wanted:
-        for path in {os.path.normpath(candidate), os.path.realpath(candidate)}:
+        real = os.path.realpath(candidate)
+        # Judged by what it is, not by how it is named: bubblewrap mounts what a link leads to,
+        # so a link to $HOME is $HOME (then neither name is shown).
+        if any(under(root, real) for root in guarded) or any(
+            under(real, root) for root in cache_roots()
+        ):
+            continue
+        for path in {os.path.normpath(candidate), real}:
             if path == "/" or not os.path.isdir(path):
                 continue
             in_system = any(under(path, s) for s in (*SYSTEM_FOLDERS, *SYSTEM_LINKS))
