@@ -291,6 +291,15 @@ def _no_worker_left_counted() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _no_cgroup_quota(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests set the cores through the CPU affinity: the quota of the machine running the suite
+    (a CI container's) must not cap them. ``tests/core/test_cpu_quota.py`` sets quotas itself."""
+    from trysquare import _pool
+
+    monkeypatch.setattr(_pool, "_cgroup_quota", lambda: None)
+
+
+@pytest.fixture(autouse=True)
 def _fresh_plugins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Each test loads plugins anew, and its etalon cache is its own."""
     cache = share_signing_key(tmp_path / "cache")

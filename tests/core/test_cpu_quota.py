@@ -43,7 +43,7 @@ def _v2(tmp_path: Path, limits: dict[str, str], member: str = "/app/job") -> str
 
 
 def test_a_v2_quota_is_counted_in_cores_rounded_up(tmp_path: Path) -> None:
-    assert cpu_quota(_v2(tmp_path, {"/app/job": "150000 100000"})) == 2
+    assert cpu_quota(_v2(tmp_path, {"/app/job": "120000 100000"})) == 2
 
 
 def test_the_smallest_quota_above_the_cgroup_binds(tmp_path: Path) -> None:
@@ -78,6 +78,23 @@ def test_a_v1_cpu_hierarchy_mounted_beside_others(tmp_path: Path) -> None:
     )
     cgroup = "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n"
     assert cpu_quota(_proc(tmp_path, cgroup, mounts)) == 3
+
+
+def test_a_v1_hierarchy_mounted_from_the_containers_cgroup(tmp_path: Path) -> None:
+    """Docker on cgroup v1: the cpu hierarchy mounted from the container's own cgroup, which
+    /proc/self/cgroup names in full; a mountinfo line that is not UTF-8 is passed over."""
+    cpu = tmp_path / "cpu"
+    for folder, quota in ((cpu, "250000"), (cpu / "docker" / "abc", "20000")):
+        # The second is a cgroup below the container's that happens to bear its name: a reader
+        # that took the path for one from the hierarchy's root would read it.
+        folder.mkdir(parents=True)
+        (folder / "cpu.cfs_quota_us").write_text(quota + "\n")
+        (folder / "cpu.cfs_period_us").write_text("100000\n")
+    mounts = _mountinfo(("/docker/abc", str(cpu), "cgroup", "rw,cpu,cpuacct"))
+    proc = _proc(tmp_path, "4:cpu,cpuacct:/docker/abc\n", mounts)
+    with open(Path(proc) / "mountinfo", "ab") as file:
+        file.write(b"99 20 0:99 / /mnt/caf\xe9 rw - ext4 /dev/x rw\n")
+    assert cpu_quota(proc) == 3
 
 
 def test_a_container_sees_its_own_cgroup_at_the_mount_root(tmp_path: Path) -> None:

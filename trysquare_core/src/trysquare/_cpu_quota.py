@@ -24,11 +24,14 @@ def cpu_quota(proc: str = "/proc/self") -> int | None:
     cores is 2); ``None`` where no quota is set or none can be read (not Linux, no cgroup
     mounted). ``proc``: the ``/proc`` folder of the process asked about."""
     try:
-        with open(os.path.join(proc, "cgroup"), encoding="utf-8") as file:
+        # A path that is not UTF-8 (a mount of somebody's) must not hide every other line.
+        with open(os.path.join(proc, "cgroup"), encoding="utf-8", errors="surrogateescape") as file:
             memberships = file.read()
-        with open(os.path.join(proc, "mountinfo"), encoding="utf-8") as file:
+        with open(
+            os.path.join(proc, "mountinfo"), encoding="utf-8", errors="surrogateescape"
+        ) as file:
             mounts = file.read()
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return None
     quotas = [
         quota
@@ -91,11 +94,11 @@ def _quota(folder: str, version: int) -> float | None:
         if limit == "max":
             return None
         allowed, every = int(limit), int(period or "100000")
-    except (OSError, ValueError, UnicodeDecodeError):
+        if allowed <= 0 or every <= 0:  # v1 writes -1 for no quota
+            return None
+        return allowed / every
+    except (OSError, ValueError, UnicodeDecodeError, OverflowError):
         return None
-    if allowed <= 0 or every <= 0:  # v1 writes -1 for no quota
-        return None
-    return allowed / every
 
 
 def _within(path: str, folder: str) -> bool:

@@ -20,7 +20,7 @@ def io_workers() -> int:
 
     More than 8 buys nothing on one disk and starves the validators' own processes.
     """
-    return min(8, 2 * (os.cpu_count() or 1))
+    return min(8, 2 * usable_cores())
 
 
 def usable_cores() -> int:
