@@ -92,11 +92,8 @@ def shown_readonly(
     # folder (its libexec, its versions, its version file): shown too, or every shimmed command
     # ends "not found". Only a folder laid out so: another tool's folder of shims (rye's) may
     # keep credentials beside them.
-    wanted += [
-        os.path.dirname(p)
-        for p in on_path
-        if os.path.basename(p) == _SHIMS and os.path.isdir(os.path.join(p, os.pardir, "versions"))
-    ]
+    managers = [os.path.dirname(p) for p in on_path if os.path.basename(p) == _SHIMS]
+    wanted += [folder for folder in managers if os.path.isdir(os.path.join(folder, "versions"))]
     wanted += list(extra)
     shown: list[str] = []
     for candidate in wanted:
