@@ -169,3 +169,26 @@ def test_a_link_to_home_is_never_shown_by_any_of_its_names(
     for name in (home, real_home, elsewhere):
         assert str(name) not in shown
     assert str(home / "shims") in shown or str(real_home / "shims") in shown
+
+
+def test_a_file_the_command_names_through_a_link_into_a_run_is_not_shown(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "exp" / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "notes.txt").write_text("the run's own records\n")
+    link = tmp_path / "link"
+    link.symlink_to(run)  # the scenario names tmp/link/notes.txt: it is the run's file
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    command = jail.jailed_command(
+        ["cat", str(link / "notes.txt")],
+        cwd=str(scratch),
+        writable=[str(scratch)],
+        policy=jail.JailPolicy(),
+        guarded=[str(run)],
+        programs=[str(link / "notes.txt")],
+    )
+    shown = _shown(command)
+    assert str(link / "notes.txt") not in shown
+    assert str(run / "notes.txt") not in shown

@@ -447,9 +447,12 @@ def jailed_command(
     # A single file of the scenario's may lie in $HOME; never in a run or the cache.
     never = [os.path.realpath(p) for p in guarded] + cache_roots()
     for program in programs:
-        for path in dict.fromkeys((program, os.path.realpath(program))):
+        real = os.path.realpath(program)
+        if any(under(real, folder) for folder in never):
+            continue  # never to be shown, under any name a link gives it
+        for path in dict.fromkeys((program, real)):
             if any(under(path, folder) for folder in never):
-                continue  # never to be shown
+                continue
             if any(under(path, folder) for folder in shown) and not any(
                 under(path, root) for root in masked
             ):
