@@ -192,3 +192,22 @@ def test_a_file_the_command_names_through_a_link_into_a_run_is_not_shown(
     shown = _shown(command)
     assert str(link / "notes.txt") not in shown
     assert str(run / "notes.txt") not in shown
+
+
+def test_a_readable_folder_named_through_a_link_and_dotdot_shows_no_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_home = tmp_path / "data" / "u"
+    real_home.mkdir(parents=True)
+    (real_home / "tools").symlink_to("/usr/bin")  # ~/tools/.. is /usr to the kernel
+    home = tmp_path / "u"
+    home.symlink_to(real_home)  # and $HOME to a name that drops "tools/.."
+    monkeypatch.setenv("HOME", str(home))
+    command = jail.jailed_command(
+        ["true"],
+        cwd=str(tmp_path),
+        writable=[str(tmp_path / "w")],
+        policy=jail.JailPolicy(readable=(str(home / "tools") + "/..",)),
+    )
+    shown = _shown(command)
+    assert str(home) not in shown and str(real_home) not in shown

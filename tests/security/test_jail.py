@@ -651,6 +651,46 @@ def test_the_loader_never_searches_the_agents_copy_while_the_jail_starts(tmp_pat
     assert "LD_PRELOAD=unset" in said and "/usr/lib" in said
 
 
+@pytest.mark.parametrize("named", ["program", "argument"])
+def test_a_link_the_agent_planted_in_its_copy_shows_no_file_of_the_machine(
+    tmp_path: Path, named: str
+) -> None:
+    """The agent commits ``./gradlew`` or a test's data file as a link to a secret of this
+    machine; a command naming it (the suite's program, an argument a validator passes) must not
+    get the secret shown in the jail: inside, the link leads nowhere."""
+    from trysquare._process import run_process
+    from trysquare.sandbox import Sandbox
+
+    secret = tmp_path / "elsewhere" / "credentials"
+    secret.parent.mkdir()
+    secret.write_text("aws_secret_access_key = SECRET-OF-THE-MACHINE\n")
+    secret.chmod(0o644)  # readable by the jail's own user where trysquare is root
+    scratch = tmp_path / "scratch"
+    copy = scratch / "repo"
+    copy.mkdir(parents=True)
+    (copy / "data.txt").symlink_to(secret)
+    reader = "import sys\ntry:\n    print(open(sys.argv[-1]).read())\nexcept OSError as e:\n"
+    reader += "    print('unreadable', e.errno)\n"
+    if named == "program":
+        # A program of this machine holding a secret (a credentials helper): bound in the jail
+        # before, and run there.
+        printer = secret.with_name("printer.sh")
+        printer.write_text("#!/bin/sh\necho SECRET-OF-THE-MACHINE in a helper\n")
+        printer.chmod(0o755)
+        (copy / "gradlew").symlink_to(printer)
+        argv = ["./gradlew"]
+    else:
+        (copy / "reader.py").write_text(reader)
+        argv = [sys.executable, str(copy / "reader.py"), str(copy / "data.txt")]
+    done = run_process(
+        argv, cwd=copy, timeout=60, sandbox=Sandbox([scratch]), jail=jail.JailPolicy()
+    )
+    said = (done.stdout + done.stderr).decode()
+    assert "SECRET-OF-THE-MACHINE" not in said
+    if named == "argument":
+        assert "unreadable" in said, said
+
+
 @pytest.mark.skipif(
     os.geteuid() != 0, reason="the jail's own user is chosen where trysquare is root"
 )

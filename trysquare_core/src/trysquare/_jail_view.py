@@ -107,6 +107,8 @@ def shown_readonly(
         for path in {os.path.normpath(candidate), real}:
             if path == "/" or not os.path.isdir(path):
                 continue
+            if path != real and os.path.realpath(path) != real:
+                continue  # a link before ".." ("~/tools/.."): the name leads elsewhere
             in_system = any(under(path, s) for s in (*SYSTEM_FOLDERS, *SYSTEM_LINKS))
             if in_system and not any(under(path, root) for root in masked):
                 continue  # shown already

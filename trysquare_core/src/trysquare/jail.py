@@ -446,7 +446,15 @@ def jailed_command(
     shown = [*SYSTEM_FOLDERS, *readonly, *(str(w) for w in writable)]
     # A single file of the scenario's may lie in $HOME; never in a run or the cache.
     never = [os.path.realpath(p) for p in guarded] + cache_roots()
+    # What the agent wrote (its copy, the tree prepare built) is shown as it is, its links
+    # too: a name in it is never followed out, or a link the agent planted there (./gradlew
+    # -> ~/.ssh/id_ed25519, a test's data file -> ~/.aws/credentials) would pick a file of this
+    # machine to show. Inside the jail such a link leads nowhere.
+    agents = [os.path.normpath(str(f)) for f in (*writable, *moved.values())]
+    agents += [os.path.realpath(f) for f in agents]
     for program in programs:
+        if any(under(os.path.normpath(program), folder) for folder in agents):
+            continue
         real = os.path.realpath(program)
         if any(under(real, folder) for folder in never):
             continue  # never to be shown, under any name a link gives it
