@@ -211,3 +211,22 @@ def test_a_readable_folder_named_through_a_link_and_dotdot_shows_no_home(
     )
     shown = _shown(command)
     assert str(home) not in shown and str(real_home) not in shown
+
+
+def test_a_folder_inside_the_run_is_never_shown_even_when_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "exp" / "runs" / "r1"
+    (run / "validation").mkdir(parents=True)
+    (run / "repo" / "bin").mkdir(parents=True)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(run / "repo" / "bin"), os.environ["PATH"]]))
+    command = jail.jailed_command(
+        ["true"],
+        cwd=str(tmp_path),
+        writable=[str(tmp_path / "w")],
+        policy=jail.JailPolicy(readable=(str(run / "validation"),)),
+        guarded=[str(run), str(run / "repo")],
+    )
+    shown = _shown(command)
+    assert str(run / "validation") not in shown  # the run's records
+    assert str(run / "repo" / "bin") not in shown  # the agent's clone, though on PATH

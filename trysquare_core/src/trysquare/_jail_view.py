@@ -70,15 +70,19 @@ def masked_roots(guard: Sequence[str], shown: Sequence[str]) -> list[str]:
 
 
 def shown_readonly(
-    extra: Iterable[str], guarded: Sequence[str], masked: Sequence[str] = ()
+    extra: Iterable[str],
+    guarded: Sequence[str],
+    masked: Sequence[str] = (),
+    runs: Sequence[str] = (),
 ) -> list[str]:
     """The folders shown read-only beside the system: the interpreter, PATH (and the folder
     of pyenv-like managers whose ``shims`` are on it), ``readable``.
 
-    A folder that holds a guarded one ($HOME, the cache, a run folder) or lies in
-    trysquare's cache is left out: showing the interpreter must never show a run. A
-    folder inside a system folder is shown on its own only when it lies in a ``masked``
-    one (the interpreter in a $HOME under ``/opt``).
+    A folder that holds a guarded one ($HOME, the cache, a run folder), or lies in trysquare's
+    cache or in one of ``runs`` (the run folders, real paths), is left out, judged by where it
+    leads: showing the interpreter must never show a run. A folder inside a system folder is
+    shown on its own only when it lies in a ``masked`` one (the interpreter in a $HOME under
+    ``/opt``).
     """
     wanted: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     wanted.append(os.path.dirname(os.path.realpath(sys.executable)))
@@ -101,7 +105,7 @@ def shown_readonly(
         # Judged by what it is, not by how it is named: bubblewrap mounts what a link leads to,
         # so a link to $HOME is $HOME (then neither name is shown).
         if any(under(root, real) for root in guarded) or any(
-            under(real, root) for root in cache_roots()
+            under(real, root) for root in (*cache_roots(), *runs)
         ):
             continue
         for path in {os.path.normpath(candidate), real}:

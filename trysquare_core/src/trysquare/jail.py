@@ -437,7 +437,8 @@ def jailed_command(
             args.extend(["--perms", "0755", "--dir", folder])
         args.extend([kind, source, at])
 
-    readonly = shown_readonly(policy.readable, guard, masked)
+    runs = [os.path.realpath(p) for p in guarded]
+    readonly = shown_readonly(policy.readable, guard, masked, runs)
     for folder in readonly:
         bind(folder)
     moved = dict(shown_as or {})
@@ -445,7 +446,7 @@ def jailed_command(
         bind(str(folder), "--bind", moved.get(str(folder)))
     shown = [*SYSTEM_FOLDERS, *readonly, *(str(w) for w in writable)]
     # A single file of the scenario's may lie in $HOME; never in a run or the cache.
-    never = [os.path.realpath(p) for p in guarded] + cache_roots()
+    never = runs + cache_roots()
     # What the agent wrote (its copy, the tree prepare built) is shown as it is, its links
     # too: a name in it is never followed out, or a link the agent planted there (./gradlew
     # -> ~/.ssh/id_ed25519, a test's data file -> ~/.aws/credentials) would pick a file of this
