@@ -230,3 +230,32 @@ def test_a_folder_inside_the_run_is_never_shown_even_when_asked_for(
     shown = _shown(command)
     assert str(run / "validation") not in shown  # the run's records
     assert str(run / "repo" / "bin") not in shown  # the agent's clone, though on PATH
+
+
+def test_a_link_in_the_agents_clone_or_copy_is_never_followed_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets = tmp_path / "secrets"  # a folder of the machine: credentials
+    secrets.mkdir()
+    (secrets / "credentials").write_text("key\n")
+    run = tmp_path / "exp" / "runs" / "r1"
+    clone = run / "repo"
+    clone.mkdir(parents=True)
+    (clone / "data.txt").symlink_to(secrets / "credentials")  # committed by the agent
+    (clone / "bin").symlink_to(secrets)
+    scratch = tmp_path / "scratch"
+    (scratch / "repo").mkdir(parents=True)
+    (scratch / "repo" / "data.txt").symlink_to(secrets / "credentials")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(clone / "bin"), os.environ["PATH"]]))
+    named = [str(clone / "data.txt"), "/" + str(scratch / "repo" / "data.txt")]  # "//tmp/..."
+    command = jail.jailed_command(
+        ["cat", *named],
+        cwd=str(scratch / "repo"),
+        writable=[str(scratch)],
+        policy=jail.JailPolicy(),
+        guarded=[str(run), str(clone)],
+        programs=named,
+    )
+    shown = _shown(command)
+    assert not [p for p in shown if p.startswith(str(secrets))], shown
+    assert str(clone / "bin") not in shown

@@ -7,6 +7,7 @@ runner's settings are set aside, and every consumer gets a copy of what it built
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 BUILT = """\
+import json
 import os
 with open("built.py", "w") as out:
     out.write(f"WHERE = {os.getcwd()!r}\\n")
@@ -99,3 +101,35 @@ def test_a_fifo_prepare_leaves_is_not_copied_and_nothing_hangs(
     assert result(experiment, "fixed", "script")["metrics"] == {"tests": True}, done.stdout
     hidden = result(experiment, "fixed", "hidden-tests")
     assert hidden["metrics"] == {"resolved": True, "f2p": 1.0, "p2p": 1.0}, hidden
+
+
+def test_prepare_cannot_swap_its_tree_for_a_folder_of_the_machine(
+    cli, site, tmp_path: Path
+) -> None:
+    """The agent's install script renames the tree it runs in and puts a link to a folder of
+    the machine in its place: every consumer's copy would be made of that folder (tests that
+    pass, read as this run's), and hidden files placed in it. prepare is refused instead."""
+    from tests.plugins.test_prepare_once import BASE
+
+    victim = tmp_path / "victim"  # a tree whose tests pass, somewhere on the machine
+    passing = {"tests/test_calc.py": "def test_adds():\n    pass\n"}
+    for relative, text in {**BASE, **FIXED, **passing}.items():
+        (victim / relative).parent.mkdir(parents=True, exist_ok=True)
+        (victim / relative).write_text(text)
+    prepare = (
+        "import os\n"
+        "here = os.getcwd()\n"
+        "os.rename(here, here + '.moved')\n"
+        f"os.symlink({str(victim)!r}, here)\n"
+    )
+    experiment, scenario = write_experiment(
+        tmp_path, site, prepare=prepare, runs={"broken": {"notes.md": "no\n"}}
+    )
+    done = cli("validate", scenario, experiment, "--no-progress", "--jobs", "1")
+    script = result(experiment, "broken", "script")
+    hidden = result(experiment, "broken", "hidden-tests")
+    assert script["metrics"]["tests"] is not True, (done.stdout, script)
+    assert hidden["metrics"].get("resolved") is not True, (done.stdout, hidden)
+    assert not (victim / "tests" / "test_hidden.py").exists()  # nothing written out there
+    said = json.dumps([script, hidden])
+    assert "put something else in the place of the folder it ran in" in said, said

@@ -24,6 +24,13 @@ MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", 
 MASKED_FOLDERS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")
 
 
+def plain(path: str) -> str:
+    """``path`` normalised as a name (``os.path.normpath``), a leading ``//`` made ``/`` too
+    (POSIX leaves its meaning open, and no folder here starts with it)."""
+    normal = os.path.normpath(path)
+    return "/" + normal.lstrip("/") if normal.startswith("//") else normal
+
+
 def under(path: str, folder: str) -> bool:
     """Whether ``path`` is ``folder`` or lies beneath it (both normalised, absolute)."""
     return path == folder or path.startswith(folder.rstrip("/") + "/")
@@ -79,18 +86,15 @@ def shown_readonly(
     of pyenv-like managers whose ``shims`` are on it), ``readable``.
 
     A folder that holds a guarded one ($HOME, the cache, a run folder), or lies in trysquare's
-    cache or in one of ``runs`` (the run folders, real paths), is left out, judged by where it
-    leads: showing the interpreter must never show a run. A folder inside a system folder is
+    cache or in one of ``runs`` (the run folders, as named and as they really are), is left out,
+    judged by where it leads, and so is one named in a run: showing the interpreter must never
+    show a run. A folder inside a system folder is
     shown on its own only when it lies in a ``masked`` one (the interpreter in a $HOME under
     ``/opt``).
     """
     wanted: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     wanted.append(os.path.dirname(os.path.realpath(sys.executable)))
-    on_path = [
-        os.path.normpath(p)
-        for p in os.environ.get("PATH", "").split(os.pathsep)
-        if os.path.isabs(p)
-    ]
+    on_path = [plain(p) for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
     wanted += on_path
     # pyenv, rbenv, nodenv and their kin put shims on PATH that hand over to the manager's
     # folder (its libexec, its versions, its version file): shown too, or every shimmed command
@@ -101,6 +105,8 @@ def shown_readonly(
     wanted += list(extra)
     shown: list[str] = []
     for candidate in wanted:
+        if any(under(plain(candidate), root) for root in runs):
+            continue  # named in the run (its clone on PATH): the agent's, whatever it leads to
         real = os.path.realpath(candidate)
         # Judged by what it is, not by how it is named: bubblewrap mounts what a link leads to,
         # so a link to $HOME is $HOME (then neither name is shown).
@@ -108,7 +114,7 @@ def shown_readonly(
             under(real, root) for root in (*cache_roots(), *runs)
         ):
             continue
-        for path in {os.path.normpath(candidate), real}:
+        for path in {plain(candidate), real}:
             if path == "/" or not os.path.isdir(path):
                 continue
             if path != real and os.path.realpath(path) != real:

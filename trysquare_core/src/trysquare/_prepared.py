@@ -27,6 +27,7 @@ once a run's validations are all back, and when ``validate`` ends.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -238,6 +239,9 @@ def copy_prepared(shared: SharedTree, dest: Path) -> Path:
     from trysquare._pool import io_workers
 
     source = os.fsencode(shared.tree)
+    # Never through a link: run_steps refuses a prepare that put one in the tree's place.
+    if not stat.S_ISDIR(os.lstat(source).st_mode):
+        raise OSError(errno.ENOTDIR, "the prepared tree is not a folder", str(shared.tree))
     target = os.fsencode(dest)
     os.mkdir(target, 0o755)
     files: list[tuple[bytes, bytes, os.stat_result]] = []

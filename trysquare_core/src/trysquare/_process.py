@@ -17,6 +17,7 @@ import itertools
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -685,6 +686,17 @@ def _hand_over_once(jail: JailPolicy | None, sandbox: Sandbox | None) -> JailIds
     return ids
 
 
+def _replaced(folder: Path | str, made: os.stat_result) -> str | None:
+    """How ``folder`` is no longer the folder it was (``made``, its lstat then); or None."""
+    try:
+        now = os.lstat(folder)
+    except OSError as error:
+        return f"removed the folder it ran in ({error.strerror})"
+    if not stat.S_ISDIR(now.st_mode) or (now.st_dev, now.st_ino) != (made.st_dev, made.st_ino):
+        return "put something else in the place of the folder it ran in"
+    return None
+
+
 def run_steps(
     steps: Sequence[tuple[str, Sequence[str]]],
     *,
@@ -709,6 +721,10 @@ def run_steps(
     transcript: list[bytes] = []
     done: ProcessResult | None = None
     ids = _hand_over_once(jail, sandbox)
+    try:
+        folder: os.stat_result | None = os.lstat(cwd)
+    except OSError:
+        folder = None  # the first step says it cannot start there
     for index, (label, argv) in enumerate(steps):
         shown = " ".join(argv)
         transcript.append(f"$ {shown}\n".encode())
@@ -731,6 +747,13 @@ def run_steps(
             problem = f"{label} `{shown}` could not start: {error.strerror or error}"
             return Steps(done, problem, b"".join(transcript))
         transcript += [done.stdout, done.stderr, f"[exit {done.returncode}]\n".encode()]
+        replaced = None if folder is None else _replaced(cwd, folder)
+        if replaced is not None:
+            # The step may write the folder holding its own: a link put in that one's place
+            # would lead whatever trysquare does there next (copy it, place hidden tests in it,
+            # read a report) to a folder of the machine the agent chose.
+            problem = f"{label} `{shown}` {replaced}, {consequence}"
+            return Steps(done, problem, b"".join(transcript))
         if done.timed_out:
             problem = f"{label} `{shown}` did not finish within the timeout of {timeout:g} s"
             return Steps(done, problem, b"".join(transcript))

@@ -52,6 +52,7 @@ from trysquare._jail_view import (
     cache_roots,
     guarded_roots,
     masked_roots,
+    plain,
     shown_readonly,
     under,
 )
@@ -357,9 +358,10 @@ def jailed_command(
     ``writable`` folders are shown at their own path, writable (call :func:`hand_over`
     on them first: where trysquare runs as root, the jail runs as a user of its own);
     ``guarded`` ones (the run folder, the experiment) are never shown, even when a
-    folder holding them is asked for. ``programs`` (the scenario's own files its
-    command names by absolute path, e.g. a script beside it) are shown read-only file by
-    file when no shown folder holds them and no guarded one does. Raises
+    folder holding them is asked for. ``programs`` (the files the command names: its program
+    as found, each absolute argument that is a file) are shown read-only file by file when no
+    shown folder holds them and none is in a run or the cache, judged by where they lead; a
+    name in a ``writable`` or ``guarded`` folder (the agent's) is never followed out of it. Raises
     :class:`IsolationUnavailable` when the jail cannot start here. ``ids``: the user and group
     it runs as where trysquare is root (those :func:`hand_over` gave the scratch to; a new pair
     when ``None``). ``shown_as`` maps a ``writable`` folder to the path it is shown at instead
@@ -438,7 +440,8 @@ def jailed_command(
         args.extend([kind, source, at])
 
     runs = [os.path.realpath(p) for p in guarded]
-    readonly = shown_readonly(policy.readable, guard, masked, runs)
+    named_runs = [*runs, *(plain(str(p)) for p in guarded)]
+    readonly = shown_readonly(policy.readable, guard, masked, named_runs)
     for folder in readonly:
         bind(folder)
     moved = dict(shown_as or {})
@@ -447,14 +450,14 @@ def jailed_command(
     shown = [*SYSTEM_FOLDERS, *readonly, *(str(w) for w in writable)]
     # A single file of the scenario's may lie in $HOME; never in a run or the cache.
     never = runs + cache_roots()
-    # What the agent wrote (its copy, the tree prepare built) is shown as it is, its links
-    # too: a name in it is never followed out, or a link the agent planted there (./gradlew
-    # -> ~/.ssh/id_ed25519, a test's data file -> ~/.aws/credentials) would pick a file of this
-    # machine to show. Inside the jail such a link leads nowhere.
-    agents = [os.path.normpath(str(f)) for f in (*writable, *moved.values())]
-    agents += [os.path.realpath(f) for f in agents]
+    # What the agent wrote (its copy, the tree prepare built, its run and clone) is shown as it
+    # is, its links too, or not at all: a name in it is never followed out, or a link the agent
+    # planted there (./gradlew -> ~/.ssh/id_ed25519, a test's data file -> ~/.aws/credentials)
+    # would pick a file of this machine to show. Inside the jail such a link leads nowhere.
+    agents = [plain(str(f)) for f in (*writable, *moved.values())]
+    agents += [os.path.realpath(f) for f in agents] + named_runs
     for program in programs:
-        if any(under(os.path.normpath(program), folder) for folder in agents):
+        if any(under(plain(program), folder) for folder in agents):
             continue
         real = os.path.realpath(program)
         if any(under(real, folder) for folder in never):
