@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -649,6 +650,31 @@ def test_the_loader_never_searches_the_agents_copy_while_the_jail_starts(tmp_pat
     assert done.returncode == 0, said
     assert "evil.so" not in said  # the loader never tried the agent's file
     assert "LD_PRELOAD=unset" in said and "/usr/lib" in said
+
+
+def test_nothing_of_the_agents_runs_once_a_jailed_command_timed_out(tmp_path: Path) -> None:
+    """A step that times out is killed with its whole jail before run_process returns: the
+    caller removes or copies its folder next (as root), and a process of the agent's still
+    running then could swap a link in under it."""
+    from trysquare._process import run_process
+    from trysquare.sandbox import Sandbox
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    writer = "import os\nlog = os.open('log', os.O_WRONLY | os.O_APPEND | os.O_CREAT)\n"
+    writer += "while True:\n    os.write(log, b'x')\n"
+    argv = ["/bin/sh", "-c", f'{sys.executable} -c "$0" & sleep 30', writer]
+    grown = 0
+    for _ in range(3):  # the late writes came a few milliseconds after the return, each time
+        done = run_process(
+            argv, cwd=scratch, timeout=1.0, sandbox=Sandbox([scratch]), jail=jail.JailPolicy()
+        )
+        assert done.timed_out
+        size = (scratch / "log").stat().st_size
+        time.sleep(0.2)
+        grown += (scratch / "log").stat().st_size - size
+        (scratch / "log").unlink()
+    assert grown == 0
 
 
 @pytest.mark.parametrize("named", ["program", "argument"])

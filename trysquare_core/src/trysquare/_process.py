@@ -174,6 +174,7 @@ def run_process(
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
     token = None
+    jailed = False
     if jail is not None:
         from trysquare.jail import (  # only when jailing
             availability,
@@ -214,6 +215,7 @@ def run_process(
                 ids=ids,
             )
             env = jail_environment(os.environ if env is None else env)
+            jailed = True
             # bwrap cannot build its mounts under Landlock; the jail confines more, and its
             # PID namespace ends whatever the command left (no stray hunt needed).
             sandbox = None
@@ -328,9 +330,15 @@ def run_process(
     finally:
         if exit_fd >= 0:
             os.close(exit_fd)
-        # Whatever happened, nothing of this child's group outlives the call.
+        # Whatever happened, nothing of this child's group outlives the call. A jail's own init
+        # (bubblewrap's inner process, in a session of its own) dies after the group by some
+        # milliseconds, and the agent's processes with it: held before the kill and waited for
+        # after, so that nothing of the agent's runs while the caller acts on its folders
+        # (removes or copies them, as root).
+        inits = _jail_inits(proc.pid) if jailed else []
         _kill_group(proc.pid)
         proc.wait()
+        _end_jail_inits(inits)
         _live_groups.discard(proc.pid)
         if owned is not None:
             owned.discard(proc.pid)
@@ -349,6 +357,34 @@ def run_process(
         output.truncated,
         time.monotonic() - start,
     )
+
+
+def _jail_inits(pid: int) -> list[int]:
+    """A pidfd of each child of the still running bubblewrap ``pid``: the jail's init (none
+    once bubblewrap has ended, which it does only after its init)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as listing:
+            children = [int(word) for word in listing.read().split()]
+    except (OSError, ValueError):
+        return []
+    held = [_pidfd(child) for child in children]
+    return [fd for fd in held if fd >= 0]
+
+
+def _end_jail_inits(inits: list[int], seconds: float = 10.0) -> None:
+    """Kill each jail init (a pidfd) and wait until it has exited: its PID namespace, the
+    agent's processes, has ended by then (the kernel ends them before their init)."""
+    for fd in inits:
+        try:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except OSError:
+            pass  # gone already
+        _exited_within(fd, seconds)
+        try:
+            os.waitid(os.P_PIDFD, fd, os.WEXITED | os.WNOHANG)  # ours where we are a subreaper
+        except (ChildProcessError, OSError):
+            pass
+        os.close(fd)
 
 
 def _pidfd(pid: int) -> int:
