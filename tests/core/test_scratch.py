@@ -188,3 +188,23 @@ def test_a_folder_whose_leftovers_cannot_go_is_never_handed_out_and_tried_again_
     assert _scratch._stuck == [first]
     _scratch.remove_kept()
     assert not Path(first).exists() and _scratch._stuck == []
+
+
+def test_opening_up_a_folder_never_changes_what_a_link_put_in_its_place_leads_to(
+    tmp_path: Path,
+) -> None:
+    """remove_tree looked at a shut folder, and the agent (a process of its still alive, or
+    another jail holding a handle) puts a link to a folder of the machine in its place before
+    the folder is opened up: the machine's folder keeps its mode."""
+    machine = tmp_path / "machine"
+    machine.mkdir(mode=0o500)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "shut").symlink_to(machine)  # a folder a moment ago, mode 0o000
+    held = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _scratch._open_up("shut", stat.S_IFDIR, held)
+    finally:
+        os.close(held)
+    assert stat.S_IMODE(machine.stat().st_mode) == 0o500
+    machine.chmod(0o700)

@@ -21,6 +21,7 @@ Dependency-free.
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import stat
 import sys
@@ -237,9 +238,19 @@ def _open_up(name: str, mode: int | None = None, folder: int | None = None) -> N
         if mode is None:
             mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
         if stat.S_IMODE(mode) & 0o700 != 0o700:
-            os.chmod(name, stat.S_IMODE(mode) | 0o700, dir_fd=folder)
+            # Through a handle of the folder itself, never by its name: chmod follows a link,
+            # and one put in the folder's place since it was looked at would have its target
+            # changed (as root) instead.
+            held = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            try:
+                os.chmod(f"/proc/self/fd/{held}", (mode & 0o777) | 0o700)
+            finally:
+                os.close(held)
     except PermissionError:
         pass  # not ours: root needs no permission, and a user cannot change it anyway
+    except OSError as error:
+        if error.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+            raise  # ELOOP, ENOTDIR: no longer a folder (a link now); ENOENT: gone
 
 
 @contextmanager
