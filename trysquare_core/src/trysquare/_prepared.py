@@ -233,44 +233,92 @@ def copy_prepared(shared: SharedTree, dest: Path) -> Path:
     """Copy the prepared tree into ``dest`` (which must not exist): files, links and folders
     only — a FIFO, socket or device the agent's ``prepare`` left is not copied (opening one
     could block for ever). Iterative, so a tree of any depth is copied or refused with an
-    ``OSError``, never a crash."""
+    ``OSError``, never a crash.
+
+    Every folder and file is opened beneath the tree a name at a time, never through a link:
+    another jail still running (with the network shared, one can hold a handle of this tree)
+    may swap a link in while the copy is made, and what it leads to is never copied."""
     from concurrent.futures import ThreadPoolExecutor
 
     from trysquare._pool import io_workers
 
-    source = os.fsencode(shared.tree)
     # Never through a link: run_steps refuses a prepare that put one in the tree's place.
-    if not stat.S_ISDIR(os.lstat(source).st_mode):
-        raise OSError(errno.ENOTDIR, "the prepared tree is not a folder", str(shared.tree))
-    target = os.fsencode(dest)
-    os.mkdir(target, 0o755)
-    files: list[tuple[bytes, bytes, os.stat_result]] = []
-    pending: list[bytes] = [b""]
-    while pending:  # folders and links first, in this thread; the files' bytes after
-        relative = pending.pop()
-        here = os.path.join(source, relative) if relative else source
-        there = os.path.join(target, relative) if relative else target
-        for name in os.listdir(here):
-            src, dst = os.path.join(here, name), os.path.join(there, name)
-            info = os.lstat(src)
-            if stat.S_ISLNK(info.st_mode):
-                os.symlink(os.readlink(src), dst)
-            elif stat.S_ISDIR(info.st_mode):
-                os.mkdir(dst, 0o755)
-                pending.append(os.path.join(relative, name) if relative else name)
-            elif stat.S_ISREG(info.st_mode):
-                files.append((src, dst, info))
-    # Creating files is system-call bound: threads overlap it well (as repo.copy_tree does).
-    with ThreadPoolExecutor(max_workers=io_workers()) as pool:
-        for _ in pool.map(lambda entry: _copy_file(*entry), files, chunksize=64):
-            pass
+    root = os.open(shared.tree, _FOLDER)
+    try:
+        target = os.fsencode(dest)
+        os.mkdir(target, 0o755)
+        files: list[tuple[bytes, bytes, os.stat_result]] = []
+        pending: list[bytes] = [b""]
+        while pending:  # folders and links first, in this thread; the files' bytes after
+            relative = pending.pop()
+            there = os.path.join(target, relative) if relative else target
+            here = _open_beneath(root, relative)
+            try:
+                for listed in os.listdir(here):  # names as str: a descriptor was listed
+                    name = os.fsencode(listed)
+                    src = os.path.join(relative, name) if relative else name
+                    dst = os.path.join(there, name)
+                    info = os.stat(name, dir_fd=here, follow_symlinks=False)
+                    if stat.S_ISLNK(info.st_mode):
+                        os.symlink(os.readlink(name, dir_fd=here), dst)
+                    elif stat.S_ISDIR(info.st_mode):
+                        os.mkdir(dst, 0o755)
+                        pending.append(src)
+                    elif stat.S_ISREG(info.st_mode):
+                        files.append((src, dst, info))
+            finally:
+                os.close(here)
+        # Creating files is system-call bound: threads overlap it well (as repo.copy_tree does).
+        with ThreadPoolExecutor(max_workers=io_workers()) as pool:
+            for _ in pool.map(lambda entry: _copy_file(root, *entry), files, chunksize=64):
+                pass
+    finally:
+        os.close(root)
     return dest
 
 
-def _copy_file(src: bytes, dst: bytes, info: os.stat_result) -> None:
-    import shutil
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-    # Nothing of the agent's runs any more (the jail's processes died with prepare), so the
-    # regular file lstat saw is the one copied; sendfile, no Python-level loop.
-    shutil.copyfile(src, dst, follow_symlinks=False)
-    os.chmod(dst, stat.S_IMODE(info.st_mode) | 0o200)
+
+def _open_beneath(root: int, relative: bytes) -> int:
+    """A handle of the folder ``relative`` beneath the open folder ``root``, each name on the
+    way opened as a folder and never through a link (``OSError`` otherwise)."""
+    here = os.dup(root)
+    try:
+        for part in relative.split(b"/") if relative else ():
+            inner = os.open(part, _FOLDER, dir_fd=here)
+            os.close(here)
+            here = inner
+    except BaseException:
+        os.close(here)
+        raise
+    return here
+
+
+def _copy_file(root: int, src: bytes, dst: bytes, info: os.stat_result) -> None:
+    """Copy the regular file ``src`` (beneath the open folder ``root``) to ``dst``: read only
+    while it is still a regular file there (not a link, not a FIFO), written only as a new
+    file, its mode the permission bits (no setuid) with the owner's write."""
+    folder, _, name = src.rpartition(b"/")
+    parent = _open_beneath(root, folder)
+    try:
+        reading = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        source = os.open(name, reading, dir_fd=parent)
+    finally:
+        os.close(parent)
+    try:
+        if not stat.S_ISREG(os.fstat(source).st_mode):
+            raise OSError(errno.EINVAL, "no longer a regular file", os.fsdecode(src))
+        mode = stat.S_IMODE(info.st_mode) & 0o777 | 0o200
+        copy = os.open(
+            dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode
+        )
+        try:
+            offset = 0
+            while sent := os.sendfile(copy, source, offset, 1 << 30):  # no Python-level loop
+                offset += sent
+            os.fchmod(copy, mode)  # the umask may have taken bits away
+        finally:
+            os.close(copy)
+    finally:
+        os.close(source)
