@@ -335,7 +335,8 @@ def run_process(
         # milliseconds, and the agent's processes with it: held before the kill and waited for
         # after, so that nothing of the agent's runs while the caller acts on its folders
         # (removes or copies them, as root).
-        inits = _jail_inits(proc.pid) if jailed else []
+        # Only while bubblewrap is not reaped: its pid is its own until then, never reused.
+        inits = _jail_inits(proc.pid) if jailed and proc.returncode is None else []
         _kill_group(proc.pid)
         proc.wait()
         _end_jail_inits(inits)
