@@ -88,9 +88,8 @@ def shown_readonly(
     A folder that holds a guarded one ($HOME, the cache, a run folder), or lies in trysquare's
     cache or in one of ``runs`` (the run folders, as named and as they really are), is left out,
     judged by where it leads, and so is one named in a run: showing the interpreter must never
-    show a run. A folder inside a system folder is
-    shown on its own only when it lies in a ``masked`` one (the interpreter in a $HOME under
-    ``/opt``).
+    show a run. A folder inside a system folder is shown on its own only when it lies in a
+    ``masked`` one (the interpreter in a $HOME under ``/opt``).
     """
     wanted: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     wanted.append(os.path.dirname(os.path.realpath(sys.executable)))
