@@ -34,7 +34,7 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -240,37 +240,18 @@ def copy_prepared(shared: SharedTree, dest: Path) -> Path:
     may swap a link in while the copy is made, and what it leads to is never copied."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from trysquare._pool import io_workers
+    from trysquare._pool import bounded_map, io_workers
 
     # Never through a link: run_steps refuses a prepare that put one in the tree's place.
     root = os.open(shared.tree, _FOLDER)
     try:
         target = os.fsencode(dest)
         os.mkdir(target, 0o755)
-        files: list[tuple[bytes, bytes, os.stat_result]] = []
-        pending: list[bytes] = [b""]
-        while pending:  # folders and links first, in this thread; the files' bytes after
-            relative = pending.pop()
-            there = os.path.join(target, relative) if relative else target
-            here = _open_beneath(root, relative)
-            try:
-                for listed in os.listdir(here):  # names as str: a descriptor was listed
-                    name = os.fsencode(listed)
-                    src = os.path.join(relative, name) if relative else name
-                    dst = os.path.join(there, name)
-                    info = os.stat(name, dir_fd=here, follow_symlinks=False)
-                    if stat.S_ISLNK(info.st_mode):
-                        os.symlink(os.readlink(name, dir_fd=here), dst)
-                    elif stat.S_ISDIR(info.st_mode):
-                        os.mkdir(dst, 0o755)
-                        pending.append(src)
-                    elif stat.S_ISREG(info.st_mode):
-                        files.append((src, dst, info))
-            finally:
-                os.close(here)
         # Creating files is system-call bound: threads overlap it well (as repo.copy_tree does).
-        with ThreadPoolExecutor(max_workers=io_workers()) as pool:
-            for _ in pool.map(lambda entry: _copy_file(root, *entry), files, chunksize=64):
+        workers = io_workers()
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            batches = _folders(root, target)
+            for _ in bounded_map(pool, _copy_files, batches, window=2 * workers):
                 pass
     finally:
         os.close(root)
@@ -278,6 +259,44 @@ def copy_prepared(shared: SharedTree, dest: Path) -> Path:
 
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_BATCH = 64  # files copied by one task: a folder of thousands is still copied by every thread
+
+
+def _folders(
+    root: int, target: bytes
+) -> Iterator[tuple[int, bytes, list[tuple[bytes, os.stat_result]]]]:
+    """Each folder beneath ``root`` made in ``target`` with its links, then its regular files in
+    batches: ``(a handle of the folder, its copy, files)``; whoever takes a batch closes it."""
+    pending: list[bytes] = [b""]
+    while pending:
+        relative = pending.pop()
+        there = os.path.join(target, relative) if relative else target
+        here = _open_beneath(root, relative)
+        files: list[tuple[bytes, os.stat_result]] = []
+        try:
+            for listed in os.listdir(here):  # names as str: a handle was listed
+                name = os.fsencode(listed)
+                info = os.stat(name, dir_fd=here, follow_symlinks=False)
+                if stat.S_ISLNK(info.st_mode):
+                    os.symlink(os.readlink(name, dir_fd=here), os.path.join(there, name))
+                elif stat.S_ISDIR(info.st_mode):
+                    os.mkdir(os.path.join(there, name), 0o755)
+                    pending.append(os.path.join(relative, name) if relative else name)
+                elif stat.S_ISREG(info.st_mode):
+                    files.append((name, info))
+            for start in range(0, len(files), _BATCH):
+                yield os.dup(here), there, files[start : start + _BATCH]
+        finally:
+            os.close(here)
+
+
+def _copy_files(batch: tuple[int, bytes, list[tuple[bytes, os.stat_result]]]) -> None:
+    here, there, files = batch
+    try:
+        for name, info in files:
+            _copy_file(here, name, os.path.join(there, name), info)
+    finally:
+        os.close(here)
 
 
 def _open_beneath(root: int, relative: bytes) -> int:
@@ -295,20 +314,15 @@ def _open_beneath(root: int, relative: bytes) -> int:
     return here
 
 
-def _copy_file(root: int, src: bytes, dst: bytes, info: os.stat_result) -> None:
-    """Copy the regular file ``src`` (beneath the open folder ``root``) to ``dst``: read only
-    while it is still a regular file there (not a link, not a FIFO), written only as a new
-    file, its mode the permission bits (no setuid) with the owner's write."""
-    folder, _, name = src.rpartition(b"/")
-    parent = _open_beneath(root, folder)
-    try:
-        reading = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        source = os.open(name, reading, dir_fd=parent)
-    finally:
-        os.close(parent)
+def _copy_file(folder: int, name: bytes, dst: bytes, info: os.stat_result) -> None:
+    """Copy the regular file ``name`` of the open ``folder`` to ``dst``: read only while it is
+    still a regular file there (not a link, not a FIFO), written only as a new file, its mode
+    the permission bits (no setuid) with the owner's write."""
+    reading = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    source = os.open(name, reading, dir_fd=folder)
     try:
         if not stat.S_ISREG(os.fstat(source).st_mode):
-            raise OSError(errno.EINVAL, "no longer a regular file", os.fsdecode(src))
+            raise OSError(errno.EINVAL, "no longer a regular file", os.fsdecode(name))
         mode = stat.S_IMODE(info.st_mode) & 0o777 | 0o200
         copy = os.open(
             dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode
